@@ -1,0 +1,95 @@
+// Package model defines the one interface through which the runtime talks to
+// a language model, and the provider-neutral conversation types it uses.
+// Each provider (anthropic, openai, scripted) is a package that implements
+// Provider.
+package model
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Role is who produced a message.
+type Role string
+
+// Roles of conversation messages.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// Message is one entry of a conversation as the model sees it. A user
+// message carries Text and/or ToolResults; an assistant message carries Text
+// and/or ToolCalls.
+type Message struct {
+	Role        Role         `json:"role"`
+	Text        string       `json:"text,omitempty"`
+	ToolCalls   []ToolCall   `json:"tool_calls,omitempty"`
+	ToolResults []ToolResult `json:"tool_results,omitempty"`
+}
+
+// ToolCall is a model's request to run a tool.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolResult answers one ToolCall. Content, when present, is the multimodal
+// form (text and images); Text is used otherwise.
+type ToolResult struct {
+	CallID  string        `json:"call_id"`
+	Text    string        `json:"text,omitempty"`
+	Content []ContentPart `json:"content,omitempty"`
+	IsError bool          `json:"is_error,omitempty"`
+}
+
+// ContentPart is a text or image part of a tool result. Data is base64.
+type ContentPart struct {
+	Type      string `json:"type"` // "text" or "image"
+	Text      string `json:"text,omitempty"`
+	Data      string `json:"data,omitempty"`
+	MediaType string `json:"media_type,omitempty"`
+}
+
+// ToolSpec is a tool offered to the model.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Request is one completion request.
+type Request struct {
+	System    string
+	Messages  []Message
+	Tools     []ToolSpec
+	MaxTokens int
+}
+
+// Response is a finished completion: the assistant's turn.
+type Response struct {
+	Text       string
+	ToolCalls  []ToolCall
+	StopReason string
+}
+
+// Stream receives a completion's output as it is produced. Deltas are for
+// display only: the runtime persists the Response, never a half stream.
+type Stream interface {
+	// TextDelta is called with each piece of assistant text.
+	TextDelta(text string)
+}
+
+// Provider runs completions against one model.
+type Provider interface {
+	// Name identifies the provider and model, such as "anthropic:claude-sonnet-4-5"
+	// or "scripted:demo.json (scripted test model)".
+	Name() string
+	// SupportsImages reports whether tool results may carry image bytes
+	// (RAP RE-2: otherwise each image becomes a text placeholder).
+	SupportsImages() bool
+	// Complete runs one completion, calling s (which may be nil) with text
+	// deltas as they stream.
+	Complete(ctx context.Context, req Request, s Stream) (*Response, error)
+}
