@@ -1,0 +1,197 @@
+package rap
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// FieldError reports a message field that is missing or has the wrong JSON
+// type. Field is a path such as "arguments" or "content[1].mediaType".
+type FieldError struct {
+	Field   string
+	Problem string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Problem
+	}
+	return e.Field + ": " + e.Problem
+}
+
+// object is a decoded JSON object whose members are checked one by one, so
+// that every error names the member that was wrong.
+type object struct {
+	prefix  string
+	members map[string]json.RawMessage
+}
+
+func parseObject(data []byte, prefix string) (*object, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, &FieldError{Field: prefix, Problem: "empty body; expected a JSON object"}
+	}
+	if data[0] != '{' {
+		return nil, &FieldError{Field: prefix, Problem: "expected a JSON object, got " + jsonKind(data)}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, &FieldError{Field: prefix, Problem: "malformed JSON: " + err.Error()}
+	}
+	return &object{prefix: prefix, members: m}, nil
+}
+
+func (o *object) path(name string) string {
+	if o.prefix == "" {
+		return name
+	}
+	return o.prefix + "." + name
+}
+
+// raw returns the member and whether it is present and not null.
+func (o *object) raw(name string) (json.RawMessage, bool) {
+	v, ok := o.members[name]
+	if !ok || string(bytes.TrimSpace(v)) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+func (o *object) missing(name string) error {
+	return &FieldError{Field: o.path(name), Problem: "missing required field"}
+}
+
+func (o *object) wrongType(name, want string, got json.RawMessage) error {
+	return &FieldError{Field: o.path(name), Problem: "must be " + want + ", got " + jsonKind(got)}
+}
+
+// str reads a string member. A required member must be present and not null.
+func (o *object) str(name string, required bool) (string, error) {
+	v, ok := o.raw(name)
+	if !ok {
+		if required {
+			return "", o.missing(name)
+		}
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", o.wrongType(name, "a string", v)
+	}
+	return s, nil
+}
+
+// nonEmpty reads a required string member that must not be empty.
+func (o *object) nonEmpty(name string) (string, error) {
+	s, err := o.str(name, true)
+	if err == nil && s == "" {
+		err = &FieldError{Field: o.path(name), Problem: "must not be empty"}
+	}
+	return s, err
+}
+
+func (o *object) boolean(name string) (bool, error) {
+	v, ok := o.raw(name)
+	if !ok {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(v, &b); err != nil {
+		return false, o.wrongType(name, "a boolean", v)
+	}
+	return b, nil
+}
+
+func (o *object) integer(name string, required bool) (int, bool, error) {
+	v, ok := o.raw(name)
+	if !ok {
+		if required {
+			return 0, false, o.missing(name)
+		}
+		return 0, false, nil
+	}
+	var n int
+	if err := json.Unmarshal(v, &n); err != nil {
+		return 0, false, o.wrongType(name, "an integer", v)
+	}
+	return n, true, nil
+}
+
+func (o *object) strings(name string, required bool) ([]string, error) {
+	v, ok := o.raw(name)
+	if !ok {
+		if required {
+			return nil, o.missing(name)
+		}
+		return nil, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return nil, o.wrongType(name, "an array of strings", v)
+	}
+	out := make([]string, len(items))
+	for i, item := range items {
+		if err := json.Unmarshal(item, &out[i]); err != nil {
+			return nil, &FieldError{Field: fmt.Sprintf("%s[%d]", o.path(name), i), Problem: "must be a string, got " + jsonKind(item)}
+		}
+	}
+	return out, nil
+}
+
+// jsonObject reads a member that must be a JSON object and returns it compacted.
+func (o *object) jsonObject(name string, required bool) (json.RawMessage, error) {
+	v, ok := o.raw(name)
+	if !ok {
+		if required {
+			return nil, o.missing(name)
+		}
+		return nil, nil
+	}
+	if jsonKind(v) != "object" {
+		return nil, o.wrongType(name, "a JSON object", v)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, v); err != nil {
+		return nil, o.wrongType(name, "a JSON object", v)
+	}
+	return buf.Bytes(), nil
+}
+
+func (o *object) array(name string) ([]json.RawMessage, bool, error) {
+	v, ok := o.raw(name)
+	if !ok {
+		return nil, false, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(v, &items); err != nil {
+		return nil, false, o.wrongType(name, "an array", v)
+	}
+	return items, true, nil
+}
+
+// jsonKind names the JSON type of a raw value for error messages.
+func jsonKind(v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	default:
+		if strings.ContainsAny(string(v[:1]), "-0123456789") {
+			return "number"
+		}
+		return "invalid JSON"
+	}
+}
