@@ -1,0 +1,326 @@
+// Package durable keeps a RAP tool server's state in a SQLite file: the
+// outbox of callback messages not yet delivered and the active
+// subscriptions. A *Store satisfies rap.Store, so a tool server that passes
+// it to rap.SenderOptions.Outbox loses no result across a crash or restart
+// (RAP IN-4) and can resume its subscriptions (RAP SU-1).
+//
+// The file uses SQLite's write-ahead log with synchronous=FULL: once
+// Enqueue returns, the message survives the process being killed and, as
+// far as the disk keeps its promises, the machine losing power. Several
+// processes may open the same file; SQLite serializes their writes.
+package durable
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Limits on what the store accepts.
+const (
+	// MaxKeyBytes is the longest outbox key accepted.
+	MaxKeyBytes = 256
+	// MaxURLBytes is the longest callback URL accepted.
+	MaxURLBytes = rap.MaxCallbackURLBytes
+	// MaxBodyBytes is the largest message body accepted.
+	MaxBodyBytes = rap.MaxCallbackBytes
+	// MaxPending is the largest limit Pending honours.
+	MaxPending = 10000
+	// MaxRecordBytes is the largest encoded subscription record accepted.
+	MaxRecordBytes = 1 << 20
+	// MaxIDBytes is the longest group id or subscription id accepted.
+	MaxIDBytes = 1024
+)
+
+// busyTimeout is how long a statement waits for another connection or
+// process holding the write lock before failing with SQLITE_BUSY.
+const busyTimeout = 10 * time.Second
+
+// Store is a SQLite-backed rap.Store. It is safe for concurrent use, and
+// several processes may share one file.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+var _ rap.Store = (*Store)(nil)
+
+// Open opens or creates the SQLite database at path and brings its schema
+// up to date. Close it when done.
+func Open(path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("durable: Open: empty path; pass the file to keep the tool server's outbox and subscriptions in")
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("durable: Open %q: the path must not contain '?' or '#'", path)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + path + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("durable: Open %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*busyTimeout)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("durable: Open %s: %w; check that the directory exists and is writable", path, err)
+	}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("durable: Open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Close closes the database. Calls made after Close fail.
+func (s *Store) Close() error {
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("durable: closing %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// migrations are applied in order; entry i brings the schema to version
+// i+1. Never edit an entry once released: append a new one.
+var migrations = []string{
+	// 1: the outbox and the subscriptions.
+	`CREATE TABLE outbox (
+		seq      INTEGER PRIMARY KEY AUTOINCREMENT, -- enqueue order
+		key      TEXT    NOT NULL UNIQUE,
+		url      TEXT    NOT NULL,
+		body     BLOB    NOT NULL,
+		attempts INTEGER NOT NULL DEFAULT 0,
+		created  INTEGER NOT NULL                   -- Unix nanoseconds
+	);
+	CREATE TABLE subscriptions (
+		group_id TEXT    NOT NULL,
+		id       TEXT    NOT NULL,
+		created  INTEGER NOT NULL,                  -- Unix nanoseconds
+		record   BLOB    NOT NULL,                  -- rap.SubscriptionRecord as JSON
+		PRIMARY KEY (group_id, id)
+	);`,
+}
+
+// migrate applies the migrations the file has not seen yet, each in its
+// own transaction, recording them in schema_migrations.
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		applied_at INTEGER NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	for i, stmt := range migrations {
+		version := i + 1
+		if err := s.applyMigration(ctx, version, stmt); err != nil {
+			return fmt.Errorf("schema migration %d: %w", version, err)
+		}
+	}
+	var newest int
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("reading schema version: %w", err)
+	}
+	if newest > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this program knows (%d); upgrade gorap", newest, len(migrations))
+	}
+	return nil
+}
+
+func (s *Store) applyMigration(ctx context.Context, version int, stmt string) error {
+	tx, err := s.db.BeginTx(ctx, nil) // IMMEDIATE: one process migrates at a time
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, stmt); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES (?, ?)`, version, time.Now().UnixNano()); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// SchemaVersion reports the schema version of the open file.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	if err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("durable: reading schema version of %s: %w", s.path, err)
+	}
+	return v, nil
+}
+
+// Enqueue stores m durably. A second Enqueue with the same Key keeps the
+// first message and succeeds, so callers may retry a failed Enqueue safely.
+// m.Created defaults to now; m.Attempts is stored as given.
+func (s *Store) Enqueue(ctx context.Context, m rap.OutboxMessage) error {
+	switch {
+	case m.Key == "":
+		return errors.New("durable: Enqueue: empty Key; give every message a unique key")
+	case len(m.Key) > MaxKeyBytes:
+		return fmt.Errorf("durable: Enqueue: Key is %d bytes, over the %d-byte limit", len(m.Key), MaxKeyBytes)
+	case m.URL == "":
+		return fmt.Errorf("durable: Enqueue %s: empty URL; pass the invocation's callback_url", m.Key)
+	case len(m.URL) > MaxURLBytes:
+		return fmt.Errorf("durable: Enqueue %s: URL is %d bytes, over the %d-byte limit", m.Key, len(m.URL), MaxURLBytes)
+	case len(m.Body) == 0:
+		return fmt.Errorf("durable: Enqueue %s: empty Body; a callback is a JSON object", m.Key)
+	case len(m.Body) > MaxBodyBytes:
+		return fmt.Errorf("durable: Enqueue %s: Body is %d bytes, over the %d-byte limit", m.Key, len(m.Body), MaxBodyBytes)
+	}
+	created := m.Created
+	if created.IsZero() {
+		created = time.Now()
+	}
+	_, err := s.db.ExecContext(ctx,
+		`INSERT INTO outbox (key, url, body, attempts, created) VALUES (?, ?, ?, ?, ?)
+		 ON CONFLICT (key) DO NOTHING`,
+		m.Key, m.URL, m.Body, m.Attempts, created.UnixNano())
+	if err != nil {
+		return fmt.Errorf("durable: Enqueue %s into %s: %w", m.Key, s.path, err)
+	}
+	return nil
+}
+
+// Pending returns up to limit undelivered messages in enqueue order.
+// A limit above MaxPending is reduced to it.
+func (s *Store) Pending(ctx context.Context, limit int) ([]rap.OutboxMessage, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("durable: Pending: limit %d; ask for at least one message", limit)
+	}
+	limit = min(limit, MaxPending)
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT key, url, body, attempts, created FROM outbox ORDER BY seq LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("durable: Pending from %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []rap.OutboxMessage
+	for rows.Next() {
+		var m rap.OutboxMessage
+		var created int64
+		if err := rows.Scan(&m.Key, &m.URL, &m.Body, &m.Attempts, &created); err != nil {
+			return nil, fmt.Errorf("durable: Pending from %s: %w", s.path, err)
+		}
+		m.Created = time.Unix(0, created)
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: Pending from %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// Attempted counts one failed delivery attempt of the message with key.
+// An unknown key is not an error: the message may have been delivered by
+// another process meanwhile.
+func (s *Store) Attempted(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE outbox SET attempts = attempts + 1 WHERE key = ?`, key); err != nil {
+		return fmt.Errorf("durable: Attempted %s in %s: %w", key, s.path, err)
+	}
+	return nil
+}
+
+// Delivered removes the message with key. An unknown key is not an error.
+func (s *Store) Delivered(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM outbox WHERE key = ?`, key); err != nil {
+		return fmt.Errorf("durable: Delivered %s in %s: %w", key, s.path, err)
+	}
+	return nil
+}
+
+// SaveSubscription inserts or replaces the record for its invocation's
+// (GroupID, ID). The invocation's ID, GroupID and CallbackURL are required,
+// since they are what a restarted tool server needs to keep sending events
+// (RAP SU-1).
+func (s *Store) SaveSubscription(ctx context.Context, r rap.SubscriptionRecord) error {
+	inv := r.Invocation
+	switch {
+	case inv.GroupID == "":
+		return errors.New("durable: SaveSubscription: invocation.group_id is empty; save the invocation the subscription came from")
+	case inv.ID == "":
+		return fmt.Errorf("durable: SaveSubscription (group %s): invocation.id is empty; save the invocation the subscription came from", inv.GroupID)
+	case inv.CallbackURL == "":
+		return fmt.Errorf("durable: SaveSubscription %s/%s: invocation.callback_url is empty; events could never be delivered", inv.GroupID, inv.ID)
+	case len(inv.GroupID) > MaxIDBytes || len(inv.ID) > MaxIDBytes:
+		return fmt.Errorf("durable: SaveSubscription: group id or id is over the %d-byte limit", MaxIDBytes)
+	}
+	if len(r.State) > 0 && !json.Valid(r.State) {
+		return fmt.Errorf("durable: SaveSubscription %s/%s: state is not valid JSON", inv.GroupID, inv.ID)
+	}
+	if r.Created.IsZero() {
+		r.Created = time.Now()
+	}
+	rec, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("durable: SaveSubscription %s/%s: encoding the record: %w", inv.GroupID, inv.ID, err)
+	}
+	if len(rec) > MaxRecordBytes {
+		return fmt.Errorf("durable: SaveSubscription %s/%s: record is %d bytes, over the %d-byte limit; keep large state elsewhere", inv.GroupID, inv.ID, len(rec), MaxRecordBytes)
+	}
+	_, err = s.db.ExecContext(ctx,
+		`INSERT INTO subscriptions (group_id, id, created, record) VALUES (?, ?, ?, ?)
+		 ON CONFLICT (group_id, id) DO UPDATE SET created = excluded.created, record = excluded.record`,
+		inv.GroupID, inv.ID, r.Created.UnixNano(), rec)
+	if err != nil {
+		return fmt.Errorf("durable: SaveSubscription %s/%s in %s: %w", inv.GroupID, inv.ID, s.path, err)
+	}
+	return nil
+}
+
+// DeleteSubscription forgets one subscription; unknown ids are not an error.
+func (s *Store) DeleteSubscription(ctx context.Context, groupID, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM subscriptions WHERE group_id = ? AND id = ?`, groupID, id); err != nil {
+		return fmt.Errorf("durable: DeleteSubscription %s/%s in %s: %w", groupID, id, s.path, err)
+	}
+	return nil
+}
+
+// ListSubscriptions returns every stored subscription, oldest first.
+func (s *Store) ListSubscriptions(ctx context.Context) ([]rap.SubscriptionRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT group_id, id, record FROM subscriptions ORDER BY created, group_id, id`)
+	if err != nil {
+		return nil, fmt.Errorf("durable: ListSubscriptions from %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []rap.SubscriptionRecord
+	for rows.Next() {
+		var groupID, id string
+		var rec []byte
+		if err := rows.Scan(&groupID, &id, &rec); err != nil {
+			return nil, fmt.Errorf("durable: ListSubscriptions from %s: %w", s.path, err)
+		}
+		var r rap.SubscriptionRecord
+		if err := json.Unmarshal(rec, &r); err != nil {
+			return nil, fmt.Errorf("durable: ListSubscriptions from %s: record %s/%s is corrupt: %w", s.path, groupID, id, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: ListSubscriptions from %s: %w", s.path, err)
+	}
+	return out, nil
+}
