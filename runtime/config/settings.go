@@ -1,0 +1,285 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Environment variables read by FromEnv. Flags override them; they override
+// the defaults.
+const (
+	EnvConfig      = "RAP_CONFIG"       // tool-server config file(s), separated by the OS list separator
+	EnvListen      = "RAP_LISTEN"       // listen address
+	EnvPublicURL   = "RAP_PUBLIC_URL"   // base URL tools call back to
+	EnvDataDir     = "RAP_DATA_DIR"     // directory of the store and callback key
+	EnvModel       = "RAP_MODEL"        // PROVIDER:MODEL
+	EnvToken       = "RAP_TOKEN"        // bearer token required by the client API
+	EnvToolToken   = "RAP_TOOL_TOKEN"   // bearer token sent to tool servers
+	EnvLogLevel    = "RAP_LOG_LEVEL"    // debug, info, warn or error
+	EnvSystem      = "RAP_SYSTEM"       // system prompt
+	EnvToolTimeout = "RAP_TOOL_TIMEOUT" // default per-tool timeout (Go duration), 0 = none
+)
+
+// DefaultListen is the listen address when neither --listen nor RAP_LISTEN
+// is given.
+const DefaultListen = "127.0.0.1:8080"
+
+// Settings are the runtime's settings, resolved from defaults, the
+// environment and command-line flags, in increasing order of precedence.
+type Settings struct {
+	// ConfigFiles are tool-server config files read instead of the
+	// project-level and user-level pair; empty means the pair.
+	ConfigFiles []string
+	// Listen is the address the HTTP server listens on.
+	Listen string
+	// PublicURL is the base URL tools call back to. Empty means derived from
+	// the bound listen address (see PublicURLFor).
+	PublicURL string
+	// DataDir holds the SQLite store and the callback key.
+	DataDir string
+	// Model is PROVIDER:MODEL (anthropic:…, openai:…, scripted:PATH).
+	Model string
+	// Token, when set, is required as "Authorization: Bearer TOKEN" on the
+	// client API. It is a secret and never logged.
+	Token string
+	// ToolToken, when set, is sent as a bearer token to tool servers
+	// (RAP TR-8). It is a secret and never logged.
+	ToolToken string
+	// LogLevel is debug, info, warn or error.
+	LogLevel string
+	// System is the system prompt given to the model.
+	System string
+	// ToolTimeout is the default per-tool timeout; 0 means none (RAP RT-5).
+	ToolTimeout time.Duration
+}
+
+// Defaults returns the settings used when nothing is configured. getenv is
+// consulted only for HOME and XDG_DATA_HOME, to place the data directory.
+func Defaults(getenv func(string) string) Settings {
+	return Settings{
+		Listen:   DefaultListen,
+		DataDir:  DefaultDataDir(getenv),
+		LogLevel: "info",
+	}
+}
+
+// DefaultDataDir returns $XDG_DATA_HOME/rap, or ~/.local/share/rap, or
+// ./.rap when no home directory is known.
+func DefaultDataDir(getenv func(string) string) string {
+	if d := getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "rap")
+	}
+	if home := getenv("HOME"); home != "" {
+		return filepath.Join(home, ".local", "share", "rap")
+	}
+	return ".rap"
+}
+
+// FromEnv returns the defaults overridden by the RAP_* environment
+// variables. A malformed value is an error naming the variable.
+func FromEnv(getenv func(string) string) (Settings, error) {
+	s := Defaults(getenv)
+	if v := getenv(EnvConfig); v != "" {
+		s.ConfigFiles = filepath.SplitList(v)
+	}
+	set := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	set(&s.Listen, EnvListen)
+	set(&s.PublicURL, EnvPublicURL)
+	set(&s.DataDir, EnvDataDir)
+	set(&s.Model, EnvModel)
+	set(&s.Token, EnvToken)
+	set(&s.ToolToken, EnvToolToken)
+	set(&s.LogLevel, EnvLogLevel)
+	set(&s.System, EnvSystem)
+	if v := getenv(EnvToolTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return s, fmt.Errorf("%s=%q: want a non-negative Go duration such as 90s or 5m", EnvToolTimeout, v)
+		}
+		s.ToolTimeout = d
+	}
+	return s, nil
+}
+
+// RegisterFlags defines the runtime's flags on fs, bound to s: parse the
+// environment first (FromEnv), then the flags, so that flags win. Secrets
+// are never shown as flag defaults.
+func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
+	fs.Var(&listValue{dst: &s.ConfigFiles}, "config", "tool-server config `FILE` (repeatable); replaces the project-level .rap/rap.json and user-level ~/.config/rap/rap.json (env "+EnvConfig+")")
+	fs.StringVar(&s.Listen, "listen", s.Listen, "listen `ADDR` of the HTTP server (env "+EnvListen+")")
+	fs.StringVar(&s.PublicURL, "public-url", s.PublicURL, "base `URL` tools call back to; default derived from the listen address (env "+EnvPublicURL+")")
+	fs.StringVar(&s.DataDir, "data-dir", s.DataDir, "`DIR` of the SQLite store and the callback key (env "+EnvDataDir+")")
+	fs.StringVar(&s.Model, "model", s.Model, "model as `PROVIDER:MODEL`: anthropic:MODEL, openai:MODEL or scripted:PATH (env "+EnvModel+")")
+	fs.Var((*secretValue)(&s.Token), "token", "bearer `TOKEN` required by the client API (env "+EnvToken+"; prefer the env var: flags show in ps)")
+	fs.Var((*secretValue)(&s.ToolToken), "tool-token", "bearer `TOKEN` sent to tool servers (env "+EnvToolToken+")")
+	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log `LEVEL`: debug, info, warn or error (env "+EnvLogLevel+")")
+	fs.StringVar(&s.System, "system", s.System, "system `PROMPT` for the model (env "+EnvSystem+")")
+	fs.DurationVar(&s.ToolTimeout, "tool-timeout", s.ToolTimeout, "default per-tool `TIMEOUT` after which a pending call gets an error result; 0 = none (env "+EnvToolTimeout+")")
+}
+
+// Check validates the settings and returns an error naming the first bad
+// one.
+func (s *Settings) Check() error {
+	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
+		return fmt.Errorf("listen address %q: %v; want HOST:PORT such as 127.0.0.1:8080", s.Listen, err)
+	}
+	if s.PublicURL != "" {
+		u, err := url.Parse(s.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("public URL %q: want an absolute http:// or https:// URL such as http://agent.example:8080", s.PublicURL)
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("public URL %q: must not have a query or fragment", s.PublicURL)
+		}
+	}
+	if s.DataDir == "" {
+		return errors.New("data dir is empty; pass --data-dir DIR or set " + EnvDataDir)
+	}
+	if _, err := ParseLogLevel(s.LogLevel); err != nil {
+		return err
+	}
+	if s.ToolTimeout < 0 {
+		return fmt.Errorf("tool timeout %v: must not be negative", s.ToolTimeout)
+	}
+	return nil
+}
+
+// ParseLogLevel parses debug, info, warn or error.
+func ParseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// PublicURLFor returns the public URL: s.PublicURL when set, else one
+// derived from the bound listen address addr (such as "127.0.0.1:8080" or
+// "[::]:8080"). An unspecified host (0.0.0.0, ::, empty) becomes the
+// loopback address, which tools on the same machine can reach.
+func (s *Settings) PublicURLFor(addr string) (string, error) {
+	if s.PublicURL != "" {
+		return strings.TrimRight(s.PublicURL, "/"), nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("derive the public URL from listen address %q: %v; pass --public-url", addr, err)
+	}
+	if port == "0" || port == "" {
+		return "", fmt.Errorf("derive the public URL from listen address %q: the port is not known yet; use the bound address", addr)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// ToolServers loads the tool-server configuration: s.ConfigFiles when set
+// (merged in order), else the project-level file of dir and the user-level
+// file. It returns the base URLs and the files read.
+func (s *Settings) ToolServers(dir string, getenv func(string) string) ([]string, []string, error) {
+	f, used, err := s.LoadToolSets(dir, getenv)
+	if err != nil {
+		return nil, used, err
+	}
+	return f.ServerURLs(), used, nil
+}
+
+// LoadToolSets is ToolServers returning the merged file itself.
+func (s *Settings) LoadToolSets(dir string, getenv func(string) string) (*File, []string, error) {
+	if len(s.ConfigFiles) > 0 {
+		merged := &File{}
+		var used []string
+		for _, p := range s.ConfigFiles {
+			f, err := LoadFile(p)
+			if err != nil {
+				return nil, used, err
+			}
+			merged.Merge(f)
+			used = append(used, p)
+		}
+		return merged, used, nil
+	}
+	user, err := UserPath(getenv)
+	if err != nil {
+		user = ""
+	}
+	return LoadMerged(ProjectPath(dir), user)
+}
+
+// LogValue implements slog.LogValuer: the settings without their secrets.
+func (s Settings) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Any("config", s.ConfigFiles),
+		slog.String("listen", s.Listen),
+		slog.String("public_url", s.PublicURL),
+		slog.String("data_dir", s.DataDir),
+		slog.String("model", s.Model),
+		slog.String("token", redact(s.Token)),
+		slog.String("tool_token", redact(s.ToolToken)),
+		slog.String("log_level", s.LogLevel),
+		slog.Int("system_prompt_chars", len(s.System)),
+		slog.Duration("tool_timeout", s.ToolTimeout),
+	)
+}
+
+// String describes the settings without their secrets.
+func (s Settings) String() string {
+	return fmt.Sprintf("listen=%s public_url=%s data_dir=%s model=%s token=%s tool_token=%s",
+		s.Listen, s.PublicURL, s.DataDir, s.Model, redact(s.Token), redact(s.ToolToken))
+}
+
+func redact(secret string) string {
+	if secret == "" {
+		return "(unset)"
+	}
+	return "(set)"
+}
+
+// listValue is a repeatable string flag; its first use on the command line
+// replaces the values taken from the environment.
+type listValue struct {
+	dst     *[]string
+	fromCLI bool
+}
+
+func (l *listValue) String() string {
+	if l == nil || l.dst == nil {
+		return ""
+	}
+	return strings.Join(*l.dst, string(os.PathListSeparator))
+}
+
+func (l *listValue) Set(v string) error {
+	if v == "" {
+		return errors.New("empty file name")
+	}
+	if !l.fromCLI {
+		l.fromCLI = true
+		*l.dst = nil
+	}
+	*l.dst = append(*l.dst, v)
+	return nil
+}
+
+// secretValue is a string flag whose value is never printed.
+type secretValue string
+
+func (v *secretValue) String() string { return "" }
+
+func (v *secretValue) Set(s string) error {
+	*v = secretValue(s)
+	return nil
+}
