@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -13,30 +14,46 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// Discover fetches the toolset a tool server publishes at
-// baseURL/.well-known/rap-toolset (RAP TS-4) and remembers it for Invoke.
-// It fetches afresh on every call.
+// Discover fetches and validates the toolset a tool server publishes at
+// baseURL/.well-known/rap-toolset (RAP TS-4, TS-5) and remembers it for
+// Invoke. It fetches afresh on every call. An invalid manifest is an error
+// listing every violation (a *rap.ValidationError inside).
 func (rt *Runtime) Discover(ctx context.Context, baseURL string) (*rap.Toolset, error) {
-	ts, err := fetchToolset(ctx, rt.client, baseURL)
+	ts, _, err := rap.FetchToolset(ctx, rt.client, baseURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("raptest: %w", err)
+	}
+	cat, errs := rap.NewCatalog([]*rap.Toolset{ts})
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("raptest: toolset at %s: %w", baseURL, errors.Join(errs...))
 	}
 	rt.mu.Lock()
-	rt.toolsets[strings.TrimRight(baseURL, "/")] = ts
+	rt.toolsets[strings.TrimRight(baseURL, "/")] = &discovered{ts: ts, catalog: cat}
 	rt.mu.Unlock()
 	return ts, nil
 }
 
+// discovered is a validated toolset and its catalog.
+type discovered struct {
+	ts      *rap.Toolset
+	catalog *rap.Catalog
+}
+
 // toolset returns the remembered toolset of baseURL, discovering it first
 // if need be.
-func (rt *Runtime) toolset(ctx context.Context, baseURL string) (*rap.Toolset, error) {
+func (rt *Runtime) toolset(ctx context.Context, baseURL string) (*discovered, error) {
 	rt.mu.Lock()
-	ts := rt.toolsets[strings.TrimRight(baseURL, "/")]
+	d := rt.toolsets[strings.TrimRight(baseURL, "/")]
 	rt.mu.Unlock()
-	if ts != nil {
-		return ts, nil
+	if d != nil {
+		return d, nil
 	}
-	return rt.Discover(ctx, baseURL)
+	if _, err := rt.Discover(ctx, baseURL); err != nil {
+		return nil, err
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.toolsets[strings.TrimRight(baseURL, "/")], nil
 }
 
 // InvokeOption sets a field of one invocation.
@@ -72,8 +89,9 @@ func WithAncestors(ids ...string) InvokeOption {
 func WithUserID(id string) InvokeOption { return func(c *invokeConfig) { c.userID = id } }
 
 // Unchecked sends the invocation even if the operation is not in the
-// discovered toolset, so that a test can check how a tool answers an
-// unknown operation (RAP IN-3). A real runtime never does this (RAP IN-2).
+// discovered toolset or the arguments fail its input schema, so that a
+// test can check how a tool answers an unknown operation or invalid
+// arguments (RAP IN-3, TS-10). A real runtime does not (RAP IN-2).
 func Unchecked() InvokeOption { return func(c *invokeConfig) { c.unchecked = true } }
 
 // Invoke sends one invocation of operation to the endpoint of the toolset
@@ -90,19 +108,25 @@ func (rt *Runtime) Invoke(ctx context.Context, baseURL, operation string, args a
 	for _, o := range opts {
 		o(&ic)
 	}
-	ts, err := rt.toolset(ctx, baseURL)
-	if err != nil {
-		return nil, err
-	}
-	if !ic.unchecked && !hasTool(ts, operation) {
-		return nil, fmt.Errorf("raptest: toolset %q at %s has no tool %q; its tools are %s (use raptest.Unchecked to send it anyway)",
-			ts.Name, baseURL, operation, toolNames(ts))
-	}
-	endpoint, err := resolveEndpoint(baseURL, ts.Endpoint)
+	d, err := rt.toolset(ctx, baseURL)
 	if err != nil {
 		return nil, err
 	}
 	rawArgs, err := marshalArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	if !ic.unchecked {
+		tool, ok := d.catalog.Lookup(operation)
+		if !ok {
+			return nil, fmt.Errorf("raptest: toolset %q at %s has no tool %q; its tools are %s (use raptest.Unchecked to send it anyway)",
+				d.ts.Name, baseURL, operation, toolNames(d.ts))
+		}
+		if err := tool.ValidateArguments(rawArgs); err != nil {
+			return nil, fmt.Errorf("raptest: %s: %w (use raptest.Unchecked to send them anyway)", operation, err)
+		}
+	}
+	endpoint, err := resolveEndpoint(baseURL, d.ts.Endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -144,15 +168,6 @@ func (rt *Runtime) forget(token string) {
 	rt.mu.Lock()
 	delete(rt.calls, token)
 	rt.mu.Unlock()
-}
-
-func hasTool(ts *rap.Toolset, name string) bool {
-	for _, t := range ts.Tools {
-		if t.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func toolNames(ts *rap.Toolset) string {
@@ -359,16 +374,17 @@ func (c *Call) Result(ctx context.Context) (*rap.ToolResult, error) {
 // Events waits until n more subscription events have arrived than earlier
 // calls of Events returned, and returns those n in order. Other messages
 // are passed over. Events stops early, with what it has, after a final
-// event; it returns an error if fewer than n events arrived by then.
+// event, and returns an error if fewer than n events arrived by then;
+// events after the final one (a tool bug, see Errors) are never returned.
 func (c *Call) Events(ctx context.Context, n int) ([]*rap.SubscriptionEvent, error) {
 	var out []*rap.SubscriptionEvent
 	err := c.wait(ctx, fmt.Sprintf("%d subscription events", n), func() bool {
 		var evs []*rap.SubscriptionEvent
 		final := false
 		for _, m := range c.msgs {
-			if e, ok := m.(*rap.SubscriptionEvent); ok {
-				evs = append(evs, e)
-				final = final || e.Final
+			if e, ok := m.(*rap.SubscriptionEvent); ok && !final {
+				evs = append(evs, e) // events after the final one are not returned
+				final = e.Final
 			}
 		}
 		avail := evs[min(c.eventsOut, len(evs)):]

@@ -49,8 +49,6 @@ import (
 const (
 	// DefaultMaxCallbackBytes bounds the body of one callback message.
 	DefaultMaxCallbackBytes = 8 << 20
-	// maxToolsetBytes bounds a discovery document.
-	maxToolsetBytes = 4 << 20
 	// maxErrorBody bounds how much of an error answer is quoted in errors.
 	maxErrorBody = 2 << 10
 	// maxRecordedErrors bounds Errors; later errors are counted, not kept.
@@ -83,7 +81,7 @@ type Runtime struct {
 	failLeft  int
 	errs      []error
 	errsLost  int
-	toolsets  map[string]*rap.Toolset // by base URL
+	toolsets  map[string]*discovered // by base URL
 	closeOnce sync.Once
 }
 
@@ -191,7 +189,7 @@ func Start(opts ...Option) (*Runtime, error) {
 		done:     make(chan struct{}),
 		calls:    map[string]*Call{},
 		failLeft: cfg.failN,
-		toolsets: map[string]*rap.Toolset{},
+		toolsets: map[string]*discovered{},
 	}
 	rt.server = &http.Server{
 		Handler:           http.HandlerFunc(rt.serveCallback),

@@ -46,7 +46,7 @@ func newFakeTool(t *testing.T, script func(inv *rap.Invocation, post func(body a
 			Name:     "fake",
 			Endpoint: ft.srv.URL + "/invoke",
 			Tools: []rap.Tool{
-				{Name: "echo", Description: "echo", InputSchema: rap.EmptyObjectSchema},
+				{Name: "echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"type":"integer"}}}`)},
 				{Name: "watch", Description: "watch", InputSchema: rap.EmptyObjectSchema},
 			},
 		})
@@ -573,8 +573,44 @@ func TestDiscoverErrors(t *testing.T) {
 	rt := NewRuntime()
 	defer rt.Close()
 	_, err := rt.Discover(ctx, srv.URL)
-	var se *StatusError
-	if !errors.As(err, &se) || se.Status != 404 || !strings.Contains(se.URL, rap.WellKnownPath) {
+	var de *rap.DiscoveryError
+	if !errors.As(err, &de) || de.StatusCode != 404 || !strings.Contains(de.URL, rap.WellKnownPath) {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// RAP TS-5: an invalid manifest is reported whole and nothing is invoked.
+func TestDiscoverInvalidManifest(t *testing.T) {
+	ctx := testContext(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"name":"bad","endpoint":"not a url","tools":[{"name":"has space","description":"d","inputSchema":{"type":"object"}}]}`)
+	}))
+	defer srv.Close()
+	rt := NewRuntime()
+	defer rt.Close()
+	_, err := rt.Invoke(ctx, srv.URL, "has space", nil)
+	var ve *rap.ValidationError
+	if !errors.As(err, &ve) || len(ve.Violations) < 2 {
+		t.Fatalf("err = %v, want a ValidationError naming the endpoint and the tool name", err)
+	}
+}
+
+// RAP IN-2: arguments are checked against the input schema before sending.
+func TestInvokeValidatesArguments(t *testing.T) {
+	ctx := testContext(t)
+	ft := newFakeTool(t, nil)
+	rt := NewRuntime()
+	defer rt.Close()
+	_, err := rt.Invoke(ctx, ft.srv.URL, "echo", map[string]any{"x": "seven"})
+	var ae *rap.ArgumentsError
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), "arguments.x") {
+		t.Fatalf("err = %v, want an ArgumentsError naming arguments.x", err)
+	}
+	if n := len(ft.requestsTo("/invoke")); n != 0 {
+		t.Fatalf("sent %d invocations with invalid arguments", n)
+	}
+	if _, err := rt.Invoke(ctx, ft.srv.URL, "echo", map[string]any{"x": "seven"}, Unchecked()); err != nil {
+		t.Fatal(err)
 	}
 }
