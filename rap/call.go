@@ -1,0 +1,107 @@
+package rap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+)
+
+// Reply is what a tool handler returns: the tool result the model sees.
+// Text is used when Content is empty; when Content is set it supersedes
+// Text for the model (RAP RE-1, RE-2). DisplayAs holds optional
+// presentation hints for people (RAP RE-3).
+type Reply struct {
+	Text      string
+	Content   []ContentItem
+	DisplayAs []DisplaySegment
+}
+
+// Text returns a Reply that carries the plain text s.
+func Text(s string) *Reply { return &Reply{Text: s} }
+
+// Call is one invocation being served. A handler receives it alongside its
+// decoded arguments and uses it to read the invocation and to talk to the
+// user before returning its result: see RequestOAuth, AskUser and
+// UpdateView.
+type Call struct {
+	// Invocation is the request as the runtime sent it. Handlers must not
+	// modify it.
+	Invocation *Invocation
+
+	srv     *Server
+	baseURL string // public base URL of this server, for response_url
+	sent    atomic.Bool
+}
+
+// ToolName returns the operation being invoked.
+func (c *Call) ToolName() string { return c.Invocation.Operation }
+
+// ErrCallCancelled is the cause of a handler context cancelled by
+// POST /cancel_tool_call (RAP CA-1). Read it with context.Cause.
+var ErrCallCancelled = errors.New("rap: tool call cancelled by the runtime")
+
+// ErrThreadClosed is the cause of a handler or subscription context
+// cancelled by POST /close_thread for its thread (RAP TC-2).
+var ErrThreadClosed = errors.New("rap: thread closed by the runtime")
+
+// ErrServerShutdown is the cause of a handler or subscription context
+// cancelled by Server.Shutdown.
+var ErrServerShutdown = errors.New("rap: tool server shutting down")
+
+// finish sends the invocation's one tool result. A second call is a no-op
+// that reports false, so a result is never sent twice (RAP RE-1, IN-4).
+func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
+	if !c.sent.CompareAndSwap(false, true) {
+		return false
+	}
+	inv := c.Invocation
+	r.GroupID, r.ID, r.CallID = inv.GroupID, inv.ID, inv.CallID
+	if err := c.srv.sender.Send(ctx, inv.CallbackURL, r); err != nil {
+		c.srv.log.ErrorContext(ctx, "rap: could not deliver tool result",
+			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
+	}
+	return true
+}
+
+// replyResult turns a handler's reply into a tool result.
+func replyResult(rep *Reply) *ToolResult {
+	if rep == nil {
+		return &ToolResult{}
+	}
+	return &ToolResult{Text: rep.Text, Content: rep.Content, DisplayAs: rep.DisplayAs}
+}
+
+// errorResult returns a tool result whose text starts with "Error: " as
+// RAP RE-4 asks. msg should say what went wrong and what to do next.
+func errorResult(msg string) *ToolResult {
+	return &ToolResult{Text: errorText(msg)}
+}
+
+func errorText(msg string) string {
+	msg = strings.TrimSpace(msg)
+	if !strings.HasPrefix(msg, "Error: ") {
+		msg = "Error: " + msg
+	}
+	return msg
+}
+
+// handlerErrorText is the result text for an error a handler returned.
+// cause is the handler context's cancellation cause, if any.
+func handlerErrorText(op string, err, cause error) string {
+	switch {
+	case errors.Is(cause, ErrCallCancelled):
+		return fmt.Sprintf("Error: %s was cancelled at the runtime's request before it finished. Call it again if the result is still needed.", op)
+	case errors.Is(cause, ErrThreadClosed):
+		return fmt.Sprintf("Error: %s was stopped because its thread was closed.", op)
+	case errors.Is(cause, ErrServerShutdown):
+		return fmt.Sprintf("Error: the tool server shut down before %s finished. Call it again in a moment.", op)
+	}
+	msg := strings.TrimSpace(err.Error())
+	if strings.HasPrefix(msg, "Error: ") {
+		return msg // the author already wrote a complete error result
+	}
+	msg = strings.TrimSuffix(msg, ".")
+	return fmt.Sprintf("Error: %s failed: %s. Check the arguments and try again; if it keeps failing, the tool may be unavailable.", op, msg)
+}

@@ -1,0 +1,199 @@
+package rap
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Limits of Call.AskUser.
+const (
+	// MaxChoices is the most choices one AskUser may offer.
+	MaxChoices = 64
+	// MaxPromptBytes is the longest AskUser prompt.
+	MaxPromptBytes = 8 << 10
+)
+
+// ChoiceKeyParam is the query parameter of a user choice's response_url
+// that holds the per-choice key. A runtime POSTs to response_url as it is,
+// so the key authenticates the answer even without a bearer token.
+const ChoiceKeyParam = "key"
+
+// pendingChoice is an AskUser waiting for its answer.
+type pendingChoice struct {
+	key     string
+	choices int
+	answer  chan int // buffered(1)
+}
+
+// RequestOAuth asks the runtime to show authURL to the user so that they
+// grant the tool access (RAP OA-1). The call stays pending; the handler
+// goes on (typically waiting for its own OAuth redirect endpoint to
+// receive the code) and returns its result as usual. authURL must be an
+// absolute https URL (http is accepted only for loopback hosts, for
+// tests). It is never logged.
+func (c *Call) RequestOAuth(ctx context.Context, authURL string) error {
+	u, err := url.Parse(authURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname()))) {
+		return errors.New("rap: RequestOAuth: authURL must be an absolute https URL (RAP OA-1 forbids plain http outside loopback)")
+	}
+	if c.sent.Load() {
+		return c.afterResult("RequestOAuth")
+	}
+	inv := c.Invocation
+	msg := &OAuth{GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID, AuthURL: authURL}
+	if err := c.srv.sender.Send(ctx, inv.CallbackURL, msg); err != nil {
+		return fmt.Errorf("rap: RequestOAuth for call %s: %w", inv.ID, err)
+	}
+	return nil
+}
+
+func (c *Call) afterResult(what string) error {
+	return fmt.Errorf("rap: %s: call %s already has its tool result; nothing more can be sent for it", what, c.Invocation.ID)
+}
+
+// AskUser asks the user to pick one of choices and waits for the answer
+// (RAP UC-1, UC-2). It sends a user_choice message whose response_url is
+// this server's /user_choice_response (under ServerOptions.PublicURL, or
+// the base URL the invocation reached) with a per-choice key, and returns
+// the index the runtime POSTs there.
+//
+// When timeout passes first (timeout <= 0 means no timeout) AskUser
+// returns def and a nil error, as if the user dismissed the prompt. When
+// ctx ends first it returns def and ctx's error. It returns def and an
+// error when the arguments are invalid (no choices, more than MaxChoices,
+// def out of range) or the message cannot be delivered. The handler then
+// goes on and returns its result as usual; lasting decisions ("yes for
+// this session") are the tool's to remember (RAP UC-3).
+func (c *Call) AskUser(ctx context.Context, prompt string, choices []string, def int, timeout time.Duration) (int, error) {
+	switch {
+	case len(choices) == 0:
+		return def, errors.New("rap: AskUser: choices is empty; offer at least one choice (RAP UC-1)")
+	case len(choices) > MaxChoices:
+		return def, fmt.Errorf("rap: AskUser: %d choices is over the limit of %d", len(choices), MaxChoices)
+	case def < 0 || def >= len(choices):
+		return def, fmt.Errorf("rap: AskUser: default index %d is out of range for %d choices (RAP UC-1)", def, len(choices))
+	case len(prompt) > MaxPromptBytes:
+		return def, fmt.Errorf("rap: AskUser: prompt is %d bytes, over the limit of %d", len(prompt), MaxPromptBytes)
+	}
+	if c.sent.Load() {
+		return def, c.afterResult("AskUser")
+	}
+	inv := c.Invocation
+	var k [16]byte
+	_, _ = rand.Read(k[:])
+	p := &pendingChoice{key: hex.EncodeToString(k[:]), choices: len(choices), answer: make(chan int, 1)}
+	s := c.srv
+	s.mu.Lock()
+	if _, busy := s.choices[inv.ID]; busy {
+		s.mu.Unlock()
+		return def, fmt.Errorf("rap: AskUser: call %s is already waiting for a user choice; ask one question at a time", inv.ID)
+	}
+	s.choices[inv.ID] = p
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.choices[inv.ID] == p {
+			delete(s.choices, inv.ID)
+		}
+		s.mu.Unlock()
+	}()
+
+	msg := &UserChoice{
+		GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID,
+		Prompt: prompt, Choices: choices, Default: def,
+		ResponseURL: c.baseURL + UserChoiceResponsePath + "?" + ChoiceKeyParam + "=" + p.key,
+	}
+	if err := s.sender.Send(ctx, inv.CallbackURL, msg); err != nil {
+		return def, fmt.Errorf("rap: AskUser for call %s: %w", inv.ID, err)
+	}
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case v := <-p.answer:
+		return v, nil
+	case <-expired:
+		return def, nil
+	case <-ctx.Done():
+		return def, fmt.Errorf("rap: AskUser for call %s: stopped waiting: %w", inv.ID, context.Cause(ctx))
+	}
+}
+
+// UpdateView replaces the content of the view viewType of the call's
+// thread (RAP VU-1). content must encode as a JSON object; the runtime
+// stores and forwards it without interpreting it.
+func (c *Call) UpdateView(ctx context.Context, viewType string, content any) error {
+	if viewType == "" {
+		return errors.New("rap: UpdateView: viewType is empty; name the view, such as \"diff\"")
+	}
+	raw, err := json.Marshal(content)
+	if err != nil {
+		return fmt.Errorf("rap: UpdateView %q: encoding content: %w", viewType, err)
+	}
+	if jsonKind(raw) != "object" {
+		return fmt.Errorf("rap: UpdateView %q: content must encode as a JSON object, got %s (RAP VU-1)", viewType, jsonKind(raw))
+	}
+	inv := c.Invocation
+	msg := &ViewUpdate{GroupID: inv.GroupID, ViewType: viewType, Content: raw}
+	if err := c.srv.sender.Send(ctx, inv.CallbackURL, msg); err != nil {
+		return fmt.Errorf("rap: UpdateView %q for call %s: %w", viewType, inv.ID, err)
+	}
+	return nil
+}
+
+// serveUserChoiceResponse answers POST /user_choice_response (RAP UC-2):
+// 200 once the answer reached the waiting AskUser; 400 for a body that
+// does not parse, an id with no pending choice or an index out of range;
+// 401 when neither the bearer token nor the choice's key is right.
+func (s *Server) serveUserChoiceResponse(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	resp, err := DecodeUserChoiceResponse(body)
+	if err != nil {
+		http.Error(w, "invalid user choice response: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	p := s.choices[resp.ID]
+	s.mu.Unlock()
+	if p == nil {
+		http.Error(w, fmt.Sprintf("no user choice is pending for id %q: it was already answered, timed out, or never asked", resp.ID), http.StatusBadRequest)
+		return
+	}
+	key := r.URL.Query().Get(ChoiceKeyParam)
+	if !s.bearerOK(r) && subtle.ConstantTimeCompare([]byte(key), []byte(p.key)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+		http.Error(w, "user choice response not authenticated: POST to the response_url exactly as sent (it carries the key), or send the tool server's bearer token", http.StatusUnauthorized)
+		return
+	}
+	if resp.Selected >= p.choices {
+		http.Error(w, fmt.Sprintf("selected: index %d is out of range; the choice offered %d options (0 to %d)", resp.Selected, p.choices, p.choices-1), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	if s.choices[resp.ID] == p {
+		delete(s.choices, resp.ID) // answered once; a replay finds nothing (RAP UC-2)
+	} else {
+		p = nil
+	}
+	s.mu.Unlock()
+	if p == nil {
+		http.Error(w, fmt.Sprintf("no user choice is pending for id %q: it was already answered", resp.ID), http.StatusBadRequest)
+		return
+	}
+	p.answer <- resp.Selected
+	w.WriteHeader(http.StatusOK)
+}

@@ -1,0 +1,705 @@
+package rap
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Defaults of ServerOptions.
+const (
+	// DefaultWorkers is ServerOptions.Workers when it is zero.
+	DefaultWorkers = 64
+	// DefaultQueue is ServerOptions.Queue when it is zero.
+	DefaultQueue = 1024
+	// DefaultMaxBodyBytes is ServerOptions.MaxBodyBytes when it is zero.
+	DefaultMaxBodyBytes = 1 << 20
+	// MaxIDBytes is the longest thread or tool call id that /close_thread
+	// and /cancel_tool_call act on (RAP TC-2).
+	MaxIDBytes = 256
+)
+
+// Paths a Server answers, relative to its base URL.
+const (
+	InvokePath             = "/invoke"
+	CloseThreadPath        = "/close_thread"
+	CancelToolCallPath     = "/cancel_tool_call"
+	MigratePath            = "/migrate"
+	UserChoiceResponsePath = "/user_choice_response"
+)
+
+// ServerOptions configures a Server. The zero value (or nil) is usable: an
+// in-memory server without authentication.
+type ServerOptions struct {
+	// Description is the toolset's description in the manifest.
+	Description string
+	// Endpoint is the manifest's endpoint, the URL invocations are POSTed
+	// to. Empty means PublicURL, or else the base URL the discovery
+	// request reached (its Host and X-Forwarded-Proto).
+	Endpoint string
+	// BearerToken, when set, is required as "Authorization: Bearer <token>"
+	// on every inbound request except discovery (RAP CA-3, TR-8). A user
+	// choice response may instead carry the per-choice key its
+	// response_url holds.
+	BearerToken string
+	// CallbackHeader is added to every outbound callback, for example the
+	// credentials the runtime expects (RAP TR-7).
+	CallbackHeader http.Header
+	// Store keeps callbacks and subscriptions durably. Nil keeps them in
+	// memory: callbacks are then delivered directly and subscriptions end
+	// with the process. With a Store, callbacks go through a durable outbox
+	// and subscriptions resume after a restart.
+	Store Store
+	// Workers is how many handlers run at once; zero means DefaultWorkers.
+	Workers int
+	// Queue is how many accepted invocations may wait for a worker; zero
+	// means DefaultQueue. When workers and queue are full, invocations get
+	// 503 with Retry-After and the runtime retries them (RAP TR-3).
+	Queue int
+	// MaxBodyBytes bounds every request body; zero means
+	// DefaultMaxBodyBytes. Larger bodies get 413.
+	MaxBodyBytes int64
+	// Logger receives the server's logs; nil means slog.Default(). Logs
+	// never carry callback URLs, tokens or arguments.
+	Logger *slog.Logger
+	// Retry is the backoff policy for callback delivery.
+	Retry RetryPolicy
+	// HTTPClient sends callbacks; nil means http.DefaultClient.
+	HTTPClient *http.Client
+	// Migrator, when set, serves POST /migrate and makes the manifest say
+	// needsMigration: true (RAP MI-1). It must return only once the
+	// destination holds the session's state.
+	Migrator func(ctx context.Context, req *MigrateRequest) error
+	// PublicURL is the server's base URL as the runtime reaches it, used to
+	// build user choices' response_url. Empty means the base URL each
+	// invocation request reached. Set it when a proxy rewrites the host.
+	PublicURL string
+}
+
+// Server is a RAP tool server. It is an http.Handler that answers:
+//
+//	GET  /.well-known/rap-toolset  the manifest (RAP TS-4)
+//	POST / and POST /invoke        invocations (RAP IN-1)
+//	POST /close_thread             thread closure (RAP TC-1)
+//	POST /cancel_tool_call         tool cancellation (RAP CA-1)
+//	POST /migrate                  session migration (RAP MI-1)
+//	POST /user_choice_response     answers to Call.AskUser (RAP UC-2)
+//
+// Add tools with AddTool, AddRawTool and AddSubscription, call Start, then
+// serve it (mounted under a path prefix with http.StripPrefix if needed).
+// Every invocation is answered 200 before its handler runs (RAP TR-2,
+// IN-3) and ends in exactly one tool result sent to its callback_url (RAP
+// IN-4, RE-1). Call Shutdown to stop.
+type Server struct {
+	name   string
+	opts   ServerOptions
+	log    *slog.Logger
+	sender *Sender
+	subs   SubscriptionStore
+	pool   *pool
+
+	// baseCtx is the parent of every handler and subscription context;
+	// Shutdown cancels it with ErrServerShutdown.
+	baseCtx context.Context
+	stop    context.CancelCauseFunc
+	// deliverCtx bounds callback delivery; it ends when Shutdown's
+	// deadline passes.
+	deliverCtx   context.Context
+	stopDelivery context.CancelFunc
+
+	started atomic.Bool
+	runStop context.CancelFunc
+	runDone chan struct{}
+
+	mu      sync.Mutex
+	closing bool
+	tools   map[string]*toolEntry
+	order   []string
+	active  map[string]map[string]*activeCall // group_id → id → call
+	choices map[string]*pendingChoice         // invocation id → pending AskUser
+	subsWG  sync.WaitGroup                    // running subscription handlers; Add only under mu while !closing
+}
+
+// activeCall is an invocation or subscription whose context is live.
+type activeCall struct {
+	cancel context.CancelCauseFunc
+}
+
+// NewServer returns a server for the toolset called name (1 to 128
+// characters, RAP TS-1). opts may be nil.
+func NewServer(name string, opts *ServerOptions) *Server {
+	var o ServerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Workers <= 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Queue <= 0 {
+		o.Queue = DefaultQueue
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.PublicURL = strings.TrimSuffix(o.PublicURL, "/")
+	s := &Server{
+		name:    name,
+		opts:    o,
+		log:     o.Logger,
+		pool:    newPool(o.Workers, o.Queue),
+		tools:   map[string]*toolEntry{},
+		active:  map[string]map[string]*activeCall{},
+		choices: map[string]*pendingChoice{},
+	}
+	so := SenderOptions{Client: o.HTTPClient, Header: o.CallbackHeader, Retry: o.Retry, Logger: o.Logger}
+	if o.Store != nil {
+		so.Outbox = o.Store
+		s.subs = o.Store
+	} else {
+		s.subs = newMemorySubscriptions()
+	}
+	s.sender = NewSender(so)
+	s.baseCtx, s.stop = context.WithCancelCause(context.Background())
+	s.deliverCtx, s.stopDelivery = context.WithCancel(context.Background())
+	return s
+}
+
+// Start readies the server: it starts callback delivery from the durable
+// outbox (when ServerOptions.Store is set) and resumes every stored
+// subscription, calling its handler with Subscription.Resumed true. Start
+// must be called once before the server handles invocations; until then
+// they get 503. Delivery stops when ctx ends or at Shutdown.
+func (s *Server) Start(ctx context.Context) error {
+	if !s.started.CompareAndSwap(false, true) {
+		return errors.New("rap: Server.Start called twice; call it once before serving")
+	}
+	runCtx, runStop := context.WithCancel(ctx)
+	s.runStop = runStop
+	s.runDone = make(chan struct{})
+	go func() {
+		defer close(s.runDone)
+		if err := s.sender.Run(runCtx); err != nil && runCtx.Err() == nil {
+			s.log.Error("rap: callback delivery loop stopped", "toolset", s.name, "error", err)
+		}
+	}()
+	if err := s.resumeSubscriptions(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops the server: new invocations get 503, every handler and
+// subscription context is cancelled with ErrServerShutdown, and Shutdown
+// waits for the handlers to return and their results to be sent. Stored
+// subscriptions stay stored, to be resumed by the next Start. With a
+// durable Store, Shutdown then waits for the outbox to drain; whatever is
+// still undelivered when ctx ends stays in the outbox for the next Start.
+// Shutdown returns ctx's error if it ends first.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.stop(ErrServerShutdown)
+	defer s.stopDelivery()
+	stopOnExpiry := context.AfterFunc(ctx, s.stopDelivery)
+	defer stopOnExpiry()
+
+	done := make(chan struct{})
+	go func() {
+		s.pool.close()
+		s.subsWG.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("rap: shutdown of toolset %q: %d invocation(s) still running when the deadline passed: %w", s.name, s.pool.inFlight(), ctx.Err())
+	}
+	if err == nil && s.opts.Store != nil && s.started.Load() {
+		if ferr := s.sender.Flush(ctx); ferr != nil {
+			err = fmt.Errorf("rap: shutdown of toolset %q: undelivered callbacks stay in the outbox for the next Start: %w", s.name, ferr)
+		}
+	}
+	if s.started.Load() {
+		s.runStop()
+		select {
+		case <-s.runDone:
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("rap: shutdown of toolset %q: callback delivery did not stop in time: %w", s.name, ctx.Err())
+			}
+		}
+	}
+	return err
+}
+
+// ServeHTTP routes a request to the discovery, invocation, close_thread,
+// cancel_tool_call, migrate or user_choice_response endpoint.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case WellKnownPath:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, "GET, HEAD")
+			return
+		}
+		s.serveDiscovery(w, r)
+		return
+	case "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, UserChoiceResponsePath:
+	default:
+		http.Error(w, fmt.Sprintf("no RAP endpoint at %q; invocations go to POST / (or /invoke), the manifest is at GET %s", r.URL.Path, WellKnownPath), http.StatusNotFound)
+		return
+	}
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, "POST")
+		return
+	}
+	if r.URL.Path == UserChoiceResponsePath {
+		s.serveUserChoiceResponse(w, r) // authenticates with the bearer token or the choice's key
+		return
+	}
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+		http.Error(w, "missing or wrong bearer token: send the header \"Authorization: Bearer <token>\" configured for this tool server", http.StatusUnauthorized)
+		return
+	}
+	switch r.URL.Path {
+	case CloseThreadPath:
+		s.serveCloseThread(w, r)
+	case CancelToolCallPath:
+		s.serveCancel(w, r)
+	case MigratePath:
+		s.serveMigrate(w, r)
+	default:
+		s.serveInvoke(w, r)
+	}
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	http.Error(w, "method not allowed; use "+allow, http.StatusMethodNotAllowed)
+}
+
+// authorized checks the bearer token in constant time (RAP CA-3).
+func (s *Server) authorized(r *http.Request) bool {
+	if s.opts.BearerToken == "" {
+		return true
+	}
+	return s.bearerOK(r)
+}
+
+func (s *Server) bearerOK(r *http.Request) bool {
+	if s.opts.BearerToken == "" {
+		return false
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.opts.BearerToken)) == 1
+}
+
+// readBody reads a request body of at most MaxBodyBytes. On failure it has
+// already answered (413 or 400) and reports false.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, fmt.Sprintf("request body is over the %d-byte limit of this tool server", s.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		http.Error(w, "could not read the request body: "+err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	return body, true
+}
+
+// serveDiscovery answers GET /.well-known/rap-toolset (RAP TS-4).
+func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
+	endpoint := s.opts.Endpoint
+	if endpoint == "" {
+		endpoint = s.opts.PublicURL
+	}
+	if endpoint == "" {
+		endpoint = requestBase(r)
+	}
+	body, err := json.Marshal(s.Toolset(endpoint))
+	if err != nil {
+		s.log.Error("rap: encoding the manifest", "toolset", s.name, "error", err)
+		http.Error(w, "could not encode the manifest", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(body)
+}
+
+// requestBase is the base URL a request reached: scheme, host, and the
+// path prefix a mux stripped (seen by comparing RequestURI with URL.Path).
+func requestBase(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p := strings.ToLower(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0])); p == "http" || p == "https" {
+		scheme = p
+	}
+	prefix := ""
+	if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
+		if p, ok := strings.CutSuffix(u.Path, r.URL.Path); ok {
+			prefix = strings.TrimSuffix(p, "/")
+		}
+	}
+	return scheme + "://" + r.Host + prefix
+}
+
+// serveInvoke answers POST / (RAP IN-3): 400 for a payload without a
+// usable callback_url, group_id and id, 503 when saturated, and otherwise
+// 200 before any work is done.
+func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
+	if !s.started.Load() {
+		http.Error(w, "tool server not started: the program must call (*rap.Server).Start before serving", http.StatusServiceUnavailable)
+		return
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	inv, invalid, err := parseInvocation(body)
+	if err != nil {
+		http.Error(w, "invalid invocation: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if !s.pool.reserve() {
+		w.Header().Set("Retry-After", "1")
+		msg := "tool server busy: all workers and queue slots are taken; retry later"
+		if s.isClosing() {
+			msg = "tool server shutting down; retry against another instance or later"
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithCancelCause(s.baseCtx)
+	if !s.register(inv.GroupID, inv.ID, cancel) {
+		// The same call is already running: the runtime retried an
+		// invocation whose acknowledgement it did not see (RAP TR-3).
+		// Acknowledge again and let the first run send the one result.
+		s.pool.release()
+		cancel(nil)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	base := s.opts.PublicURL
+	if base == "" {
+		base = requestBase(r)
+	}
+	c := &Call{Invocation: inv, srv: s, baseURL: base}
+	// Acknowledge first, and only then hand the work over (RAP TR-2, IN-3).
+	w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(w).Flush()
+	s.pool.submit(func() { s.runCall(ctx, cancel, c, invalid) })
+}
+
+// parseInvocation decodes an invocation. err is set when the payload
+// cannot be answered at all: it does not parse, or callback_url, group_id
+// or id is unusable. invalid is set when the payload is answerable but
+// another field is wrong; inv then holds what could be read.
+func parseInvocation(body []byte) (inv *Invocation, invalid, err error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil || m == nil {
+		if err == nil {
+			err = errors.New("got null")
+		}
+		return nil, nil, fmt.Errorf("the body is not a JSON object (%v); send the invocation as a JSON object", err)
+	}
+	str := func(name string) (string, error) {
+		raw, ok := m[name]
+		if !ok || string(raw) == "null" {
+			return "", fmt.Errorf("%s: missing required field", name)
+		}
+		var v string
+		if json.Unmarshal(raw, &v) != nil {
+			return "", fmt.Errorf("%s: must be a string, got %s", name, jsonKind(raw))
+		}
+		if v == "" {
+			return "", fmt.Errorf("%s: must not be empty", name)
+		}
+		return v, nil
+	}
+	cb, err := str("callback_url")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkURL(cb); err != nil {
+		return nil, nil, fmt.Errorf("callback_url: %w", err)
+	}
+	group, err := str("group_id")
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := str("id")
+	if err != nil {
+		return nil, nil, err
+	}
+	full, derr := DecodeInvocation(body)
+	if derr == nil {
+		return full, nil, nil
+	}
+	inv = &Invocation{CallbackURL: cb, GroupID: group, ID: id}
+	if raw, ok := m["call_id"]; ok {
+		_ = json.Unmarshal(raw, &inv.CallID)
+	}
+	if raw, ok := m["operation"]; ok {
+		_ = json.Unmarshal(raw, &inv.Operation)
+	}
+	return inv, derr, nil
+}
+
+// checkURL accepts an absolute http or https URL with a host.
+func checkURL(raw string) error {
+	if len(raw) > MaxCallbackURLBytes {
+		return fmt.Errorf("is %d bytes, over the %d-byte limit", len(raw), MaxCallbackURLBytes)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return errors.New("does not parse as a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("has no host")
+	}
+	return nil
+}
+
+// register records a live call; it reports false if (group, id) is live.
+func (s *Server) register(group, id string, cancel context.CancelCauseFunc) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	calls := s.active[group]
+	if calls == nil {
+		calls = map[string]*activeCall{}
+		s.active[group] = calls
+	}
+	if _, dup := calls[id]; dup {
+		return false
+	}
+	calls[id] = &activeCall{cancel: cancel}
+	return true
+}
+
+func (s *Server) unregister(group, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if calls := s.active[group]; calls != nil {
+		delete(calls, id)
+		if len(calls) == 0 {
+			delete(s.active, group)
+		}
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// runCall is the worker side of an invocation: validate, run the handler,
+// send the one result.
+func (s *Server) runCall(ctx context.Context, cancel context.CancelCauseFunc, c *Call, invalid error) {
+	inv := c.Invocation
+	handedOff := false // a subscription keeps its context and registration
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("rap: tool handler panicked",
+				"toolset", s.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			c.finish(s.deliverCtx, errorResult(fmt.Sprintf(
+				"%s failed unexpectedly inside the tool server. Try again; if it keeps failing, report it to the tool's maintainers.", opName(inv.Operation))))
+		}
+		if !handedOff {
+			s.unregister(inv.GroupID, inv.ID)
+			cancel(nil)
+		}
+	}()
+	if invalid != nil {
+		c.finish(s.deliverCtx, errorResult(fmt.Sprintf(
+			"the invocation is malformed: %v. Send operation as a tool name and arguments as a JSON object, then call again.", invalid)))
+		return
+	}
+	e, ok := s.lookup(inv.Operation)
+	if !ok {
+		// RAP IN-3, TS-10: an unknown (perhaps renamed) operation is an
+		// ordinary error result.
+		c.finish(s.deliverCtx, errorResult(fmt.Sprintf(
+			"unknown operation %q; toolset %q has: %s. Reload the toolset and call one of those.",
+			inv.Operation, s.name, strings.Join(s.toolNames(), ", "))))
+		return
+	}
+	if err := e.schema.Validate(inv.Arguments); err != nil {
+		// RAP IN-3, IN-5, TS-10: arguments made against another schema.
+		detail := err.Error()
+		var ae *ArgumentsError
+		if errors.As(err, &ae) {
+			detail = strings.Join(ae.Problems, "; ")
+		}
+		c.finish(s.deliverCtx, errorResult(fmt.Sprintf(
+			"invalid arguments for %q: %s. Fix the arguments to match the tool's inputSchema and call it again.",
+			inv.Operation, strings.TrimSuffix(detail, "."))))
+		return
+	}
+	if e.prepare != nil {
+		handedOff = s.startSubscription(ctx, cancel, c, e)
+		return
+	}
+	rep, err := e.run(ctx, c, inv.Arguments)
+	if err != nil {
+		s.log.Info("rap: tool returned an error", "toolset", s.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
+		c.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, err, context.Cause(ctx))})
+		return
+	}
+	c.finish(s.deliverCtx, replyResult(rep))
+}
+
+func opName(op string) string {
+	if op == "" {
+		return "the call"
+	}
+	return fmt.Sprintf("%q", op)
+}
+
+// validID reports whether a thread or tool call id from /close_thread or
+// /cancel_tool_call is safe to use as a key: at most MaxIDBytes of valid
+// UTF-8, no control characters, no path separators, not "." or ".."
+// (RAP TC-2).
+func validID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("is empty")
+	case len(id) > MaxIDBytes:
+		return fmt.Errorf("is %d bytes, over the %d-byte limit", len(id), MaxIDBytes)
+	case !utf8.ValidString(id):
+		return errors.New("is not valid UTF-8")
+	case id == "." || id == "..":
+		return errors.New("is a relative path element")
+	case strings.ContainsAny(id, `/\`):
+		return errors.New("contains a path separator")
+	case strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return errors.New("contains a control character")
+	}
+	return nil
+}
+
+// serveCloseThread answers POST /close_thread: 200 with an empty body
+// whatever the body holds (RAP TC-2), then cancels the thread's calls and
+// subscriptions.
+func (s *Server) serveCloseThread(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	w.WriteHeader(http.StatusOK)
+	req, err := DecodeCloseThread(body)
+	if err != nil {
+		s.log.Warn("rap: ignoring malformed close_thread", "toolset", s.name, "error", err)
+		return
+	}
+	if err := validID(req.ThreadID); err != nil {
+		s.log.Warn("rap: ignoring close_thread with an unusable thread_id", "toolset", s.name, "problem", err)
+		return
+	}
+	s.mu.Lock()
+	var cancels []context.CancelCauseFunc
+	for _, a := range s.active[req.ThreadID] {
+		cancels = append(cancels, a.cancel)
+	}
+	s.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel(ErrThreadClosed)
+	}
+	s.log.Info("rap: thread closed", "toolset", s.name, "thread_id", req.ThreadID, "cancelled", len(cancels))
+}
+
+// serveCancel answers POST /cancel_tool_call: 200 with an empty body
+// whatever the body holds (RAP CA-2), then cancels the call's context.
+func (s *Server) serveCancel(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	w.WriteHeader(http.StatusOK)
+	req, err := DecodeCancelToolCall(body)
+	if err != nil {
+		s.log.Warn("rap: ignoring malformed cancel_tool_call", "toolset", s.name, "error", err)
+		return
+	}
+	if err := validID(req.ThreadID); err != nil {
+		s.log.Warn("rap: ignoring cancel_tool_call with an unusable thread_id", "toolset", s.name, "problem", err)
+		return
+	}
+	if err := validID(req.ToolCallID); err != nil {
+		s.log.Warn("rap: ignoring cancel_tool_call with an unusable tool_call_id", "toolset", s.name, "problem", err)
+		return
+	}
+	s.mu.Lock()
+	a := s.active[req.ThreadID][req.ToolCallID]
+	s.mu.Unlock()
+	if a != nil {
+		a.cancel(ErrCallCancelled)
+	}
+	s.log.Info("rap: tool call cancelled", "toolset", s.name, "thread_id", req.ThreadID, "tool_call_id", req.ToolCallID, "found", a != nil)
+}
+
+// serveMigrate answers POST /migrate (RAP MI-1): 200 only once the
+// Migrator returned nil, 500 with its message otherwise.
+func (s *Server) serveMigrate(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Migrator == nil {
+		http.Error(w, "this toolset does not migrate sessions (its manifest says needsMigration: false)", http.StatusNotFound)
+		return
+	}
+	body, ok := s.readBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := DecodeMigrate(body)
+	if err != nil {
+		http.Error(w, "invalid migrate request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := checkURL(req.DestinationURL); err != nil {
+		http.Error(w, "invalid migrate request: destination_url: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	start := time.Now()
+	if err := s.opts.Migrator(r.Context(), req); err != nil {
+		s.log.Error("rap: migration failed", "toolset", s.name, "session_id", req.SessionID, "error", err)
+		http.Error(w, "migration of session "+req.SessionID+" failed: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	s.log.Info("rap: session migrated", "toolset", s.name, "session_id", req.SessionID, "took", time.Since(start))
+	w.WriteHeader(http.StatusOK)
+}
+
+// isLoopback reports whether host (without port) is a loopback name or
+// address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
