@@ -1,6 +1,7 @@
 package rap
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -39,6 +40,17 @@ type Invocation struct {
 	UserID string `json:"user_id,omitempty"`
 }
 
+// MarshalJSON writes the invocation; absent Arguments are sent as {}, since
+// "arguments" is a required object (RAP IN-1).
+func (inv Invocation) MarshalJSON() ([]byte, error) {
+	type plain Invocation
+	p := plain(inv)
+	if len(bytes.TrimSpace(p.Arguments)) == 0 {
+		p.Arguments = json.RawMessage(`{}`)
+	}
+	return json.Marshal(p)
+}
+
 // DecodeInvocation parses an invocation strictly: a missing required field
 // or a member of the wrong JSON type is an error that names the field.
 // Unknown members are ignored.
@@ -69,6 +81,9 @@ func DecodeInvocation(data []byte) (*Invocation, error) {
 	if inv.ThreadAncestors, err = o.strings("thread_ancestors", false); err != nil {
 		return nil, err
 	}
+	if len(inv.ThreadAncestors) == 0 {
+		inv.ThreadAncestors = nil // [] and absent both mean a root thread
+	}
 	if inv.UserID, err = o.str("user_id", false); err != nil {
 		return nil, err
 	}
@@ -90,6 +105,26 @@ type ContentItem struct {
 	Text      string `json:"text,omitempty"`
 	Data      string `json:"data,omitempty"`
 	MediaType string `json:"mediaType,omitempty"`
+}
+
+// MarshalJSON writes the members of the item's type: "text" always for a
+// text item (even when empty), "data" and "mediaType" for an image.
+func (c ContentItem) MarshalJSON() ([]byte, error) {
+	switch c.Type {
+	case "text":
+		return json.Marshal(struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}{c.Type, c.Text})
+	case "image":
+		return json.Marshal(struct {
+			Type      string `json:"type"`
+			Data      string `json:"data"`
+			MediaType string `json:"mediaType"`
+		}{c.Type, c.Data, c.MediaType})
+	}
+	type plain ContentItem
+	return json.Marshal(plain(c))
 }
 
 // TextContent returns a text content item.
@@ -299,6 +334,11 @@ func DecodeCallback(data []byte) (Callback, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch MessageType(t) {
+	case TypeToolResult, TypeSubscriptionEvent, TypeOAuth, TypeUserChoice, TypeViewUpdate:
+	default:
+		return nil, &FieldError{Field: "type", Problem: fmt.Sprintf("unknown message type %q; want one of tool_result, subscription_event, oauth, user_choice, view_update", t)}
+	}
 	groupID, err := o.nonEmpty("group_id")
 	if err != nil {
 		return nil, err
@@ -368,6 +408,9 @@ func decodeToolResult(o *object, groupID string) (*ToolResult, error) {
 	}
 	if !hasText && !hasContent {
 		return nil, &FieldError{Field: "text", Problem: "missing: a tool_result needs text or content"}
+	}
+	if !hasText && len(items) == 0 {
+		return nil, &FieldError{Field: "content", Problem: "is empty and there is no text: a tool_result needs text or at least one content item"}
 	}
 	for i, raw := range items {
 		item, err := decodeContentItem(raw, fmt.Sprintf("content[%d]", i))
@@ -439,7 +482,7 @@ func decodeSegment(raw json.RawMessage, path string) (DisplaySegment, error) {
 		}
 	}
 	// Unknown segment types are kept as they are: clients skip them (RAP RE-3).
-	s.Content = append(json.RawMessage(nil), content...)
+	s.Content = compactJSON(content)
 	return s, nil
 }
 
