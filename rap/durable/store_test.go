@@ -1,0 +1,354 @@
+package durable_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/rap/durable"
+
+	_ "modernc.org/sqlite"
+)
+
+func open(t testing.TB, path string) *durable.Store {
+	t.Helper()
+	st, err := durable.Open(path)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func msg(i int) rap.OutboxMessage {
+	return rap.OutboxMessage{
+		Key:  fmt.Sprintf("k%03d", i),
+		URL:  fmt.Sprintf("http://runtime.test/cb/%d?token=t", i%3),
+		Body: []byte(fmt.Sprintf(`{"type":"tool_result","group_id":"g","id":"call-%d","text":"r"}`, i)),
+	}
+}
+
+func keys(ms []rap.OutboxMessage) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Key)
+	}
+	return out
+}
+
+func TestOutboxLifecycle(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, filepath.Join(t.TempDir(), "tool.db"))
+	before := time.Now()
+	for i := range 5 {
+		if err := st.Enqueue(ctx, msg(i)); err != nil {
+			t.Fatalf("Enqueue %d: %v", i, err)
+		}
+	}
+	p, err := st.Pending(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(keys(p), ","); got != "k000,k001,k002" {
+		t.Errorf("Pending(3) = %s, want the three oldest in enqueue order", got)
+	}
+	m := msg(1)
+	if p[1].URL != m.URL || string(p[1].Body) != string(m.Body) || p[1].Attempts != 0 {
+		t.Errorf("Pending()[1] = %+v, want %+v", p[1], m)
+	}
+	if p[1].Created.Before(before.Add(-time.Second)) || p[1].Created.After(time.Now().Add(time.Second)) {
+		t.Errorf("Created = %v, want about now", p[1].Created)
+	}
+
+	for range 2 {
+		if err := st.Attempted(ctx, "k001"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Delivered(ctx, "k000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delivered(ctx, "no-such-key"); err != nil {
+		t.Errorf("Delivered(unknown) = %v, want nil", err)
+	}
+	if err := st.Attempted(ctx, "no-such-key"); err != nil {
+		t.Errorf("Attempted(unknown) = %v, want nil", err)
+	}
+	p, err = st.Pending(ctx, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(keys(p), ","); got != "k001,k002,k003,k004" {
+		t.Errorf("Pending after Delivered = %s", got)
+	}
+	if p[0].Attempts != 2 {
+		t.Errorf("Attempts = %d, want 2", p[0].Attempts)
+	}
+}
+
+func TestEnqueueIsIdempotentOnKey(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, filepath.Join(t.TempDir(), "tool.db"))
+	first := msg(1)
+	if err := st.Enqueue(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Enqueue(ctx, msg(2)); err != nil {
+		t.Fatal(err)
+	}
+	again := first
+	again.Body = []byte(`{"changed":true}`)
+	if err := st.Enqueue(ctx, again); err != nil {
+		t.Fatalf("re-Enqueue of the same key: %v", err)
+	}
+	p, _ := st.Pending(ctx, 10)
+	if len(p) != 2 || p[0].Key != first.Key || string(p[0].Body) != string(first.Body) {
+		t.Errorf("Pending = %+v; want the first copy of %s kept, still first in order", p, first.Key)
+	}
+}
+
+func TestEnqueueRejectsBadInputAndKeepsTheRest(t *testing.T) {
+	// Bad input is refused with an error naming the field; what was
+	// accepted before stays.
+	ctx := context.Background()
+	st := open(t, filepath.Join(t.TempDir(), "tool.db"))
+	if err := st.Enqueue(ctx, msg(0)); err != nil {
+		t.Fatal(err)
+	}
+	bad := func(f func(*rap.OutboxMessage)) rap.OutboxMessage {
+		m := msg(9)
+		f(&m)
+		return m
+	}
+	cases := map[string]struct {
+		m    rap.OutboxMessage
+		want string
+	}{
+		"empty key": {bad(func(m *rap.OutboxMessage) { m.Key = "" }), "empty Key"},
+		"long key":  {bad(func(m *rap.OutboxMessage) { m.Key = strings.Repeat("k", durable.MaxKeyBytes+1) }), "Key is"},
+		"no URL":    {bad(func(m *rap.OutboxMessage) { m.URL = "" }), "empty URL"},
+		"long URL":  {bad(func(m *rap.OutboxMessage) { m.URL = "http://x/" + strings.Repeat("u", durable.MaxURLBytes) }), "URL is"},
+		"no body":   {bad(func(m *rap.OutboxMessage) { m.Body = nil }), "empty Body"},
+		"huge body": {bad(func(m *rap.OutboxMessage) { m.Body = make([]byte, durable.MaxBodyBytes+1) }), "Body is"},
+	}
+	for name, c := range cases {
+		err := st.Enqueue(ctx, c.m)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Enqueue = %v, want an error containing %q", name, err, c.want)
+		}
+	}
+	if _, err := st.Pending(ctx, 0); err == nil {
+		t.Errorf("Pending(0) = nil error, want one asking for at least one message")
+	}
+	p, err := st.Pending(ctx, 10)
+	if err != nil || len(p) != 1 || p[0].Key != "k000" {
+		t.Errorf("Pending = %v, %v; want only k000", keys(p), err)
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	if _, err := durable.Open(""); err == nil {
+		t.Error("Open(\"\") succeeded")
+	}
+	if _, err := durable.Open(filepath.Join(t.TempDir(), "a?b.db")); err == nil || !strings.Contains(err.Error(), "must not contain") {
+		t.Errorf("Open with '?' = %v", err)
+	}
+	_, err := durable.Open(filepath.Join(t.TempDir(), "missing-dir", "tool.db"))
+	if err == nil || !strings.Contains(err.Error(), "missing-dir") {
+		t.Errorf("Open in a missing directory = %v, want an error naming the path", err)
+	}
+}
+
+func TestSchemaMigrations(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tool.db")
+	st := open(t, path)
+	v, err := st.SchemaVersion(ctx)
+	if err != nil || v != 1 {
+		t.Fatalf("SchemaVersion = %d, %v; want 1", v, err)
+	}
+	if err := st.Enqueue(ctx, msg(1)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	// Reopening applies nothing twice and keeps the data.
+	st2 := open(t, path)
+	if p, err := st2.Pending(ctx, 10); err != nil || len(p) != 1 {
+		t.Errorf("after reopen Pending = %v, %v", keys(p), err)
+	}
+	st2.Close()
+
+	// A file written by a newer gorap is refused, not misread.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (99, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := durable.Open(path); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Errorf("Open of a newer schema = %v, want an error saying it is newer", err)
+	}
+}
+
+func TestConcurrentEnqueueAcrossStores(t *testing.T) {
+	// Several goroutines and two handles on one file (as two processes
+	// would have) enqueue at once; every message lands exactly once.
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tool.db")
+	a, b := open(t, path), open(t, path)
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- st.Enqueue(ctx, msg(i))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := a.Pending(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, m := range p {
+		seen[m.Key] = true
+	}
+	if len(p) != 200 || len(seen) != 200 {
+		t.Errorf("Pending holds %d messages (%d distinct), want 200", len(p), len(seen))
+	}
+}
+
+func sub(group, id string) rap.SubscriptionRecord {
+	return rap.SubscriptionRecord{
+		Invocation: rap.Invocation{
+			Operation:   "watch",
+			Arguments:   json.RawMessage(`{"path":"/tmp"}`),
+			ID:          id,
+			CallbackURL: "http://runtime.test/cb?token=t",
+			GroupID:     group,
+		},
+		State:   json.RawMessage(`{"cursor":1}`),
+		Created: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
+	}
+}
+
+func TestSubscriptionsSurviveReopen(t *testing.T) {
+	// RAP SU-1: the tool stores callback_url, group_id and id durably, so
+	// a restarted tool server can keep sending events.
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tool.db")
+	st := open(t, path)
+	r1, r2 := sub("g1", "call-1"), sub("g2", "call-2")
+	r2.Created = r1.Created.Add(time.Second)
+	for _, r := range []rap.SubscriptionRecord{r2, r1} {
+		if err := st.SaveSubscription(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Saving again replaces: here the cursor moves on.
+	r1.State = json.RawMessage(`{"cursor":2}`)
+	if err := st.SaveSubscription(ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	st = open(t, path)
+	got, err := st.ListSubscriptions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("ListSubscriptions = %d records, want 2", len(got))
+	}
+	g := got[0]
+	if g.Invocation.ID != "call-1" || g.Invocation.GroupID != "g1" || g.Invocation.CallbackURL != r1.Invocation.CallbackURL ||
+		g.Invocation.Operation != "watch" || string(g.Invocation.Arguments) != `{"path":"/tmp"}` ||
+		string(g.State) != `{"cursor":2}` || !g.Created.Equal(r1.Created) {
+		t.Errorf("first record = %+v, want %+v", g, r1)
+	}
+	if got[1].Invocation.ID != "call-2" {
+		t.Errorf("second record = %s, want call-2 (oldest first)", got[1].Invocation.ID)
+	}
+
+	if err := st.DeleteSubscription(ctx, "g1", "call-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteSubscription(ctx, "g1", "never-existed"); err != nil {
+		t.Errorf("DeleteSubscription(unknown) = %v, want nil", err)
+	}
+	got, _ = st.ListSubscriptions(ctx)
+	if len(got) != 1 || got[0].Invocation.ID != "call-2" {
+		t.Errorf("after delete: %+v, want only call-2", got)
+	}
+}
+
+func TestSaveSubscriptionRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, filepath.Join(t.TempDir(), "tool.db"))
+	if err := st.SaveSubscription(ctx, sub("g", "ok")); err != nil {
+		t.Fatal(err)
+	}
+	mod := func(f func(*rap.SubscriptionRecord)) rap.SubscriptionRecord {
+		r := sub("g", "bad")
+		f(&r)
+		return r
+	}
+	cases := map[string]struct {
+		r    rap.SubscriptionRecord
+		want string
+	}{
+		"no group":    {mod(func(r *rap.SubscriptionRecord) { r.Invocation.GroupID = "" }), "group_id is empty"},
+		"no id":       {mod(func(r *rap.SubscriptionRecord) { r.Invocation.ID = "" }), "invocation.id is empty"},
+		"no callback": {mod(func(r *rap.SubscriptionRecord) { r.Invocation.CallbackURL = "" }), "callback_url is empty"},
+		"bad state":   {mod(func(r *rap.SubscriptionRecord) { r.State = json.RawMessage(`{nope`) }), "state is not valid JSON"},
+		"huge state": {mod(func(r *rap.SubscriptionRecord) {
+			r.State = json.RawMessage(`"` + strings.Repeat("s", durable.MaxRecordBytes) + `"`)
+		}), "byte limit"},
+		"long id": {mod(func(r *rap.SubscriptionRecord) { r.Invocation.ID = strings.Repeat("i", durable.MaxIDBytes+1) }), "byte limit"},
+	}
+	for name, c := range cases {
+		if err := st.SaveSubscription(ctx, c.r); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: SaveSubscription = %v, want an error containing %q", name, err, c.want)
+		}
+	}
+	got, err := st.ListSubscriptions(ctx)
+	if err != nil || len(got) != 1 || got[0].Invocation.ID != "ok" {
+		t.Errorf("ListSubscriptions = %+v, %v; want only the good record", got, err)
+	}
+}
+
+func BenchmarkEnqueue(b *testing.B) {
+	// Each Enqueue is a durable (fsynced) transaction.
+	ctx := context.Background()
+	st := open(b, filepath.Join(b.TempDir(), "tool.db"))
+	m := msg(0)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		m.Key = fmt.Sprintf("k%d", i)
+		if err := st.Enqueue(ctx, m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "enqueues/s")
+}
