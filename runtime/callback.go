@@ -1,0 +1,272 @@
+package runtime
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// CallbackPath is the path prefix of callback URLs; the token follows it.
+const CallbackPath = "/rap/callback/"
+
+// maxTokenLen bounds the token part of a callback URL.
+const maxTokenLen = 2048
+
+var b64 = base64.RawURLEncoding
+
+// callbackToken makes the token of (thread, call): both ids and an
+// HMAC-SHA256 over them, base64url-encoded and joined by dots. The tool
+// treats it as opaque (RAP TR-5); it authenticates the callback (RAP TR-7).
+func (r *Runtime) callbackToken(threadID, callID string) string {
+	return b64.EncodeToString([]byte(threadID)) + "." + b64.EncodeToString([]byte(callID)) + "." +
+		b64.EncodeToString(r.tokenMAC(threadID, callID))
+}
+
+func (r *Runtime) tokenMAC(threadID, callID string) []byte {
+	m := hmac.New(sha256.New, r.cfg.Secret)
+	m.Write([]byte("gorap-callback-v1\x00"))
+	m.Write([]byte(threadID))
+	m.Write([]byte{0})
+	m.Write([]byte(callID))
+	return m.Sum(nil)
+}
+
+func (r *Runtime) callbackURL(threadID, callID string) string {
+	return r.cfg.PublicURL + CallbackPath + r.callbackToken(threadID, callID)
+}
+
+// errBadToken is deliberately vague: a caller learns nothing about why.
+var errBadToken = errors.New("invalid callback token")
+
+// verifyToken returns the (thread, call) a token was made for, checking
+// its MAC in constant time.
+func (r *Runtime) verifyToken(tok string) (threadID, callID string, err error) {
+	if len(tok) == 0 || len(tok) > maxTokenLen {
+		return "", "", errBadToken
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return "", "", errBadToken
+	}
+	t, err1 := b64.DecodeString(parts[0])
+	c, err2 := b64.DecodeString(parts[1])
+	mac, err3 := b64.DecodeString(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil || len(t) == 0 || len(c) == 0 {
+		return "", "", errBadToken
+	}
+	if !hmac.Equal(mac, r.tokenMAC(string(t), string(c))) {
+		return "", "", errBadToken
+	}
+	return string(t), string(c), nil
+}
+
+// callbackOutcome is what handling a callback did, for the answer and logs.
+type callbackOutcome struct {
+	status int
+	msg    string
+	wake   bool
+	// after runs once the transaction committed (to publish events).
+	after func()
+}
+
+// serveCallback is the callback endpoint: POST /rap/callback/{token}.
+func (r *Runtime) serveCallback(w http.ResponseWriter, req *http.Request) {
+	threadID, callID, err := r.verifyToken(req.PathValue("token"))
+	if err != nil {
+		// RAP RE-5, TR-7: forged or mangled tokens change nothing.
+		r.log.Warn("callback refused: invalid token", "remote", req.RemoteAddr)
+		writeError(w, http.StatusForbidden, "invalid callback token; use the callback_url of the invocation unchanged")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxCallbackBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("callback body is larger than %d bytes", MaxCallbackBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading the callback body: "+err.Error())
+		return
+	}
+	msg, err := rap.DecodeCallback(body)
+	if err != nil {
+		// RAP TR-5: the body must be a valid callback message.
+		r.log.Warn("callback refused: invalid body", "thread", threadID, "call_id", callID, "err", err)
+		writeError(w, http.StatusBadRequest, "invalid callback message: "+err.Error())
+		return
+	}
+	out := r.handleCallback(req.Context(), threadID, callID, msg, req.Header.Get(rap.IdempotencyKeyHeader))
+	if out.wake {
+		r.wake(threadID)
+	}
+	if out.status != http.StatusOK {
+		writeError(w, out.status, out.msg)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": out.msg})
+}
+
+// handleCallback routes an authenticated, decoded callback.
+func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, msg rap.Callback, idemKey string) callbackOutcome {
+	log := r.log.With("thread", threadID, "call_id", callID, "type", string(msg.MessageType()))
+	if msg.Thread() != threadID {
+		log.Warn("callback refused: group_id does not match the callback URL")
+		return callbackOutcome{status: http.StatusForbidden, msg: "group_id does not match the callback URL; send the group_id of the invocation"}
+	}
+	var out callbackOutcome
+	err := r.store.Update(ctx, func(tx store.Tx) error {
+		out = callbackOutcome{}
+		call, err := tx.Call(threadID, callID)
+		if errors.Is(err, store.ErrNotFound) {
+			// RAP RE-5: an unknown (group, id) pair is logged and discarded.
+			out = callbackOutcome{status: http.StatusNotFound, msg: "no such tool call in this thread"}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if idemKey != "" {
+			fresh, err := tx.MarkKeySeen(threadID, "idem:"+threadID+":"+callID+":"+idemKey)
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				out = callbackOutcome{status: http.StatusOK, msg: "duplicate"}
+				return nil
+			}
+		}
+		out, err = r.applyCallback(tx, call, msg)
+		return err
+	})
+	if err != nil {
+		log.Error("callback failed", "err", err)
+		return callbackOutcome{status: http.StatusInternalServerError, msg: "the runtime could not record the callback; retry later"}
+	}
+	if out.after != nil {
+		out.after()
+	}
+	switch {
+	case out.status == http.StatusNotFound:
+		log.Warn("callback discarded: unknown tool call (RAP RE-5)")
+	case out.status != http.StatusOK:
+		log.Warn("callback refused", "reason", out.msg)
+	default:
+		log.Info("callback received", "outcome", out.msg)
+	}
+	return out
+}
+
+// applyCallback applies one callback inside a transaction.
+func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) (callbackOutcome, error) {
+	ok := func(s string, wake bool) (callbackOutcome, error) {
+		return callbackOutcome{status: http.StatusOK, msg: s, wake: wake}, nil
+	}
+	switch m := msg.(type) {
+	case *rap.ToolResult:
+		if m.ID != call.CallID {
+			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL; send the id of the invocation"}, nil
+		}
+		switch call.State {
+		case store.CallCancelled:
+			return ok("ignored: the call was cancelled", false) // RAP CA-2
+		case store.CallDone:
+			return ok("duplicate", false) // RAP RE-6
+		}
+		res := store.ToolResult{CallID: call.CallID, Name: call.ToolName, Text: m.Text, Content: m.Content,
+			DisplayAs: m.DisplayAs, Subscription: m.Subscription, IsError: strings.HasPrefix(m.ModelText(), "Error:")}
+		payload, err := json.Marshal(res)
+		if err != nil {
+			return callbackOutcome{}, err
+		}
+		if _, err := tx.SetCallState(call.ThreadID, call.CallID, store.CallDone); err != nil {
+			return callbackOutcome{}, err
+		}
+		if m.Subscription {
+			// RAP SU-3: record the call as an active subscription.
+			if err := tx.PutSubscription(store.Subscription{ThreadID: call.ThreadID, CallID: call.CallID,
+				ToolName: call.ToolName, State: store.SubscriptionActive}); err != nil {
+				return callbackOutcome{}, err
+			}
+		}
+		added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindToolResult, Payload: payload,
+			DedupKey: resultDedupKey(call.ThreadID, call.CallID)})
+		if err != nil {
+			return callbackOutcome{}, err
+		}
+		if !added {
+			return ok("duplicate", false)
+		}
+		return ok("accepted", true)
+	case *rap.SubscriptionEvent:
+		if m.ToolCallID != call.CallID {
+			return callbackOutcome{status: http.StatusForbidden, msg: "tool_call_id does not match the callback URL; send the id of the subscribing invocation"}, nil
+		}
+		sub, err := tx.Subscription(call.ThreadID, call.CallID)
+		if errors.Is(err, store.ErrNotFound) || (err == nil && sub.State != store.SubscriptionActive) {
+			return ok("ignored: no active subscription for this call (RAP SU-4)", false)
+		}
+		if err != nil {
+			return callbackOutcome{}, err
+		}
+		if m.Final {
+			sub.State = store.SubscriptionFinal
+			if err := tx.PutSubscription(sub); err != nil {
+				return callbackOutcome{}, err
+			}
+		}
+		payload, _ := json.Marshal(m)
+		// Events carry no id of their own: each delivery is a new event
+		// unless the sender gives an Idempotency-Key (checked above).
+		added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindSubscriptionEvent, Payload: payload,
+			DedupKey: "event:" + uuid.NewString()})
+		if err != nil {
+			return callbackOutcome{}, err
+		}
+		return ok("accepted", added)
+	case *rap.ViewUpdate:
+		// RAP VU-2: keep the latest content per (thread, view type).
+		if err := tx.PutView(store.View{ThreadID: call.ThreadID, ViewType: m.ViewType, Content: m.Content}); err != nil {
+			return callbackOutcome{}, err
+		}
+		out, _ := ok("accepted", false)
+		out.after = func() {
+			r.emit(call.ThreadID, EventView, map[string]any{"view_type": m.ViewType, "content": m.Content})
+		}
+		return out, nil
+	case *rap.OAuth:
+		if m.ID != call.CallID {
+			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
+		}
+		// Shown to the user; the call stays pending until its tool_result
+		// (RAP OA-1). The auth URL is not logged or stored.
+		out, _ := ok("accepted: the call stays pending until its tool_result", false)
+		out.after = func() {
+			r.emit(call.ThreadID, EventOAuth, map[string]any{"call_id": call.CallID, "name": call.ToolName, "auth_url": m.AuthURL})
+		}
+		return out, nil
+	case *rap.UserChoice:
+		if m.ID != call.CallID {
+			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
+		}
+		out, _ := ok("accepted: the call stays pending until its tool_result", false)
+		out.after = func() {
+			r.emit(call.ThreadID, EventUserChoice, map[string]any{"call_id": call.CallID, "name": call.ToolName,
+				"prompt": m.Prompt, "choices": m.Choices, "default": m.Default})
+		}
+		return out, nil
+	default:
+		return callbackOutcome{status: http.StatusBadRequest, msg: fmt.Sprintf("unsupported callback type %q", msg.MessageType())}, nil
+	}
+}

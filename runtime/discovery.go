@@ -1,0 +1,169 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// session holds the tools of one session (root thread), built from the
+// manifests cached for it.
+type session struct {
+	catalog *rap.Catalog
+	// Loaded names the toolsets whose tools are available.
+	Loaded []string `json:"loaded"`
+	// Errors are the discovery and validation problems, for people.
+	Errors []string `json:"errors"`
+}
+
+// discoveryTimeout bounds fetching all manifests of a new session.
+const discoveryTimeout = 20 * time.Second
+
+// discover fetches every configured tool server's manifest for a new
+// session (RAP TS-4), falling back to the most recent cached copy of a
+// server whose fetch fails (RAP TS-7), caches the manifests for the session
+// and builds its catalog (RAP TS-5, TS-6). Problems are logged and reported
+// as a "toolsets" event; they never fail thread creation.
+func (r *Runtime) discover(ctx context.Context, rootID string) *session {
+	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+	defer cancel()
+	type fetched struct {
+		raw      []byte
+		err      error
+		fallback bool
+	}
+	results := make([]fetched, len(r.cfg.ToolServers))
+	var wg sync.WaitGroup
+	for i, base := range r.cfg.ToolServers {
+		wg.Go(func() {
+			_, raw, err := rap.FetchToolset(ctx, r.http, base)
+			results[i] = fetched{raw: raw, err: err}
+		})
+	}
+	wg.Wait()
+
+	var problems []string
+	var cache []store.CachedToolset
+	for i, base := range r.cfg.ToolServers {
+		res := results[i]
+		if res.err != nil {
+			var verr *rap.ValidationError
+			if errors.As(res.err, &verr) {
+				// An invalid manifest is reported and exposes nothing (TS-5);
+				// an older valid copy is not substituted for it.
+				problems = append(problems, res.err.Error())
+				r.log.Error("toolset rejected", "base_url", base, "err", res.err)
+				continue
+			}
+			var old store.CachedToolset
+			err := r.store.View(ctx, func(tx store.Tx) error {
+				var err error
+				old, err = tx.LatestToolset(base)
+				return err
+			})
+			if err != nil {
+				msg := fmt.Sprintf("tool server %s: %v; its tools are not available in this session", base, res.err)
+				if !errors.Is(err, store.ErrNotFound) {
+					msg += fmt.Sprintf(" (and reading the cached copy failed: %v)", err)
+				}
+				problems = append(problems, msg)
+				r.log.Error("toolset discovery failed", "base_url", base, "err", res.err)
+				continue
+			}
+			r.log.Warn("toolset discovery failed; using the cached copy", "base_url", base,
+				"cached_at", old.Fetched, "err", res.err)
+			problems = append(problems, fmt.Sprintf("tool server %s: %v; using the copy cached at %s", base, res.err, old.Fetched.Format(time.RFC3339)))
+			res.raw = old.Manifest
+		}
+		cache = append(cache, store.CachedToolset{RootID: rootID, BaseURL: base, Manifest: res.raw, Fetched: time.Now().UTC()})
+	}
+	if len(cache) > 0 {
+		err := r.store.Update(ctx, func(tx store.Tx) error {
+			for _, c := range cache {
+				if err := tx.PutToolset(c); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("caching the toolsets of this session failed: %v", err))
+			r.log.Error("toolset cache write failed", "thread", rootID, "err", err)
+		}
+	}
+	s := r.buildSession(cache, problems)
+	for _, e := range s.Errors {
+		r.log.Error("toolset problem", "thread", rootID, "problem", e)
+	}
+	r.mu.Lock()
+	r.catalogs[rootID] = s
+	r.mu.Unlock()
+	r.emit(rootID, EventToolsets, s)
+	return s
+}
+
+// buildSession parses cached manifests and builds the catalog.
+func (r *Runtime) buildSession(cache []store.CachedToolset, problems []string) *session {
+	var sets []*rap.Toolset
+	var bases []string
+	for _, c := range cache {
+		ts, err := rap.ParseToolset(c.Manifest)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("tool server %s: %v", c.BaseURL, err))
+			continue
+		}
+		sets = append(sets, ts)
+		bases = append(bases, c.BaseURL)
+	}
+	cat, errs := rap.NewCatalog(sets)
+	for _, err := range errs {
+		problems = append(problems, err.Error())
+	}
+	s := &session{catalog: cat, Loaded: []string{}, Errors: problems}
+	if s.Errors == nil {
+		s.Errors = []string{}
+	}
+	names := map[string]bool{}
+	for _, t := range cat.Tools() {
+		if !names[t.Toolset] {
+			names[t.Toolset] = true
+			s.Loaded = append(s.Loaded, t.Toolset)
+		}
+	}
+	return s
+}
+
+// sessionOf returns the tools of the thread's session, rebuilding them from
+// the store's cache after a restart (the cached copy is reused for the whole
+// session, RAP TS-7).
+func (r *Runtime) sessionOf(ctx context.Context, rootID string) (*session, error) {
+	r.mu.Lock()
+	s := r.catalogs[rootID]
+	r.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	var cache []store.CachedToolset
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		cache, err = tx.SessionToolsets(rootID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load cached toolsets of session %s: %w", rootID, err)
+	}
+	s = r.buildSession(cache, nil)
+	r.mu.Lock()
+	if old := r.catalogs[rootID]; old != nil {
+		s = old
+	} else {
+		r.catalogs[rootID] = s
+	}
+	r.mu.Unlock()
+	return s, nil
+}

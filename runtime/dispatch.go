@@ -1,0 +1,218 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// dispatchAsync sends the call's invocation in the background. The call is
+// already persisted (RAP RT-1).
+func (r *Runtime) dispatchAsync(c store.Call) {
+	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		return // state "new" stays in the store; Start dispatches it
+	}
+	r.inflight[c.ThreadID]++
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer func() {
+			r.mu.Lock()
+			if r.inflight[c.ThreadID]--; r.inflight[c.ThreadID] <= 0 {
+				delete(r.inflight, c.ThreadID)
+			}
+			r.signalLocked()
+			r.mu.Unlock()
+			r.wg.Done()
+		}()
+		r.dispatch(r.baseCtx, c)
+	}()
+}
+
+// resultKey is the inbox dedup key of a call's result: a real result, a
+// dispatch failure and a timeout share it, so the first one wins and any
+// later one adds nothing (RAP RE-6).
+func resultDedupKey(threadID, callID string) string {
+	return "result:" + threadID + ":" + callID
+}
+
+// dispatch POSTs the invocation (RAP TR-2, IN-1, IN-2), retrying connection
+// errors and 5xx answers with exponential backoff but never a 4xx
+// (RAP TR-3). A final failure becomes an error result (RAP TR-4). Every
+// invocation is logged for audit (RAP RT-6).
+func (r *Runtime) dispatch(ctx context.Context, c store.Call) {
+	start := time.Now()
+	inv, err := r.invocation(ctx, c)
+	var attempts int
+	var status int
+	if err == nil {
+		attempts, status, err = r.post(ctx, c, inv)
+	}
+	if ctx.Err() != nil {
+		// Shutting down: the call stays "new" and is dispatched at the next
+		// Start.
+		r.log.Info("rap invocation interrupted by shutdown", "audit", true, "operation", c.ToolName,
+			"thread", c.ThreadID, "call_id", c.CallID, "time", start, "outcome", "interrupted")
+		return
+	}
+	outcome := "accepted"
+	if err != nil {
+		outcome = "failed"
+	}
+	r.log.Info("rap invocation", "audit", true, "operation", c.ToolName, "toolset", c.Toolset,
+		"endpoint", redact(c.Endpoint), "thread", c.ThreadID, "call_id", c.CallID, "time", start,
+		"duration", time.Since(start), "attempts", attempts, "status", status, "outcome", outcome,
+		"error", errString(err))
+	if err == nil {
+		uerr := r.store.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew)
+			return err
+		})
+		if uerr != nil {
+			r.log.Error("record dispatched call", "thread", c.ThreadID, "call_id", c.CallID, "err", uerr)
+		}
+		return
+	}
+	text := fmt.Sprintf("Error: the tool %s could not be invoked: %v. The tool server may be down or refused the call; try again later or use another tool.", c.ToolName, err)
+	r.deliverSynthetic(ctx, c, text)
+}
+
+// deliverSynthetic records a runtime-made error result for a pending call
+// and wakes its thread. It adds nothing if the call already has a result.
+func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text string) {
+	res := store.ToolResult{CallID: c.CallID, Name: c.ToolName, Text: text, IsError: true}
+	payload, _ := json.Marshal(res)
+	var added bool
+	err := r.store.Update(ctx, func(tx store.Tx) error {
+		changed, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDone, store.CallNew, store.CallDispatched)
+		if err != nil || !changed {
+			return err
+		}
+		added, err = tx.Enqueue(store.InboxItem{ThreadID: c.ThreadID, Kind: store.KindToolResult, Payload: payload,
+			DedupKey: resultDedupKey(c.ThreadID, c.CallID)})
+		return err
+	})
+	if err != nil {
+		r.log.Error("record synthetic tool result", "thread", c.ThreadID, "call_id", c.CallID, "err", err)
+		return
+	}
+	if added {
+		r.wake(c.ThreadID)
+	}
+}
+
+// invocation builds the message for c. The thread's ancestors are looked up
+// for child threads (RAP IN-1).
+func (r *Runtime) invocation(ctx context.Context, c store.Call) ([]byte, error) {
+	var ancestors []string
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		th, err := tx.Thread(c.ThreadID)
+		if err != nil {
+			return err
+		}
+		for p := th.ParentID; p != ""; {
+			ancestors = append([]string{p}, ancestors...)
+			pt, err := tx.Thread(p)
+			if err != nil {
+				return err
+			}
+			p = pt.ParentID
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load thread %s for the invocation: %w", c.ThreadID, err)
+	}
+	inv := rap.Invocation{
+		Operation:       c.ToolName,
+		Arguments:       c.Arguments,
+		ID:              c.CallID,
+		CallbackURL:     r.callbackURL(c.ThreadID, c.CallID),
+		GroupID:         c.ThreadID,
+		ThreadAncestors: ancestors,
+	}
+	return json.Marshal(inv)
+}
+
+// post sends body to the call's endpoint with retries.
+func (r *Runtime) post(ctx context.Context, c store.Call, body []byte) (attempts, status int, err error) {
+	p := r.retry
+	backoff := p.Initial
+	for attempts = 1; ; attempts++ {
+		var retry bool
+		status, retry, err = r.postOnce(ctx, c.Endpoint, body, p.AttemptTimeout)
+		if err == nil || !retry || attempts >= p.Attempts {
+			if err != nil && retry {
+				err = fmt.Errorf("gave up after %d attempts: %w", attempts, err)
+			}
+			return attempts, status, err
+		}
+		wait := backoff + time.Duration(rand.Int64N(int64(backoff)/5+1))
+		r.log.Warn("rap invocation retry", "operation", c.ToolName, "thread", c.ThreadID, "call_id", c.CallID,
+			"attempt", attempts, "wait", wait, "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return attempts, status, ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, p.Max)
+	}
+}
+
+// postOnce POSTs body once and says whether a failure may be retried.
+func (r *Runtime) postOnce(ctx context.Context, endpoint string, body []byte, timeout time.Duration) (status int, retry bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return 0, false, fmt.Errorf("bad endpoint %s: %w", redact(endpoint), err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL
+		}
+		return 0, true, fmt.Errorf("POST %s: %w", redact(endpoint), err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // the body is ignored (RAP TR-2)
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return resp.StatusCode, false, nil
+	case resp.StatusCode >= 500:
+		return resp.StatusCode, true, fmt.Errorf("POST %s: server answered %s", redact(endpoint), resp.Status)
+	default:
+		return resp.StatusCode, false, fmt.Errorf("POST %s: server answered %s, which means the invocation was not accepted (RAP TR-4)", redact(endpoint), resp.Status)
+	}
+}
+
+// redact hides credentials and query strings of a URL for logs.
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	p.RawQuery = ""
+	return p.Redacted()
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,240 @@
+// Package sqlite implements the runtime store (package runtime/store) on an
+// embedded SQLite database file, using the pure-Go modernc.org/sqlite driver.
+//
+// The database runs in WAL mode with synchronous=FULL, so a committed
+// transaction survives a crash or power loss; foreign keys are enforced and
+// the schema is versioned: Open applies every migration the file has not
+// seen yet, in order, each in its own transaction.
+//
+// Writes go through a single connection (SQLite allows one writer at a time
+// anyway) and take the write lock when they begin, so concurrent writers
+// queue instead of failing with SQLITE_BUSY; reads use a small pool of
+// read-only connections and see the last committed state.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/gorap/gorap/runtime/store"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// Store is a store.Store backed by one SQLite file.
+type Store struct {
+	path   string
+	writer *sql.DB
+	reader *sql.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the SQLite database at path and brings its
+// schema up to date.
+func Open(path string) (*Store, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: resolve path %q: %w", path, err)
+	}
+	pragmas := url.Values{}
+	for _, p := range []string{"busy_timeout(15000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
+		pragmas.Add("_pragma", p)
+	}
+	wq := url.Values{"_txlock": {"immediate"}}
+	for k, v := range pragmas {
+		wq[k] = v
+	}
+	writer, err := sql.Open("sqlite", "file:"+abs+"?"+wq.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store: open %s: %w", abs, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetConnMaxIdleTime(0)
+	s := &Store{path: abs, writer: writer}
+	if err := s.migrate(context.Background()); err != nil {
+		writer.Close()
+		return nil, err
+	}
+	reader, err := sql.Open("sqlite", "file:"+abs+"?"+pragmas.Encode())
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("sqlite store: open %s for reading: %w", abs, err)
+	}
+	reader.SetMaxOpenConns(4)
+	s.reader = reader
+	return s, nil
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return errors.Join(s.reader.Close(), s.writer.Close())
+}
+
+// Update implements store.Store.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.run(ctx, s.writer, false, fn)
+}
+
+// View implements store.Store.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	return s.run(ctx, s.reader, true, fn)
+}
+
+func (s *Store) run(ctx context.Context, db *sql.DB, readOnly bool, fn func(store.Tx) error) error {
+	sqlTx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: readOnly})
+	if err != nil {
+		return fmt.Errorf("sqlite store %s: begin transaction: %w", s.path, err)
+	}
+	t := &tx{tx: sqlTx, now: time.Now().UTC()}
+	if err := fn(t); err != nil {
+		sqlTx.Rollback()
+		return err
+	}
+	if readOnly {
+		return sqlTx.Rollback()
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("sqlite store %s: commit: %w", s.path, err)
+	}
+	return nil
+}
+
+// migrations are applied in order; migration i brings the schema to version
+// i+1. Never edit a released migration: append a new one.
+var migrations = []string{
+	`CREATE TABLE threads (
+		id TEXT PRIMARY KEY,
+		parent_id TEXT REFERENCES threads(id),
+		root_id TEXT NOT NULL,
+		status TEXT NOT NULL,
+		created INTEGER NOT NULL
+	);
+	CREATE INDEX threads_parent ON threads(parent_id);
+	CREATE TABLE messages (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		seq INTEGER NOT NULL,
+		role TEXT NOT NULL,
+		text TEXT NOT NULL DEFAULT '',
+		tool_calls TEXT,
+		tool_results TEXT,
+		created INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, seq)
+	);
+	CREATE TABLE inbox (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		kind TEXT NOT NULL,
+		payload TEXT NOT NULL,
+		dedup_key TEXT NOT NULL UNIQUE,
+		created INTEGER NOT NULL
+	);
+	CREATE INDEX inbox_thread ON inbox(thread_id, id);
+	CREATE TABLE seen_keys (
+		key TEXT PRIMARY KEY,
+		thread_id TEXT NOT NULL,
+		created INTEGER NOT NULL
+	);
+	CREATE TABLE calls (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		call_id TEXT NOT NULL,
+		tool_name TEXT NOT NULL,
+		arguments TEXT NOT NULL,
+		toolset TEXT NOT NULL,
+		endpoint TEXT NOT NULL,
+		turn_seq INTEGER NOT NULL,
+		state TEXT NOT NULL,
+		deadline INTEGER,
+		created INTEGER NOT NULL,
+		updated INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE INDEX calls_state ON calls(state, deadline);
+	CREATE TABLE subscriptions (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		call_id TEXT NOT NULL,
+		tool_name TEXT NOT NULL,
+		state TEXT NOT NULL,
+		created INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE TABLE views (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		view_type TEXT NOT NULL,
+		content TEXT NOT NULL,
+		updated INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, view_type)
+	);
+	CREATE TABLE timers (
+		id TEXT PRIMARY KEY,
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		kind TEXT NOT NULL,
+		payload TEXT,
+		due INTEGER NOT NULL,
+		created INTEGER NOT NULL
+	);
+	CREATE INDEX timers_due ON timers(due);
+	CREATE TABLE toolset_cache (
+		root_id TEXT NOT NULL REFERENCES threads(id),
+		base_url TEXT NOT NULL,
+		manifest TEXT NOT NULL,
+		fetched INTEGER NOT NULL,
+		PRIMARY KEY (root_id, base_url)
+	);
+	CREATE INDEX toolset_cache_url ON toolset_cache(base_url, fetched);`,
+}
+
+// SchemaVersion is the schema version this package writes.
+var SchemaVersion = len(migrations)
+
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.writer.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("sqlite store %s: create schema_version table: %w", s.path, err)
+	}
+	for {
+		done, err := s.migrateOne(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// migrateOne applies the next migration, reporting done when there is none.
+func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
+	t, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("sqlite store %s: begin migration: %w", s.path, err)
+	}
+	defer t.Rollback()
+	var v int
+	err = t.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := t.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return false, fmt.Errorf("sqlite store %s: init schema_version: %w", s.path, err)
+		}
+	case err != nil:
+		return false, fmt.Errorf("sqlite store %s: read schema version: %w", s.path, err)
+	}
+	if v > len(migrations) {
+		return false, fmt.Errorf("sqlite store %s: schema version %d is newer than this program knows (%d); use a newer gorap or another data dir", s.path, v, len(migrations))
+	}
+	if v == len(migrations) {
+		return true, t.Commit()
+	}
+	if _, err := t.ExecContext(ctx, migrations[v]); err != nil {
+		return false, fmt.Errorf("sqlite store %s: migration %d: %w", s.path, v+1, err)
+	}
+	if _, err := t.ExecContext(ctx, `UPDATE schema_version SET version = ?`, v+1); err != nil {
+		return false, fmt.Errorf("sqlite store %s: record schema version %d: %w", s.path, v+1, err)
+	}
+	return false, t.Commit()
+}

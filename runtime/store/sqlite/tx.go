@@ -1,0 +1,581 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// tx implements store.Tx on one database/sql transaction.
+type tx struct {
+	tx  *sql.Tx
+	now time.Time
+}
+
+var _ store.Tx = (*tx)(nil)
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func nullable(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+func (t *tx) stamp(v time.Time) time.Time {
+	if v.IsZero() {
+		return t.now
+	}
+	return v
+}
+
+func notFound(what string, id ...string) error {
+	return fmt.Errorf("%s %s: %w", what, strings.Join(id, "/"), store.ErrNotFound)
+}
+
+// Threads
+
+func (t *tx) CreateThread(th store.Thread) error {
+	if th.ID == "" {
+		return errors.New("create thread: empty id")
+	}
+	root := th.RootID
+	if root == "" {
+		root = th.ID
+	}
+	status := th.Status
+	if status == "" {
+		status = store.ThreadActive
+	}
+	var parent any
+	if th.ParentID != "" {
+		parent = th.ParentID
+	}
+	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created) VALUES (?, ?, ?, ?, ?)`,
+		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)))
+	if err != nil {
+		return fmt.Errorf("create thread %s: %w", th.ID, err)
+	}
+	return nil
+}
+
+const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created`
+
+func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
+	var th store.Thread
+	var created int64
+	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created)
+	th.Created = fromNanos(created)
+	return th, err
+}
+
+func (t *tx) Thread(id string) (store.Thread, error) {
+	th, err := scanThread(t.tx.QueryRow(`SELECT `+threadCols+` FROM threads WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return th, notFound("thread", id)
+	}
+	if err != nil {
+		return th, fmt.Errorf("read thread %s: %w", id, err)
+	}
+	return th, nil
+}
+
+func (t *tx) ListThreads() ([]store.Thread, error) {
+	rows, err := t.tx.Query(`SELECT ` + threadCols + ` FROM threads ORDER BY created, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list threads: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Thread
+	for rows.Next() {
+		th, err := scanThread(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list threads: %w", err)
+		}
+		out = append(out, th)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) SetThreadStatus(id string, s store.ThreadStatus) error {
+	res, err := t.tx.Exec(`UPDATE threads SET status = ? WHERE id = ?`, string(s), id)
+	if err != nil {
+		return fmt.Errorf("set status of thread %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return notFound("thread", id)
+	}
+	return nil
+}
+
+// Messages
+
+func marshalOrNull(v any, empty bool) (any, error) {
+	if empty {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Message, error) {
+	var last int64
+	if err := t.tx.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM messages WHERE thread_id = ?`, threadID).Scan(&last); err != nil {
+		return nil, fmt.Errorf("append to thread %s: read last seq: %w", threadID, err)
+	}
+	out := make([]store.Message, len(msgs))
+	for i, m := range msgs {
+		last++
+		m.ThreadID = threadID
+		m.Seq = last
+		m.Created = t.stamp(m.Created)
+		calls, err := marshalOrNull(m.ToolCalls, len(m.ToolCalls) == 0)
+		if err != nil {
+			return nil, fmt.Errorf("append to thread %s: encode tool calls: %w", threadID, err)
+		}
+		results, err := marshalOrNull(m.ToolResults, len(m.ToolResults) == 0)
+		if err != nil {
+			return nil, fmt.Errorf("append to thread %s: encode tool results: %w", threadID, err)
+		}
+		if _, err := t.tx.Exec(`INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			threadID, m.Seq, string(m.Role), m.Text, calls, results, nanos(m.Created)); err != nil {
+			return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+func (t *tx) History(threadID string) ([]store.Message, error) {
+	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = ? ORDER BY seq`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.Message
+	for rows.Next() {
+		m := store.Message{ThreadID: threadID}
+		var calls, results sql.NullString
+		var created int64
+		if err := rows.Scan(&m.Seq, &m.Role, &m.Text, &calls, &results, &created); err != nil {
+			return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
+		}
+		m.Created = fromNanos(created)
+		if calls.Valid {
+			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("read history of thread %s: message %d: tool calls: %w", threadID, m.Seq, err)
+			}
+		}
+		if results.Valid {
+			if err := json.Unmarshal([]byte(results.String), &m.ToolResults); err != nil {
+				return nil, fmt.Errorf("read history of thread %s: message %d: tool results: %w", threadID, m.Seq, err)
+			}
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Inbox
+
+func (t *tx) MarkKeySeen(threadID, key string) (bool, error) {
+	if key == "" {
+		return false, errors.New("mark key seen: empty key")
+	}
+	res, err := t.tx.Exec(`INSERT INTO seen_keys (key, thread_id, created) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING`,
+		key, threadID, nanos(t.now))
+	if err != nil {
+		return false, fmt.Errorf("mark key seen for thread %s: %w", threadID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+func (t *tx) SeenKey(key string) (bool, error) {
+	var one int
+	err := t.tx.QueryRow(`SELECT 1 FROM seen_keys WHERE key = ?`, key).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("look up dedup key: %w", err)
+	}
+	return true, nil
+}
+
+func (t *tx) Enqueue(item store.InboxItem) (bool, error) {
+	if item.ThreadID == "" || item.Kind == "" || item.DedupKey == "" {
+		return false, fmt.Errorf("enqueue: thread id, kind and dedup key are required (got %q, %q, %q)", item.ThreadID, item.Kind, item.DedupKey)
+	}
+	added, err := t.MarkKeySeen(item.ThreadID, item.DedupKey)
+	if err != nil || !added {
+		return false, err
+	}
+	payload := item.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage("null")
+	}
+	if _, err := t.tx.Exec(`INSERT INTO inbox (thread_id, kind, payload, dedup_key, created) VALUES (?, ?, ?, ?, ?)`,
+		item.ThreadID, string(item.Kind), string(payload), item.DedupKey, nanos(t.stamp(item.Created))); err != nil {
+		return false, fmt.Errorf("enqueue %s for thread %s: %w", item.Kind, item.ThreadID, err)
+	}
+	return true, nil
+}
+
+func (t *tx) Queued(threadID string) ([]store.InboxItem, error) {
+	rows, err := t.tx.Query(`SELECT id, kind, payload, dedup_key, created FROM inbox WHERE thread_id = ? ORDER BY id`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("read inbox of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.InboxItem
+	for rows.Next() {
+		it := store.InboxItem{ThreadID: threadID}
+		var payload string
+		var created int64
+		if err := rows.Scan(&it.ID, &it.Kind, &payload, &it.DedupKey, &created); err != nil {
+			return nil, fmt.Errorf("read inbox of thread %s: %w", threadID, err)
+		}
+		it.Payload = json.RawMessage(payload)
+		it.Created = fromNanos(created)
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) QueuedThreads() ([]string, error) {
+	rows, err := t.tx.Query(`SELECT thread_id FROM inbox GROUP BY thread_id ORDER BY MIN(id)`)
+	if err != nil {
+		return nil, fmt.Errorf("list threads with queued messages: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) Consume(ids []int64) error {
+	for _, id := range ids {
+		if _, err := t.tx.Exec(`DELETE FROM inbox WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("consume inbox item %d: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// Calls
+
+const callCols = `thread_id, call_id, tool_name, arguments, toolset, endpoint, turn_seq, state, COALESCE(deadline, 0), created, updated`
+
+func scanCall(sc interface{ Scan(...any) error }) (store.Call, error) {
+	var c store.Call
+	var args string
+	var deadline, created, updated int64
+	err := sc.Scan(&c.ThreadID, &c.CallID, &c.ToolName, &args, &c.Toolset, &c.Endpoint, &c.TurnSeq, &c.State, &deadline, &created, &updated)
+	c.Arguments = json.RawMessage(args)
+	c.Deadline, c.Created, c.Updated = fromNanos(deadline), fromNanos(created), fromNanos(updated)
+	return c, err
+}
+
+func (t *tx) queryCalls(what, q string, args ...any) ([]store.Call, error) {
+	rows, err := t.tx.Query(q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []store.Call
+	for rows.Next() {
+		c, err := scanCall(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) PutCalls(calls []store.Call) error {
+	for _, c := range calls {
+		state := c.State
+		if state == "" {
+			state = store.CallNew
+		}
+		args := c.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		created := t.stamp(c.Created)
+		if _, err := t.tx.Exec(`INSERT INTO calls (`+callCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.ThreadID, c.CallID, c.ToolName, string(args), c.Toolset, c.Endpoint, c.TurnSeq, string(state),
+			nullable(c.Deadline), nanos(created), nanos(t.now)); err != nil {
+			return fmt.Errorf("record call %s of thread %s: %w", c.CallID, c.ThreadID, err)
+		}
+	}
+	return nil
+}
+
+func (t *tx) Call(threadID, callID string) (store.Call, error) {
+	c, err := scanCall(t.tx.QueryRow(`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND call_id = ?`, threadID, callID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, notFound("call", threadID, callID)
+	}
+	if err != nil {
+		return c, fmt.Errorf("read call %s of thread %s: %w", callID, threadID, err)
+	}
+	return c, nil
+}
+
+func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...store.CallState) (bool, error) {
+	q := `UPDATE calls SET state = ?, updated = ? WHERE thread_id = ? AND call_id = ?`
+	args := []any{string(to), nanos(t.now), threadID, callID}
+	if len(from) > 0 {
+		q += ` AND state IN (?` + strings.Repeat(", ?", len(from)-1) + `)`
+		for _, f := range from {
+			args = append(args, string(f))
+		}
+	}
+	res, err := t.tx.Exec(q, args...)
+	if err != nil {
+		return false, fmt.Errorf("set state of call %s of thread %s to %s: %w", callID, threadID, to, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+func (t *tx) CallsInState(s store.CallState) ([]store.Call, error) {
+	return t.queryCalls("list calls in state "+string(s),
+		`SELECT `+callCols+` FROM calls WHERE state = ? ORDER BY created, call_id`, string(s))
+}
+
+func (t *tx) ThreadCalls(threadID string) ([]store.Call, error) {
+	return t.queryCalls("list calls of thread "+threadID,
+		`SELECT `+callCols+` FROM calls WHERE thread_id = ? ORDER BY created, call_id`, threadID)
+}
+
+func (t *tx) DueCalls(now time.Time) ([]store.Call, error) {
+	return t.queryCalls("list calls past their deadline",
+		`SELECT `+callCols+` FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL AND deadline <= ? ORDER BY deadline`, now.UnixNano())
+}
+
+func (t *tx) NextDeadline() (time.Time, bool, error) {
+	var d sql.NullInt64
+	if err := t.tx.QueryRow(`SELECT MIN(deadline) FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL`).Scan(&d); err != nil {
+		return time.Time{}, false, fmt.Errorf("read next call deadline: %w", err)
+	}
+	if !d.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(d.Int64), true, nil
+}
+
+// Subscriptions
+
+func (t *tx) PutSubscription(s store.Subscription) error {
+	_, err := t.tx.Exec(`INSERT INTO subscriptions (thread_id, call_id, tool_name, state, created) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, state = excluded.state`,
+		s.ThreadID, s.CallID, s.ToolName, string(s.State), nanos(t.stamp(s.Created)))
+	if err != nil {
+		return fmt.Errorf("record subscription %s of thread %s: %w", s.CallID, s.ThreadID, err)
+	}
+	return nil
+}
+
+func scanSubscription(sc interface{ Scan(...any) error }) (store.Subscription, error) {
+	var s store.Subscription
+	var created int64
+	err := sc.Scan(&s.ThreadID, &s.CallID, &s.ToolName, &s.State, &created)
+	s.Created = fromNanos(created)
+	return s, err
+}
+
+func (t *tx) Subscription(threadID, callID string) (store.Subscription, error) {
+	s, err := scanSubscription(t.tx.QueryRow(`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = ? AND call_id = ?`, threadID, callID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, notFound("subscription", threadID, callID)
+	}
+	if err != nil {
+		return s, fmt.Errorf("read subscription %s of thread %s: %w", callID, threadID, err)
+	}
+	return s, nil
+}
+
+func (t *tx) ThreadSubscriptions(threadID string) ([]store.Subscription, error) {
+	rows, err := t.tx.Query(`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = ? ORDER BY created, call_id`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("list subscriptions of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.Subscription
+	for rows.Next() {
+		s, err := scanSubscription(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// Views
+
+func (t *tx) PutView(v store.View) error {
+	_, err := t.tx.Exec(`INSERT INTO views (thread_id, view_type, content, updated) VALUES (?, ?, ?, ?)
+		ON CONFLICT (thread_id, view_type) DO UPDATE SET content = excluded.content, updated = excluded.updated`,
+		v.ThreadID, v.ViewType, string(v.Content), nanos(t.stamp(v.Updated)))
+	if err != nil {
+		return fmt.Errorf("store view %q of thread %s: %w", v.ViewType, v.ThreadID, err)
+	}
+	return nil
+}
+
+func (t *tx) ThreadViews(threadID string) ([]store.View, error) {
+	rows, err := t.tx.Query(`SELECT view_type, content, updated FROM views WHERE thread_id = ? ORDER BY view_type`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("list views of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.View
+	for rows.Next() {
+		v := store.View{ThreadID: threadID}
+		var content string
+		var updated int64
+		if err := rows.Scan(&v.ViewType, &content, &updated); err != nil {
+			return nil, err
+		}
+		v.Content, v.Updated = json.RawMessage(content), fromNanos(updated)
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// Timers
+
+func (t *tx) PutTimer(tm store.Timer) error {
+	var payload any
+	if len(tm.Payload) > 0 {
+		payload = string(tm.Payload)
+	}
+	_, err := t.tx.Exec(`INSERT INTO timers (id, thread_id, kind, payload, due, created) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, kind = excluded.kind, payload = excluded.payload, due = excluded.due`,
+		tm.ID, tm.ThreadID, tm.Kind, payload, nanos(tm.Due), nanos(t.stamp(tm.Created)))
+	if err != nil {
+		return fmt.Errorf("store timer %s of thread %s: %w", tm.ID, tm.ThreadID, err)
+	}
+	return nil
+}
+
+func (t *tx) DeleteTimer(id string) error {
+	if _, err := t.tx.Exec(`DELETE FROM timers WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("delete timer %s: %w", id, err)
+	}
+	return nil
+}
+
+func (t *tx) DueTimers(now time.Time) ([]store.Timer, error) {
+	rows, err := t.tx.Query(`SELECT id, thread_id, kind, COALESCE(payload, ''), due, created FROM timers WHERE due <= ? ORDER BY due, id`, now.UnixNano())
+	if err != nil {
+		return nil, fmt.Errorf("list due timers: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Timer
+	for rows.Next() {
+		var tm store.Timer
+		var payload string
+		var due, created int64
+		if err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &due, &created); err != nil {
+			return nil, err
+		}
+		if payload != "" {
+			tm.Payload = json.RawMessage(payload)
+		}
+		tm.Due, tm.Created = fromNanos(due), fromNanos(created)
+		out = append(out, tm)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) NextTimer() (time.Time, bool, error) {
+	var d sql.NullInt64
+	if err := t.tx.QueryRow(`SELECT MIN(due) FROM timers`).Scan(&d); err != nil {
+		return time.Time{}, false, fmt.Errorf("read next timer: %w", err)
+	}
+	if !d.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(d.Int64), true, nil
+}
+
+// Toolset cache
+
+func (t *tx) PutToolset(c store.CachedToolset) error {
+	_, err := t.tx.Exec(`INSERT INTO toolset_cache (root_id, base_url, manifest, fetched) VALUES (?, ?, ?, ?)
+		ON CONFLICT (root_id, base_url) DO UPDATE SET manifest = excluded.manifest, fetched = excluded.fetched`,
+		c.RootID, c.BaseURL, string(c.Manifest), nanos(t.stamp(c.Fetched)))
+	if err != nil {
+		return fmt.Errorf("cache toolset of %s for session %s: %w", c.BaseURL, c.RootID, err)
+	}
+	return nil
+}
+
+func (t *tx) SessionToolsets(rootID string) ([]store.CachedToolset, error) {
+	rows, err := t.tx.Query(`SELECT base_url, manifest, fetched FROM toolset_cache WHERE root_id = ? ORDER BY base_url`, rootID)
+	if err != nil {
+		return nil, fmt.Errorf("read cached toolsets of session %s: %w", rootID, err)
+	}
+	defer rows.Close()
+	var out []store.CachedToolset
+	for rows.Next() {
+		c := store.CachedToolset{RootID: rootID}
+		var manifest string
+		var fetched int64
+		if err := rows.Scan(&c.BaseURL, &manifest, &fetched); err != nil {
+			return nil, err
+		}
+		c.Manifest, c.Fetched = json.RawMessage(manifest), fromNanos(fetched)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+func (t *tx) LatestToolset(baseURL string) (store.CachedToolset, error) {
+	c := store.CachedToolset{BaseURL: baseURL}
+	var manifest string
+	var fetched int64
+	err := t.tx.QueryRow(`SELECT root_id, manifest, fetched FROM toolset_cache WHERE base_url = ? ORDER BY fetched DESC LIMIT 1`, baseURL).
+		Scan(&c.RootID, &manifest, &fetched)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, notFound("cached toolset", baseURL)
+	}
+	if err != nil {
+		return c, fmt.Errorf("read latest cached toolset of %s: %w", baseURL, err)
+	}
+	c.Manifest, c.Fetched = json.RawMessage(manifest), fromNanos(fetched)
+	return c, nil
+}

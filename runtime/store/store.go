@@ -1,0 +1,344 @@
+// Package store defines the durable state of the agent runtime: the thread
+// tree, each thread's history, the inbox that wakes threads, the tool calls
+// waiting for results, subscriptions, views, timers and the toolset cache.
+//
+// The engine sees the store only through the Store interface, so that an
+// embedded SQLite file (package runtime/store/sqlite) and a shared
+// PostgreSQL database (a later package) are interchangeable. Every read and
+// write happens inside a transaction: Store.Update for writes, Store.View for
+// reads. A function passed to Update either commits every change it made or
+// none of them, which is what makes the engine crash-safe: a slice consumes
+// its inbox batch in the same transaction that appends the history it
+// produced.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+)
+
+// ErrNotFound is returned (possibly wrapped) when a thread, call or other
+// record does not exist. Test for it with errors.Is.
+var ErrNotFound = errors.New("not found")
+
+// Store is a transactional runtime store.
+type Store interface {
+	// Update runs fn in a read-write transaction and commits it when fn
+	// returns nil; otherwise it rolls back and returns fn's error. fn may be
+	// run more than once when the backend asks for a retry (a serialization
+	// failure), so it must not have side effects outside the transaction.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// View runs fn in a read-only transaction.
+	View(ctx context.Context, fn func(Tx) error) error
+	// Close releases the store's resources.
+	Close() error
+}
+
+// Tx is the set of operations available inside one transaction. It is
+// composed of one small interface per kind of record.
+type Tx interface {
+	Threads
+	Messages
+	Inbox
+	Calls
+	Subscriptions
+	Views
+	Timers
+	ToolsetCache
+}
+
+// ThreadStatus is the lifecycle state of a thread.
+type ThreadStatus string
+
+// Thread statuses.
+const (
+	ThreadActive ThreadStatus = "active"
+	ThreadClosed ThreadStatus = "closed"
+)
+
+// Thread is one conversation. A root thread (ParentID empty) is a session;
+// child threads form a tree under it.
+type Thread struct {
+	ID string `json:"id"`
+	// ParentID is the parent thread's id, empty for a root thread.
+	ParentID string `json:"parent_id,omitempty"`
+	// RootID is the id of the session's root thread (the thread's own id for
+	// a root thread).
+	RootID  string       `json:"root_id"`
+	Status  ThreadStatus `json:"status"`
+	Created time.Time    `json:"created"`
+}
+
+// Threads stores the thread tree.
+type Threads interface {
+	// CreateThread inserts t. A duplicate id is an error.
+	CreateThread(t Thread) error
+	// Thread returns the thread with id, or an error wrapping ErrNotFound.
+	Thread(id string) (Thread, error)
+	// ListThreads returns every thread, oldest first.
+	ListThreads() ([]Thread, error)
+	// SetThreadStatus changes a thread's status.
+	SetThreadStatus(id string, s ThreadStatus) error
+}
+
+// Role says who produced a history message.
+type Role string
+
+// Roles of history messages. Tool results are kept in their own messages
+// (RoleTool) so that a result arriving after later user messages stays where
+// it arrived; the engine arranges them for the model.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// ToolCall is one tool call of an assistant turn.
+type ToolCall struct {
+	// ID is the call id (the model's, or one the runtime made unique).
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	// Display is the call rendered for people (display script or default).
+	Display string `json:"display,omitempty"`
+}
+
+// ToolResult is the outcome of one tool call as recorded in the history.
+type ToolResult struct {
+	CallID string `json:"call_id"`
+	// Name is the tool's name, kept so a result reads on its own.
+	Name string `json:"name,omitempty"`
+	Text string `json:"text,omitempty"`
+	// Content, when present, is what the model receives instead of Text.
+	Content   []rap.ContentItem    `json:"content,omitempty"`
+	DisplayAs []rap.DisplaySegment `json:"display_as,omitempty"`
+	IsError   bool                 `json:"is_error,omitempty"`
+	// Subscription marks a result that confirmed a subscription (RAP SU-1).
+	Subscription bool `json:"subscription,omitempty"`
+}
+
+// Message is one entry of a thread's history.
+type Message struct {
+	ThreadID string `json:"thread_id"`
+	// Seq orders the messages of a thread, starting at 1. AppendMessages
+	// assigns it.
+	Seq         int64        `json:"seq"`
+	Role        Role         `json:"role"`
+	Text        string       `json:"text,omitempty"`
+	ToolCalls   []ToolCall   `json:"tool_calls,omitempty"`
+	ToolResults []ToolResult `json:"tool_results,omitempty"`
+	Created     time.Time    `json:"created"`
+}
+
+// Messages stores thread histories.
+type Messages interface {
+	// AppendMessages appends msgs to the thread's history, assigning Seq
+	// (and Created when zero), and returns them as stored.
+	AppendMessages(threadID string, msgs []Message) ([]Message, error)
+	// History returns the thread's messages in order.
+	History(threadID string) ([]Message, error)
+}
+
+// InboxKind says what an inbox item carries. Kinds are extensible: a later
+// kind needs only a handler in the engine.
+type InboxKind string
+
+// Inbox kinds.
+const (
+	// KindUserMessage carries a UserMessage payload.
+	KindUserMessage InboxKind = "user_message"
+	// KindToolResult carries a ToolResult payload (from a callback, a
+	// dispatch failure or a timeout).
+	KindToolResult InboxKind = "tool_result"
+	// KindSubscriptionEvent carries a rap.SubscriptionEvent payload.
+	KindSubscriptionEvent InboxKind = "subscription_event"
+)
+
+// UserMessage is the payload of a KindUserMessage inbox item.
+type UserMessage struct {
+	Text string `json:"text"`
+}
+
+// InboxItem is one durable message that wakes a thread.
+type InboxItem struct {
+	// ID is assigned by Enqueue and orders a thread's items.
+	ID       int64           `json:"id"`
+	ThreadID string          `json:"thread_id"`
+	Kind     InboxKind       `json:"kind"`
+	Payload  json.RawMessage `json:"payload"`
+	// DedupKey identifies the message: enqueueing a key that was ever
+	// enqueued before (even if long consumed) is a no-op (RAP RE-6).
+	DedupKey string    `json:"dedup_key"`
+	Created  time.Time `json:"created"`
+}
+
+// Inbox is the durable, deduplicated queue of messages that wake threads.
+type Inbox interface {
+	// Enqueue adds item unless its DedupKey was seen before. It reports
+	// whether the item was added.
+	Enqueue(item InboxItem) (added bool, err error)
+	// SeenKey reports whether key was ever enqueued.
+	SeenKey(key string) (bool, error)
+	// MarkKeySeen records key as seen without enqueueing anything; it
+	// reports false if key was already seen.
+	MarkKeySeen(threadID, key string) (bool, error)
+	// Queued returns every unconsumed item of the thread, oldest first.
+	Queued(threadID string) ([]InboxItem, error)
+	// QueuedThreads returns the ids of threads with unconsumed items.
+	QueuedThreads() ([]string, error)
+	// Consume removes the items with the given ids from the queue; their
+	// dedup keys stay seen. Unknown ids are ignored, so Consume is
+	// idempotent.
+	Consume(ids []int64) error
+}
+
+// CallState is the lifecycle state of a tool call.
+type CallState string
+
+// Call states. A call is "pending" while it is new or dispatched.
+const (
+	// CallNew: persisted with its turn, not yet accepted by the tool.
+	CallNew CallState = "new"
+	// CallDispatched: the tool answered 200 to the invocation.
+	CallDispatched CallState = "dispatched"
+	// CallDone: its result (real or synthetic) is in the inbox or history.
+	CallDone CallState = "done"
+	// CallCancelled: the runtime gave up on it; late results are ignored
+	// (RAP CA-2).
+	CallCancelled CallState = "cancelled"
+)
+
+// Pending reports whether a call in state s still waits for its result.
+func (s CallState) Pending() bool { return s == CallNew || s == CallDispatched }
+
+// Call is a tool call the runtime dispatched or will dispatch.
+type Call struct {
+	ThreadID  string          `json:"thread_id"`
+	CallID    string          `json:"call_id"`
+	ToolName  string          `json:"tool_name"`
+	Arguments json.RawMessage `json:"arguments"`
+	// Toolset and Endpoint say where the invocation goes.
+	Toolset  string `json:"toolset"`
+	Endpoint string `json:"endpoint"`
+	// TurnSeq is the Seq of the assistant message that made the call.
+	TurnSeq int64     `json:"turn_seq"`
+	State   CallState `json:"state"`
+	// Deadline, when not zero, is when a synthetic timeout result is due
+	// (RAP RT-5).
+	Deadline time.Time `json:"deadline,omitzero"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
+}
+
+// Calls stores tool calls and their states.
+type Calls interface {
+	// PutCalls inserts calls. A (thread, call id) pair that exists is an
+	// error.
+	PutCalls(calls []Call) error
+	// Call returns one call, or an error wrapping ErrNotFound.
+	Call(threadID, callID string) (Call, error)
+	// SetCallState moves a call to state `to` if its current state is one of
+	// `from` (any state when from is empty). It reports whether it changed.
+	SetCallState(threadID, callID string, to CallState, from ...CallState) (bool, error)
+	// CallsInState returns the calls of any thread in state s, oldest first.
+	CallsInState(s CallState) ([]Call, error)
+	// ThreadCalls returns the calls of one thread, oldest first.
+	ThreadCalls(threadID string) ([]Call, error)
+	// DueCalls returns pending calls whose deadline is at or before now.
+	DueCalls(now time.Time) ([]Call, error)
+	// NextDeadline returns the earliest deadline of a pending call.
+	NextDeadline() (t time.Time, ok bool, err error)
+}
+
+// SubscriptionState is the state of a subscription.
+type SubscriptionState string
+
+// Subscription states.
+const (
+	SubscriptionActive    SubscriptionState = "active"
+	SubscriptionFinal     SubscriptionState = "final"
+	SubscriptionCancelled SubscriptionState = "cancelled"
+)
+
+// Subscription is a call whose result confirmed a subscription (RAP SU-3).
+type Subscription struct {
+	ThreadID string            `json:"thread_id"`
+	CallID   string            `json:"call_id"`
+	ToolName string            `json:"tool_name"`
+	State    SubscriptionState `json:"state"`
+	Created  time.Time         `json:"created"`
+}
+
+// Subscriptions stores subscriptions.
+type Subscriptions interface {
+	// PutSubscription inserts or replaces s.
+	PutSubscription(s Subscription) error
+	// Subscription returns one subscription, or an error wrapping ErrNotFound.
+	Subscription(threadID, callID string) (Subscription, error)
+	// ThreadSubscriptions returns a thread's subscriptions.
+	ThreadSubscriptions(threadID string) ([]Subscription, error)
+}
+
+// View is the latest content of one named view of a thread (RAP VU-2).
+type View struct {
+	ThreadID string          `json:"thread_id"`
+	ViewType string          `json:"view_type"`
+	Content  json.RawMessage `json:"content"`
+	Updated  time.Time       `json:"updated"`
+}
+
+// Views stores views.
+type Views interface {
+	// PutView inserts or overwrites the view (thread, view type).
+	PutView(v View) error
+	// ThreadViews returns a thread's views ordered by view type.
+	ThreadViews(threadID string) ([]View, error)
+}
+
+// Timer is a durable wake-up: when Due passes, the engine acts on it.
+type Timer struct {
+	ID       string          `json:"id"`
+	ThreadID string          `json:"thread_id"`
+	Kind     string          `json:"kind"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+	Due      time.Time       `json:"due"`
+	Created  time.Time       `json:"created"`
+}
+
+// Timers stores timers.
+type Timers interface {
+	// PutTimer inserts or replaces a timer.
+	PutTimer(t Timer) error
+	// DeleteTimer removes a timer; an unknown id is not an error.
+	DeleteTimer(id string) error
+	// DueTimers returns timers due at or before now, earliest first.
+	DueTimers(now time.Time) ([]Timer, error)
+	// NextTimer returns the earliest due time of any timer.
+	NextTimer() (t time.Time, ok bool, err error)
+}
+
+// CachedToolset is one raw toolset manifest cached for a session (RAP TS-7).
+type CachedToolset struct {
+	// RootID is the session's root thread.
+	RootID string `json:"root_id"`
+	// BaseURL is the configured tool server base URL it came from.
+	BaseURL string `json:"base_url"`
+	// Manifest is the raw JSON manifest as fetched.
+	Manifest json.RawMessage `json:"manifest"`
+	Fetched  time.Time       `json:"fetched"`
+}
+
+// ToolsetCache stores fetched manifests per session.
+type ToolsetCache interface {
+	// PutToolset inserts or replaces the manifest of (root, base URL).
+	PutToolset(c CachedToolset) error
+	// SessionToolsets returns the manifests cached for a session.
+	SessionToolsets(rootID string) ([]CachedToolset, error)
+	// LatestToolset returns the most recently fetched manifest of baseURL
+	// from any session, or an error wrapping ErrNotFound.
+	LatestToolset(baseURL string) (CachedToolset, error)
+}
