@@ -92,16 +92,16 @@ func errorText(msg string) string {
 func handlerErrorText(op string, err, cause error) string {
 	switch {
 	case errors.Is(cause, ErrCallCancelled):
-		return fmt.Sprintf("Error: %s was cancelled at the runtime's request before it finished. Call it again if the result is still needed.", op)
+		return fmt.Sprintf("Error: %q was cancelled at the runtime's request before it finished. Call it again if the result is still needed.", op)
 	case errors.Is(cause, ErrThreadClosed):
-		return fmt.Sprintf("Error: %s was stopped because its thread was closed.", op)
+		return fmt.Sprintf("Error: %q was stopped because its thread was closed.", op)
 	case errors.Is(cause, ErrServerShutdown):
-		return fmt.Sprintf("Error: the tool server shut down before %s finished. Call it again in a moment.", op)
+		return fmt.Sprintf("Error: the tool server shut down before %q finished. Call it again in a moment.", op)
 	}
 	msg := strings.TrimSpace(err.Error())
 	if strings.HasPrefix(msg, "Error: ") {
 		return msg // the author already wrote a complete error result
 	}
 	msg = strings.TrimSuffix(msg, ".")
-	return fmt.Sprintf("Error: %s failed: %s. Check the arguments and try again; if it keeps failing, the tool may be unavailable.", op, msg)
+	return fmt.Sprintf("Error: %q failed: %s. Check the arguments and try again; if it keeps failing, the tool may be unavailable.", op, msg)
 }
