@@ -696,7 +696,9 @@ func TestDiscovery(t *testing.T) {
 	}
 	setup := func(s *rap.Server) {
 		rap.AddTool(s, &rap.Tool{Name: "search", Description: "Search.", Annotations: &rap.Annotations{ReadOnly: true}},
-			func(ctx context.Context, c *rap.Call, in searchIn) (*rap.Reply, error) { return rap.Text(in.Query), nil })
+			func(ctx context.Context, c *rap.Call, in searchIn) (*rap.Reply, error) {
+				return rap.Text(in.Query), nil
+			})
 		rap.AddTool(s, &rap.Tool{Name: "ping", Description: "No parameters."},
 			func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) { return rap.Text("pong"), nil })
 	}
