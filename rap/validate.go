@@ -315,6 +315,9 @@ func declaresNoParameters(m map[string]json.RawMessage) bool {
 	if ap, ok := m["additionalProperties"]; ok && string(bytes.TrimSpace(ap)) != "true" {
 		return false
 	}
+	if t, ok := m["type"]; ok && string(bytes.TrimSpace(t)) != `"object"` {
+		return false
+	}
 	neutral := map[string]bool{
 		"type": true, "$schema": true, "$id": true, "$comment": true, "title": true, "description": true,
 		"examples": true, "default": true, "$defs": true, "definitions": true, "properties": true,
