@@ -1,0 +1,116 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+
+	"github.com/gorap/gorap/model"
+)
+
+// block is one content block being assembled from stream events.
+type block struct {
+	kind     string // "text", "tool_use" or another type, which is ignored
+	id, name string
+	buf      strings.Builder // text, or the tool input's JSON
+}
+
+// accumulator assembles a streamed message from its events.
+type accumulator struct {
+	blocks map[int64]*block
+	stop   string
+	size   int
+}
+
+func (a *accumulator) grow(n int) error {
+	a.size += n
+	if a.size > maxOutputBytes {
+		return fmt.Errorf("the response exceeds %d bytes; lower max tokens", maxOutputBytes)
+	}
+	return nil
+}
+
+// add folds one stream event in, passing text deltas to s.
+func (a *accumulator) add(ev sdk.MessageStreamEventUnion, s model.Stream) error {
+	if a.blocks == nil {
+		a.blocks = map[int64]*block{}
+	}
+	switch ev.Type {
+	case "message_start":
+		a.stop = string(ev.Message.StopReason)
+	case "content_block_start":
+		cb := ev.ContentBlock
+		b := &block{kind: cb.Type, id: cb.ID, name: cb.Name}
+		if _, dup := a.blocks[ev.Index]; dup {
+			return fmt.Errorf("content block %d started twice in the stream", ev.Index)
+		}
+		a.blocks[ev.Index] = b
+		if cb.Type == "text" && cb.Text != "" {
+			if err := a.grow(len(cb.Text)); err != nil {
+				return err
+			}
+			b.buf.WriteString(cb.Text)
+			if s != nil {
+				s.TextDelta(cb.Text)
+			}
+		}
+	case "content_block_delta":
+		b, ok := a.blocks[ev.Index]
+		if !ok {
+			return fmt.Errorf("delta for content block %d, which never started", ev.Index)
+		}
+		switch ev.Delta.Type {
+		case "text_delta":
+			if err := a.grow(len(ev.Delta.Text)); err != nil {
+				return err
+			}
+			b.buf.WriteString(ev.Delta.Text)
+			if s != nil && ev.Delta.Text != "" {
+				s.TextDelta(ev.Delta.Text)
+			}
+		case "input_json_delta":
+			if err := a.grow(len(ev.Delta.PartialJSON)); err != nil {
+				return err
+			}
+			b.buf.WriteString(ev.Delta.PartialJSON)
+		}
+	case "message_delta":
+		if ev.Delta.StopReason != "" {
+			a.stop = string(ev.Delta.StopReason)
+		}
+	}
+	return nil
+}
+
+// response is the assembled assistant turn. Text blocks are joined in order;
+// each tool_use block becomes a ToolCall with its input as arguments.
+func (a *accumulator) response(modelID string) (*model.Response, error) {
+	idx := make([]int64, 0, len(a.blocks))
+	for i := range a.blocks {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
+	resp := &model.Response{StopReason: a.stop}
+	var text strings.Builder
+	for _, i := range idx {
+		b := a.blocks[i]
+		switch b.kind {
+		case "text":
+			text.WriteString(b.buf.String())
+		case "tool_use":
+			args := strings.TrimSpace(b.buf.String())
+			if args == "" {
+				args = "{}"
+			}
+			if !json.Valid([]byte(args)) {
+				return nil, fmt.Errorf("anthropic: %s: tool_use block %d (id %s, tool %s) streamed input that is not valid JSON; retry the request", modelID, i, b.id, b.name)
+			}
+			resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: b.id, Name: b.name, Arguments: json.RawMessage(args)})
+		}
+	}
+	resp.Text = text.String()
+	return resp, nil
+}
