@@ -1000,6 +1000,9 @@ func bRemove(in *interp, p Pos, a []value) (value, error) {
 		if !ok {
 			return unit, nil
 		}
+		if err := in.charge(p, int64(len(x.items)>>4)); err != nil {
+			return nil, err
+		}
 		r := x.items[j]
 		x.items = append(x.items[:j], x.items[j+1:]...)
 		return r, nil
@@ -1118,6 +1121,9 @@ func bShift(in *interp, p Pos, a []value) (value, error) {
 	if len(x.items) == 0 {
 		return unit, nil
 	}
+	if err := in.charge(p, int64(len(x.items)>>4)); err != nil {
+		return nil, err
+	}
 	r := x.items[0]
 	x.items = append(x.items[:0], x.items[1:]...)
 	return r, nil
@@ -1137,6 +1143,9 @@ func bInsert(in *interp, p Pos, a []value) (value, error) {
 	}
 	v, err := in.own(p, a[2])
 	if err != nil {
+		return nil, err
+	}
+	if err := in.charge(p, int64(len(x.items)>>4)); err != nil {
 		return nil, err
 	}
 	n := int64(len(x.items))

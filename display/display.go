@@ -150,18 +150,31 @@ func (s *Script) Limits() Limits { return s.limits }
 // FLOAT). A result that is not a string is an error wrapping ErrNotString.
 // Limit overruns return errors wrapping ErrTooManyOperations, ErrCallDepth,
 // ErrStringTooLong, ErrArrayTooLarge, ErrMapTooLarge or ErrTimeout.
-func (s *Script) Eval(ctx context.Context, args map[string]any) (out string, err error) {
+func (s *Script) Eval(ctx context.Context, args map[string]any) (string, error) {
+	v, err := s.evalValue(ctx, args)
+	if err != nil {
+		return "", err
+	}
+	str, ok := v.(string)
+	if !ok {
+		return "", &EvalError{Msg: "script returned " + typeName(v) + ", not a string", Err: ErrNotString}
+	}
+	return str, nil
+}
+
+// evalValue runs the script and returns its raw result value.
+func (s *Script) evalValue(ctx context.Context, args map[string]any) (v value, err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = "", fmt.Errorf("display: internal error while evaluating: %v", r)
+			v, err = nil, fmt.Errorf("display: internal error while evaluating: %v", r)
 		}
 	}()
 	av, err := fromGo(args, 0)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	in := &interp{
 		ctx:      ctx,
@@ -174,23 +187,18 @@ func (s *Script) Eval(ctx context.Context, args map[string]any) (out string, err
 		in.deadline = dl
 	}
 	if err := ctx.Err(); err != nil {
-		return "", &EvalError{Msg: "script cancelled: " + err.Error(), Err: ErrTimeout}
+		return nil, &EvalError{Msg: "script cancelled: " + err.Error(), Err: ErrTimeout}
 	}
 	in.scope[0] = binding{name: "args", v: av}
-	v, err := in.block(s.prog)
+	v, err = in.block(s.prog)
 	if err != nil {
 		var c *ctrl
 		if errors.As(err, &c) && c.kind == cReturn {
-			v, err = c.val, nil
-		} else {
-			return "", err
+			return c.val, nil
 		}
+		return nil, err
 	}
-	str, ok := v.(string)
-	if !ok {
-		return "", &EvalError{Msg: "script returned " + typeName(v) + ", not a string", Err: ErrNotString}
-	}
-	return str, nil
+	return v, nil
 }
 
 // fromGo converts decoded JSON (or similar plain Go values) into script values.

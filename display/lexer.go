@@ -149,9 +149,66 @@ func (lx *lexer) skipSpace() error {
 	}
 }
 
-// tokenize lexes the whole source. When stopAtBrace is set, it stops at the
-// '}' closing an interpolation `${ ... }` and consumes it.
-func (lx *lexer) tokenize(stopAtBrace bool) ([]token, error) {
+// nextToken lexes one token (tEOF at the end of the source).
+func (lx *lexer) nextToken() (token, error) {
+	if err := lx.skipSpace(); err != nil {
+		return token{}, err
+	}
+	p := lx.pos()
+	r := lx.peekRune(0)
+	switch {
+	case r == -1:
+		return token{kind: tEOF, pos: p}, nil
+	case r >= '0' && r <= '9':
+		return lx.number()
+	case isIdentStart(r):
+		start := lx.off
+		for isIdentChar(lx.peekRune(0)) {
+			lx.next()
+		}
+		return token{kind: tIdent, text: lx.src[start:lx.off], pos: p}, nil
+	case r == '"':
+		lx.next()
+		s, err := lx.quoted('"', p)
+		if err != nil {
+			return token{}, err
+		}
+		return token{kind: tStr, str: s, pos: p}, nil
+	case r == '\'':
+		lx.next()
+		s, err := lx.quoted('\'', p)
+		if err != nil {
+			return token{}, err
+		}
+		if utf8.RuneCountInString(s) != 1 {
+			return token{}, lx.errf(p, "invalid character literal")
+		}
+		return token{kind: tChar, str: s, pos: p}, nil
+	case r == '`':
+		lx.next()
+		return lx.backtick(p)
+	}
+	rest := lx.src[lx.off:]
+	if strings.HasPrefix(rest, "!in") && !isIdentChar(lx.peekRune(3)) {
+		lx.next()
+		lx.next()
+		lx.next()
+		return token{kind: tPunct, text: "!in", pos: p}, nil
+	}
+	for _, c := range puncts {
+		if c[0] == rest[0] && strings.HasPrefix(rest, c) {
+			for range c {
+				lx.next()
+			}
+			return token{kind: tPunct, text: c, pos: p}, nil
+		}
+	}
+	return token{}, lx.errf(p, "unexpected character %q", r)
+}
+
+// tokenizeInterp lexes the tokens of a `${ ... }` interpolation up to and
+// including its closing '}', returning them terminated by tEOF.
+func (lx *lexer) tokenizeInterp() ([]token, error) {
 	lx.depth++
 	defer func() { lx.depth-- }()
 	if lx.depth > lx.maxDepth {
@@ -160,88 +217,25 @@ func (lx *lexer) tokenize(stopAtBrace bool) ([]token, error) {
 	var toks []token
 	braces := 0
 	for {
-		if err := lx.skipSpace(); err != nil {
+		t, err := lx.nextToken()
+		if err != nil {
 			return nil, err
 		}
-		p := lx.pos()
-		r := lx.peekRune(0)
-		if r == -1 {
-			if stopAtBrace {
-				return nil, lx.errf(p, "unterminated string interpolation")
-			}
-			toks = append(toks, token{kind: tEOF, pos: p})
-			return toks, nil
-		}
 		switch {
-		case r >= '0' && r <= '9':
-			t, err := lx.number()
-			if err != nil {
-				return nil, err
+		case t.kind == tEOF:
+			return nil, lx.errf(t.pos, "unterminated string interpolation")
+		case t.kind == tPunct && (t.text == "{" || t.text == "#{"):
+			braces++
+		case t.kind == tPunct && t.text == "}":
+			if braces == 0 {
+				return append(toks, token{kind: tEOF, pos: t.pos}), nil
 			}
-			toks = append(toks, t)
-		case isIdentStart(r):
-			start := lx.off
-			for isIdentChar(lx.peekRune(0)) {
-				lx.next()
-			}
-			toks = append(toks, token{kind: tIdent, text: lx.src[start:lx.off], pos: p})
-		case r == '"':
-			lx.next()
-			s, err := lx.quoted('"', p)
-			if err != nil {
-				return nil, err
-			}
-			toks = append(toks, token{kind: tStr, str: s, pos: p})
-		case r == '\'':
-			lx.next()
-			s, err := lx.quoted('\'', p)
-			if err != nil {
-				return nil, err
-			}
-			if utf8.RuneCountInString(s) != 1 {
-				return nil, lx.errf(p, "invalid character literal")
-			}
-			toks = append(toks, token{kind: tChar, str: s, pos: p})
-		case r == '`':
-			lx.next()
-			t, err := lx.backtick(p)
-			if err != nil {
-				return nil, err
-			}
-			toks = append(toks, t)
-		default:
-			if r == '!' && strings.HasPrefix(lx.src[lx.off:], "!in") && !isIdentChar(lx.peekRune(3)) {
-				lx.next()
-				lx.next()
-				lx.next()
-				toks = append(toks, token{kind: tPunct, text: "!in", pos: p})
-				continue
-			}
-			var op string
-			for _, c := range puncts {
-				if strings.HasPrefix(lx.src[lx.off:], c) {
-					op = c
-					break
-				}
-			}
-			if op == "" {
-				return nil, lx.errf(p, "unexpected character %q", r)
-			}
-			for range op {
-				lx.next()
-			}
-			switch op {
-			case "{", "#{":
-				braces++
-			case "}":
-				if stopAtBrace && braces == 0 {
-					toks = append(toks, token{kind: tEOF, pos: p})
-					return toks, nil
-				}
-				braces--
-			}
-			toks = append(toks, token{kind: tPunct, text: op, pos: p})
+			braces--
 		}
+		if len(toks) >= 1<<20 {
+			return nil, lx.errf(t.pos, "string interpolation too long")
+		}
+		toks = append(toks, t)
 	}
 }
 
@@ -456,7 +450,7 @@ func (lx *lexer) backtick(start Pos) (token, error) {
 				parts = append(parts, interpPart{lit: out.String()})
 				out.Reset()
 			}
-			toks, err := lx.tokenize(true)
+			toks, err := lx.tokenizeInterp()
 			if err != nil {
 				return token{}, err
 			}
@@ -467,7 +461,3 @@ func (lx *lexer) backtick(start Pos) (token, error) {
 	}
 }
 
-func lex(src string, maxDepth int) ([]token, error) {
-	lx := &lexer{src: src, line: 1, col: 1, maxDepth: maxDepth}
-	return lx.tokenize(false)
-}

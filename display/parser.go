@@ -7,8 +7,9 @@ import (
 )
 
 type parser struct {
-	toks      []token
+	toks      []token // lookahead buffer (or all tokens of an interpolation)
 	i         int
+	lx        *lexer // nil when toks holds every token
 	depth     int
 	maxDepth  int
 	loopDepth int
@@ -34,10 +35,37 @@ var keywords = map[string]bool{
 
 func fnKey(name string, arity int) string { return name + "/" + strconv.Itoa(arity) }
 
-func (p *parser) peek() *token { return &p.toks[p.i] }
+// parseAbort carries a lexing error out of the parser (recovered in parse).
+type parseAbort struct{ err error }
+
+// fill makes sure the lookahead buffer holds token p.i+k (streaming lexing
+// means deeply nested input fails after reading only a few tokens).
+func (p *parser) fill(k int) {
+	if p.lx == nil {
+		return
+	}
+	if p.i > 64 && p.i == len(p.toks) {
+		p.toks, p.i = make([]token, 0, 64), 0 // fresh array: callers may hold *token
+	}
+	for len(p.toks) <= p.i+k {
+		if n := len(p.toks); n > 0 && p.toks[n-1].kind == tEOF {
+			return
+		}
+		t, err := p.lx.nextToken()
+		if err != nil {
+			panic(parseAbort{err})
+		}
+		p.toks = append(p.toks, t)
+	}
+}
+
+func (p *parser) peek() *token {
+	p.fill(0)
+	return &p.toks[p.i]
+}
 
 func (p *parser) next() *token {
-	t := &p.toks[p.i]
+	t := p.peek()
 	if t.kind != tEOF {
 		p.i++
 	}
@@ -45,11 +73,12 @@ func (p *parser) next() *token {
 }
 
 func (p *parser) is(text string) bool {
-	t := &p.toks[p.i]
+	t := p.peek()
 	return (t.kind == tPunct || t.kind == tIdent) && t.text == text
 }
 
 func (p *parser) isAt(k int, text string) bool {
+	p.fill(k)
 	if p.i+k >= len(p.toks) {
 		return false
 	}
@@ -1035,13 +1064,19 @@ func (p *parser) parseCaseStmt() (node, error) {
 	return p.parseExprStmt()
 }
 
-func parse(src string, maxDepth int) (*blockNode, map[string]*fnDef, error) {
-	toks, err := lex(src, maxDepth)
-	if err != nil {
-		return nil, nil, err
-	}
-	p := &parser{toks: toks, maxDepth: maxDepth, fns: map[string]*fnDef{}}
-	prog, err := p.parseProgram()
+func parse(src string, maxDepth int) (prog *blockNode, fns map[string]*fnDef, err error) {
+	lx := &lexer{src: src, line: 1, col: 1, maxDepth: maxDepth}
+	p := &parser{lx: lx, maxDepth: maxDepth, fns: map[string]*fnDef{}}
+	defer func() {
+		if r := recover(); r != nil {
+			pa, ok := r.(parseAbort)
+			if !ok {
+				panic(r)
+			}
+			prog, fns, err = nil, nil, pa.err
+		}
+	}()
+	prog, err = p.parseProgram()
 	if err != nil {
 		return nil, nil, err
 	}
