@@ -460,4 +460,3 @@ func (lx *lexer) backtick(start Pos) (token, error) {
 		}
 	}
 }
-
