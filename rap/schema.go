@@ -467,6 +467,8 @@ func (x explainer) into(out *[]problem, ve *jsonschema.ValidationError) {
 			msg += "; Go's RE2 engine supports no lookarounds or backreferences"
 		}
 		*out = append(*out, problem{path, msg})
+	case *kind.UniqueItems:
+		*out = append(*out, problem{path, fmt.Sprintf("must not repeat items: items %d and %d are equal", k.Duplicates[0], k.Duplicates[1])})
 	case *kind.Pattern:
 		*out = append(*out, problem{path, fmt.Sprintf("must match the pattern %q, got %s", k.Want, describe(value))})
 	default:

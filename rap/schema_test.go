@@ -1,0 +1,356 @@
+package rap_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gorap/gorap/rap"
+)
+
+func mustCompile(t testing.TB, s string) *rap.Schema {
+	t.Helper()
+	sch, err := rap.CompileSchema(json.RawMessage(s))
+	if err != nil {
+		t.Fatalf("CompileSchema(%s): %v", s, err)
+	}
+	return sch
+}
+
+// schemaProblems asserts err is a *rap.SchemaError and returns its problems.
+func schemaProblems(t *testing.T, err error) []rap.Violation {
+	t.Helper()
+	var se *rap.SchemaError
+	if !errors.As(err, &se) || len(se.Problems) == 0 {
+		t.Fatalf("error %v (%T) is not a *rap.SchemaError with problems", err, err)
+	}
+	return se.Problems
+}
+
+// RAP TS-2: the input schema is a JSON object.
+func TestCompileSchemaRootMustBeObject(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{``, "schema is empty"},
+		{`true`, "must be a JSON object, got boolean"},
+		{`false`, "must be a JSON object, got boolean"},
+		{`[]`, "must be a JSON object, got array"},
+		{`"object"`, "must be a JSON object, got string"},
+		{`null`, "must be a JSON object, got null"},
+		{`{"type":`, "not valid JSON"},
+		{`{} []`, "not valid JSON"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			_, err := rap.CompileSchema(json.RawMessage(tc.in))
+			ps := schemaProblems(t, err)
+			if len(ps) != 1 || ps[0].Path != "" || !strings.Contains(ps[0].Message, tc.want) {
+				t.Fatalf("problems %v, want one at the root containing %q", ps, tc.want)
+			}
+		})
+	}
+	big := `{"description":"` + strings.Repeat("x", rap.MaxSchemaBytes) + `"}`
+	_, err := rap.CompileSchema(json.RawMessage(big))
+	if ps := schemaProblems(t, err); !strings.Contains(ps[0].Message, "limit is 1048576 bytes") {
+		t.Fatalf("oversized schema: %v", ps)
+	}
+}
+
+// RAP TS-2: remote references are never fetched; compiling fails and names
+// the reference.
+func TestCompileSchemaRefusesRemoteRefs(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"type":"string"}`)
+	}))
+	defer srv.Close()
+	tests := []struct {
+		name, schema, path, ref string
+	}{
+		{"http", `{"type":"object","properties":{"a":{"$ref":"` + srv.URL + `/a.json"}}}`, "properties.a.$ref", srv.URL + "/a.json"},
+		{"http with fragment", `{"type":"object","properties":{"a":{"$ref":"` + srv.URL + `/a.json#/$defs/x"}}}`, "properties.a.$ref", srv.URL + "/a.json#/$defs/x"},
+		{"https", `{"$ref":"https://schemas.example.com/person.json"}`, "$ref", "https://schemas.example.com/person.json"},
+		{"file", `{"type":"object","properties":{"p":{"$ref":"file:///etc/passwd"}}}`, "properties.p.$ref", "file:///etc/passwd"},
+		{"relative", `{"type":"object","properties":{"p":{"$ref":"other.json"}}}`, "properties.p.$ref", "other.json"},
+		{"in array", `{"anyOf":[{"type":"null"},{"$ref":"https://x.example/s.json"}]}`, "anyOf[1].$ref", "https://x.example/s.json"},
+		{"in $defs", `{"type":"object","$defs":{"a":{"$ref":"` + srv.URL + `/d.json"}},"properties":{"a":{"$ref":"#/$defs/a"}}}`, "$defs.a.$ref", srv.URL + "/d.json"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := rap.CompileSchema(json.RawMessage(tc.schema))
+			ps := schemaProblems(t, err)
+			if len(ps) != 1 || ps[0].Path != tc.path {
+				t.Fatalf("problems %v, want one at %q", ps, tc.path)
+			}
+			if !strings.Contains(ps[0].Message, fmt.Sprintf("%q", tc.ref)) || !strings.Contains(ps[0].Message, "never fetched") {
+				t.Fatalf("problem %q does not name the reference %q", ps[0].Message, tc.ref)
+			}
+		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the schema server was contacted %d times; remote references must never be fetched", n)
+	}
+	// An unknown meta-schema in $schema is a remote document too.
+	_, err := rap.CompileSchema(json.RawMessage(`{"$schema":"` + srv.URL + `/meta","type":"object"}`))
+	ps := schemaProblems(t, err)
+	if ps[0].Path != "$schema" || !strings.Contains(ps[0].Message, "not a supported draft") {
+		t.Fatalf("unknown $schema: %v", ps)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the meta-schema was fetched (%d requests)", n)
+	}
+}
+
+// References inside the schema, and to the built-in meta-schemas, resolve
+// without any fetch.
+func TestCompileSchemaLocalRefs(t *testing.T) {
+	sch := mustCompile(t, `{
+		"type":"object",
+		"$defs":{"qty":{"type":"integer","minimum":1},"line":{"type":"object","properties":{"qty":{"$ref":"#/$defs/qty"}},"required":["qty"]}},
+		"properties":{"lines":{"type":"array","items":{"$ref":"#/$defs/line"}},"meta":{"$ref":"https://json-schema.org/draft/2020-12/schema"}}
+	}`)
+	if err := sch.Validate(json.RawMessage(`{"lines":[{"qty":2}],"meta":{"type":"string"}}`)); err != nil {
+		t.Fatalf("valid arguments: %v", err)
+	}
+	err := sch.Validate(json.RawMessage(`{"lines":[{"qty":2},{"qty":0}]}`))
+	wantProblems(t, err, `arguments.lines[1].qty: must be >= 1, got integer 0`)
+	_, err = rap.CompileSchema(json.RawMessage(`{"properties":{"a":{"$ref":"#/$defs/missing"}}}`))
+	if ps := schemaProblems(t, err); !strings.Contains(ps[0].Message, `"#/$defs/missing"`) {
+		t.Fatalf("dangling local ref: %v", ps)
+	}
+}
+
+// RAP TS-2: draft 2020-12 unless "$schema" names another draft. Keywords
+// that differ between drafts show which draft applied.
+func TestCompileSchemaDrafts(t *testing.T) {
+	tuple := `"properties":{"pair":{"type":"array","items":[{"type":"string"},{"type":"integer"}]}}`
+	// Under 2020-12 (the default) the array form of "items" is not a schema.
+	_, err := rap.CompileSchema(json.RawMessage(`{"type":"object",` + tuple + `}`))
+	if ps := schemaProblems(t, err); ps[0].Path != "properties.pair.items" {
+		t.Fatalf("array-form items under 2020-12: %v", ps)
+	}
+	// Under draft-07 it is the tuple form.
+	d7 := mustCompile(t, `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object",`+tuple+`,"dependencies":{"card":["billing_address"]}}`)
+	if err := d7.Validate(json.RawMessage(`{"pair":["a",1]}`)); err != nil {
+		t.Fatalf("draft-07 tuple: %v", err)
+	}
+	wantProblems(t, d7.Validate(json.RawMessage(`{"pair":["a","b"]}`)), `arguments.pair[1]: expected integer, got string "b"`)
+	// "dependencies" is enforced by draft-07 ...
+	wantProblems(t, d7.Validate(json.RawMessage(`{"card":"4111"}`)), `arguments: properties 'billing_address' required, if 'card' exists`)
+	// 2020-12's dependentRequired applies without "$schema".
+	d2020 := mustCompile(t, `{"type":"object","dependentRequired":{"iban":["bic"]}}`)
+	wantProblems(t, d2020.Validate(json.RawMessage(`{"iban":"DE00"}`)), `arguments: properties 'bic' required, if 'iban' exists`)
+	// "format" asserts under draft-07 and only annotates under 2020-12.
+	email := `"type":"object","properties":{"to":{"type":"string","format":"email"}}}`
+	if err := mustCompile(t, `{`+email).Validate(json.RawMessage(`{"to":"nobody"}`)); err != nil {
+		t.Fatalf("2020-12 must not assert format: %v", err)
+	}
+	wantProblems(t, mustCompile(t, `{"$schema":"http://json-schema.org/draft-07/schema#",`+email).Validate(json.RawMessage(`{"to":"nobody"}`)),
+		`arguments.to: 'nobody' is not valid email: missing @`)
+	// 2020-12 prefixItems works without "$schema".
+	pre := mustCompile(t, `{"type":"object","properties":{"pair":{"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false}}}`)
+	wantProblems(t, pre.Validate(json.RawMessage(`{"pair":["a",1,true]}`)), `arguments.pair[2]: is not allowed here; remove it`)
+	// Draft-04's boolean exclusiveMinimum.
+	d4 := mustCompile(t, `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"n":{"type":"number","minimum":0,"exclusiveMinimum":true}}}`)
+	wantProblems(t, d4.Validate(json.RawMessage(`{"n":0}`)), `arguments.n: must be > 0, got integer 0`)
+	// 2019-09 is recognised too.
+	mustCompile(t, `{"$schema":"https://json-schema.org/draft/2019-09/schema","type":"object"}`)
+}
+
+// wantProblems asserts that err is an *rap.ArgumentsError with exactly the
+// given problems.
+func wantProblems(t *testing.T, err error, want ...string) {
+	t.Helper()
+	var ae *rap.ArgumentsError
+	if !errors.As(err, &ae) {
+		t.Fatalf("error %v (%T) is not a *rap.ArgumentsError", err, err)
+	}
+	if !reflect.DeepEqual(ae.Problems, want) {
+		t.Fatalf("problems\n %q\nwant\n %q", ae.Problems, want)
+	}
+}
+
+// RAP IN-2, IN-5: argument errors name the path and say what to change, so a
+// model can correct its call; every problem is listed.
+func TestValidateArgumentsMessages(t *testing.T) {
+	weather := mustCompile(t, `{
+		"type":"object",
+		"properties":{
+			"timezone":{"type":"string"},
+			"count":{"type":"integer","minimum":1,"maximum":10},
+			"color":{"enum":["red","blue"]},
+			"size":{"type":"string","minLength":2,"maxLength":4,"pattern":"^[a-z]+$"},
+			"tags":{"type":"array","items":{"type":"string"},"maxItems":2,"uniqueItems":true},
+			"line items":{"type":"array","items":{"type":"object","properties":{"qty":{"type":"integer"}},"required":["qty"]}},
+			"when":{"anyOf":[{"type":"string"},{"type":"integer"}]}
+		},
+		"required":["timezone"],
+		"additionalProperties":false
+	}`)
+	tests := []struct {
+		name string
+		args string
+		want []string
+	}{
+		{"missing required", `{}`, []string{`arguments.timezone: missing required property "timezone"`}},
+		{"wrong type", `{"timezone":"UTC","count":"3"}`, []string{`arguments.count: expected integer, got string "3"`}},
+		{"number for integer", `{"timezone":"UTC","count":2.5}`, []string{`arguments.count: expected integer, got number 2.5`}},
+		{"null", `{"timezone":null}`, []string{`arguments.timezone: expected string, got null`}},
+		{"unknown property", `{"timezone":"UTC","colour":"red"}`, []string{`arguments: unknown property "colour" (allowed: color, count, line items, size, tags, timezone, when)`}},
+		{"enum", `{"timezone":"UTC","color":"green"}`, []string{`arguments.color: value must be one of 'red', 'blue'; got string "green"`}},
+		{"range", `{"timezone":"UTC","count":11}`, []string{`arguments.count: must be <= 10, got integer 11`}},
+		{"string length and pattern", `{"timezone":"UTC","size":"X"}`, []string{
+			`arguments.size: must be at least 2 characters long, got 1`,
+			`arguments.size: must match the pattern "^[a-z]+$", got string "X"`,
+		}},
+		{"array", `{"timezone":"UTC","tags":["a","a",3]}`, []string{
+			`arguments.tags: must have at most 2 items, got 3`,
+			`arguments.tags: must not repeat items: items 0 and 1 are equal`,
+			`arguments.tags[2]: expected string, got integer 3`,
+		}},
+		{"quoted key and nested index", `{"timezone":"UTC","line items":[{"qty":1},{}]}`, []string{
+			`arguments["line items"][1].qty: missing required property "qty"`,
+		}},
+		{"alternatives", `{"timezone":"UTC","when":true}`, []string{
+			`arguments.when: must match one of 2 alternatives: (1) expected string, got boolean true; (2) expected integer, got boolean true`,
+		}},
+		{"several at once, sorted by path", `{"count":0,"colour":1,"timezone":5}`, []string{
+			`arguments: unknown property "colour" (allowed: color, count, line items, size, tags, timezone, when)`,
+			`arguments.count: must be >= 1, got integer 0`,
+			`arguments.timezone: expected string, got integer 5`,
+		}},
+		{"not an object (RAP IN-1)", `["UTC"]`, []string{`arguments: expected a JSON object, got array`}},
+		{"string", `"UTC"`, []string{`arguments: expected a JSON object, got string "UTC"`}},
+		{"empty", ``, []string{`arguments: missing; send a JSON object, {} when the tool takes no arguments`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantProblems(t, weather.Validate(json.RawMessage(tc.args)), tc.want...)
+		})
+	}
+	t.Run("malformed", func(t *testing.T) {
+		err := weather.Validate(json.RawMessage(`{"timezone":`))
+		var ae *rap.ArgumentsError
+		if !errors.As(err, &ae) || len(ae.Problems) != 1 || !strings.HasPrefix(ae.Problems[0], "arguments: not valid JSON") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("valid", func(t *testing.T) {
+		if err := weather.Validate(json.RawMessage(`{"timezone":"Europe/Paris","count":3,"color":"red","line items":[{"qty":1}],"when":5}`)); err != nil {
+			t.Fatalf("valid arguments rejected: %v", err)
+		}
+	})
+	t.Run("no-parameter tool (RAP TS-8)", func(t *testing.T) {
+		none := mustCompile(t, string(rap.EmptyObjectSchema))
+		if err := none.Validate(json.RawMessage(`{}`)); err != nil {
+			t.Fatalf("{} rejected: %v", err)
+		}
+		wantProblems(t, none.Validate(json.RawMessage(`{"verbose":true}`)), `arguments: unknown property "verbose" (no properties are allowed here; send {})`)
+	})
+	t.Run("Error joins problems", func(t *testing.T) {
+		err := weather.Validate(json.RawMessage(`{"count":"x"}`))
+		want := `invalid arguments: arguments.count: expected integer, got string "x"; arguments.timezone: missing required property "timezone"`
+		if err == nil || err.Error() != want {
+			t.Fatalf("Error() = %q, want %q", err, want)
+		}
+	})
+}
+
+// At most ten problems are spelled out; the rest are counted.
+func TestValidateArgumentsCapsProblems(t *testing.T) {
+	var req []string
+	for i := 0; i < 15; i++ {
+		req = append(req, fmt.Sprintf(`"p%02d"`, i))
+	}
+	sch := mustCompile(t, `{"type":"object","required":[`+strings.Join(req, ",")+`]}`)
+	var ae *rap.ArgumentsError
+	if !errors.As(sch.Validate(json.RawMessage(`{}`)), &ae) {
+		t.Fatal("want an ArgumentsError")
+	}
+	if len(ae.Problems) != 11 || ae.Problems[0] != `arguments.p00: missing required property "p00"` || ae.Problems[10] != "and 5 more" {
+		t.Fatalf("problems: %q", ae.Problems)
+	}
+}
+
+// Long values are cut short in messages.
+func TestValidateArgumentsExcerpt(t *testing.T) {
+	sch := mustCompile(t, `{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	long := strings.Repeat("y", 500)
+	err := sch.Validate(json.RawMessage(`{"n":"` + long + `"}`))
+	if err == nil || strings.Contains(err.Error(), long) || !strings.Contains(err.Error(), "…") {
+		t.Fatalf("value not shortened: %v", err)
+	}
+}
+
+func TestSchemaRaw(t *testing.T) {
+	sch := mustCompile(t, "{ \"type\" : \"object\",\n \"additionalProperties\" : false }")
+	if got := string(sch.Raw()); got != string(rap.EmptyObjectSchema) {
+		t.Fatalf("Raw() = %s", got)
+	}
+}
+
+// A compiled schema is used by many goroutines at once (run with -race).
+func TestSchemaConcurrentValidate(t *testing.T) {
+	sch := mustCompile(t, `{"type":"object","properties":{"n":{"type":"integer"}},"additionalProperties":false}`)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				good := sch.Validate(json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)))
+				bad := sch.Validate(json.RawMessage(`{"m":1}`))
+				if good != nil || bad == nil {
+					errs <- fmt.Errorf("goroutine %d: good=%v bad=%v", g, good, bad)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkSchemaValidate(b *testing.B) {
+	sch := mustCompile(b, `{"type":"object","properties":{"owner":{"type":"string"},"repo":{"type":"string"},"number":{"type":"integer","minimum":1}},"required":["owner","repo","number"],"additionalProperties":false}`)
+	args := json.RawMessage(`{"owner":"acme","repo":"widgets","number":42}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sch.Validate(args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSchemaValidateInvalid(b *testing.B) {
+	sch := mustCompile(b, `{"type":"object","properties":{"owner":{"type":"string"},"repo":{"type":"string"},"number":{"type":"integer","minimum":1}},"required":["owner","repo","number"],"additionalProperties":false}`)
+	args := json.RawMessage(`{"owner":1,"number":"42","colour":"red"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sch.Validate(args); err == nil {
+			b.Fatal("want an error")
+		}
+	}
+}
+
+func BenchmarkCompileSchema(b *testing.B) {
+	raw := json.RawMessage(`{"type":"object","$defs":{"n":{"type":"integer","minimum":1}},"properties":{"owner":{"type":"string"},"repo":{"type":"string"},"number":{"$ref":"#/$defs/n"}},"required":["owner","repo","number"],"additionalProperties":false}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := rap.CompileSchema(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
