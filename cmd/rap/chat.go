@@ -798,28 +798,63 @@ func countUserText(ctx context.Context, api *apiClient, threadID, text string) (
 	return n, nil
 }
 
+// threadStatus is the part of GET /v1/threads/{id} that chat uses.
+type threadStatus struct {
+	Queued       int `json:"queued"`
+	PendingCalls []struct {
+		CallID   string `json:"call_id"`
+		ToolName string `json:"tool_name"`
+	} `json:"pending_calls"`
+}
+
+// status reads the thread's queue length and pending calls.
+func (c *apiClient) status(ctx context.Context, threadID string) (*threadStatus, error) {
+	var st threadStatus
+	if err := c.do(ctx, http.MethodGet, "/v1/threads/"+url.PathEscape(threadID), nil, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
 // waitSettled waits until the thread is idle after the message text was
-// posted: an idle event arrived after the post (or an error event), the
-// history holds the message, and nothing after it is still running. With
-// allCalls it also waits until no tool call of the thread lacks a result.
-// text "" skips the message check.
+// posted: an idle event arrived after the post, nothing is queued, and an
+// assistant message follows the user message in the history. An error
+// event after the post also ends the wait (the message stays queued and is
+// retried with the next one: RAP RT-4). With allCalls it also waits until
+// no tool call of the thread lacks its result. text "" skips the message
+// checks (used at the end of input).
 func waitSettled(ctx context.Context, api *apiClient, w *threadWatch, threadID, text string, countBefore, idlesBefore, errsBefore int, allCalls bool, wait time.Duration) error {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
+	var last *threadStatus
 	for {
 		state, idles, errs, changed := w.snapshot()
 		if errs > errsBefore && state != "running" {
-			return nil // the error was printed; the message stays queued (RAP RT-4)
+			return nil
 		}
-		if state == "idle" && idles > idlesBefore {
-			msgs, err := api.history(ctx, threadID)
+		ready := state == "idle" && idles > idlesBefore
+		if text == "" {
+			ready = state != "running"
+		}
+		if ready {
+			st, err := api.status(ctx, threadID)
 			if err != nil {
 				return err
 			}
-			if settledIn(msgs, text, countBefore, allCalls) {
-				return nil
+			last = st
+			if st.Queued == 0 && (!allCalls || len(st.PendingCalls) == 0) {
+				if text == "" {
+					return nil
+				}
+				msgs, err := api.history(ctx, threadID)
+				if err != nil {
+					return err
+				}
+				if settledIn(msgs, text, countBefore) {
+					return nil
+				}
 			}
 		}
 		select {
@@ -828,46 +863,37 @@ func waitSettled(ctx context.Context, api *apiClient, w *threadWatch, threadID, 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			msgs, err := api.history(ctx, threadID)
-			if err == nil {
-				if p := pendingCalls(msgs); len(p) > 0 {
-					names := make([]string, 0, len(p))
-					for _, n := range p {
-						names = append(names, n)
-					}
-					sort.Strings(names)
-					return fmt.Errorf("gave up waiting after %v: %d tool call(s) still pending (%s); their results will appear with 'rap chat --thread %s'", wait, len(p), strings.Join(names, ", "), threadID)
+			if last != nil && len(last.PendingCalls) > 0 {
+				names := make([]string, 0, len(last.PendingCalls))
+				for _, c := range last.PendingCalls {
+					names = append(names, c.ToolName)
 				}
+				sort.Strings(names)
+				return fmt.Errorf("gave up waiting after %v: %d tool call(s) still pending (%s); their results will appear with 'rap chat --thread %s'", wait, len(names), strings.Join(names, ", "), threadID)
 			}
 			return fmt.Errorf("gave up waiting after %v for thread %s to go idle; raise --wait", wait, threadID)
 		}
 	}
 }
 
-// settledIn reports whether msgs show the message text processed (it
+// settledIn reports whether msgs show the message text processed: it
 // appears more than countBefore times and an assistant message follows its
-// last occurrence) and, with allCalls, no call pending.
-func settledIn(msgs []store.Message, text string, countBefore int, allCalls bool) bool {
-	if text != "" {
-		n, last := 0, -1
-		for i, m := range msgs {
-			if m.Role == store.RoleUser && m.Text == text {
-				n++
-				last = i
-			}
-		}
-		if n <= countBefore {
-			return false
-		}
-		answered := false
-		for _, m := range msgs[last+1:] {
-			if m.Role == store.RoleAssistant {
-				answered = true
-			}
-		}
-		if !answered {
-			return false
+// last occurrence.
+func settledIn(msgs []store.Message, text string, countBefore int) bool {
+	n, last := 0, -1
+	for i, m := range msgs {
+		if m.Role == store.RoleUser && m.Text == text {
+			n++
+			last = i
 		}
 	}
-	return !allCalls || len(pendingCalls(msgs)) == 0
+	if n <= countBefore {
+		return false
+	}
+	for _, m := range msgs[last+1:] {
+		if m.Role == store.RoleAssistant {
+			return true
+		}
+	}
+	return false
 }

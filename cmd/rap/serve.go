@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gorap/gorap/display"
+	"github.com/gorap/gorap/runtime"
+	"github.com/gorap/gorap/runtime/config"
+	"github.com/gorap/gorap/runtime/store/sqlite"
+)
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "run the agent runtime: client API, tool dispatch and callbacks",
+		usage:   "rap serve [--config FILE] [--listen ADDR] [--public-url URL] [--data-dir DIR] [--model PROVIDER:MODEL]",
+		run:     runServe,
+	})
+}
+
+// storeFile is the name of the SQLite store inside the data dir.
+const storeFile = "runtime.db"
+
+// shutdownGrace bounds how long "rap serve" waits for work in flight when
+// it is asked to stop.
+const shutdownGrace = 10 * time.Second
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commands["serve"]
+	s, err := config.FromEnv(getenvOS)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	fs := newFlagSet(c, stderr)
+	s.RegisterFlags(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	if err := s.Check(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return serve(ctx, s, stdout, stderr, nil)
+}
+
+// server is a running "rap serve": the runtime, its store and its HTTP
+// server. serve builds one; tests use its fields.
+type server struct {
+	Runtime   *runtime.Runtime
+	URL       string // the bound listen URL, such as http://127.0.0.1:8080
+	PublicURL string // the base tools call back to
+	Model     string // the model's description
+}
+
+// serve runs the runtime until ctx ends. ready, when not nil, is called
+// once the HTTP server accepts connections.
+func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, ready func(*server)) error {
+	level, _ := config.ParseLogLevel(s.LogLevel)
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	dir, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("find the working directory for the project-level config: %w", err)
+	}
+	toolServers, used, err := s.ToolServers(dir, getenvOS)
+	if err != nil {
+		return err
+	}
+	spec, err := parseModelSpec(s.Model, getenvOS)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	mdl, err := newModel(spec, nil)
+	if err != nil {
+		return err
+	}
+
+	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir %s: %w (pass --data-dir DIR to use another)", s.DataDir, err)
+	}
+	st, err := sqlite.Open(filepath.Join(s.DataDir, storeFile))
+	if err != nil {
+		return fmt.Errorf("open the store in %s: %w", s.DataDir, err)
+	}
+	defer st.Close()
+	secret, err := runtime.LoadOrCreateSecret(s.DataDir)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", s.Listen, err)
+	}
+	defer ln.Close()
+	publicURL, err := s.PublicURLFor(ln.Addr().String())
+	if err != nil {
+		return err
+	}
+
+	var hc *http.Client
+	if s.ToolToken != "" {
+		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: http.DefaultTransport}}
+	}
+	rt, err := runtime.New(runtime.Config{
+		Store:              st,
+		Model:              mdl,
+		ToolServers:        toolServers,
+		PublicURL:          publicURL,
+		Secret:             secret,
+		HTTPClient:         hc,
+		Logger:             log,
+		System:             s.System,
+		DefaultToolTimeout: s.ToolTimeout,
+		DisplayText:        displayText,
+	})
+	if err != nil {
+		return err
+	}
+	if err := rt.Start(ctx); err != nil {
+		return err
+	}
+
+	handler := rt.Handler()
+	if s.Token != "" {
+		handler = requireToken(handler, s.Token)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	listenURL := "http://" + ln.Addr().String()
+	info := &server{Runtime: rt, URL: listenURL, PublicURL: publicURL, Model: describeModel(mdl)}
+	fmt.Fprintf(stdout, "rap serve: listening on %s\n", listenURL)
+	fmt.Fprintf(stdout, "  model:        %s\n", info.Model)
+	fmt.Fprintf(stdout, "  callbacks:    %s/rap/callback/…\n", publicURL)
+	fmt.Fprintf(stdout, "  data dir:     %s\n", s.DataDir)
+	if len(used) == 0 {
+		fmt.Fprintf(stdout, "  tool servers: none (no config file found; see docs/config.md)\n")
+	} else {
+		fmt.Fprintf(stdout, "  tool servers: %s (from %s)\n", orNone(strings.Join(toolServers, ", ")), strings.Join(used, ", "))
+	}
+	if s.Token != "" {
+		fmt.Fprintf(stdout, "  client API:   requires the bearer token from %s\n", config.EnvToken)
+	}
+	fmt.Fprintf(stdout, "Talk to it with: rap chat --server %s\n", listenURL)
+	log.Info("serving", "settings", s, "tool_servers", toolServers, "config_files", used)
+	if ready != nil {
+		ready(info)
+	}
+
+	var result error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", context.Cause(ctx))
+	case err := <-serveErr:
+		result = fmt.Errorf("HTTP server on %s stopped: %w", listenURL, err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	// The runtime first: it ends the event streams, so that the HTTP
+	// server's Shutdown does not wait for them.
+	if err := rt.Shutdown(sctx); err != nil {
+		log.Warn("runtime shutdown", "err", err)
+	}
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("HTTP server shutdown", "err", err)
+		srv.Close()
+	}
+	return result
+}
+
+// bearerTransport adds "Authorization: Bearer TOKEN" to every request: the
+// runtime's credentials towards its tool servers (RAP TR-8).
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+t.token)
+	return t.next.RoundTrip(req)
+}
+
+// requireToken protects the client API with a bearer token. The callback
+// endpoint stays open: each callback URL carries its own unguessable token.
+func requireToken(next http.Handler, token string) http.Handler {
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/rap/callback/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "missing or wrong bearer token: send Authorization: Bearer $" + config.EnvToken})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// displayRenderTimeout bounds one display script evaluation (RAP DS-3).
+const displayRenderTimeout = 50 * time.Millisecond
+
+// displayText renders a tool call for people with the tool's display
+// script, falling back to the default rendering (RAP DS-2).
+func displayText(toolName, script string, args json.RawMessage) string {
+	ctx, cancel := context.WithTimeout(context.Background(), displayRenderTimeout)
+	defer cancel()
+	return display.Render(ctx, toolName, script, args)
+}
