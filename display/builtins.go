@@ -1022,6 +1022,9 @@ func bRemove(in *interp, p Pos, a []value) (value, error) {
 }
 
 func bPop(in *interp, p Pos, a []value) (value, error) {
+	if len(a) == 0 {
+		return nil, errNoMatch
+	}
 	switch x := a[0].(type) {
 	case *array:
 		if len(a) != 1 {

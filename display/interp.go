@@ -1464,7 +1464,7 @@ func (in *interp) call(x *callNode) (value, error) {
 		return in.callScript(x.p, fd, vals[1:], nil)
 	}
 	b, ok := builtins[x.name]
-	if !ok {
+	if !ok || len(x.args) == 0 {
 		return nil, in.fnNotFound(x.p, x.name, x.args)
 	}
 	// A mutating built-in called function-style on a variable mutates it
