@@ -744,6 +744,9 @@ func (in *interp) index(p Pos, v, idx value) (value, error) {
 		}
 		return unit, nil
 	case string:
+		if r, ok := idx.(rangeT); ok {
+			return stringSlice(p, c, r)
+		}
 		i, ok := idx.(int64)
 		if !ok {
 			return nil, rtErr(p, "string index must be an integer, not %s", typeName(idx))
@@ -771,6 +774,55 @@ func (in *interp) index(p Pos, v, idx value) (value, error) {
 		return c&(1<<uint(j)) != 0, nil
 	}
 	return nil, rtErr(p, "cannot index into a value of type %s", typeName(v))
+}
+
+// stringSlice follows Rhai's string range indexing (src/eval/chaining.rs):
+// negative bounds count from the end; a negative start beyond the string is
+// an error, a negative end beyond it means 0.
+func stringSlice(p Pos, s string, r rangeT) (value, error) {
+	if s == "" {
+		return s, nil
+	}
+	n := int64(utf8.RuneCountInString(s))
+	start, end := r.start, r.end
+	if start < 0 {
+		if start == math.MinInt64 || -start > n {
+			return nil, rtErr(p, "string index %d out of bounds for string of %d characters", start, n)
+		}
+		start += n
+	}
+	if end < 0 {
+		if end == math.MinInt64 || -end > n {
+			end = 0
+		} else {
+			end += n
+		}
+	}
+	var take int64
+	if r.inclusive {
+		if start == 0 && end >= n-1 {
+			return s, nil
+		}
+		if end > start {
+			take = end - start + 1
+		}
+	} else {
+		if start == 0 && end >= n {
+			return s, nil
+		}
+		if end > start {
+			take = end - start
+		}
+	}
+	if start >= n || take == 0 {
+		return "", nil
+	}
+	rs := []rune(s)
+	stop := start + take
+	if stop > n || stop < 0 {
+		stop = n
+	}
+	return string(rs[start:stop]), nil
 }
 
 // ---- places (assignment targets) ----

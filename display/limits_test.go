@@ -14,6 +14,9 @@ import (
 
 func evalErr(t *testing.T, src string, opts ...Option) error {
 	t.Helper()
+	// A generous timeout keeps these tests deterministic on a loaded machine
+	// (the timeout itself is tested in TestLimitTimeout).
+	opts = append([]Option{WithTimeout(10 * time.Second)}, opts...)
 	s, err := Compile(src, opts...)
 	if err != nil {
 		return err
@@ -57,7 +60,7 @@ func TestLimitCallDepth(t *testing.T) {
 	if !errors.Is(err, ErrCallDepth) {
 		t.Fatalf("got %v, want ErrCallDepth", err)
 	}
-	err = evalErr(t, `fn a(n) { b(n) } fn b(n) { a(n) } a(1)`, WithLimits(Limits{MaxCallDepth: 5}))
+	err = evalErr(t, `fn a(n) { b(n) } fn b(n) { a(n) } a(1)`, WithLimits(Limits{MaxCallDepth: 5, Timeout: 10 * time.Second}))
 	if !errors.Is(err, ErrCallDepth) {
 		t.Fatalf("mutual recursion: got %v, want ErrCallDepth", err)
 	}
@@ -84,7 +87,7 @@ func TestLimitStringLength(t *testing.T) {
 			t.Errorf("%q: got %v, want ErrStringTooLong", src, err)
 		}
 	}
-	err := evalErr(t, `let s = "x"; s.pad(200, '-'); s`, WithLimits(Limits{MaxStringLen: 100}))
+	err := evalErr(t, `let s = "x"; s.pad(200, '-'); s`, WithLimits(Limits{MaxStringLen: 100, Timeout: 10 * time.Second}))
 	if !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("custom string limit: got %v", err)
 	}

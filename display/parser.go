@@ -610,6 +610,10 @@ func (p *parser) parsePrimary() (node, error) {
 		return p.parseIdentExpr()
 	}
 	switch t.text {
+	case "..", "..=":
+		// prefix range `..x` / `..`: the start is (), the operator is left
+		// for parseBinary to consume
+		return &litNode{base{t.pos}, unit}, nil
 	case "(":
 		p.next()
 		if p.is(")") {
