@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/config"
 	"github.com/gorap/gorap/runtime/store"
 )
@@ -287,6 +288,10 @@ type transcript struct {
 	w io.Writer
 	// echoUser prints user messages as they are added to the history.
 	echoUser bool
+	// stream prints assistant text as it streams (text_delta events);
+	// otherwise assistant text is printed when the turn is saved, so the
+	// transcript follows the history's order exactly.
+	stream bool
 	// showStatus prints running/idle changes.
 	showStatus bool
 	// maxResultLines and maxResultChars shorten tool results.
@@ -313,6 +318,9 @@ func (t *transcript) endLine() {
 func (t *transcript) event(ev sseEvent) {
 	switch ev.Type {
 	case "text_delta":
+		if !t.stream {
+			return
+		}
 		var d struct {
 			Text string `json:"text"`
 		}
@@ -337,12 +345,14 @@ func (t *transcript) event(ev sseEvent) {
 				fmt.Fprintf(t.w, "you: %s\n", m.Text)
 			}
 		case store.RoleAssistant:
-			if !t.streamed && m.Text != "" {
-				t.endLine()
-				fmt.Fprintf(t.w, "assistant: %s\n", strings.TrimRight(m.Text, "\n"))
+			if m.Text != "" {
+				if !t.streamed {
+					t.endLine()
+					fmt.Fprintf(t.w, "assistant: %s\n", strings.TrimRight(m.Text, "\n"))
+				}
+				t.streamed = false
 			}
 			t.endLine()
-			t.streamed = false
 			for _, c := range m.ToolCalls {
 				t.toolCall(c.ID, c.Name, c.Arguments, c.Display)
 			}
@@ -434,8 +444,11 @@ func (t *transcript) toolResult(r store.ToolResult) {
 	t.endLine()
 	text := resultText(r)
 	label := r.Name
-	if label == "" {
+	switch label {
+	case "":
 		label = "result"
+	case runtime.InjectedToolName:
+		label = "event"
 	}
 	if r.IsError {
 		label += " (error)"
@@ -659,6 +672,7 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 	threadID := opts.thread
 	tr := newTranscript(stdout)
 	tr.echoUser = !interactive
+	tr.stream = interactive
 	tr.showStatus = opts.status
 	var printMu sync.Mutex // the transcript is written by the event reader and by this loop
 	if threadID == "" {
