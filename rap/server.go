@@ -413,6 +413,8 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	}
 	c := &Call{Invocation: inv, srv: s, baseURL: base}
 	// Acknowledge first, and only then hand the work over (RAP TR-2, IN-3).
+	// An explicit empty length makes the flushed header the whole answer.
+	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusOK)
 	_ = http.NewResponseController(w).Flush()
 	s.pool.submit(func() { s.runCall(ctx, cancel, c, invalid) })
