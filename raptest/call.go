@@ -277,11 +277,13 @@ func (c *Call) check(msg rap.Callback) (status int, problem string) {
 	return 0, ""
 }
 
-// add appends an accepted message and wakes waiters. It returns a problem
-// when the message breaks an ordering rule.
-func (c *Call) add(msg rap.Callback) (problem string) {
+// add appends an accepted message and wakes the waiters. A message that
+// breaks an ordering rule is kept, as a runtime would discard it (RAP SU-4,
+// SU-5), but recorded first, since a tool that sends it is wrong.
+func (c *Call) add(msg rap.Callback) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	problem := ""
 	switch m := msg.(type) {
 	case *rap.ToolResult:
 		c.results++
@@ -296,10 +298,12 @@ func (c *Call) add(msg rap.Callback) (problem string) {
 			c.final = true
 		}
 	}
+	if problem != "" {
+		c.rt.recordError(&CallbackError{CallID: c.Invocation.ID, Status: 200, Problem: problem})
+	}
 	c.msgs = append(c.msgs, msg)
 	close(c.changed)
 	c.changed = make(chan struct{})
-	return problem
 }
 
 // wait blocks until pick finds what it wants in the call's messages, then

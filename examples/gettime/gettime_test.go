@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorap/gorap/display"
 	"github.com/gorap/gorap/examples/gettime"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/raptest"
@@ -65,6 +66,19 @@ func TestManifest(t *testing.T) {
 			if got.String() != `{"type":"object","additionalProperties":false}` {
 				t.Errorf("get_current_time inputSchema = %s", got.String())
 			}
+		}
+	}
+	// RAP DS-1, DS-2: each display script renders, instead of failing over
+	// to the default tool_name(args).
+	want := map[string][2]string{
+		"get_current_time": {`{}`, "Checking the time"},
+		"get_time_in_zone": {`{"timezone":"Asia/Tokyo"}`, "Time in Asia/Tokyo"},
+		"subscribe_clock":  {`{"interval_seconds":5,"count":3}`, "Clock every 5s, 3 ticks"},
+	}
+	for _, tool := range ts.Tools {
+		w := want[tool.Name]
+		if got := display.Render(ctx, tool.Name, tool.DisplayScript, json.RawMessage(w[0])); got != w[1] {
+			t.Errorf("display of %s%s = %q, want %q", tool.Name, w[0], got, w[1])
 		}
 	}
 	if ws := ts.Warnings(); len(ws) != 0 {
