@@ -2,14 +2,12 @@ package rap_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -236,45 +234,32 @@ func TestRequestOAuth(t *testing.T) {
 // RAP VU-1: UpdateView sends a view_update with the thread's group_id and
 // the content object as given; non-object content is refused.
 func TestUpdateView(t *testing.T) {
-	var (
-		mu    sync.Mutex
-		views []*rap.ViewUpdate
-	)
-	viewSink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var raw json.RawMessage
-		_ = json.NewDecoder(r.Body).Decode(&raw)
-		msg, err := rap.DecodeCallback(raw)
-		if err != nil {
-			http.Error(w, err.Error(), 400)
-			return
-		}
-		if v, ok := msg.(*rap.ViewUpdate); ok {
-			mu.Lock()
-			views = append(views, v)
-			mu.Unlock()
-		}
-	}))
-	defer viewSink.Close()
+	sink := newSDKSink(t)
 	bad := make(chan [2]error, 1)
-	s, hs := newSDKServer(t, nil, func(s *rap.Server) {
+	_, hs := newSDKServer(t, nil, func(s *rap.Server) {
 		rap.AddTool(s, &rap.Tool{Name: "edit", Description: "Edits."},
 			func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) {
 				bad <- [2]error{c.UpdateView(ctx, "diff", []int{1}), c.UpdateView(ctx, "", map[string]string{})}
-				return rap.Text("edited"), c.UpdateView(ctx, "diff", map[string]string{"patch": "@@ -1 +1 @@"})
+				if err := c.UpdateView(ctx, "diff", map[string]string{"patch": "@@ -1 +1 @@"}); err != nil {
+					return nil, err
+				}
+				return rap.Text("edited"), nil
 			})
 	})
-	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("edit", "v1", "thread_v", viewSink.URL, nil)); status != 200 {
+	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("edit", "v1", "thread_v", sink.URL(), nil)); status != 200 {
 		t.Fatal("refused")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
-	defer cancel()
-	if err := s.Shutdown(ctx); err != nil { // every callback is delivered by now
-		t.Fatal(err)
+	if res := sink.result("v1"); res.Text != "edited" {
+		t.Fatalf("result %q", res.Text)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	var views []*rap.ViewUpdate
+	for _, m := range sink.all() {
+		if v, ok := m.(*rap.ViewUpdate); ok {
+			views = append(views, v)
+		}
+	}
 	if len(views) != 1 || views[0].GroupID != "thread_v" || views[0].ViewType != "diff" || string(views[0].Content) != `{"patch":"@@ -1 +1 @@"}` {
-		t.Errorf("view updates %+v", views)
+		t.Errorf("view updates %+v, want the one diff view", views)
 	}
 	errs := <-bad
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "JSON object") {
