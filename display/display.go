@@ -134,7 +134,7 @@ func Compile(src string, opts ...Option) (s *Script, err error) {
 			s, err = nil, fmt.Errorf("display: internal error while compiling: %v", r)
 		}
 	}()
-	prog, fns, err := parse(src, c.limits.MaxExprDepth)
+	prog, fns, err := parse(src, c.limits.MaxExprDepth, c.limits.MaxStringLen)
 	if err != nil {
 		return nil, err
 	}

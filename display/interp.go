@@ -864,10 +864,13 @@ func (in *interp) placeOf(n node) (*place, error) {
 		return &place{kind: plThis}, nil
 	case *propNode:
 		par, err := in.placeOf(x.x)
-		if err != nil {
+		if err != nil || par == nil {
 			return nil, err
 		}
 		pv := in.get(par)
+		if _, isUnit := pv.(unitT); isUnit && x.elvis {
+			return nil, nil // `x?.p = v` does nothing when x is ()
+		}
 		o, ok := pv.(*object)
 		if !ok {
 			return nil, rtErr(x.p, "cannot set property '%s' of a value of type %s", x.name, typeName(pv))
@@ -875,8 +878,11 @@ func (in *interp) placeOf(n node) (*place, error) {
 		return &place{kind: plMap, m: o, key: x.name, cnst: par.cnst}, nil
 	case *indexNode:
 		par, err := in.placeOf(x.x)
-		if err != nil {
+		if err != nil || par == nil {
 			return nil, err
+		}
+		if _, isUnit := in.get(par).(unitT); isUnit && x.elvis {
+			return nil, nil
 		}
 		idx, err := in.eval(x.idx)
 		if err != nil {
@@ -1027,7 +1033,7 @@ func (in *interp) assign(x *assignNode) error {
 		return err
 	}
 	pl, err := in.placeOf(x.target)
-	if err != nil {
+	if err != nil || pl == nil {
 		return err
 	}
 	if x.op == "=" {
@@ -1609,6 +1615,9 @@ func (in *interp) method(x *methodNode) (value, error) {
 		pl, err := in.placeOf(x.recv)
 		if err != nil {
 			return nil, err
+		}
+		if pl == nil { // receiver chain short-circuited by `?.`
+			return unit, nil
 		}
 		cur = in.get(pl)
 		if fd != nil {

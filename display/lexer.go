@@ -64,6 +64,7 @@ type lexer struct {
 	col      int
 	depth    int
 	maxDepth int
+	maxStr   int // maximum string literal length in bytes (0: unlimited)
 }
 
 func (lx *lexer) errf(p Pos, format string, a ...any) error {
@@ -392,6 +393,9 @@ func (lx *lexer) quoted(term rune, start Pos) (string, error) {
 				out.WriteRune(term)
 				continue
 			}
+			if err := lx.checkLen(start, out.Len()); err != nil {
+				return "", err
+			}
 			return out.String(), nil
 		case c == '\n':
 			return "", lx.errf(start, "unterminated string")
@@ -418,6 +422,15 @@ func (lx *lexer) quoted(term rune, start Pos) (string, error) {
 	}
 }
 
+// checkLen rejects string literals longer than the string limit
+// (Rhai: LexError::StringTooLong).
+func (lx *lexer) checkLen(p Pos, n int) error {
+	if lx.maxStr > 0 && n > lx.maxStr {
+		return &SyntaxError{Pos: p, Msg: fmt.Sprintf("string literal of %d bytes exceeds the limit of %d", n, lx.maxStr), Err: ErrStringTooLong}
+	}
+	return nil
+}
+
 // backtick lexes a literal string with `${ }` interpolation (opening ` consumed).
 func (lx *lexer) backtick(start Pos) (token, error) {
 	var parts []interpPart
@@ -432,6 +445,9 @@ func (lx *lexer) backtick(start Pos) (token, error) {
 				lx.next()
 				out.WriteByte('`')
 				continue
+			}
+			if err := lx.checkLen(start, out.Len()); err != nil {
+				return token{}, err
 			}
 			if len(parts) == 0 {
 				return token{kind: tStr, str: out.String(), pos: start}, nil

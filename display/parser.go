@@ -300,14 +300,8 @@ func checkAssignable(x node) error {
 	case *varNode, *thisNode:
 		return nil
 	case *propNode:
-		if n.elvis {
-			return fmt.Errorf("cannot assign through '?.'")
-		}
 		return checkAssignable(n.x)
 	case *indexNode:
-		if n.elvis {
-			return fmt.Errorf("cannot assign through '?['")
-		}
 		return checkAssignable(n.x)
 	}
 	return fmt.Errorf("left-hand side of an assignment is not assignable")
@@ -1068,8 +1062,8 @@ func (p *parser) parseCaseStmt() (node, error) {
 	return p.parseExprStmt()
 }
 
-func parse(src string, maxDepth int) (prog *blockNode, fns map[string]*fnDef, err error) {
-	lx := &lexer{src: src, line: 1, col: 1, maxDepth: maxDepth}
+func parse(src string, maxDepth, maxStr int) (prog *blockNode, fns map[string]*fnDef, err error) {
+	lx := &lexer{src: src, line: 1, col: 1, maxDepth: maxDepth, maxStr: maxStr}
 	p := &parser{lx: lx, maxDepth: maxDepth, fns: map[string]*fnDef{}}
 	defer func() {
 		if r := recover(); r != nil {

@@ -49,6 +49,11 @@ var tableCases = []tcase{
 	faila(`args.user.name`, `{}`, errAny),          // property of () is an error in Rhai
 	oka(`args.user?.name ?? "anon"`, `{}`, "anon"), // Elvis operator (book: "?." chapter)
 	oka(`args.list?[0] ?? "empty"`, `{}`, "empty"),
+	// book "Object Maps" (Elvis notation): `x?.a?.b = 42` does nothing when x is ()
+	dbg(`let x = (); x?.a?.b = 42; x`, "()"),
+	dbg(`let x = #{a: ()}; x?.a?.b = 42; x`, `#{"a": ()}`),
+	dbg(`let x = #{a: #{}}; x?.a?.b = 42; x`, `#{"a": #{"b": 42}}`),
+	fail(`let x = #{}; x.a.b = 42;`, errAny),
 	fail(``, ErrNotString), // empty script returns ()
 	fail(`42`, ErrNotString),
 	fail(`true`, ErrNotString),
