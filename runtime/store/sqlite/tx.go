@@ -332,7 +332,7 @@ func (t *tx) PutCalls(calls []store.Call) error {
 			args = json.RawMessage("{}")
 		}
 		created := t.stamp(c.Created)
-		if _, err := t.tx.Exec(`INSERT INTO calls (`+callCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := t.tx.Exec(`INSERT INTO calls (thread_id, call_id, tool_name, arguments, toolset, endpoint, turn_seq, state, deadline, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			c.ThreadID, c.CallID, c.ToolName, string(args), c.Toolset, c.Endpoint, c.TurnSeq, string(state),
 			nullable(c.Deadline), nanos(created), nanos(t.now)); err != nil {
 			return fmt.Errorf("record call %s of thread %s: %w", c.CallID, c.ThreadID, err)

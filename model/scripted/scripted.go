@@ -1,0 +1,304 @@
+// Package scripted is a model.Provider that plays a script of turns instead
+// of calling a language model. It makes runtime tests, demos and benchmarks
+// deterministic and free. It is not a real LLM and its Name says so.
+//
+// A script is a JSON file (see docs/scripted-model.md):
+//
+//	{"turns": [
+//	  {"after_user": "time", "tool_calls": [{"name": "get_time", "arguments": {"timezone": "UTC"}}]},
+//	  {"when": {"last_result_contains": "UTC"}, "text": "It is {{last_result}}."},
+//	  {"text": "I only know the time.", "repeat": true}
+//	]}
+//
+// Selection is a pure function of the conversation, so a restarted runtime
+// continues a script where it was: for each assistant message of the
+// history, and then for the reply being made, the model picks the first
+// turn (in file order) that is not used up and whose conditions hold for the
+// input that preceded it. A turn is used up once picked, unless it has
+// "repeat": true.
+package scripted
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/gorap/gorap/model"
+)
+
+// MaxScriptBytes bounds a script file.
+const MaxScriptBytes = 4 << 20
+
+// Turn is one scripted assistant reply.
+type Turn struct {
+	// Text is the reply text. "{{last_result}}" and "{{last_user}}" are
+	// replaced by the latest tool result text and user text.
+	Text string `json:"text,omitempty"`
+	// ToolCalls are the calls the reply makes.
+	ToolCalls []Call `json:"tool_calls,omitempty"`
+	// When holds conditions on the input; all must hold.
+	When *When `json:"when,omitempty"`
+	// AfterUser is shorthand for When.UserContains.
+	AfterUser string `json:"after_user,omitempty"`
+	// Repeat keeps the turn available after it is used: a script whose turns
+	// all repeat answers instantly without replaying the history (the
+	// benchmark mode).
+	Repeat bool `json:"repeat,omitempty"`
+	// Error, when set, makes the completion fail with this message (to test
+	// model failures).
+	Error string `json:"error,omitempty"`
+}
+
+// Call is a scripted tool call.
+type Call struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// When holds the conditions of a turn. Empty conditions hold.
+type When struct {
+	// UserContains holds when the latest user text contains it.
+	UserContains string `json:"user_contains,omitempty"`
+	// LastResultContains holds when the latest tool result (text or text
+	// content) contains it.
+	LastResultContains string `json:"last_result_contains,omitempty"`
+	// LastInput is "user" or "tool_result": which kind of input came last.
+	LastInput string `json:"last_input,omitempty"`
+}
+
+// script is the file format.
+type script struct {
+	Turns []Turn `json:"turns"`
+}
+
+// Model plays a script. It is safe for concurrent use.
+type Model struct {
+	name   string
+	turns  []Turn
+	images bool
+	calls  atomic.Int64
+	allRep bool
+}
+
+var _ model.Provider = (*Model)(nil)
+
+// Load reads a script file.
+func Load(path string) (*Model, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: %w", err)
+	}
+	if st.Size() > MaxScriptBytes {
+		return nil, fmt.Errorf("scripted model: %s is %d bytes; a script may have at most %d", path, st.Size(), MaxScriptBytes)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: %w", err)
+	}
+	turns, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("scripted model: %s: %w", path, err)
+	}
+	m := New(turns)
+	m.name = "scripted:" + filepath.Base(path) + " (scripted test model — not a real LLM)"
+	return m, nil
+}
+
+// Parse reads a script: an object {"turns": [...]} or a bare array of
+// turns. Unknown members are errors, so a typo does not go unnoticed.
+func Parse(data []byte) ([]Turn, error) {
+	trimmed := strings.TrimSpace(string(data))
+	var s script
+	dec := json.NewDecoder(strings.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	var err error
+	if strings.HasPrefix(trimmed, "[") {
+		err = dec.Decode(&s.Turns)
+	} else {
+		err = dec.Decode(&s)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("not a valid script (want {\"turns\": [{\"text\": ..., \"tool_calls\": [...]}]}): %w", err)
+	}
+	if len(s.Turns) == 0 {
+		return nil, errors.New(`script has no turns; add at least one, such as {"text": "hello", "repeat": true}`)
+	}
+	for i, t := range s.Turns {
+		if t.Text == "" && len(t.ToolCalls) == 0 && t.Error == "" {
+			return nil, fmt.Errorf("turns[%d]: needs text, tool_calls or error", i)
+		}
+		for j, c := range t.ToolCalls {
+			if c.Name == "" {
+				return nil, fmt.Errorf("turns[%d].tool_calls[%d].name: missing", i, j)
+			}
+			if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+				return nil, fmt.Errorf("turns[%d].tool_calls[%d].arguments: not valid JSON", i, j)
+			}
+		}
+		if t.When != nil && t.When.LastInput != "" && t.When.LastInput != "user" && t.When.LastInput != "tool_result" {
+			return nil, fmt.Errorf("turns[%d].when.last_input: %q; want \"user\" or \"tool_result\"", i, t.When.LastInput)
+		}
+	}
+	return s.Turns, nil
+}
+
+// New returns a model that plays turns.
+func New(turns []Turn) *Model {
+	m := &Model{name: "scripted:inline (scripted test model — not a real LLM)", turns: turns, allRep: true}
+	for _, t := range turns {
+		if !t.Repeat {
+			m.allRep = false
+		}
+	}
+	return m
+}
+
+// Name implements model.Provider.
+func (m *Model) Name() string { return m.name }
+
+// SupportsImages implements model.Provider. It is false unless set with
+// SetSupportsImages.
+func (m *Model) SupportsImages() bool { return m.images }
+
+// SetSupportsImages sets what SupportsImages reports (to test RAP RE-2).
+func (m *Model) SetSupportsImages(v bool) { m.images = v }
+
+// Completions returns how many completions the model ran.
+func (m *Model) Completions() int64 { return m.calls.Load() }
+
+// input is what a turn's conditions look at.
+type input struct {
+	lastUser   string
+	lastResult string
+	lastKind   string // "user" or "tool_result"
+}
+
+func inputOf(msgs []model.Message) input {
+	var in input
+	for _, msg := range msgs {
+		if msg.Role != model.RoleUser {
+			continue
+		}
+		for _, r := range msg.ToolResults {
+			in.lastResult = resultText(r)
+			in.lastKind = "tool_result"
+		}
+		if msg.Text != "" {
+			in.lastUser = msg.Text
+			in.lastKind = "user"
+		}
+	}
+	return in
+}
+
+func resultText(r model.ToolResult) string {
+	if len(r.Content) == 0 {
+		return r.Text
+	}
+	var parts []string
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			parts = append(parts, c.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (t *Turn) matches(in input) bool {
+	if t.AfterUser != "" && !strings.Contains(in.lastUser, t.AfterUser) {
+		return false
+	}
+	if t.When == nil {
+		return true
+	}
+	w := t.When
+	if w.UserContains != "" && !strings.Contains(in.lastUser, w.UserContains) {
+		return false
+	}
+	if w.LastResultContains != "" && !strings.Contains(in.lastResult, w.LastResultContains) {
+		return false
+	}
+	if w.LastInput != "" && w.LastInput != in.lastKind {
+		return false
+	}
+	return true
+}
+
+// pick returns the index of the turn to play, or -1, and marks it used.
+func (m *Model) pick(used []bool, in input) int {
+	for i := range m.turns {
+		if used[i] || !m.turns[i].matches(in) {
+			continue
+		}
+		if !m.turns[i].Repeat {
+			used[i] = true
+		}
+		return i
+	}
+	return -1
+}
+
+// Complete implements model.Provider.
+func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream) (*model.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.calls.Add(1)
+	used := make([]bool, len(m.turns))
+	if !m.allRep {
+		// Replay the choices made for the assistant messages so far.
+		for i, msg := range req.Messages {
+			if msg.Role == model.RoleAssistant {
+				m.pick(used, inputOf(req.Messages[:i]))
+			}
+		}
+	}
+	in := inputOf(req.Messages)
+	i := m.pick(used, in)
+	if i < 0 {
+		text := "(scripted model: no turn of the script matches this point of the conversation)"
+		stream(s, text)
+		return &model.Response{Text: text, StopReason: "end_turn"}, nil
+	}
+	t := m.turns[i]
+	if t.Error != "" {
+		return nil, fmt.Errorf("scripted model: turns[%d]: %s", i, t.Error)
+	}
+	text := strings.NewReplacer("{{last_result}}", in.lastResult, "{{last_user}}", in.lastUser).Replace(t.Text)
+	stream(s, text)
+	resp := &model.Response{Text: text, StopReason: "end_turn"}
+	n := len(req.Messages)
+	for j, c := range t.ToolCalls {
+		args := c.Arguments
+		if len(args) == 0 {
+			args = json.RawMessage("{}")
+		}
+		// Ids are unique within a conversation: the history length makes
+		// them differ from turn to turn.
+		resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: fmt.Sprintf("call_%d_%d_%d", n, i, j), Name: c.Name, Arguments: args})
+		resp.StopReason = "tool_use"
+	}
+	return resp, nil
+}
+
+// stream sends text in a few deltas, splitting at spaces.
+func stream(s model.Stream, text string) {
+	if s == nil || text == "" {
+		return
+	}
+	words := strings.SplitAfter(text, " ")
+	per := max(1, (len(words)+2)/3)
+	for i := 0; i < len(words); i += per {
+		s.TextDelta(strings.Join(words[i:min(i+per, len(words))], ""))
+	}
+}
