@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/raptest"
+)
+
+func init() {
+	register(&command{
+		name:    "invoke",
+		summary: "call one tool of a tool server and print its callbacks as JSON lines",
+		usage:   "rap invoke [flags] BASE_URL OPERATION [JSON_ARGS]",
+		run:     runInvoke,
+	})
+}
+
+// maxArgsBytes bounds the JSON_ARGS argument.
+const maxArgsBytes = 1 << 20
+
+// cancelTimeout bounds the /cancel_tool_call sent when rap invoke stops
+// early.
+const cancelTimeout = 5 * time.Second
+
+func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commands["invoke"]
+	fs := newFlagSet(c, stderr)
+	wait := fs.Duration("wait", 0, "for a subscription: keep printing events this long after the confirming result (0: exit after the result)")
+	timeout := fs.Duration("timeout", 0, "give up when the tool_result has not arrived after this long (0: wait until interrupted; the protocol sets no timeout)")
+	token := fs.String("token", "", "bearer token sent to the tool server (default $"+envToolToken+")")
+	thread := fs.String("thread", "", "group_id (thread id) of the call (default: a fresh random id)")
+	listen := fs.String("listen", "127.0.0.1:0", "address of the callback listener; the tool must be able to reach it")
+	choose := fs.Int("choose", -1, "answer a user_choice with this index (-1: send the tool's default, as a dismissal does)")
+	userID := fs.String("user", "", "user_id of the call (default: none)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `usage: %s
+
+Acts as a one-call RAP runtime: fetches the toolset from BASE_URL, checks
+JSON_ARGS (default {}) against OPERATION's input schema (and exits 1 without
+calling if they do not fit), sends the invocation with a callback URL served
+on a local port, and prints every callback message as one JSON line on
+standard output until the tool_result arrives. Progress goes to standard
+error.
+
+For a subscription (a result with "subscription": true) it keeps printing
+events for --wait, or until a final event. When it stops before a final
+event (wait over, --timeout, or Ctrl-C) it sends /cancel_tool_call so that
+the tool stops too.
+
+Exit status: 0 when a tool_result arrived, 1 on an error or invalid
+arguments, 2 for a usage error, 130 when interrupted.
+
+Flags:
+`, c.usage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) < 2 || len(pos) > 3 {
+		return fmt.Errorf("%w: want BASE_URL OPERATION [JSON_ARGS], got %d arguments", errUsage, len(pos))
+	}
+	base, op := pos[0], pos[1]
+	if !isURL(base) {
+		return fmt.Errorf("%w: BASE_URL %q must start with http:// or https://", errUsage, base)
+	}
+	rawArgs := json.RawMessage(`{}`)
+	if len(pos) == 3 {
+		if len(pos[2]) > maxArgsBytes {
+			return fmt.Errorf("%w: JSON_ARGS is over %d bytes", errUsage, maxArgsBytes)
+		}
+		rawArgs = json.RawMessage(strings.TrimSpace(pos[2]))
+		if !json.Valid(rawArgs) || !strings.HasPrefix(string(rawArgs), "{") {
+			return fmt.Errorf("%w: JSON_ARGS must be a JSON object such as '{\"timezone\":\"UTC\"}'; quote it for the shell", errUsage)
+		}
+	}
+	if *wait < 0 || *timeout < 0 {
+		return fmt.Errorf("%w: --wait and --timeout must not be negative", errUsage)
+	}
+	if *token == "" {
+		*token = os.Getenv(envToolToken)
+	}
+
+	opts := []raptest.Option{raptest.WithAddr(*listen)}
+	if *token != "" {
+		opts = append(opts, raptest.WithBearerToken(*token))
+	}
+	if *thread != "" {
+		opts = append(opts, raptest.WithThread(*thread))
+	}
+	rt, err := raptest.Start(opts...)
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+
+	ts, err := rt.Discover(ctx, base)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "rap invoke: toolset %q at %s: %s\n", ts.Name, ts.Endpoint, plural(len(ts.Tools), "tool"))
+	cat, _ := rap.NewCatalog([]*rap.Toolset{ts}) // Discover already validated it
+	tool, ok := cat.Lookup(op)
+	if !ok {
+		names := make([]string, len(ts.Tools))
+		for i, t := range ts.Tools {
+			names[i] = t.Name
+		}
+		return fmt.Errorf("toolset %q has no tool %q; its tools are: %s", ts.Name, op, strings.Join(names, ", "))
+	}
+	// RAP IN-2: check the arguments before sending them.
+	if err := tool.ValidateArguments(rawArgs); err != nil {
+		var ae *rap.ArgumentsError
+		if errors.As(err, &ae) {
+			fmt.Fprintf(stderr, "rap invoke: the arguments do not fit %s's input schema; nothing was sent:\n", op)
+			for _, p := range ae.Problems {
+				fmt.Fprintf(stderr, "  %s\n", p)
+			}
+			fmt.Fprintf(stderr, "input schema: %s\n", tool.Tool.InputSchema)
+			return exitError{1}
+		}
+		return err
+	}
+
+	var invOpts []raptest.InvokeOption
+	if *userID != "" {
+		invOpts = append(invOpts, raptest.WithUserID(*userID))
+	}
+	call, err := rt.Invoke(ctx, base, op, rawArgs, invOpts...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "rap invoke: sent %s (id %s, thread %s); waiting for callbacks\n", op, call.Invocation.ID, call.Invocation.GroupID)
+	return followCall(ctx, rt, call, *wait, *timeout, *choose, stdout, stderr)
+}
+
+// followCall prints the call's callbacks until the result (and, for a
+// subscription, until the wait is over or a final event).
+func followCall(ctx context.Context, rt *raptest.Runtime, call *raptest.Call, wait, timeout time.Duration, choose int, stdout, stderr io.Writer) error {
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	waitCtx := ctx
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	subscribed := false
+	for {
+		msg, err := call.Next(waitCtx)
+		if err != nil {
+			return stopCall(ctx, call, subscribed, stderr)
+		}
+		if err := enc.Encode(msg); err != nil {
+			return fmt.Errorf("writing to standard output: %w", err)
+		}
+		switch m := msg.(type) {
+		case *rap.ToolResult:
+			if !m.Subscription {
+				return nil
+			}
+			subscribed = true
+			if wait == 0 {
+				fmt.Fprintln(stderr, "rap invoke: subscribed; --wait is 0, so cancelling the subscription and exiting")
+				return cancelSubscription(call, stderr)
+			}
+			fmt.Fprintf(stderr, "rap invoke: subscribed; printing events for %v\n", wait)
+			var cancel context.CancelFunc
+			waitCtx, cancel = context.WithTimeout(ctx, wait)
+			defer cancel()
+		case *rap.SubscriptionEvent:
+			if m.Final {
+				fmt.Fprintln(stderr, "rap invoke: final event; the subscription ended")
+				return nil
+			}
+		case *rap.OAuth:
+			fmt.Fprintf(stderr, "rap invoke: the tool asks for authorization; open %s, then the result will follow\n", m.AuthURL)
+		case *rap.UserChoice:
+			sel := m.Default
+			if choose >= 0 {
+				sel = choose
+			}
+			if sel >= len(m.Choices) {
+				fmt.Fprintf(stderr, "rap invoke: --choose %d is out of range for %d choices; sending the default %d\n", choose, len(m.Choices), m.Default)
+				sel = m.Default
+			}
+			if err := rt.Choose(ctx, m, sel); err != nil {
+				fmt.Fprintf(stderr, "rap invoke: answering the user_choice failed: %v\n", err)
+			} else {
+				fmt.Fprintf(stderr, "rap invoke: %q: answered %d (%s)\n", m.Prompt, sel, m.Choices[sel])
+			}
+		}
+	}
+}
+
+// stopCall handles the end of waiting: a finished wait for a subscription
+// is a normal exit; an interrupt or a timeout cancels the call.
+func stopCall(ctx context.Context, call *raptest.Call, subscribed bool, stderr io.Writer) error {
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "rap invoke: interrupted; sending /cancel_tool_call")
+		cancelSubscription(call, stderr) //nolint:errcheck // reported inside
+		return exitError{130}
+	}
+	if subscribed {
+		fmt.Fprintln(stderr, "rap invoke: --wait is over; cancelling the subscription")
+		return cancelSubscription(call, stderr)
+	}
+	fmt.Fprintln(stderr, "rap invoke: --timeout passed without a tool_result; sending /cancel_tool_call")
+	cancelSubscription(call, stderr) //nolint:errcheck // reported inside
+	return errors.New("no tool_result within --timeout; raise --timeout or check the tool server's logs")
+}
+
+// cancelSubscription sends /cancel_tool_call for the call (RAP CA-1).
+func cancelSubscription(call *raptest.Call, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	if err := call.Cancel(ctx); err != nil {
+		fmt.Fprintf(stderr, "rap invoke: /cancel_tool_call failed: %v\n", err)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+)
+
+func init() {
+	register(&command{
+		name:    "validate",
+		summary: "check a toolset manifest from a tool server or a file against the RAP rules",
+		usage:   "rap validate [--token T] URL|FILE|-",
+		run:     runValidate,
+	})
+}
+
+// validateFetchTimeout bounds fetching a manifest over HTTP.
+const validateFetchTimeout = 30 * time.Second
+
+func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commands["validate"]
+	fs := newFlagSet(c, stderr)
+	token := fs.String("token", "", "bearer token for the tool server (default $"+envToolToken+")")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `usage: %s
+
+Checks a toolset manifest (RAP TS-1..TS-8) and prints every violation, one
+per line with its path, then the warnings. The argument is a tool server's
+base URL (its manifest is fetched from BASE/.well-known/rap-toolset), a
+manifest file, or - for standard input.
+
+Exit status: 0 when the manifest is valid (warnings allowed), 1 when it has
+violations or cannot be read, 2 for a usage error.
+
+Flags:
+`, c.usage)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("%w: want exactly one URL, FILE or -, got %d arguments", errUsage, len(pos))
+	}
+	src := pos[0]
+	if *token == "" {
+		*token = os.Getenv(envToolToken)
+	}
+
+	var ts *rap.Toolset
+	if isURL(src) {
+		base := strings.TrimSuffix(strings.TrimRight(src, "/"), rap.WellKnownPath)
+		fctx, cancel := context.WithTimeout(ctx, validateFetchTimeout)
+		defer cancel()
+		ts, _, err = rap.FetchToolset(fctx, bearerClient(*token, validateFetchTimeout), base)
+	} else {
+		var data []byte
+		data, err = readManifest(src)
+		if err != nil {
+			return err
+		}
+		ts, err = rap.ParseToolset(data)
+	}
+	var ve *rap.ValidationError
+	if errors.As(err, &ve) {
+		for _, v := range ve.Violations {
+			fmt.Fprintf(stdout, "error: %s\n", v)
+		}
+		fmt.Fprintf(stdout, "FAIL: %s has %s; fix each one: a runtime loads none of its tools until all are fixed (RAP TS-5)\n",
+			src, plural(len(ve.Violations), "violation"))
+		return exitError{1}
+	}
+	if err != nil {
+		return err
+	}
+	ws := ts.Warnings()
+	for _, w := range ws {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
+	fmt.Fprintf(stdout, "OK: toolset %q with %s", ts.Name, plural(len(ts.Tools), "tool"))
+	if len(ws) > 0 {
+		fmt.Fprintf(stdout, " (%s)", plural(len(ws), "warning"))
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+// envToolToken names the environment variable holding the bearer token
+// sent to tool servers, shared with "rap serve".
+const envToolToken = "RAP_TOOL_TOKEN"
+
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")
+}
+
+// readManifest reads a manifest file, or standard input for "-", up to
+// rap.MaxManifestBytes.
+func readManifest(path string) ([]byte, error) {
+	var r io.Reader = os.Stdin
+	name := "standard input"
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading the manifest: %w; give a file path, a URL starting with http:// or https://, or - for standard input", err)
+		}
+		defer f.Close()
+		r, name = f, path
+	}
+	data, err := io.ReadAll(io.LimitReader(r, rap.MaxManifestBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the manifest from %s: %w", name, err)
+	}
+	if len(data) > rap.MaxManifestBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes; a manifest lists tools, not data", name, rap.MaxManifestBytes)
+	}
+	return data, nil
+}
+
+// bearerClient returns an HTTP client that sends "Authorization: Bearer
+// token" when token is set.
+func bearerClient(token string, timeout time.Duration) *http.Client {
+	c := &http.Client{Timeout: timeout}
+	if token != "" {
+		c.Transport = bearerRoundTripper{token: token}
+	}
+	return c
+}
+
+type bearerRoundTripper struct{ token string }
+
+func (b bearerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// plural formats a count with a noun: "1 tool", "3 tools".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

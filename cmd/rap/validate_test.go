@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/examples/gettime"
+	"github.com/gorap/gorap/rap"
+)
+
+// runVerb runs the rap command in-process and returns its exit status and
+// output.
+func runVerb(t *testing.T, ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// serveGettime serves the gettime example over loopback HTTP. The handler
+// wrapper, when not nil, sees every request first.
+func serveGettime(t *testing.T, opts *rap.ServerOptions) *httptest.Server {
+	t.Helper()
+	if opts == nil {
+		opts = &rap.ServerOptions{}
+	}
+	opts.Logger = slog.New(slog.DiscardHandler)
+	s := gettime.New(opts)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		srv.Close()
+	})
+	return srv
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// RAP TS-1, TS-2, TS-5: every violation is printed with its path, and the
+// status is 1.
+func TestValidateFileWithThreeViolations(t *testing.T) {
+	p := writeFile(t, "bad.json", `{"name": "", "endpoint": "not a url",
+		"tools": [{"name": "get time", "description": "d", "inputSchema": {"type": "object"}}]}`)
+	code, out, _ := runVerb(t, context.Background(), "validate", p)
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	var errs []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(line, "error: ") {
+			errs = append(errs, line)
+		}
+	}
+	if len(errs) != 3 {
+		t.Fatalf("%d error lines, want 3:\n%s", len(errs), out)
+	}
+	for i, path := range []string{"error: name: ", "error: endpoint: ", "error: tools[0].name: "} {
+		if !strings.HasPrefix(errs[i], path) {
+			t.Errorf("line %d = %q, want it to start with %q", i, errs[i], path)
+		}
+	}
+	if !strings.Contains(out, "FAIL: "+p+" has 3 violations") {
+		t.Errorf("no FAIL summary:\n%s", out)
+	}
+}
+
+func TestValidateFileWithWarnings(t *testing.T) {
+	p := writeFile(t, "ok.json", `{"name": "t", "endpoint": "http://127.0.0.1:1/",
+		"tools": [{"name": "a", "description": "d", "inputSchema": {"type": "object"}},
+		          {"name": "b", "description": "d", "inputSchema": {"type": "object", "additionalProperties": false}}]}`)
+	code, out, _ := runVerb(t, context.Background(), "validate", p)
+	if code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	if !strings.Contains(out, "warning: tools[0].inputSchema: ") || !strings.HasSuffix(out, "OK: toolset \"t\" with 2 tools (1 warning)\n") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// RAP TS-4: a URL is a base URL; the manifest comes from the well-known path.
+func TestValidateURL(t *testing.T) {
+	srv := serveGettime(t, nil)
+	for _, u := range []string{srv.URL, srv.URL + "/", srv.URL + rap.WellKnownPath} {
+		code, out, errOut := runVerb(t, context.Background(), "validate", u)
+		if code != 0 || out != "OK: toolset \"gettime\" with 3 tools\n" {
+			t.Errorf("%s: status %d, output %q %q", u, code, out, errOut)
+		}
+	}
+}
+
+func TestValidateErrors(t *testing.T) {
+	ctx := context.Background()
+	code, _, errOut := runVerb(t, ctx, "validate", filepath.Join(t.TempDir(), "missing.json"))
+	if code != 1 || !strings.Contains(errOut, "no such file") || !strings.Contains(errOut, "give a file path") {
+		t.Errorf("missing file: status %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runVerb(t, ctx, "validate")
+	if code != 2 || !strings.Contains(errOut, "usage: rap validate") {
+		t.Errorf("no argument: status %d, stderr %q", code, errOut)
+	}
+	srv := httptest.NewServer(nil) // answers 404 everywhere
+	defer srv.Close()
+	code, _, errOut = runVerb(t, ctx, "validate", srv.URL)
+	if code != 1 || !strings.Contains(errOut, "404") {
+		t.Errorf("404 server: status %d, stderr %q", code, errOut)
+	}
+	p := writeFile(t, "notjson.json", `{"name": `)
+	code, out, _ := runVerb(t, ctx, "validate", p)
+	if code != 1 || !strings.Contains(out, "error: ") {
+		t.Errorf("truncated JSON: status %d, stdout %q", code, out)
+	}
+}
