@@ -66,7 +66,14 @@ func arrangeHistory(history []store.Message, images bool) []model.Message {
 				am.ToolCalls = append(am.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 				callNames[c.ID] = c.Name
 			}
-			out = append(out, am)
+			if n := len(out); n > 0 && out[n-1].Role == model.RoleAssistant && len(out[n-1].ToolCalls) == 0 {
+				// An injected event call right after a text-only reply: one
+				// assistant message, so roles keep alternating.
+				am.Text = strings.TrimSpace(out[n-1].Text + "\n\n" + am.Text)
+				out[n-1] = am
+			} else {
+				out = append(out, am)
+			}
 			if len(m.ToolCalls) == 0 {
 				continue
 			}
