@@ -30,7 +30,6 @@ func init() {
 		"type_of":     {fn: bTypeOf},
 		"to_int":      {fn: bToInt},
 		"to_float":    {fn: bToFloat},
-		"to_char":     {fn: bToChar},
 		"parse_int":   {fn: bParseInt},
 		"parse_float": {fn: bParseFloat},
 		"len":         {fn: bLen},
@@ -55,25 +54,22 @@ func init() {
 			return nil, errNoMatch
 		}},
 		// numbers (Rhai book: "Numeric Functions")
-		"abs":      {fn: bAbs},
-		"sign":     {fn: bSign},
-		"min":      {fn: bMinMax(false)},
-		"max":      {fn: bMinMax(true)},
-		"is_odd":   {fn: intPred(func(i int64) bool { return i%2 != 0 })},
-		"is_even":  {fn: intPred(func(i int64) bool { return i%2 == 0 })},
-		"is_zero":  {fn: bIsZero},
-		"floor":    {fn: floatFn(math.Floor)},
-		"ceiling":  {fn: floatFn(math.Ceil)},
-		"round":    {fn: floatFn(roundHalfAway)},
-		"int":      {fn: floatFn(math.Trunc)},
-		"fraction": {fn: floatFn(func(f float64) float64 { return f - math.Trunc(f) })},
-		"sqrt":     {fn: floatFn(math.Sqrt)},
-		"is_nan": {fn: func(in *interp, p Pos, a []value) (value, error) {
-			if f, ok := one[float64](a); ok {
-				return math.IsNaN(f), nil
-			}
-			return nil, errNoMatch
-		}},
+		"abs":         {fn: bAbs},
+		"sign":        {fn: bSign},
+		"min":         {fn: bMinMax(false)},
+		"max":         {fn: bMinMax(true)},
+		"is_odd":      {fn: intPred(func(i int64) bool { return i%2 != 0 })},
+		"is_even":     {fn: intPred(func(i int64) bool { return i%2 == 0 })},
+		"is_zero":     {fn: bIsZero},
+		"floor":       {fn: floatFn(math.Floor)},
+		"ceiling":     {fn: floatFn(math.Ceil)},
+		"round":       {fn: floatFn(roundHalfAway)},
+		"int":         {fn: floatFn(math.Trunc)},
+		"fraction":    {fn: floatFn(func(f float64) float64 { return f - math.Trunc(f) })},
+		"sqrt":        {fn: floatFn(math.Sqrt)},
+		"is_nan":      {fn: floatPred(math.IsNaN)},
+		"is_infinite": {fn: floatPred(func(f float64) bool { return math.IsInf(f, 0) })},
+		"is_finite":   {fn: floatPred(func(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) })},
 		// strings (Rhai book: "Built-in String Functions")
 		"to_upper":    {fn: bCase(true)},
 		"to_lower":    {fn: bCase(false)},
@@ -157,11 +153,6 @@ func bToInt(in *interp, p Pos, a []value) (value, error) {
 		return int64(t), nil
 	case charT:
 		return int64(x), nil
-	case bool:
-		if x {
-			return int64(1), nil
-		}
-		return int64(0), nil
 	}
 	return nil, errNoMatch
 }
@@ -175,19 +166,6 @@ func bToFloat(in *interp, p Pos, a []value) (value, error) {
 		return float64(x), nil
 	case float64:
 		return x, nil
-	}
-	return nil, errNoMatch
-}
-
-func bToChar(in *interp, p Pos, a []value) (value, error) {
-	if i, ok := one[int64](a); ok {
-		if i < 0 || i > unicode.MaxRune || i >= 0xD800 && i <= 0xDFFF {
-			return nil, rtErr(p, "invalid character code %d", i)
-		}
-		return charT(rune(i)), nil
-	}
-	if c, ok := one[charT](a); ok {
-		return c, nil
 	}
 	return nil, errNoMatch
 }
@@ -212,7 +190,7 @@ func bParseInt(in *interp, p Pos, a []value) (value, error) {
 		radix = r
 	}
 	t := strings.TrimSpace(s)
-	if strings.Contains(t, "_") || strings.HasPrefix(t, "0x") || strings.HasPrefix(t, "0o") || strings.HasPrefix(t, "0b") {
+	if strings.Contains(t, "_") { // Go accepts '_' only with base prefixes; Rust never
 		return nil, rtErr(p, "error parsing integer number '%s'", s)
 	}
 	i, err := strconv.ParseInt(t, int(radix), 64)
@@ -570,6 +548,15 @@ func bIsZero(in *interp, p Pos, a []value) (value, error) {
 func roundHalfAway(f float64) float64 { return math.Round(f) }
 
 func floatFn(f func(float64) float64) builtinFn {
+	return func(in *interp, p Pos, a []value) (value, error) {
+		if x, ok := one[float64](a); ok {
+			return f(x), nil
+		}
+		return nil, errNoMatch
+	}
+}
+
+func floatPred(f func(float64) bool) builtinFn {
 	return func(in *interp, p Pos, a []value) (value, error) {
 		if x, ok := one[float64](a); ok {
 			return f(x), nil

@@ -682,6 +682,8 @@ func orUnit(v value) value {
 var getters = map[string]bool{
 	"len": true, "is_empty": true, "bytes": true, "is_odd": true, "is_even": true,
 	"is_zero": true, "start": true, "end": true, "is_inclusive": true, "is_exclusive": true,
+	"floor": true, "ceiling": true, "round": true, "int": true, "fraction": true,
+	"is_nan": true, "is_finite": true, "is_infinite": true, "chars": true,
 }
 
 func (in *interp) getProp(x *propNode, v value) (value, error) {

@@ -91,7 +91,7 @@ func TestLimitStringLength(t *testing.T) {
 	if _, err := Compile(`"` + strings.Repeat("x", 70000) + `"`); !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("long literal: got %v", err)
 	}
-	if _, err := Compile("`" + strings.Repeat("\xa5", 100) + "`", WithLimits(Limits{MaxStringLen: 50})); !errors.Is(err, ErrStringTooLong) {
+	if _, err := Compile("`"+strings.Repeat("\xa5", 100)+"`", WithLimits(Limits{MaxStringLen: 50})); !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("long back-tick literal: got %v", err)
 	}
 	err := evalErr(t, `let s = "x"; s.pad(200, '-'); s`, WithLimits(Limits{MaxStringLen: 100, Timeout: 10 * time.Second}))

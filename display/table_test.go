@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 // errAny marks a case that must fail (any error) and therefore fall back to
@@ -533,6 +534,9 @@ var tableCases = []tcase{
 	dbg(`abs(-2.5)`, "2.5"),
 	dbg(`[max(1, 2), min(1, 2), max(1, 2.5), min("a", "b")]`, `[2, 1, 2.5, "a"]`),
 	dbg(`[3.7.floor(), 3.2.ceiling(), 2.5.round(), (-2.5).round()]`, "[3.0, 4.0, 3.0, -3.0]"),
+	dbg(`let x = 3.75; [x.floor, x.int, x.fraction, x.is_nan, x.is_finite]`, "[3.0, 3.0, 0.75, false, true]"), // getters (math_basic.rs)
+	dbg(`parse_int("0b1", 16)`, "177"),
+	fail(`true.to_int()`, errAny),
 	dbg(`[7.is_odd, 7.is_even, 0.is_zero]`, "[true, false, true]"),
 	dbg(`(-7).sign()`, "-1"),
 	dbg(`[1, "a"].to_debug()`, `"[1, \"a\"]"`),
@@ -564,7 +568,8 @@ func runCase(t *testing.T, c tcase) (string, error) {
 	if !okArgs {
 		t.Fatalf("bad args JSON %s", args)
 	}
-	s, err := Compile(src)
+	// A generous timeout keeps limit cases deterministic on a loaded machine.
+	s, err := Compile(src, WithTimeout(10*time.Second))
 	if err != nil {
 		return "", err
 	}
