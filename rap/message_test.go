@@ -486,3 +486,25 @@ func ExampleDecodeInvocation() {
 	// get_pull_request call_abc123 thread_xyz {"owner":"acme","repo":"widgets","number":42}
 	// arguments: must be a JSON object, got string
 }
+
+func BenchmarkDecodeInvocation(b *testing.B) {
+	body := []byte(validInvocation)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := rap.DecodeInvocation(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeCallback(b *testing.B) {
+	body := []byte(`{"type":"tool_result","group_id":"thread_xyz","id":"call_abc123","text":"Deployment completed. Instance i-0abc123 is running.","display_as":[{"type":"text","content":"Deployed i-0abc123"}]}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := rap.DecodeCallback(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -468,3 +468,17 @@ func ExampleParseToolset() {
 	// tools[0].name: "what time" contains a space; use only letters, digits, "_" and "-", e.g. "what_time" (RAP TS-2)
 	// tools[0].description: missing required field
 }
+
+func BenchmarkParseToolset(b *testing.B) {
+	data, err := os.ReadFile(filepath.Join("testdata", "toolsets", "repo_tools.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := rap.ParseToolset(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
