@@ -710,19 +710,17 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 		}
 	}()
 
-	lines := make(chan string)
+	lines := make(chan inputLine)
 	readErr := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(in)
-		sc.Buffer(make([]byte, 64<<10), MaxChatLine)
-		for sc.Scan() {
+		readErr <- readLines(in, MaxChatLine, func(l inputLine) bool {
 			select {
-			case lines <- sc.Text():
+			case lines <- l:
+				return true
 			case <-ctx.Done():
-				return
+				return false
 			}
-		}
-		readErr <- sc.Err()
+		})
 		close(lines)
 	}()
 
@@ -735,8 +733,9 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 		}
 	}
 	prompt()
+	_, _, errsAtLastPost, _ := watch.snapshot()
 	for {
-		var line string
+		var line inputLine
 		var ok bool
 		select {
 		case line, ok = <-lines:
@@ -751,7 +750,14 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 			}
 			break
 		}
-		text := strings.TrimSpace(line)
+		if line.tooLong {
+			printMu.Lock()
+			fmt.Fprintf(stderr, "rap chat: line %d not sent: it is longer than %d bytes\n", line.n, MaxChatLine)
+			printMu.Unlock()
+			prompt()
+			continue
+		}
+		text := strings.TrimSpace(line.text)
 		if text == "" {
 			prompt()
 			continue
@@ -760,6 +766,7 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 			return nil
 		}
 		_, idlesBefore, errsBefore, _ := watch.snapshot()
+		errsAtLastPost = errsBefore
 		countBefore, err := countUserText(ctx, api, threadID, text)
 		if err != nil {
 			return err
@@ -781,8 +788,8 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 		prompt()
 	}
 	// End of input: wait for the thread to finish, pending calls included.
-	_, idles, errs, _ := watch.snapshot()
-	if err := waitSettled(ctx, api, watch, threadID, "", 0, idles-1, errs, true, opts.wait); err != nil {
+	_, idles, _, _ := watch.snapshot()
+	if err := waitSettled(ctx, api, watch, threadID, "", 0, idles-1, errsAtLastPost, true, opts.wait); err != nil {
 		printMu.Lock()
 		tr.endLine()
 		printMu.Unlock()
@@ -790,12 +797,61 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 	}
 	printMu.Lock()
 	tr.endLine()
+	if _, _, errs, _ := watch.snapshot(); errs > errsAtLastPost {
+		fmt.Fprintf(stderr, "rap chat: the runtime reported an error; the unanswered message stays queued and is retried with the next message (resume with --thread %s)\n", threadID)
+	}
 	printMu.Unlock()
 	return nil
 }
 
-// MaxChatLine bounds one line of chat input.
-const MaxChatLine = 256 << 10
+// MaxChatLine bounds one line of chat input. The runtime has its own,
+// smaller limit on a message (runtime.MaxMessageBytes).
+const MaxChatLine = 1 << 20
+
+// inputLine is one line of chat input.
+type inputLine struct {
+	text    string
+	n       int  // line number, from 1
+	tooLong bool // the line was longer than the limit and was dropped
+}
+
+// readLines reads lines from r and passes them to emit until the input
+// ends (nil), reading fails, or emit returns false. A line longer than max
+// bytes is dropped and reported with tooLong, and reading goes on.
+func readLines(r io.Reader, max int, emit func(inputLine) bool) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	n := 0
+	for {
+		var buf []byte
+		tooLong := false
+		for {
+			frag, isPrefix, err := br.ReadLine()
+			if err == io.EOF {
+				if len(buf) == 0 && !tooLong {
+					return nil
+				}
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if !tooLong {
+				if len(buf)+len(frag) > max {
+					tooLong, buf = true, nil
+				} else {
+					buf = append(buf, frag...)
+				}
+			}
+			if !isPrefix {
+				break
+			}
+		}
+		n++
+		if !emit(inputLine{text: string(buf), n: n, tooLong: tooLong}) {
+			return nil
+		}
+	}
+}
 
 // countUserText counts the user messages of the history whose text is text.
 func countUserText(ctx context.Context, api *apiClient, threadID, text string) (int, error) {

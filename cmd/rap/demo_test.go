@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rap demo runs with no network and no key: it starts gettime and the
+// runtime in one process, plays the scripted conversation, prints the
+// transcript and exits 0.
+func TestDemo(t *testing.T) {
+	clearRAPEnv(t)
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	start := time.Now()
+	code := run(ctx, []string{"demo"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("rap demo exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	t.Logf("rap demo took %v", time.Since(start))
+	got := out.String()
+	wantLines(t, got,
+		"scripted:demo.json (scripted test model — not a real LLM)",
+		"tool server: gettime at http://127.0.0.1:",
+		"get_current_time, get_time_in_zone, subscribe_clock",
+		"toolsets loaded: gettime",
+		"you: "+demoAskTime,
+		"→ Time in Asia/Tokyo",
+		"← get_time_in_zone: ",
+		"assistant: In Tokyo it is ",
+		"you: "+demoAskClock,
+		"→ Clock every 0.5s, 3 ticks",
+		"← subscribe_clock (subscription): Subscribed",
+		"← event: {\"time\":",
+		"Tick 1 woke me up",
+		"cancel_subscription",
+		"What the demo showed:",
+		"✓ discovery",
+		"✓ asynchronous tool call: get_time_in_zone",
+		"✓ subscription: subscribe_clock was confirmed and ",
+	)
+	if strings.Contains(got, "✗") {
+		t.Errorf("a step failed:\n%s", got)
+	}
+	// Cancellation is either done or honestly reported as not offered.
+	if !strings.Contains(got, "✓ cancellation") && !strings.Contains(got, "– cancellation: this runtime does not offer") {
+		t.Errorf("the cancellation step is not reported:\n%s", got)
+	}
+	// The transcript keeps the order of the conversation.
+	order := []string{"you: " + demoAskTime, "→ Time in Asia/Tokyo", "← get_time_in_zone", "In Tokyo it is", "you: " + demoAskClock, "← event:", "What the demo showed:"}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(got, s)
+		if i < last {
+			t.Errorf("%q appears out of order in:\n%s", s, got)
+		}
+		last = i
+	}
+}
+
+// A bad --model is a usage error; nothing is started.
+func TestDemoBadModel(t *testing.T) {
+	clearRAPEnv(t)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"demo", "--model", "nope:x"}, &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), `unknown provider "nope"`) {
+		t.Errorf("exit %d, stderr %q", code, errOut.String())
+	}
+	if strings.Contains(out.String(), "thread ") {
+		t.Errorf("the demo started despite the bad model:\n%s", out.String())
+	}
+}
+
+// The embedded script parses and names the steps the demo relies on.
+func TestDemoScriptEmbedded(t *testing.T) {
+	for _, w := range []string{"get_time_in_zone", "subscribe_clock", "cancel_subscription", subscriptionIDPlaceholder} {
+		if !bytes.Contains(demoScript, []byte(w)) {
+			t.Errorf("demo script lacks %q", w)
+		}
+	}
+}
