@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -452,4 +453,12 @@ func fmtReqTools(req model.Request) string {
 		names = append(names, t.Name)
 	}
 	return fmt.Sprint(names)
+}
+
+func statMode(path string) (os.FileMode, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return fi.Mode().Perm(), nil
 }
