@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/gorap/gorap/rap"
 )
 
@@ -353,4 +355,35 @@ func BenchmarkCompileSchema(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Schemas inferred from Go structs by github.com/google/jsonschema-go, as
+// the tool-server SDK does, compile and validate as their struct implies.
+func TestCompileInferredSchema(t *testing.T) {
+	type Line struct {
+		SKU string `json:"sku"`
+		Qty int    `json:"qty"`
+	}
+	type Order struct {
+		Customer string            `json:"customer" jsonschema:"the customer id"`
+		Lines    []Line            `json:"lines"`
+		Note     *string           `json:"note,omitempty"`
+		Labels   map[string]string `json:"labels,omitempty"`
+		Express  bool              `json:"express,omitempty"`
+	}
+	js, err := jsonschema.For[Order](nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch := mustCompile(t, string(raw))
+	if err := sch.Validate(json.RawMessage(`{"customer":"c1","lines":[{"sku":"a","qty":2}],"labels":{"k":"v"}}`)); err != nil {
+		t.Fatalf("valid order rejected: %v", err)
+	}
+	wantProblems(t, sch.Validate(json.RawMessage(`{"customer":"c1","lines":[{"sku":"a","qty":"2"}],"colour":"red"}`)),
+		`arguments: unknown property "colour" (allowed: customer, express, labels, lines, note)`,
+		`arguments.lines[0].qty: expected integer, got string "2"`)
 }
