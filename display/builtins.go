@@ -101,6 +101,18 @@ func init() {
 		"values": {fn: bValues},
 		"set":    {fn: bSet, mut: true},
 		"mixin":  {fn: bMixin, mut: true},
+		"to_json": {fn: func(in *interp, p Pos, a []value) (value, error) {
+			m, ok := one[*object](a)
+			if !ok {
+				return nil, errNoMatch
+			}
+			f := &formatter{max: in.lim.MaxStringLen}
+			f.writeJSON(m)
+			if f.over {
+				return nil, limitErr(p, ErrStringTooLong, "JSON text exceeds the limit of %d bytes", in.lim.MaxStringLen)
+			}
+			return in.newStr(p, f.b.String())
+		}},
 	}
 }
 

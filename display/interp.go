@@ -240,6 +240,50 @@ func (f *formatter) write(v value) {
 	}
 }
 
+// writeJSON mirrors Rhai's format_map_as_json (used by Map::to_json without
+// the `metadata` feature): keys and strings in Rust Debug quoting, () as
+// null, nested maps/arrays recursively, everything else in Debug form.
+func (f *formatter) writeJSON(v value) {
+	if f.over {
+		return
+	}
+	switch x := v.(type) {
+	case unitT:
+		f.b.WriteString("null")
+	case *object:
+		f.b.WriteByte('{')
+		for i, k := range sortedKeys(x.m) {
+			if i > 0 {
+				f.b.WriteByte(',')
+			}
+			writeQuoted(&f.b, k, '"')
+			f.b.WriteByte(':')
+			f.writeJSON(x.m[k])
+			if f.over {
+				return
+			}
+		}
+		f.b.WriteByte('}')
+	case *array:
+		f.b.WriteByte('[')
+		for i, it := range x.items {
+			if i > 0 {
+				f.b.WriteByte(',')
+			}
+			f.writeJSON(it)
+			if f.over {
+				return
+			}
+		}
+		f.b.WriteByte(']')
+	default:
+		writeDebug(&f.b, v)
+	}
+	if f.b.Len() > f.max {
+		f.over = true
+	}
+}
+
 // ---- scope ----
 
 func (in *interp) lookup(name string) int {
@@ -1603,17 +1647,6 @@ func (in *interp) method(x *methodNode) (value, error) {
 	// Receivers that are variables / properties / elements are passed by
 	// reference to script methods (`this`) and mutating built-ins.
 	if (fd != nil || b.mut) && isPlaceNode(x.recv) {
-		cur, err := in.eval(x.recv)
-		if err != nil {
-			return nil, err
-		}
-		if _, ok := cur.(unitT); ok && x.elvis {
-			return unit, nil
-		}
-		vals, err := in.evalArgs(x.args)
-		if err != nil {
-			return nil, err
-		}
 		pl, err := in.placeOf(x.recv)
 		if err != nil {
 			return nil, err
@@ -1621,7 +1654,14 @@ func (in *interp) method(x *methodNode) (value, error) {
 		if pl == nil { // receiver chain short-circuited by `?.`
 			return unit, nil
 		}
-		cur = in.get(pl)
+		if _, ok := in.get(pl).(unitT); ok && x.elvis {
+			return unit, nil
+		}
+		vals, err := in.evalArgs(x.args)
+		if err != nil {
+			return nil, err
+		}
+		cur := in.get(pl)
 		if fd != nil {
 			this := cur
 			r, err := in.callScript(x.p, fd, vals[1:], &this)

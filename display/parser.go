@@ -929,7 +929,7 @@ func (p *parser) parseSwitch(t *token) (node, error) {
 	if _, err := p.expect("{"); err != nil {
 		return nil, err
 	}
-	hasDefault := false
+	hasDefault, sawRange := false, false
 	for !p.is("}") {
 		ct := p.peek()
 		if ct.kind == tEOF {
@@ -970,6 +970,10 @@ func (p *parser) parseSwitch(t *token) (node, error) {
 						p.noPipe = save
 						return nil, p.errf(e.position(), "switch case value must be a constant literal")
 					}
+					if sawRange && isNumeric(v) {
+						p.noPipe = save
+						return nil, p.errf(e.position(), "numeric switch cases cannot follow range cases")
+					}
 					sc.vals = append(sc.vals, v)
 				}
 				if !p.is("|") {
@@ -1004,6 +1008,9 @@ func (p *parser) parseSwitch(t *token) (node, error) {
 			body = &litNode{base{ct.pos}, unit}
 		}
 		sc.body = body
+		if sc.rng != nil {
+			sawRange = true
+		}
 		sn.cases = append(sn.cases, sc)
 		if p.is(",") {
 			p.next()

@@ -395,6 +395,10 @@ var tableCases = []tcase{
 	dbg(`#{a: 1} + #{b: 2}`, `#{"a": 1, "b": 2}`),
 	dbg(`let m = #{a: 1}; m.mixin(#{a: 2, c: 3}); m`, `#{"a": 2, "c": 3}`),
 	dbg("#{`k`: `v`}.k", `"v"`),
+	ok(`#{a:[#{b:42}]}.to_json()`, `{"a":[{"b":42}]}`), // tests/maps.rs
+	ok(`#{b: "x\"y", a: [(), true, 1.5]}.to_json()`, `{"a":[null,true,1.5],"b":"x\"y"}`),
+	oka(`args.to_json()`, prArgs, `{"number":42,"owner":"acme","repo":"widgets"}`),
+	fail(`[1].to_json()`, errAny),
 	fail(`#{a: 1, a: 2}`, errAny),
 	fail(`#{a: 1}[1]`, errAny),
 
@@ -425,7 +429,9 @@ var tableCases = []tcase{
 	dbg(`let x = 0; switch 1 { 1 => x = 5, _ => () } x`, "5"),
 	fail(`switch 1 { _ => 1, 2 => 2 }`, errAny), // default must be last
 	fail(`switch 1 { _ if true => 1 }`, errAny),
-	fail(`let y = 1; switch 1 { y => 1 }`, errAny), // case values must be constants
+	fail(`let y = 1; switch 1 { y => 1 }`, errAny),    // case values must be constants
+	fail(`switch 42 { 0..50 => 1, 42 => 2 }`, errAny), // numeric cases cannot follow range cases
+	dbg(`switch 42 { 0..50 => 1, "x" => 2 }`, "1"),
 
 	// ---- loops: tests/looping.rs, tests/while_loop.rs, tests/for.rs, book "Loops" ----
 	dbg(`let x = 0; while x < 10 { x += 1; } x`, "10"),
