@@ -196,9 +196,6 @@ func TestServeAnthropicEndToEnd(t *testing.T) {
 		[]string{"ANTHROPIC_BASE_URL=" + llm.URL, "ANTHROPIC_API_KEY=" + apiKey, "RAP_MODEL=", "RAP_TOKEN="},
 		"--listen", "127.0.0.1:0", "--config", cfg, "--data-dir", filepath.Join(dir, "data"), "--model", "anthropic:test-model")
 	defer p.stop(t)
-	if !strings.Contains(p.stdout.String(), "anthropic:test-model") {
-		t.Errorf("rap serve should print the model in use; stdout:\n%s", p.stdout)
-	}
 
 	var th struct {
 		ID string `json:"id"`
@@ -269,6 +266,9 @@ func TestServeAnthropicEndToEnd(t *testing.T) {
 	}
 	if got := reqs[len(reqs)-1].ToolResults(); len(got) != 1 || got[0].CallID != call.ID {
 		t.Errorf("last request's tool results = %+v, want the result of %s", got, call.ID)
+	}
+	if !strings.Contains(p.stdout.String(), "model:        anthropic:test-model") {
+		t.Errorf("rap serve should print the model in use; stdout:\n%s", p.stdout)
 	}
 	// Secrets never reach the logs.
 	if strings.Contains(p.stderr.String(), apiKey) || strings.Contains(p.stdout.String(), apiKey) {
