@@ -435,4 +435,3 @@ func TestReadersSeeCommittedState(t *testing.T) {
 		return nil
 	})
 }
-
