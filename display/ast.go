@@ -98,9 +98,9 @@ type (
 		then, els_ node // els_ may be nil
 	}
 	switchCase struct {
-		vals  []value // exact-match values (nil for range or default)
-		rng   *rangeT
-		cond  node // optional
+		vals  []value  // exact-match values
+		rngs  []rangeT // integer range cases
+		cond  node     // optional
 		body  node
 		isDef bool
 	}

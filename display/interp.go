@@ -591,7 +591,7 @@ func (in *interp) evalSwitch(x *switchNode) (value, error) {
 	}
 	for i := range x.cases {
 		c := &x.cases[i]
-		if c.isDef || c.rng != nil {
+		if c.isDef {
 			continue
 		}
 		for _, cv := range c.vals {
@@ -606,7 +606,14 @@ func (in *interp) evalSwitch(x *switchNode) (value, error) {
 	if isNumeric(v) {
 		for i := range x.cases {
 			c := &x.cases[i]
-			if c.rng == nil || !inRange(*c.rng, v) {
+			hit := false
+			for _, r := range c.rngs {
+				if inRange(r, v) {
+					hit = true
+					break
+				}
+			}
+			if !hit {
 				continue
 			}
 			if ok, r, err := run(c); ok || err != nil {

@@ -963,7 +963,8 @@ func (p *parser) parseSwitch(t *token) (node, error) {
 						p.noPipe = save
 						return nil, p.errf(e.position(), "switch range case must be an integer range literal")
 					}
-					sc.rng = &rangeT{start: li, end: hiI, inclusive: b.op == "..="}
+					sc.rngs = append(sc.rngs, rangeT{start: li, end: hiI, inclusive: b.op == "..="})
+					sawRange = true
 				} else {
 					v, ok := constValue(e)
 					if !ok {
@@ -982,9 +983,6 @@ func (p *parser) parseSwitch(t *token) (node, error) {
 				p.next()
 			}
 			p.noPipe = save
-			if sc.rng != nil && len(sc.vals) > 0 {
-				return nil, p.errf(ct.pos, "a range case cannot have alternatives")
-			}
 			if p.is("if") {
 				p.next()
 				if sc.cond, err = p.parseExpr(); err != nil {
@@ -1008,9 +1006,6 @@ func (p *parser) parseSwitch(t *token) (node, error) {
 			body = &litNode{base{ct.pos}, unit}
 		}
 		sc.body = body
-		if sc.rng != nil {
-			sawRange = true
-		}
 		sn.cases = append(sn.cases, sc)
 		if p.is(",") {
 			p.next()

@@ -432,6 +432,11 @@ var tableCases = []tcase{
 	fail(`let y = 1; switch 1 { y => 1 }`, errAny),    // case values must be constants
 	fail(`switch 42 { 0..50 => 1, 42 => 2 }`, errAny), // numeric cases cannot follow range cases
 	dbg(`switch 42 { 0..50 => 1, "x" => 2 }`, "1"),
+	dbg(`let x = 42; switch x { 1 | 2 | 3 | 5..50 | 'x' | true => 123, 'z' => 'a' }`, "123"),
+	dbg(`let x = 42; switch x { 42 if x < 40 => 1, 42 if x > 40 => 7, 0 if x < 100 => 2, 1 => 3, _ => 9 }`, "7"),
+	dbg(`let x = 42; switch x / 2 { 21 if x < 40 => 1, 0 if x < 100 => 2, 1 => 3, _ => 9 }`, "9"),
+	dbg(`switch 42 { 42 => 123, 42 => 999 }`, "123"),
+	dbg(`let foo = false; switch 42 { 42 if foo => 0, 0..100 => 123, _ => 999 }`, "123"),
 
 	// ---- loops: tests/looping.rs, tests/while_loop.rs, tests/for.rs, book "Loops" ----
 	dbg(`let x = 0; while x < 10 { x += 1; } x`, "10"),
