@@ -10,10 +10,13 @@ import (
 // FieldError reports a message field that is missing or has the wrong JSON
 // type. Field is a path such as "arguments" or "content[1].mediaType".
 type FieldError struct {
-	Field   string
+	// Field is the path of the member; "" stands for the whole message.
+	Field string
+	// Problem says what is wrong with it.
 	Problem string
 }
 
+// Error returns "field: problem", or the problem alone for the whole message.
 func (e *FieldError) Error() string {
 	if e.Field == "" {
 		return e.Problem

@@ -101,9 +101,13 @@ type Callback interface {
 // ContentItem is one item of a multimodal tool result (RAP RE-2): either
 // {type:"text", text} or {type:"image", data, mediaType}.
 type ContentItem struct {
-	Type      string `json:"type"`
-	Text      string `json:"text,omitempty"`
-	Data      string `json:"data,omitempty"`
+	// Type is "text" or "image".
+	Type string `json:"type"`
+	// Text is the text of a "text" item.
+	Text string `json:"text,omitempty"`
+	// Data is the base64-encoded bytes of an "image" item.
+	Data string `json:"data,omitempty"`
+	// MediaType is the MIME type of an "image" item, e.g. "image/png".
 	MediaType string `json:"mediaType,omitempty"`
 }
 
@@ -139,7 +143,9 @@ func ImageContent(data, mediaType string) ContentItem {
 // Content is a JSON string for "text" segments and an object for "diff"
 // ({path, patch}) and "image" ({data, mediaType}) segments.
 type DisplaySegment struct {
-	Type    string          `json:"type"`
+	// Type is "text", "diff", "image" or a type some client may know.
+	Type string `json:"type"`
+	// Content is the segment's JSON content, compacted.
 	Content json.RawMessage `json:"content"`
 }
 
@@ -163,9 +169,12 @@ func ImageSegment(data, mediaType string) DisplaySegment {
 
 // ToolResult delivers the outcome of a tool call (RAP RE-1).
 type ToolResult struct {
+	// GroupID is the invocation's group_id: it picks the thread (RAP RE-5).
 	GroupID string `json:"group_id"`
-	ID      string `json:"id"`
-	CallID  string `json:"call_id,omitempty"`
+	// ID is the invocation's id: it picks the pending call (RAP RE-5).
+	ID string `json:"id"`
+	// CallID echoes the invocation's call_id when it had one.
+	CallID string `json:"call_id,omitempty"`
 	// Text is the result for the model. It is always sent when Content is
 	// empty, even if it is the empty string.
 	Text string `json:"text,omitempty"`
@@ -222,6 +231,7 @@ func (r *ToolResult) ModelText() string {
 
 // SubscriptionEvent is one event of an active subscription (RAP SU-2).
 type SubscriptionEvent struct {
+	// GroupID is the subscribing invocation's group_id.
 	GroupID string `json:"group_id"`
 	// ToolCallID is the id of the invocation that created the subscription.
 	ToolCallID string `json:"tool_call_id"`
@@ -251,9 +261,13 @@ func (e SubscriptionEvent) MarshalJSON() ([]byte, error) {
 // OAuth asks the runtime to show an authorization link to the user; the call
 // stays pending until a ToolResult arrives (RAP OA-1).
 type OAuth struct {
+	// GroupID is the invocation's group_id.
 	GroupID string `json:"group_id"`
-	ID      string `json:"id"`
-	CallID  string `json:"call_id,omitempty"`
+	// ID is the invocation's id; the call stays pending.
+	ID string `json:"id"`
+	// CallID echoes the invocation's call_id when it had one.
+	CallID string `json:"call_id,omitempty"`
+	// AuthURL is the authorization page the user must visit.
 	AuthURL string `json:"auth_url"`
 }
 
@@ -275,13 +289,20 @@ func (o OAuth) MarshalJSON() ([]byte, error) {
 // UserChoice asks the user to pick one of Choices; the runtime POSTs a
 // UserChoiceResponse to ResponseURL (RAP UC-1, UC-2).
 type UserChoice struct {
-	GroupID     string   `json:"group_id"`
-	ID          string   `json:"id"`
-	CallID      string   `json:"call_id,omitempty"`
-	Prompt      string   `json:"prompt"`
-	Choices     []string `json:"choices"`
-	Default     int      `json:"default"`
-	ResponseURL string   `json:"response_url"`
+	// GroupID is the invocation's group_id.
+	GroupID string `json:"group_id"`
+	// ID is the invocation's id; the call stays pending.
+	ID string `json:"id"`
+	// CallID echoes the invocation's call_id when it had one.
+	CallID string `json:"call_id,omitempty"`
+	// Prompt says what the user is asked.
+	Prompt string `json:"prompt"`
+	// Choices are the labels offered; there is at least one.
+	Choices []string `json:"choices"`
+	// Default is the index chosen when the user dismisses the prompt.
+	Default int `json:"default"`
+	// ResponseURL is where the runtime POSTs the UserChoiceResponse.
+	ResponseURL string `json:"response_url"`
 }
 
 // MessageType implements Callback.
@@ -301,7 +322,9 @@ func (u UserChoice) MarshalJSON() ([]byte, error) {
 
 // ViewUpdate replaces the content of one named view of a thread (RAP VU-1).
 type ViewUpdate struct {
-	GroupID  string `json:"group_id"`
+	// GroupID is the thread whose view is updated.
+	GroupID string `json:"group_id"`
+	// ViewType names the view, e.g. "diff".
 	ViewType string `json:"view_type"`
 	// Content is an object the runtime stores and forwards uninterpreted.
 	Content json.RawMessage `json:"content"`
@@ -518,6 +541,7 @@ func decodeUserChoice(o *object, groupID string) (*UserChoice, error) {
 
 // CloseThreadRequest is the body of POST {base}/close_thread (RAP TC-1).
 type CloseThreadRequest struct {
+	// ThreadID is the group_id of the thread being closed.
 	ThreadID string `json:"thread_id"`
 }
 
@@ -537,7 +561,9 @@ func DecodeCloseThread(data []byte) (*CloseThreadRequest, error) {
 
 // CancelToolCallRequest is the body of POST {base}/cancel_tool_call (RAP CA-1).
 type CancelToolCallRequest struct {
-	ThreadID   string `json:"thread_id"`
+	// ThreadID is the group_id of the thread holding the call.
+	ThreadID string `json:"thread_id"`
+	// ToolCallID is the id of the invocation to cancel.
 	ToolCallID string `json:"tool_call_id"`
 }
 
@@ -584,8 +610,10 @@ func DecodeMigrate(data []byte) (*MigrateRequest, error) {
 // UserChoiceResponse is what the runtime POSTs to a user choice's
 // response_url (RAP UC-2).
 type UserChoiceResponse struct {
-	ID       string `json:"id"`
-	Selected int    `json:"selected"`
+	// ID is the user choice's id (the tool call id).
+	ID string `json:"id"`
+	// Selected is the index of the chosen label.
+	Selected int `json:"selected"`
 }
 
 // DecodeUserChoiceResponse parses a user-choice response strictly.

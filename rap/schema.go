@@ -45,6 +45,7 @@ type Schema struct {
 // Path is relative to the schema root ("" for the root itself,
 // "properties.count.type" for a nested keyword).
 type SchemaError struct {
+	// Problems lists each problem with its path inside the schema.
 	Problems []Violation
 }
 
@@ -118,6 +119,7 @@ type refuseLoader struct{}
 
 var errRemoteRef = errors.New("remote references are never fetched")
 
+// Load refuses to load url: input schemas must be self-contained.
 func (refuseLoader) Load(string) (any, error) { return nil, errRemoteRef }
 
 // explainCompileError turns a compiler error into a SchemaError whose
@@ -293,6 +295,8 @@ func appendKey(b *strings.Builder, key string) {
 // ("arguments.count") and says what to change, so that a model reading it
 // can correct its call.
 type ArgumentsError struct {
+	// Problems holds one "path: what is wrong" line per problem, sorted by
+	// path; after ten, a last line says how many more there are.
 	Problems []string
 }
 
@@ -354,6 +358,7 @@ func capViolations(p []Violation) []Violation {
 // problem is one explained validation failure.
 type problem struct{ path, msg string }
 
+// String returns "path: message", or the message alone for an empty path.
 func (p problem) String() string {
 	if p.path == "" {
 		return p.msg

@@ -19,7 +19,9 @@ const MaxNameLength = 128
 // offending member the way it is written in JSON: "name", "tools",
 // "tools[2].inputSchema", "tools[0].annotations.readOnly".
 type Violation struct {
-	Path    string
+	// Path locates the member; "" stands for the manifest (or schema) root.
+	Path string
+	// Message says what is wrong and how to fix it.
 	Message string
 }
 
@@ -34,6 +36,7 @@ func (v Violation) String() string {
 // ValidationError lists every problem of an invalid toolset manifest
 // (RAP TS-5): a manifest with one problem is rejected as a whole.
 type ValidationError struct {
+	// Violations lists every problem found, in document order.
 	Violations []Violation
 }
 
