@@ -1,0 +1,159 @@
+package scripted
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gorap/gorap/model"
+)
+
+type deltas []string
+
+func (d *deltas) TextDelta(s string) { *d = append(*d, s) }
+
+// converse plays a conversation: for each user input it runs a completion
+// over the history so far and appends the reply, answering every tool call
+// with results[name].
+func converse(t *testing.T, m *Model, inputs []string, results map[string]string) []*model.Response {
+	t.Helper()
+	var msgs []model.Message
+	var out []*model.Response
+	for _, in := range inputs {
+		msgs = append(msgs, model.Message{Role: model.RoleUser, Text: in})
+		for {
+			resp, err := m.Complete(context.Background(), model.Request{Messages: msgs}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, resp)
+			msgs = append(msgs, model.Message{Role: model.RoleAssistant, Text: resp.Text, ToolCalls: resp.ToolCalls})
+			if len(resp.ToolCalls) == 0 {
+				break
+			}
+			um := model.Message{Role: model.RoleUser}
+			for _, c := range resp.ToolCalls {
+				um.ToolResults = append(um.ToolResults, model.ToolResult{CallID: c.ID, Text: results[c.Name]})
+			}
+			msgs = append(msgs, um)
+		}
+	}
+	return out
+}
+
+func TestSequentialAndReactiveTurns(t *testing.T) {
+	turns, err := Parse([]byte(`{"turns": [
+		{"after_user": "time", "tool_calls": [{"name": "get_time", "arguments": {"tz": "UTC"}}]},
+		{"when": {"last_result_contains": "UTC"}, "text": "It is {{last_result}}."},
+		{"text": "You said: {{last_user}}", "repeat": true}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(turns)
+	out := converse(t, m, []string{"hello", "what time is it?", "thanks", "bye"}, map[string]string{"get_time": "12:00 UTC"})
+	var got []string
+	for _, r := range out {
+		s := r.Text
+		for _, c := range r.ToolCalls {
+			s += "call " + c.Name + string(c.Arguments)
+		}
+		got = append(got, s)
+	}
+	want := []string{"You said: hello", `call get_time{"tz": "UTC"}`, "It is 12:00 UTC.", "You said: thanks", "You said: bye"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("replies:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// Selection depends only on the conversation, so a new Model (a restarted
+// runtime) continues where the old one was.
+func TestSelectionIsAFunctionOfHistory(t *testing.T) {
+	turns := []Turn{{Text: "one"}, {Text: "two"}, {Text: "three"}}
+	msgs := []model.Message{{Role: model.RoleUser, Text: "a"}, {Role: model.RoleAssistant, Text: "one"}, {Role: model.RoleUser, Text: "b"}}
+	r, err := New(turns).Complete(context.Background(), model.Request{Messages: msgs}, nil)
+	if err != nil || r.Text != "two" {
+		t.Fatalf("%v %v", r, err)
+	}
+	msgs = append(msgs, model.Message{Role: model.RoleAssistant, Text: "two"}, model.Message{Role: model.RoleUser, Text: "c"},
+		model.Message{Role: model.RoleAssistant, Text: "three"}, model.Message{Role: model.RoleUser, Text: "d"})
+	r, _ = New(turns).Complete(context.Background(), model.Request{Messages: msgs}, nil)
+	if !strings.Contains(r.Text, "no turn of the script matches") {
+		t.Fatalf("after the script ends: %q", r.Text)
+	}
+}
+
+func TestStreamsInDeltasAndIDsAreUnique(t *testing.T) {
+	m := New([]Turn{{Text: "the quick brown fox jumps over the lazy dog", ToolCalls: []Call{{Name: "a"}, {Name: "b"}}, Repeat: true}})
+	var d deltas
+	r, err := m.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "x"}}}, &d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d) < 2 || strings.Join(d, "") != r.Text {
+		t.Fatalf("deltas %q do not rebuild %q", d, r.Text)
+	}
+	if r.ToolCalls[0].ID == r.ToolCalls[1].ID || string(r.ToolCalls[0].Arguments) != "{}" || r.StopReason != "tool_use" {
+		t.Fatalf("calls = %+v", r.ToolCalls)
+	}
+	if m.Completions() != 1 {
+		t.Fatalf("completions = %d", m.Completions())
+	}
+}
+
+func TestErrorTurn(t *testing.T) {
+	m := New([]Turn{{Error: "overloaded"}})
+	if _, err := m.Complete(context.Background(), model.Request{}, nil); err == nil || !strings.Contains(err.Error(), "overloaded") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestLoadAndName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "demo.json")
+	os.WriteFile(path, []byte(`[{"text": "hi", "repeat": true}]`), 0o644)
+	m, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name() != "scripted:demo.json (scripted test model — not a real LLM)" {
+		t.Fatalf("name = %q", m.Name())
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Fatal("missing file loaded")
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := map[string]string{
+		`{"turns": []}`:                     "no turns",
+		`{"turns": [{"txt": "x"}]}`:         "unknown field",
+		`{"turns": [{}]}`:                   "turns[0]: needs text",
+		`{"turns": [{"tool_calls": [{}]}]}`: "turns[0].tool_calls[0].name",
+		`{"turns": [{"text": "x", "when": {"last_input": "bot"}}]}`: "last_input",
+		`nonsense`: "not a valid script",
+	}
+	for in, want := range cases {
+		_, err := Parse([]byte(in))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%s) = %v; want an error mentioning %q", in, err, want)
+		}
+	}
+}
+
+// The benchmark mode: a script of repeat turns answers without replaying
+// the history.
+func BenchmarkRepeatTurn(b *testing.B) {
+	m := New([]Turn{{Text: "ok", Repeat: true}})
+	var msgs []model.Message
+	for i := 0; i < 200; i++ {
+		msgs = append(msgs, model.Message{Role: model.RoleUser, Text: "x"}, model.Message{Role: model.RoleAssistant, Text: "ok"})
+	}
+	req := model.Request{Messages: msgs}
+	for b.Loop() {
+		if _, err := m.Complete(context.Background(), req, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
