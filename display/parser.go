@@ -439,7 +439,12 @@ func (p *parser) parseBinary(parent int, lhs node) (node, error) {
 		}
 		var rhs node
 		var err error
-		if (op == ".." || op == "..=") && (p.is("]") || p.is(")") || p.is("}") || p.is(",") || p.is(";") || p.is("=>") || p.peek().kind == tEOF) {
+		if op == "??" && (p.is("break") || p.is("continue") || p.is("return") || p.is("throw")) {
+			// `x ?? break 42` (tests/looping.rs): the right side is a statement
+			if rhs, err = p.parseCaseStmt(); err != nil {
+				return nil, err
+			}
+		} else if (op == ".." || op == "..=") && (p.is("]") || p.is(")") || p.is("}") || p.is(",") || p.is(";") || p.is("=>") || p.peek().kind == tEOF) {
 			rhs = &litNode{base{p.peek().pos}, unit}
 		} else if rhs, err = p.parseUnary(); err != nil {
 			return nil, err

@@ -461,6 +461,21 @@ var tableCases = []tcase{
 	dbg(`let r = for (x, i) in [5, 6, 7] { if x == 6 { break i; } }; r`, "1"),
 	dbg(`let a = [1, 2, 3]; for x in a { a.push(x); } a`, "[1, 2, 3, 1, 2, 3]"), // iterates over a copy
 	dbg(`for x in [] { 1 }`, "()"),
+	// tests/for.rs
+	dbg(`let sum1 = 0; let sum2 = 0; let inputs = [1, 2, 3, 4, 5]; for x in inputs { sum1 += x; } for x in range(1, 6) { sum2 += x; } for x in range(1, 6, 3) { sum2 += x; } sum1 + sum2`, "35"),
+	dbg(`let sum = 0; let inputs = [1, 2, 3, 4, 5]; for (x, i) in inputs { sum += x * (i + 1); } sum`, "55"),
+	dbg(`let sum = 0; for x in range(1, 10, 2) { sum += x; } sum`, "25"),
+	dbg(`let sum = 0; for x in range(10, 1, 2) { sum += x; } sum`, "0"),
+	dbg(`let sum = 0; for x in range(1, 10, -2) { sum += x; } sum`, "0"),
+	dbg(`let sum = 0; for x in range(10, 1, -2) { sum += x; } sum`, "30"),
+	// tests/looping.rs, tests/while_loop.rs
+	dbg(`let x = 0; let i = 0; loop { if i < 10 { i += 1; if x > 20 { continue; } x += i; } else { break; } } x`, "21"),
+	dbg(`for n in 0..10 { let x = if n <= 5 { n }; x ?? break 42; }`, "42"),
+	dbg(`let x = 0; let value = while x < 10 { if x % 5 == 0 { break 42; } x += 1; }; value`, "42"),
+	dbg(`let x = 0; while x < 10 { x += 1; if x > 5 { break; } if x > 3 { continue; } x += 3; } x`, "6"),
+	dbg(`let x = 0; while x < 10 { x += 1; if x > 5 { break x * 2; } if x > 3 { continue; } x += 3; }`, "12"),
+	dbg(`let x = 0; do { x += 1; if x > 5 { break; } if x > 3 { continue; } x += 3; } while x < 10; x`, "6"),
+	dbg(`let x = 0; do { x += 1; if x > 5 { break x * 2; } if x > 3 { continue; } x += 3; } while x < 10;`, "12"),
 	dbg(`let s = 0; for x in 3..1 { s += 1; } s`, "0"),
 	fail(`break;`, errAny),
 	fail(`fn f() { continue; }`, errAny),
