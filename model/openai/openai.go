@@ -1,0 +1,399 @@
+// Package openai runs completions against the OpenAI Chat Completions API
+// with the official Go SDK, and against the servers that speak the same
+// protocol: Ollama, vLLM, llama.cpp's llama-server and others. It implements
+// model.Provider: the conversation is mapped to system, user, assistant
+// (with tool_calls) and tool messages, the answer is streamed, and tool
+// calls are assembled from their chunks by index.
+//
+// The API key comes from Options.APIKey or OPENAI_API_KEY; the base URL
+// from Options.BaseURL, OPENAI_BASE_URL or the public endpoint. A key is
+// required only for the public endpoint: local servers need none.
+//
+// Images in tool results: a tool message holds text only, so each image is
+// replaced in it by a short note and, when the model accepts images, the
+// images follow in one user message placed right after the tool messages.
+// When the model does not accept images each becomes a text placeholder and
+// no image bytes are sent (RAP RE-2).
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/google/uuid"
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/gorap/gorap/model"
+)
+
+// Defaults used when Options leaves a field empty.
+const (
+	DefaultModel     = "gpt-4o"
+	DefaultMaxTokens = 4096
+	DefaultBaseURL   = "https://api.openai.com/v1"
+)
+
+// Environment variables New reads when Options leaves the field empty.
+const (
+	EnvAPIKey  = "OPENAI_API_KEY"
+	EnvBaseURL = "OPENAI_BASE_URL"
+)
+
+// maxOutputBytes bounds the text and tool arguments one completion may
+// accumulate, so a misbehaving server cannot exhaust memory.
+const maxOutputBytes = 16 << 20
+
+// maxToolCalls bounds the tool calls of one completion.
+const maxToolCalls = 128
+
+// Options configure a Provider. Every field is optional, except that the
+// public endpoint needs an API key.
+type Options struct {
+	// APIKey authenticates requests; empty means $OPENAI_API_KEY. It may
+	// stay empty when the base URL is not the public endpoint.
+	APIKey string
+	// BaseURL is the API root including /v1, such as
+	// "http://localhost:11434/v1" for Ollama; empty means
+	// $OPENAI_BASE_URL, then DefaultBaseURL.
+	BaseURL string
+	// Model is the model id, such as "gpt-4o" or "llama3.1"; empty means
+	// DefaultModel.
+	Model string
+	// MaxTokens caps each completion when the request sets no limit;
+	// zero means DefaultMaxTokens.
+	MaxTokens int
+	// HTTPClient sends the requests; nil means the SDK's default client.
+	HTTPClient *http.Client
+	// SupportsImages overrides whether tool-result images are sent to the
+	// model. Nil means true for OpenAI's own vision models (gpt-4o,
+	// gpt-4.1, gpt-4-turbo, gpt-5, o3, o4 families) on the public
+	// endpoint, false otherwise.
+	SupportsImages *bool
+}
+
+// Provider is a model.Provider backed by a Chat Completions endpoint. It is
+// safe for concurrent use.
+type Provider struct {
+	model     string
+	maxTokens int
+	images    bool
+	baseURL   string
+	public    bool // the public OpenAI endpoint: max_completion_tokens
+	client    sdk.Client
+}
+
+var _ model.Provider = (*Provider)(nil)
+
+// visionFamilies are OpenAI model id prefixes that accept image input.
+var visionFamilies = []string{"gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-5", "o3", "o4"}
+
+// New returns a Provider configured by opts and the environment. It fails
+// when the public endpoint is used without an API key or the base URL is
+// not an http(s) URL.
+func New(opts Options) (*Provider, error) {
+	key := opts.APIKey
+	if key == "" {
+		key = os.Getenv(EnvAPIKey)
+	}
+	base := opts.BaseURL
+	if base == "" {
+		base = os.Getenv(EnvBaseURL)
+	}
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("openai: base URL %q is not an http(s) URL: check %s or Options.BaseURL (for Ollama: http://localhost:11434/v1)", base, EnvBaseURL)
+	}
+	public := u.Host == "api.openai.com"
+	if key == "" && public {
+		return nil, fmt.Errorf("openai: no API key for %s: set %s (or Options.APIKey), or set %s to a local server such as Ollama", base, EnvAPIKey, EnvBaseURL)
+	}
+	if opts.MaxTokens < 0 {
+		return nil, fmt.Errorf("openai: MaxTokens is %d: use a positive number, or 0 for the default %d", opts.MaxTokens, DefaultMaxTokens)
+	}
+	p := &Provider{model: opts.Model, maxTokens: opts.MaxTokens, baseURL: base, public: public}
+	if p.model == "" {
+		p.model = DefaultModel
+	}
+	if p.maxTokens == 0 {
+		p.maxTokens = DefaultMaxTokens
+	}
+	if opts.SupportsImages != nil {
+		p.images = *opts.SupportsImages
+	} else if public {
+		for _, f := range visionFamilies {
+			if strings.HasPrefix(p.model, f) {
+				p.images = true
+			}
+		}
+	}
+	ropts := []option.RequestOption{option.WithBaseURL(base), option.WithAPIKey(key)}
+	if opts.HTTPClient != nil {
+		ropts = append(ropts, option.WithHTTPClient(opts.HTTPClient))
+	}
+	p.client = sdk.NewClient(ropts...)
+	return p, nil
+}
+
+// Name reports "openai:" followed by the model id.
+func (p *Provider) Name() string { return "openai:" + p.model }
+
+// SupportsImages reports whether tool-result images reach the model; when
+// false each image is replaced by a text placeholder (RAP RE-2).
+func (p *Provider) SupportsImages() bool { return p.images }
+
+// Complete streams one completion. Text deltas go to s (which may be nil)
+// as they arrive; the returned Response holds the whole assistant turn.
+// StopReason uses the vocabulary of the other providers: "end_turn" (the
+// API's "stop"), "tool_use" ("tool_calls"), "max_tokens" ("length"); other
+// finish reasons pass through unchanged.
+func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (*model.Response, error) {
+	params, err := p.params(req)
+	if err != nil {
+		return nil, err
+	}
+	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+
+	var acc accumulator
+	for stream.Next() {
+		if err := acc.add(stream.Current(), s); err != nil {
+			return nil, fmt.Errorf("openai: %s: %w", p.model, err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return nil, p.describe(ctx, err)
+	}
+	if ctx.Err() != nil {
+		return nil, p.describe(ctx, ctx.Err())
+	}
+	if acc.finish == "" {
+		return nil, fmt.Errorf("openai: %s: the response stream ended without a finish_reason (connection lost?); retry the request", p.model)
+	}
+	return acc.response(p.model)
+}
+
+// params builds the Chat Completions request for req.
+func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error) {
+	max := req.MaxTokens
+	if max <= 0 {
+		max = p.maxTokens
+	}
+	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
+	// The public API wants max_completion_tokens (its reasoning models
+	// reject max_tokens); local servers widely know only max_tokens.
+	if p.public {
+		params.MaxCompletionTokens = sdk.Int(int64(max))
+	} else {
+		params.MaxTokens = sdk.Int(int64(max))
+	}
+	if req.System != "" {
+		params.Messages = append(params.Messages, sdk.SystemMessage(req.System))
+	}
+	for i, t := range req.Tools {
+		fn, err := functionParam(t)
+		if err != nil {
+			return params, fmt.Errorf("openai: tools[%d] (%s): %w", i, t.Name, err)
+		}
+		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
+	}
+	turns, err := normalize(req.Messages)
+	if err != nil {
+		return params, fmt.Errorf("openai: %w", err)
+	}
+	if len(turns) == 0 {
+		return params, errors.New("openai: the request has no messages with content: add a user message")
+	}
+	for i, t := range turns {
+		msgs, err := p.messages(t)
+		if err != nil {
+			return params, fmt.Errorf("openai: conversation turn %d (%s): %w", i, t.role, err)
+		}
+		params.Messages = append(params.Messages, msgs...)
+	}
+	return params, nil
+}
+
+// functionParam maps a tool spec; the schema must be a JSON object.
+func functionParam(t model.ToolSpec) (shared.FunctionDefinitionParam, error) {
+	fn := shared.FunctionDefinitionParam{Name: t.Name}
+	if t.Description != "" {
+		fn.Description = sdk.String(t.Description)
+	}
+	schema := map[string]any{}
+	if len(t.InputSchema) > 0 {
+		if err := json.Unmarshal(t.InputSchema, &schema); err != nil || schema == nil {
+			return fn, fmt.Errorf("input_schema is not a JSON object: fix the tool's inputSchema")
+		}
+	}
+	if _, ok := schema["type"]; !ok {
+		schema["type"] = "object"
+	}
+	fn.Parameters = shared.FunctionParameters(schema)
+	return fn, nil
+}
+
+// messages maps one normalized turn to one or more API messages: a user
+// turn with tool results becomes one tool message per result, then a user
+// message for any other content and for images.
+func (p *Provider) messages(t turn) ([]sdk.ChatCompletionMessageParamUnion, error) {
+	if t.role == model.RoleAssistant {
+		var a sdk.ChatCompletionAssistantMessageParam
+		if t.text != "" {
+			a.Content.OfString = sdk.String(t.text)
+		}
+		for j, c := range t.calls {
+			args := strings.TrimSpace(string(c.Arguments))
+			if args == "" {
+				args = "{}"
+			}
+			if !json.Valid([]byte(args)) {
+				return nil, fmt.Errorf("tool call %d (id %s, tool %s): arguments are not valid JSON", j, c.ID, c.Name)
+			}
+			a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
+				OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
+					ID:       c.ID,
+					Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: args},
+				},
+			})
+		}
+		return []sdk.ChatCompletionMessageParamUnion{{OfAssistant: &a}}, nil
+	}
+
+	var (
+		out    []sdk.ChatCompletionMessageParamUnion
+		images []sdk.ChatCompletionContentPartUnionParam
+	)
+	for _, r := range t.results {
+		var texts []string
+		if r.IsError {
+			texts = append(texts, "Error (reported by the tool):")
+		}
+		for _, part := range resultParts(r) {
+			switch {
+			case part.Type == "image" && p.attachable(part):
+				n := countImages(images) + 1
+				images = append(images,
+					sdk.TextContentPart(fmt.Sprintf("Image %d, from the result of tool call %s:", n, r.CallID)),
+					p.imagePart(part))
+				texts = append(texts, fmt.Sprintf("[image %d: attached in the next user message]", n))
+			case part.Type == "image":
+				texts = append(texts, p.placeholder(part))
+			case part.Text != "":
+				texts = append(texts, part.Text)
+			}
+		}
+		text := strings.Join(texts, "\n")
+		if text == "" {
+			text = "(the tool returned no output)"
+		}
+		out = append(out, sdk.ToolMessage(text, r.CallID))
+	}
+	var parts []sdk.ChatCompletionContentPartUnionParam
+	for _, part := range t.parts {
+		switch {
+		case part.Type == "image" && p.attachable(part):
+			parts = append(parts, p.imagePart(part))
+		case part.Type == "image":
+			parts = append(parts, sdk.TextContentPart(p.placeholder(part)))
+		case part.Text != "":
+			parts = append(parts, sdk.TextContentPart(part.Text))
+		}
+	}
+	parts = append(images, parts...)
+	switch {
+	case len(parts) == 0:
+	case countImages(parts) == 0:
+		// Plain string content is what every compatible server accepts.
+		var texts []string
+		for _, part := range parts {
+			texts = append(texts, part.OfText.Text)
+		}
+		out = append(out, sdk.UserMessage(strings.Join(texts, "\n\n")))
+	default:
+		out = append(out, sdk.UserMessage(parts))
+	}
+	return out, nil
+}
+
+func countImages(parts []sdk.ChatCompletionContentPartUnionParam) int {
+	n := 0
+	for _, p := range parts {
+		if p.OfImageURL != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// attachable reports whether an image part may be sent to the model.
+func (p *Provider) attachable(part model.ContentPart) bool {
+	return p.images && part.Data != "" && strings.HasPrefix(part.MediaType, "image/")
+}
+
+func (p *Provider) imagePart(part model.ContentPart) sdk.ChatCompletionContentPartUnionParam {
+	return sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{
+		URL: "data:" + part.MediaType + ";base64," + part.Data,
+	})
+}
+
+func (p *Provider) placeholder(part model.ContentPart) string {
+	if !p.images {
+		return imagePlaceholder(part, "this model does not accept images")
+	}
+	return imagePlaceholder(part, "the image has no data or no image media type")
+}
+
+// describe turns a failed request into an error that says what happened
+// and what to do. The SDK error stays in the chain for errors.As.
+func (p *Provider) describe(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("openai: %s: completion stopped: %w", p.model, errors.Join(ctx.Err(), err))
+	}
+	var apiErr *sdk.Error
+	if !errors.As(err, &apiErr) {
+		return fmt.Errorf("openai: %s: request to %s failed: %w; check the base URL (%s) and that the server is running", p.model, p.baseURL, err, EnvBaseURL)
+	}
+	msg := apiErr.Message
+	if msg == "" {
+		msg = "no error message in the response"
+	}
+	if apiErr.StatusCode == 0 {
+		return fmt.Errorf("openai: %s: the stream reported an error: %s; retry later: %w", p.model, msg, err)
+	}
+	return fmt.Errorf("openai: %s: HTTP %d %s: %s; %s: %w",
+		p.model, apiErr.StatusCode, http.StatusText(apiErr.StatusCode), msg, hint(apiErr.StatusCode), err)
+}
+
+func hint(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "check the API key in " + EnvAPIKey
+	case status == http.StatusForbidden:
+		return "the API key lacks permission for this model"
+	case status == http.StatusNotFound:
+		return "check the model name and the base URL (it usually ends in /v1)"
+	case status == http.StatusRequestEntityTooLarge:
+		return "the conversation is too large: shorten it"
+	case status == http.StatusTooManyRequests:
+		return "rate limited or out of quota: retry later"
+	case status >= 500:
+		return "server error: retry later"
+	default:
+		return "the request was rejected: fix it before retrying"
+	}
+}
+
+// newCallID makes an id for a tool call the server sent without one, as
+// some local servers do.
+func newCallID() string { return "call_" + strings.ReplaceAll(uuid.NewString(), "-", "") }

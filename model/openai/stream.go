@@ -1,0 +1,121 @@
+package openai
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/gorap/gorap/model"
+)
+
+// call is one tool call being assembled from chunks.
+type call struct {
+	id, name string
+	args     strings.Builder
+}
+
+// accumulator assembles a streamed completion from its chunks. Only choice
+// 0 is read; the provider never asks for more.
+type accumulator struct {
+	text   strings.Builder
+	calls  []*call
+	slot   map[int64]int // chunk tool-call index -> position in calls
+	finish string
+	size   int
+}
+
+func (a *accumulator) grow(n int) error {
+	a.size += n
+	if a.size > maxOutputBytes {
+		return fmt.Errorf("the response exceeds %d bytes; lower max tokens", maxOutputBytes)
+	}
+	return nil
+}
+
+// add folds one chunk in, passing text deltas to s.
+func (a *accumulator) add(ch sdk.ChatCompletionChunk, s model.Stream) error {
+	for _, choice := range ch.Choices {
+		if choice.Index != 0 {
+			continue
+		}
+		if d := choice.Delta.Content; d != "" {
+			if err := a.grow(len(d)); err != nil {
+				return err
+			}
+			a.text.WriteString(d)
+			if s != nil {
+				s.TextDelta(d)
+			}
+		}
+		for _, tc := range choice.Delta.ToolCalls {
+			if err := a.addCall(tc); err != nil {
+				return err
+			}
+		}
+		if choice.FinishReason != "" {
+			a.finish = choice.FinishReason
+		}
+	}
+	return nil
+}
+
+// addCall folds in one tool-call fragment. Fragments are matched by index;
+// a fragment that brings a new id for an index already in use starts a new
+// call, since some servers send every call whole at index 0.
+func (a *accumulator) addCall(tc sdk.ChatCompletionChunkChoiceDeltaToolCall) error {
+	if a.slot == nil {
+		a.slot = map[int64]int{}
+	}
+	pos, ok := a.slot[tc.Index]
+	if !ok || (tc.ID != "" && a.calls[pos].id != "" && a.calls[pos].id != tc.ID) {
+		if len(a.calls) >= maxToolCalls {
+			return fmt.Errorf("the response has more than %d tool calls", maxToolCalls)
+		}
+		a.calls = append(a.calls, &call{})
+		pos = len(a.calls) - 1
+		a.slot[tc.Index] = pos
+	}
+	c := a.calls[pos]
+	if tc.ID != "" {
+		c.id = tc.ID
+	}
+	if tc.Function.Name != "" && c.name == "" {
+		c.name = tc.Function.Name
+	}
+	if err := a.grow(len(tc.Function.Arguments)); err != nil {
+		return err
+	}
+	c.args.WriteString(tc.Function.Arguments)
+	return nil
+}
+
+// stopReasons maps finish reasons to the shared vocabulary.
+var stopReasons = map[string]string{"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens"}
+
+// response is the assembled assistant turn.
+func (a *accumulator) response(modelID string) (*model.Response, error) {
+	resp := &model.Response{Text: a.text.String(), StopReason: a.finish}
+	if r, ok := stopReasons[a.finish]; ok {
+		resp.StopReason = r
+	}
+	for i, c := range a.calls {
+		if c.name == "" {
+			return nil, fmt.Errorf("openai: %s: tool call %d (id %q) has no function name; retry the request", modelID, i, c.id)
+		}
+		args := strings.TrimSpace(c.args.String())
+		if args == "" {
+			args = "{}"
+		}
+		if !json.Valid([]byte(args)) {
+			return nil, fmt.Errorf("openai: %s: tool call %d (%s) has arguments that are not valid JSON; retry the request", modelID, i, c.name)
+		}
+		id := c.id
+		if id == "" {
+			id = newCallID()
+		}
+		resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: id, Name: c.name, Arguments: json.RawMessage(args)})
+	}
+	return resp, nil
+}
