@@ -318,15 +318,14 @@ func bIndexOf(in *interp, p Pos, a []value) (value, error) {
 			s, _ := calcOffsetLen(len(arr.items), st, 0)
 			start = s
 		}
-		if err := in.charge(p, int64(len(arr.items))); err != nil {
-			return nil, err
-		}
+		var n int64
 		for i := start; i < len(arr.items); i++ {
-			if valuesEqual(arr.items[i], a[1]) {
-				return int64(i), nil
+			n++
+			if valuesEqualN(arr.items[i], a[1], &n) {
+				return int64(i), in.charge(p, n)
 			}
 		}
-		return int64(-1), nil
+		return int64(-1), in.charge(p, n)
 	}
 	s, ok := a[0].(string)
 	if !ok {

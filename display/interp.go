@@ -1176,10 +1176,15 @@ func (in *interp) binary(p Pos, op string, a, b value) (value, error) {
 		}
 	}
 	switch op {
-	case "==":
-		return valuesEqual(a, b), nil
-	case "!=":
-		return !valuesEqual(a, b), nil
+	case "==", "!=":
+		var n int64
+		eq := valuesEqualN(a, b, &n)
+		if n > 0 {
+			if err := in.charge(p, n); err != nil {
+				return nil, err
+			}
+		}
+		return eq == (op == "=="), nil
 	case "in", "!in":
 		r, err := in.contains(p, b, a)
 		if err != nil {
@@ -1296,6 +1301,9 @@ func intOp(p Pos, op string, x, y int64) (value, error) {
 		}
 		return x % y, nil
 	case "**":
+		if y > math.MaxUint32 {
+			return nil, rtErr(p, "exponential overflow: %d ** %d", x, y)
+		}
 		if y < 0 {
 			return nil, rtErr(p, "integer raised to a negative power: %d ** %d", x, y)
 		}
@@ -1525,15 +1533,16 @@ func (in *interp) contains(p Pos, container, x value) (bool, error) {
 			return strings.ContainsRune(c, rune(y)), nil
 		}
 	case *array:
-		if err := in.charge(p, int64(len(c.items))); err != nil {
-			return false, err
-		}
+		var n int64
+		found := false
 		for _, it := range c.items {
-			if valuesEqual(it, x) {
-				return true, nil
+			n++
+			if valuesEqualN(it, x, &n) {
+				found = true
+				break
 			}
 		}
-		return false, nil
+		return found, in.charge(p, n)
 	case *object:
 		switch y := x.(type) {
 		case string:

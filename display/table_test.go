@@ -258,6 +258,8 @@ var tableCases = []tcase{
 	fail(`1 % 0`, errAny),
 	fail(`2 ** -1`, errAny),
 	fail(`2 ** 64`, errAny),
+	fail(`1 ** 4294967296`, errAny), // arithmetic.rs: exponent beyond u32::MAX overflows even for 1
+	dbg(`1 ** 4294967295`, "1"),
 	fail(`-(-9223372036854775807 - 1)`, errAny),
 	fail(`"a" * 3`, errAny), // no string * int in Rhai
 	fail(`[1] - [1]`, errAny),

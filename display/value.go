@@ -328,9 +328,16 @@ func floatOp(op string, x, y float64) bool {
 	return false
 }
 
-// valuesEqual implements `==` for any two values. ok is false when Rhai
-// has no `==` for this pair of types (same non-comparable type).
+// valuesEqual implements `==` for any two values; values of different,
+// non-numeric types are simply not equal.
 func valuesEqual(a, b value) bool {
+	var n int64
+	return valuesEqualN(a, b, &n)
+}
+
+// valuesEqualN is valuesEqual that also counts the container elements it
+// visits (so the evaluator can charge operations for deep comparisons).
+func valuesEqualN(a, b value, n *int64) bool {
 	switch x := a.(type) {
 	case unitT:
 		_, ok := b.(unitT)
@@ -372,8 +379,9 @@ func valuesEqual(a, b value) bool {
 		if !ok || len(x.items) != len(y.items) {
 			return false
 		}
+		*n += int64(len(x.items))
 		for i := range x.items {
-			if !valuesEqual(x.items[i], y.items[i]) {
+			if !valuesEqualN(x.items[i], y.items[i], n) {
 				return false
 			}
 		}
@@ -383,9 +391,10 @@ func valuesEqual(a, b value) bool {
 		if !ok || len(x.m) != len(y.m) {
 			return false
 		}
+		*n += int64(len(x.m))
 		for k, v := range x.m {
 			w, ok := y.m[k]
-			if !ok || !valuesEqual(v, w) {
+			if !ok || !valuesEqualN(v, w, n) {
 				return false
 			}
 		}
