@@ -451,13 +451,19 @@ func (x explainer) into(out *[]problem, ve *jsonschema.ValidationError) {
 	case *kind.MaxLength:
 		*out = append(*out, problem{path, fmt.Sprintf("must be at most %d characters long, got %d", k.Want, k.Got)})
 	case *kind.MinItems:
-		*out = append(*out, problem{path, fmt.Sprintf("must have at least %d items, got %d", k.Want, k.Got)})
+		*out = append(*out, problem{path, fmt.Sprintf("must have at least %s, got %d", plural(k.Want, "item"), k.Got)})
 	case *kind.MaxItems:
-		*out = append(*out, problem{path, fmt.Sprintf("must have at most %d items, got %d", k.Want, k.Got)})
+		*out = append(*out, problem{path, fmt.Sprintf("must have at most %s, got %d", plural(k.Want, "item"), k.Got)})
 	case *kind.MinProperties:
-		*out = append(*out, problem{path, fmt.Sprintf("must have at least %d properties, got %d", k.Want, k.Got)})
+		*out = append(*out, problem{path, fmt.Sprintf("must have at least %s, got %d", plural(k.Want, "property"), k.Got)})
 	case *kind.MaxProperties:
-		*out = append(*out, problem{path, fmt.Sprintf("must have at most %d properties, got %d", k.Want, k.Got)})
+		*out = append(*out, problem{path, fmt.Sprintf("must have at most %s, got %d", plural(k.Want, "property"), k.Got)})
+	case *kind.MultipleOf:
+		*out = append(*out, problem{path, fmt.Sprintf("must be a multiple of %s, got %s", ratString(k.Want), describe(value))})
+	case *kind.Contains:
+		*out = append(*out, problem{path, "must contain at least one item that matches the \"contains\" schema"})
+	case *kind.PropertyNames:
+		*out = append(*out, problem{path, fmt.Sprintf("property name %q does not match the \"propertyNames\" schema; rename or remove it", k.Property)})
 	case *kind.Minimum:
 		*out = append(*out, problem{path, fmt.Sprintf("must be >= %s, got %s", ratString(k.Want), describe(value))})
 	case *kind.Maximum:
@@ -479,6 +485,17 @@ func (x explainer) into(out *[]problem, ve *jsonschema.ValidationError) {
 	default:
 		*out = append(*out, problem{path, ve.ErrorKind.LocalizedString(printer)})
 	}
+}
+
+// plural returns "1 item" or "n items"; "property" becomes "properties".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // ratString prints a schema bound such as 1/2 as a decimal.

@@ -266,6 +266,39 @@ func TestValidateArgumentsMessages(t *testing.T) {
 	})
 }
 
+// Each kind of failure is phrased as what to change.
+func TestValidateArgumentsKeywordMessages(t *testing.T) {
+	tests := []struct{ schema, args, want string }{
+		{`{"type":"object","if":{"properties":{"kind":{"const":"vm"}}},"then":{"required":["size"]}}`, `{"kind":"vm"}`,
+			`arguments.size: missing required property "size"`},
+		{`{"type":"object","properties":{"k":{"const":"x"}}}`, `{"k":"y"}`, `arguments.k: value must be 'x'; got string "y"`},
+		{`{"type":"object","properties":{"k":{"not":{"type":"string"}}}}`, `{"k":"y"}`, `arguments.k: must not match the schema under "not"`},
+		{`{"type":"object","properties":{"k":{"type":"array","contains":{"type":"integer"}}}}`, `{"k":["y"]}`,
+			`arguments.k: must contain at least one item that matches the "contains" schema`},
+		{`{"type":"object","propertyNames":{"pattern":"^[a-z]+$"}}`, `{"A1":1}`,
+			`arguments: property name "A1" does not match the "propertyNames" schema; rename or remove it`},
+		{`{"type":"object","minProperties":1}`, `{}`, `arguments: must have at least 1 property, got 0`},
+		{`{"type":"object","maxProperties":2}`, `{"a":1,"b":2,"c":3}`, `arguments: must have at most 2 properties, got 3`},
+		{`{"type":"object","properties":{"l":{"minItems":1}}}`, `{"l":[]}`, `arguments.l: must have at least 1 item, got 0`},
+		{`{"type":"object","properties":{"a":{"type":"string"}},"unevaluatedProperties":false}`, `{"a":"x","b":1}`, `arguments.b: is not allowed here; remove it`},
+		{`{"type":"object","properties":{"v":{"oneOf":[{"type":"integer"},{"type":"number"}]}}}`, `{"v":1}`,
+			`arguments.v: matches more than one of the "oneOf" alternatives (0 and 1); it must match exactly one`},
+		{`{"type":"object","properties":{"v":{"multipleOf":5}}}`, `{"v":7}`, `arguments.v: must be a multiple of 5, got integer 7`},
+		{`{"type":"object","properties":{"v":{"exclusiveMaximum":0.5}}}`, `{"v":0.5}`, `arguments.v: must be < 0.5, got number 0.5`},
+		{`{"type":"object","properties":{"v":{"type":["string","null"]}}}`, `{"v":1}`, `arguments.v: expected null or string, got integer 1`},
+		{`{"type":"object","patternProperties":{"^x-":{}},"additionalProperties":false}`, `{"y":1}`,
+			`arguments: unknown property "y" (only names matching the declared patterns are allowed)`},
+		{`{"type":"object","properties":{"v":{"$ref":"#/$defs/a"}},"$defs":{"a":{"type":"object","properties":{"b":{"type":"integer"}}}}}`, `{"v":{"b":"s"}}`,
+			`arguments.v.b: expected integer, got string "s"`},
+		{`{"type":"object","dependentSchemas":{"a":{"required":["b"]}}}`, `{"a":1}`, `arguments.b: missing required property "b"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.want, func(t *testing.T) {
+			wantProblems(t, mustCompile(t, tc.schema).Validate(json.RawMessage(tc.args)), tc.want)
+		})
+	}
+}
+
 // At most ten problems are spelled out; the rest are counted.
 func TestValidateArgumentsCapsProblems(t *testing.T) {
 	var req []string
