@@ -12,15 +12,24 @@ import (
 
 // Sentinel errors wrapped by *EvalError / *SyntaxError; test with errors.Is.
 var (
+	// ErrTooManyOperations: Limits.MaxOperations was exceeded.
 	ErrTooManyOperations = errors.New("too many operations")
-	ErrCallDepth         = errors.New("function calls nested too deeply")
-	ErrExprTooDeep       = errors.New("expression nested too deeply")
-	ErrStringTooLong     = errors.New("string too long")
-	ErrArrayTooLarge     = errors.New("array too large")
-	ErrMapTooLarge       = errors.New("object map too large")
-	ErrTimeout           = errors.New("script timed out")
-	ErrNotString         = errors.New("script did not return a string")
-	ErrThrown            = errors.New("script threw an exception")
+	// ErrCallDepth: script functions nested deeper than Limits.MaxCallDepth.
+	ErrCallDepth = errors.New("function calls nested too deeply")
+	// ErrExprTooDeep: source nested deeper than Limits.MaxExprDepth (compile time).
+	ErrExprTooDeep = errors.New("expression nested too deeply")
+	// ErrStringTooLong: a string would exceed Limits.MaxStringLen.
+	ErrStringTooLong = errors.New("string too long")
+	// ErrArrayTooLarge: an array would exceed Limits.MaxArrayLen.
+	ErrArrayTooLarge = errors.New("array too large")
+	// ErrMapTooLarge: an object map would exceed Limits.MaxMapLen.
+	ErrMapTooLarge = errors.New("object map too large")
+	// ErrTimeout: Limits.Timeout elapsed or the context was cancelled.
+	ErrTimeout = errors.New("script timed out")
+	// ErrNotString: the script's result is not a string (RAP DS-2).
+	ErrNotString = errors.New("script did not return a string")
+	// ErrThrown: the script executed `throw`.
+	ErrThrown = errors.New("script threw an exception")
 )
 
 // EvalError is a runtime error of a display script.
@@ -30,6 +39,7 @@ type EvalError struct {
 	Err error // sentinel, if any
 }
 
+// Error formats the error with its position, e.g. "runtime error at 1:5: ...".
 func (e *EvalError) Error() string {
 	if e.Pos.Line == 0 {
 		return "runtime error: " + e.Msg

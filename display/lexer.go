@@ -25,6 +25,7 @@ const (
 // Pos is a 1-based line:column position in a script.
 type Pos struct{ Line, Col int }
 
+// String formats the position as "line:col".
 func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Line, p.Col) }
 
 type interpPart struct {
@@ -50,6 +51,7 @@ type SyntaxError struct {
 	Err error // optional sentinel (e.g. ErrExprTooDeep)
 }
 
+// Error formats the error with its position, e.g. "syntax error at 2:9: ...".
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("syntax error at %d:%d: %s", e.Pos.Line, e.Pos.Col, e.Msg)
 }
