@@ -251,6 +251,48 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// ShutdownGrace is how long Serve and ListenAndServe give handlers and
+// callback delivery to finish once their context ends.
+const ShutdownGrace = 30 * time.Second
+
+// ListenAndServe listens on the TCP address addr and calls Serve.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("rap: toolset %q: listening on %s: %w", s.name, addr, err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve starts the server (see Start), serves HTTP on ln until ctx ends,
+// and then shuts down: the listener closes, and handlers and callback
+// delivery get up to ShutdownGrace to finish. It returns nil after a clean
+// shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.Start(ctx); err != nil {
+		_ = ln.Close()
+		return err
+	}
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	var err error
+	select {
+	case err = <-served:
+		err = fmt.Errorf("rap: toolset %q: serving on %s: %w", s.name, ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
+	defer cancel()
+	if herr := hs.Shutdown(sctx); herr != nil && err == nil {
+		err = fmt.Errorf("rap: toolset %q: closing the listener: %w", s.name, herr)
+	}
+	if serr := s.Shutdown(sctx); serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
 // ServeHTTP routes a request to the discovery, invocation, close_thread,
 // cancel_tool_call, migrate or user_choice_response endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -968,5 +969,77 @@ func TestAgainstFakeRuntime(t *testing.T) {
 	}
 	if errs := rt.Errors(); len(errs) > 0 {
 		t.Errorf("the fake runtime saw protocol violations: %v", errs)
+	}
+}
+
+// Serve starts the server on a listener and shuts it down cleanly when its
+// context ends.
+func TestServe(t *testing.T) {
+	sink := newSDKSink(t)
+	s := rap.NewServer("served", &rap.ServerOptions{Logger: sdkQuiet(), Retry: sdkFastRetry})
+	addEcho(s)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	base := "http://" + ln.Addr().String()
+	if status, body, _ := sdkPost(t, base, sdkInvocation("echo", "sv1", "t", sink.URL(), map[string]any{"text": "served"})); status != 200 {
+		t.Fatalf("answered %d %q", status, body)
+	}
+	if res := sink.result("sv1"); res.Text != "served" {
+		t.Errorf("result %q", res.Text)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve returned %v after its context ended, want nil", err)
+		}
+	case <-time.After(sdkWait):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	if _, err := http.Get(base + rap.WellKnownPath); err == nil {
+		t.Error("the listener still accepts connections after Serve returned")
+	}
+}
+
+// Logs never carry the callback URL's token, the bearer token, the
+// OAuth URL or the arguments, even when deliveries fail.
+func TestLogsHoldNoSecrets(t *testing.T) {
+	var logs sdkLockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "unknown thread", http.StatusNotFound)
+	}))
+	defer refusing.Close()
+	s, hs := newSDKServer(t, &rap.ServerOptions{Logger: logger, BearerToken: "bearer-SECRET"}, func(s *rap.Server) {
+		rap.AddTool(s, &rap.Tool{Name: "leaky", Description: "d"},
+			func(ctx context.Context, c *rap.Call, in echoIn) (*rap.Reply, error) {
+				_ = c.RequestOAuth(ctx, "https://auth.example.com/authorize?code=oauth-SECRET")
+				return nil, errors.New("failed")
+			})
+	})
+	// The token sits in the query and userinfo, which rap.RedactURL strips
+	// from the sender's logs. (A token in the path is not redacted by the
+	// sender; see the report.)
+	cb := strings.Replace(refusing.URL, "http://", "http://user:pass-SECRET@", 1) + "/cb?sig=query-SECRET"
+	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("leaky", "l1", "t", cb, map[string]any{"text": "args-SECRET"}), "Authorization", "Bearer bearer-SECRET"); status != 200 {
+		t.Fatal("refused")
+	}
+	sdkPost(t, hs.URL+"/close_thread", []byte(`{"thread_id":"t"}`), "Authorization", "Bearer bearer-SECRET")
+	ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "l1") {
+		t.Fatalf("expected the call to be logged; log:\n%s", out)
+	}
+	if strings.Contains(out, "SECRET") {
+		t.Errorf("a secret reached the logs:\n%s", out)
 	}
 }

@@ -56,8 +56,9 @@ type toolEntry struct {
 // runs; invalid arguments get an error result that says what was wrong
 // (RAP IN-3, IN-5) and h is not called.
 //
-// AddTool panics if t is nil, has no name, duplicates a tool already
-// added, if In has no object schema, or if the schema does not compile:
+// AddTool panics if t is nil, has no name or a name RAP TS-2 forbids
+// (spaces, special characters, over 128 characters), duplicates a tool
+// already added, if In has no object schema, or if the schema does not compile:
 // these are programming errors found at startup.
 func AddTool[In any](s *Server, t *Tool, h ToolHandler[In]) {
 	if h == nil {
@@ -105,7 +106,10 @@ func newEntry[In any](t *Tool) *toolEntry {
 		panic("rap: nil *Tool")
 	}
 	if t.Name == "" {
-		panic("rap: tool has no name")
+		panic("rap: tool has no name; set Tool.Name (RAP TS-2)")
+	}
+	if p := nameProblem(t.Name); p != "" {
+		panic("rap: tool name " + p)
 	}
 	tool := *t
 	if len(tool.InputSchema) == 0 {

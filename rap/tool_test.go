@@ -64,6 +64,7 @@ func TestAddToolPanics(t *testing.T) {
 	}{
 		{"nil tool", func(s *rap.Server) { rap.AddTool(s, nil, sdkNop[struct{}]) }, "nil *Tool"},
 		{"no name", func(s *rap.Server) { rap.AddTool(s, &rap.Tool{}, sdkNop[struct{}]) }, "no name"},
+		{"name with a space", func(s *rap.Server) { rap.AddTool(s, &rap.Tool{Name: "get time"}, sdkNop[struct{}]) }, "contains a space"},
 		{"nil handler", func(s *rap.Server) { rap.AddTool[struct{}](s, &rap.Tool{Name: "x"}, nil) }, "nil handler"},
 		{"duplicate", func(s *rap.Server) {
 			rap.AddTool(s, &rap.Tool{Name: "x"}, sdkNop[struct{}])
