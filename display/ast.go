@@ -68,6 +68,7 @@ type (
 		base
 		name string
 		args []node
+		key  string // fnKey(name, len(args)), for script-function lookup
 	}
 	methodNode struct {
 		base
@@ -75,6 +76,7 @@ type (
 		name  string
 		args  []node
 		elvis bool
+		key   string
 	}
 	assignNode struct {
 		base

@@ -1586,7 +1586,7 @@ func (in *interp) evalArgs(args []node) ([]value, error) {
 }
 
 func (in *interp) call(x *callNode) (value, error) {
-	if fd := in.fns[fnKey(x.name, len(x.args))]; fd != nil {
+	if fd := in.fns[x.key]; fd != nil {
 		vals, err := in.evalArgs(x.args)
 		if err != nil {
 			return nil, err
@@ -1601,7 +1601,7 @@ func (in *interp) call(x *callNode) (value, error) {
 	// (Rhai converts `f(x, ...)` to method-call style for a variable x).
 	if b.mut && len(x.args) > 0 {
 		if v, ok := x.args[0].(*varNode); ok {
-			return in.method(&methodNode{base: x.base, recv: v, name: x.name, args: x.args[1:]})
+			return in.method(&methodNode{base: x.base, recv: v, name: x.name, args: x.args[1:]}) // empty key: built-in only
 		}
 	}
 	vals, err := in.evalArgs(x.args)
@@ -1665,7 +1665,10 @@ func isPlaceNode(n node) bool {
 }
 
 func (in *interp) method(x *methodNode) (value, error) {
-	fd := in.fns[fnKey(x.name, len(x.args))]
+	var fd *fnDef
+	if len(in.fns) > 0 {
+		fd = in.fns[x.key]
+	}
 	b, isB := builtins[x.name]
 	if fd == nil && !isB {
 		return nil, in.fnNotFound(x.p, x.name, x.args)

@@ -528,7 +528,7 @@ func (p *parser) parsePostfix(x node) (node, error) {
 				if err != nil {
 					return nil, err
 				}
-				x = &methodNode{base{nt.pos}, x, nt.text, args, t.text == "?."}
+				x = &methodNode{base{nt.pos}, x, nt.text, args, t.text == "?.", fnKey(nt.text, len(args))}
 			} else {
 				x = &propNode{base{nt.pos}, x, nt.text, t.text == "?."}
 			}
@@ -789,7 +789,7 @@ func (p *parser) parseIdentExpr() (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &callNode{base{t.pos}, t.text, args}, nil
+		return &callNode{base{t.pos}, t.text, args, fnKey(t.text, len(args))}, nil
 	}
 	if keywords[t.text] {
 		return nil, p.errf(t.pos, "'%s' is a reserved keyword", t.text)
