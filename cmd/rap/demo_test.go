@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorap/gorap/model/wiretest"
 )
 
 // rap demo runs with no network and no key: it starts gettime and the
@@ -81,5 +84,29 @@ func TestDemoScriptEmbedded(t *testing.T) {
 		if !bytes.Contains(demoScript, []byte(w)) {
 			t.Errorf("demo script lacks %q", w)
 		}
+	}
+}
+
+// With OPENAI_BASE_URL set, the demo uses that model instead of the
+// script, and is not labelled as scripted.
+func TestDemoUsesConfiguredModel(t *testing.T) {
+	clearRAPEnv(t)
+	llm := wiretest.NewOpenAI(wiretest.CallToolThenAnswer("get_time_in_zone", json.RawMessage(`{"timezone":"Asia/Tokyo"}`)))
+	defer llm.Close()
+	t.Setenv("OPENAI_BASE_URL", llm.URL+"/v1")
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	code := run(ctx, []string{"demo", "--step-timeout", "20s"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	got := out.String()
+	wantLines(t, got, "model:       openai:", "✓ asynchronous tool call: get_time_in_zone", "The tool answered: ")
+	if strings.Contains(got, "not a real LLM") {
+		t.Errorf("a real model is labelled as scripted:\n%s", got)
+	}
+	if len(llm.Requests()) == 0 {
+		t.Error("the configured model got no request")
 	}
 }

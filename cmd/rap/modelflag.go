@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +8,7 @@ import (
 
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/anthropic"
+	"github.com/gorap/gorap/model/openai"
 	"github.com/gorap/gorap/model/scripted"
 )
 
@@ -39,7 +39,7 @@ func parseModelSpec(spec string, getenv func(string) string) (modelSpec, error) 
 		switch {
 		case getenv(anthropic.EnvAPIKey) != "":
 			return modelSpec{Provider: "anthropic"}, nil
-		case getenv("OPENAI_API_KEY") != "" || getenv("OPENAI_BASE_URL") != "":
+		case getenv(openai.EnvAPIKey) != "" || getenv(openai.EnvBaseURL) != "":
 			return modelSpec{Provider: "openai"}, nil
 		}
 		return modelSpec{}, fmt.Errorf("no model configured: pass --model %s (or set RAP_MODEL); for a real model set %s or OPENAI_API_KEY/OPENAI_BASE_URL", modelProviders, anthropic.EnvAPIKey)
@@ -56,9 +56,6 @@ func parseModelSpec(spec string, getenv func(string) string) (modelSpec, error) 
 	}
 	return modelSpec{Provider: provider, Arg: arg}, nil
 }
-
-// errModelUnavailable says a provider package is not part of this build.
-var errModelUnavailable = errors.New("model provider not available in this build")
 
 // newModel builds the provider a spec names. API keys and base URLs come
 // from the environment (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
@@ -93,7 +90,11 @@ func describeModel(p model.Provider) string {
 func getenvOS(k string) string { return os.Getenv(k) }
 
 func newOpenAIModel(spec modelSpec, hc *http.Client) (model.Provider, error) {
-	return nil, fmt.Errorf("model %s: %w (model/openai has not landed yet)", spec, errModelUnavailable)
+	p, err := openai.New(openai.Options{Model: spec.Arg, HTTPClient: hc})
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", spec, err)
+	}
+	return p, nil
 }
 
 func newScriptedModel(spec modelSpec) (model.Provider, error) {
