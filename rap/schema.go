@@ -132,7 +132,14 @@ func explainCompileError(err error, doc any) *SchemaError {
 				"https://json-schema.org/draft/2020-12/schema (the default), https://json-schema.org/draft/2019-09/schema, "+
 				"http://json-schema.org/draft-07/schema#, http://json-schema.org/draft-06/schema#, http://json-schema.org/draft-04/schema#", meta)
 		}
-		path, ref := findRef(doc, "", load.URL)
+		base, _ := url.Parse(schemaBase)
+		path, ref := findRef(doc, func(ref string) bool {
+			if sameDocument(ref, load.URL) {
+				return true
+			}
+			u, err := url.Parse(ref)
+			return err == nil && sameDocument(base.ResolveReference(u).String(), load.URL)
+		})
 		if ref == "" {
 			ref = load.URL
 		}
@@ -161,11 +168,15 @@ func explainCompileError(err error, doc any) *SchemaError {
 	}
 	var anchor *jsonschema.AnchorNotFoundError
 	if errors.As(err, &anchor) {
-		return schemaErr("", "reference %q names an anchor that does not exist in this schema", anchor.Reference)
+		local := displayURL(anchor.Reference)
+		path, _ := findRef(doc, func(ref string) bool { return ref == local })
+		return schemaErr(path, "reference %q names an anchor that does not exist in this schema", local)
 	}
 	var ptr *jsonschema.JSONPointerNotFoundError
 	if errors.As(err, &ptr) {
-		return schemaErr("", "reference %q points to nothing in this schema; check the JSON pointer after '#'", displayURL(ptr.URL))
+		local := displayURL(ptr.URL)
+		path, _ := findRef(doc, func(ref string) bool { return ref == local })
+		return schemaErr(path, "reference %q points to nothing in this schema; check the JSON pointer after '#'", local)
 	}
 	var unsup *jsonschema.UnsupportedDraftError
 	if errors.As(err, &unsup) {
@@ -226,23 +237,16 @@ func sameDocument(ref, loaded string) bool {
 	return strip(ref) == strip(loaded)
 }
 
-// findRef walks doc for the reference keyword whose value resolves to the
-// document url, returning the keyword's path and its value as written.
-func findRef(doc any, path, target string) (string, string) {
-	base, _ := url.Parse(schemaBase)
+// findRef walks doc, in a stable order, for the first reference keyword
+// whose value satisfies match, returning the keyword's path and its value as
+// written ("", "" if there is none).
+func findRef(doc any, match func(ref string) bool) (string, string) {
 	var walk func(v any, path string) (string, string)
 	walk = func(v any, path string) (string, string) {
 		switch v := v.(type) {
 		case map[string]any:
 			for _, k := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
-				s, ok := v[k].(string)
-				if !ok {
-					continue
-				}
-				if s == target || sameDocument(s, target) {
-					return joinPath(path, k), s
-				}
-				if u, err := url.Parse(s); err == nil && sameDocument(base.ResolveReference(u).String(), target) {
+				if s, ok := v[k].(string); ok && match(s) {
 					return joinPath(path, k), s
 				}
 			}
@@ -265,7 +269,7 @@ func findRef(doc any, path, target string) (string, string) {
 		}
 		return "", ""
 	}
-	return walk(doc, path)
+	return walk(doc, "")
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_$-]+$`)

@@ -125,9 +125,15 @@ func TestCompileSchemaLocalRefs(t *testing.T) {
 	err := sch.Validate(json.RawMessage(`{"lines":[{"qty":2},{"qty":0}]}`))
 	wantProblems(t, err, `arguments.lines[1].qty: must be >= 1, got integer 0`)
 	_, err = rap.CompileSchema(json.RawMessage(`{"properties":{"a":{"$ref":"#/$defs/missing"}}}`))
-	if ps := schemaProblems(t, err); !strings.Contains(ps[0].Message, `"#/$defs/missing"`) {
+	if ps := schemaProblems(t, err); ps[0].Path != "properties.a.$ref" || !strings.Contains(ps[0].Message, `"#/$defs/missing"`) {
 		t.Fatalf("dangling local ref: %v", ps)
 	}
+	_, err = rap.CompileSchema(json.RawMessage(`{"properties":{"a":{"items":{"$ref":"#nowhere"}}}}`))
+	if ps := schemaProblems(t, err); len(ps) != 1 || ps[0].Path != "properties.a.items.$ref" || !strings.Contains(ps[0].Message, `"#nowhere" names an anchor that does not exist`) {
+		t.Fatalf("dangling anchor: %v", ps)
+	}
+	anchored := mustCompile(t, `{"type":"object","$defs":{"n":{"$anchor":"num","type":"integer"}},"properties":{"a":{"$ref":"#num"}}}`)
+	wantProblems(t, anchored.Validate(json.RawMessage(`{"a":"x"}`)), `arguments.a: expected integer, got string "x"`)
 }
 
 // RAP TS-2: draft 2020-12 unless "$schema" names another draft. Keywords
