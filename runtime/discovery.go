@@ -30,7 +30,8 @@ const discoveryTimeout = 20 * time.Second
 // and builds its catalog (RAP TS-5, TS-6). Problems are logged and reported
 // as a "toolsets" event; they never fail thread creation.
 func (r *Runtime) discover(ctx context.Context, rootID string) *session {
-	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+	// The thread exists now: finish discovery even if the caller goes away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discoveryTimeout)
 	defer cancel()
 	type fetched struct {
 		raw      []byte

@@ -628,3 +628,34 @@ func TestWithSDKToolServer(t *testing.T) {
 	e.post(th, "greet Ada")
 	e.waitHistory(th, "the greeting", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "hello, Ada") })
 }
+
+// RAP IN-1, IN-2: an invocation from a child thread carries
+// thread_ancestors from the root to the parent, and uses its session's
+// (the root's) toolsets.
+func TestIN2ThreadAncestorsForChildThreads(t *testing.T) {
+	ts := newToolServer(t, "clock", tool("get_time"))
+	e := newEnv(t, envOptions{servers: []string{ts.URL()}, turns: []scripted.Turn{
+		{ToolCalls: []scripted.Call{call("get_time", `{}`)}},
+		{Text: "done"},
+	}})
+	root := e.newThread()
+	err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		if err := tx.CreateThread(store.Thread{ID: "child", ParentID: root}); err != nil {
+			return err
+		}
+		return tx.CreateThread(store.Thread{ID: "grandchild", ParentID: "child"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.post("grandchild", "time?")
+	inv := ts.next()
+	if inv.GroupID != "grandchild" || fmt.Sprint(inv.ThreadAncestors) != fmt.Sprint([]string{root, "child"}) {
+		t.Fatalf("group_id %q, thread_ancestors %v; want grandchild, [%s child]", inv.GroupID, inv.ThreadAncestors, root)
+	}
+	reply(t, inv, "noon")
+	e.waitHistory("grandchild", "answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "done") })
+	if h := e.history(root); len(h) != 0 {
+		t.Fatalf("the root thread's history changed: %s", dump(h))
+	}
+}

@@ -42,6 +42,23 @@
 // it comes, is shown to the model at its arrival position as a user note
 // ("Result of the earlier call …"). The history sent to a model therefore
 // always has a result for every tool call, as Anthropic and OpenAI require.
+//
+// # Durability and scale-out
+//
+// Every write that matters is one store transaction: accepting a message
+// or a callback commits its inbox row before the HTTP answer; a slice
+// consumes its batch in the transaction that appends the history it
+// produced; a result's inbox row and its call's state change commit
+// together, and a result, a dispatch failure and a timeout share one dedup
+// key, so the first wins (RAP RE-6). A crash at any point leaves either the
+// state before or the state after a step. Calls saved but not yet accepted
+// by their tool are dispatched again at Start; tools may thus see an
+// invocation twice and answer it once.
+//
+// Inside one process a thread has at most one worker. Nothing about a
+// thread lives only in memory except that claim and the cached catalogs,
+// so several processes sharing a PostgreSQL store need only turn the claim
+// into a lease row (a later issue); deadlines are rows too.
 package runtime
 
 import (

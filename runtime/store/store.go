@@ -67,7 +67,7 @@ type Thread struct {
 	// ParentID is the parent thread's id, empty for a root thread.
 	ParentID string `json:"parent_id,omitempty"`
 	// RootID is the id of the session's root thread (the thread's own id for
-	// a root thread).
+	// a root thread). CreateThread fills it in from the parent when empty.
 	RootID  string       `json:"root_id"`
 	Status  ThreadStatus `json:"status"`
 	Created time.Time    `json:"created"`

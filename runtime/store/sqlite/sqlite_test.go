@@ -97,7 +97,7 @@ func TestThreads(t *testing.T) {
 	}
 	view(t, s, func(tx store.Tx) error {
 		c, err := tx.Thread("child")
-		if err != nil || c.ParentID != "root" || c.RootID != "child" || c.Status != store.ThreadActive {
+		if err != nil || c.ParentID != "root" || c.RootID != "root" || c.Status != store.ThreadActive {
 			t.Errorf("child = %+v, %v", c, err)
 		}
 		if _, err := tx.Thread("nope"); !errors.Is(err, store.ErrNotFound) {

@@ -58,6 +58,15 @@ func (t *tx) CreateThread(th store.Thread) error {
 		return errors.New("create thread: empty id")
 	}
 	root := th.RootID
+	if root == "" && th.ParentID != "" {
+		// A child belongs to its parent's session.
+		if err := t.tx.QueryRow(`SELECT root_id FROM threads WHERE id = ?`, th.ParentID).Scan(&root); err != nil {
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("create thread %s: parent %w", th.ID, notFound("thread", th.ParentID))
+			}
+			return fmt.Errorf("create thread %s: read parent %s: %w", th.ID, th.ParentID, err)
+		}
+	}
 	if root == "" {
 		root = th.ID
 	}
