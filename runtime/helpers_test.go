@@ -370,6 +370,12 @@ func (ts *toolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(body)
 	case r.Method == http.MethodPost && r.URL.Path == "/invoke":
+		// RAP TR-1: invocations are JSON POSTs.
+		if ct := r.Header.Get("Content-Type"); ct != "application/json" {
+			ts.t.Errorf("invocation Content-Type = %q, want application/json (RAP TR-1)", ct)
+			http.Error(w, "want application/json", http.StatusUnsupportedMediaType)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		inv, err := rap.DecodeInvocation(body)
 		if err != nil {
