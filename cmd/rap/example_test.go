@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/raptest"
+)
+
+// lineWriter is a concurrency-safe buffer that reports the first base URL
+// printed to it.
+type lineWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	urls chan string
+}
+
+var listeningRE = regexp.MustCompile(`listening on (http://\S+)`)
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, _ := w.buf.Write(p)
+	if m := listeningRE.FindStringSubmatch(w.buf.String()); m != nil && w.urls != nil {
+		w.urls <- m[1]
+		w.urls = nil
+	}
+	return n, nil
+}
+
+func (w *lineWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// startExample runs "rap example" in-process until the test ends, and
+// returns the base URL it prints.
+func startExample(t *testing.T, args ...string) (url string, stderr *lineWriter, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lineWriter{urls: make(chan string, 1)}
+	errOut := &lineWriter{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"example"}, args...), out, errOut) }()
+	stop = func() int {
+		cancel()
+		select {
+		case code := <-done:
+			return code
+		case <-time.After(20 * time.Second):
+			t.Fatal("rap example did not stop after the interrupt")
+			return -1
+		}
+	}
+	select {
+	case url = <-out.urls:
+	case code := <-done:
+		t.Fatalf("rap example exited with %d before listening; stderr:\n%s", code, errOut)
+	case <-time.After(20 * time.Second):
+		cancel()
+		t.Fatal("rap example printed no URL")
+	}
+	return url, errOut, stop
+}
+
+func TestExampleServesAndStops(t *testing.T) {
+	url, _, stop := startExample(t, "gettime", "--listen", "127.0.0.1:0")
+	ctx := invokeContext(t)
+	rt := raptest.NewRuntime()
+	defer rt.Close()
+	ts, err := rt.Discover(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.Name != "gettime" || len(ts.Tools) != 3 {
+		t.Errorf("toolset %q with %d tools", ts.Name, len(ts.Tools))
+	}
+	call, err := rt.Invoke(ctx, url, "get_current_time", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("exit status %d after the interrupt, want 0", code)
+	}
+	if _, err := rt.Discover(ctx, url); err == nil {
+		t.Error("still serving after the interrupt")
+	}
+}
+
+func TestExampleTokenAndDataDir(t *testing.T) {
+	dir := t.TempDir()
+	url, _, stop := startExample(t, "fswatch", "--listen", "127.0.0.1:0", "--token", "tok", "--data-dir", dir)
+	defer stop()
+	ctx := invokeContext(t)
+	rt := raptest.NewRuntime()
+	defer rt.Close()
+	if _, err := rt.Invoke(ctx, url, "watch_directory", map[string]any{"path": dir}); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("invocation without the token: %v, want a 401", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fswatch.db")); err != nil {
+		t.Errorf("--data-dir holds no store: %v", err)
+	}
+}
+
+func TestExampleExecWarnsAndRefusesOpenAddress(t *testing.T) {
+	t.Setenv(envToolToken, "")
+	url, errOut, stop := startExample(t, "exec", "--listen", "127.0.0.1:0")
+	if !strings.Contains(errOut.String(), "WARNING") || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Errorf("url %s, stderr:\n%s", url, errOut)
+	}
+	stop()
+	code, _, errStr := runVerb(t, context.Background(), "example", "exec", "--listen", "0.0.0.0:0")
+	if code != 2 || !strings.Contains(errStr, "without --token") {
+		t.Errorf("open address without a token: status %d, stderr:\n%s", code, errStr)
+	}
+	code, _, errStr = runVerb(t, context.Background(), "example", "nope")
+	if code != 2 || !strings.Contains(errStr, "exec, fswatch, gettime") {
+		t.Errorf("unknown example: status %d, stderr:\n%s", code, errStr)
+	}
+}
