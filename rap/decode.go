@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // FieldError reports a message field that is missing or has the wrong JSON
@@ -38,6 +39,11 @@ func parseObject(data []byte, prefix string) (*object, error) {
 	}
 	if data[0] != '{' {
 		return nil, &FieldError{Field: prefix, Problem: "expected a JSON object, got " + jsonKind(data)}
+	}
+	if prefix == "" && !utf8.Valid(data) {
+		// RAP TR-1: a decoder would otherwise replace the bad bytes silently,
+		// changing ids that route the message.
+		return nil, &FieldError{Problem: "body is not valid UTF-8; messages are UTF-8 JSON (RAP TR-1)"}
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {

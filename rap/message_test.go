@@ -173,6 +173,13 @@ func TestDecodeInvocationErrors(t *testing.T) {
 			fieldErr(t, err, w.field, w.want)
 		})
 	}
+	// RAP TR-1: messages are UTF-8.
+	t.Run("invalid UTF-8", func(t *testing.T) {
+		_, err := rap.DecodeInvocation([]byte("{\"operation\":\"op\",\"arguments\":{},\"id\":\"call_\xff\",\"callback_url\":\"u\",\"group_id\":\"g\"}"))
+		fieldErr(t, err, "", "not valid UTF-8")
+		_, err = rap.DecodeCallback([]byte("{\"type\":\"tool_result\",\"group_id\":\"g\xc3\",\"id\":\"i\",\"text\":\"t\"}"))
+		fieldErr(t, err, "", "not valid UTF-8")
+	})
 	t.Run("thread_ancestors item", func(t *testing.T) {
 		_, err := rap.DecodeInvocation(withMember(t, validInvocation, "thread_ancestors", `["root",5]`))
 		fieldErr(t, err, "thread_ancestors[1]", "must be a string, got number")

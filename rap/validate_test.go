@@ -304,6 +304,8 @@ func TestParseToolsetReportsEveryViolation(t *testing.T) {
 	}
 }
 
+// RAP TR-1, TS-5: anything but a UTF-8 JSON object of bounded size is
+// rejected as a whole.
 func TestParseToolsetNotAManifest(t *testing.T) {
 	tests := []struct {
 		name string
