@@ -15,6 +15,11 @@ import (
 // (RAP TS-1, TS-2).
 const MaxNameLength = 128
 
+// MaxTools is the most tools a toolset may declare. The protocol sets no
+// limit; this one bounds the work of loading a manifest (each input schema
+// is compiled) and is far above what model APIs accept in one request.
+const MaxTools = 1024
+
 // Violation is one problem found in a toolset manifest. Path names the
 // offending member the way it is written in JSON: "name", "tools",
 // "tools[2].inputSchema", "tools[0].annotations.readOnly".
@@ -107,6 +112,9 @@ func parseToolset(data []byte) (*Toolset, []Violation, []*Schema) {
 			c.add("tools", "malformed array: %v", err)
 		} else if len(items) == 0 {
 			c.add("tools", "must contain at least one tool (RAP TS-1)")
+		} else if len(items) > MaxTools {
+			c.add("tools", "has %d tools; the limit is %d: split the tools across several toolsets", len(items), MaxTools)
+			items = nil
 		}
 		ts.Tools = make([]Tool, len(items))
 		schemas = make([]*Schema, len(items))
@@ -199,6 +207,10 @@ func (ts *Toolset) check() ([]Violation, []*Schema) {
 	c.endpoint("endpoint", ts.Endpoint)
 	if len(ts.Tools) == 0 {
 		c.add("tools", "must contain at least one tool (RAP TS-1)")
+	}
+	if len(ts.Tools) > MaxTools {
+		c.add("tools", "has %d tools; the limit is %d: split the tools across several toolsets", len(ts.Tools), MaxTools)
+		return c.vs, nil
 	}
 	schemas := make([]*Schema, len(ts.Tools))
 	for i, t := range ts.Tools {

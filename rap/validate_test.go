@@ -153,6 +153,13 @@ func TestParseToolsetRules(t *testing.T) {
 		{"tools missing", func(m map[string]any) { delete(m, "tools") }, "tools", []string{"missing required field"}},
 		{"tools empty", func(m map[string]any) { m["tools"] = []any{} }, "tools", []string{"at least one tool"}},
 		{"tools object", func(m map[string]any) { m["tools"] = map[string]any{} }, "tools", []string{"must be an array of tools, got object"}},
+		{"too many tools", func(m map[string]any) {
+			var tools []any
+			for i := 0; i <= rap.MaxTools; i++ {
+				tools = append(tools, map[string]any{"name": fmt.Sprintf("t%d", i), "description": "d", "inputSchema": map[string]any{}})
+			}
+			m["tools"] = tools
+		}, "tools", []string{"has 1025 tools; the limit is 1024"}},
 		{"tool not an object", func(m map[string]any) { m["tools"] = append(m["tools"].([]any), "x") }, "tools[2]", []string{"must be a JSON object, got string"}},
 		{"needsMigration wrong type", func(m map[string]any) { m["needsMigration"] = "yes" }, "needsMigration", []string{"must be a boolean", "got string"}},
 		// RAP TS-2: tool name.
@@ -352,6 +359,11 @@ func TestToolsetValidate(t *testing.T) {
 		{"no endpoint", func(ts *rap.Toolset) { ts.Endpoint = "" }, "endpoint", "must not be empty"},
 		{"bad endpoint", func(ts *rap.Toolset) { ts.Endpoint = "mailto:x@example.com" }, "endpoint", `scheme "mailto"`},
 		{"no tools", func(ts *rap.Toolset) { ts.Tools = nil }, "tools", "at least one tool"},
+		{"too many tools", func(ts *rap.Toolset) {
+			for i := 0; i < rap.MaxTools; i++ {
+				ts.Tools = append(ts.Tools, rap.Tool{Name: fmt.Sprintf("t%d", i), Description: "d", InputSchema: rap.EmptyObjectSchema})
+			}
+		}, "tools", "has 1025 tools; the limit is 1024"},
 		{"tool name", func(ts *rap.Toolset) { ts.Tools[0].Name = "what time" }, "tools[0].name", "contains a space"},
 		{"tool description", func(ts *rap.Toolset) { ts.Tools[0].Description = "" }, "tools[0].description", "missing or empty"},
 		{"tool schema missing", func(ts *rap.Toolset) { ts.Tools[0].InputSchema = nil }, "tools[0].inputSchema", "missing"},
