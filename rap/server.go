@@ -121,17 +121,18 @@ type Server struct {
 	deliverCtx   context.Context
 	stopDelivery context.CancelFunc
 
-	started atomic.Bool
-	runStop context.CancelFunc
-	runDone chan struct{}
+	started atomic.Bool // Start completed: invocations are served
 
-	mu      sync.Mutex
-	closing bool
-	tools   map[string]*toolEntry
-	order   []string
-	active  map[string]map[string]*activeCall // group_id → id → call
-	choices map[string]*pendingChoice         // invocation id → pending AskUser
-	subsWG  sync.WaitGroup                    // running subscription handlers; Add only under mu while !closing
+	mu       sync.Mutex
+	runStop  context.CancelFunc // stops the sender loop; set by Start
+	runDone  chan struct{}      // closed when the sender loop returned
+	starting bool               // Start is reading the stored subscriptions
+	closing  bool
+	tools    map[string]*toolEntry
+	order    []string
+	active   map[string]map[string]*activeCall // group_id → id → call
+	choices  map[string]*pendingChoice         // invocation id → pending AskUser
+	subsWG   sync.WaitGroup                    // running subscription handlers; Add only under mu while !closing
 }
 
 // activeCall is an invocation or subscription whose context is live.
@@ -187,21 +188,36 @@ func NewServer(name string, opts *ServerOptions) *Server {
 // must be called once before the server handles invocations; until then
 // they get 503. Delivery stops when ctx ends or at Shutdown.
 func (s *Server) Start(ctx context.Context) error {
-	if !s.started.CompareAndSwap(false, true) {
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		s.mu.Unlock()
+		return errors.New("rap: Server.Start called after Shutdown; create a new Server with NewServer")
+	case s.starting || s.runDone != nil:
+		s.mu.Unlock()
 		return errors.New("rap: Server.Start called twice; call it once before serving")
 	}
+	s.starting = true
+	s.mu.Unlock()
+	recs, err := s.subs.ListSubscriptions(ctx)
+	s.mu.Lock()
+	s.starting = false
+	if err != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("rap: Start: listing stored subscriptions of toolset %q: %w; check that the Store is reachable, then call Start again", s.name, err)
+	}
 	runCtx, runStop := context.WithCancel(ctx)
-	s.runStop = runStop
-	s.runDone = make(chan struct{})
+	runDone := make(chan struct{})
+	s.runStop, s.runDone = runStop, runDone
+	s.mu.Unlock()
 	go func() {
-		defer close(s.runDone)
+		defer close(runDone)
 		if err := s.sender.Run(runCtx); err != nil && runCtx.Err() == nil {
 			s.log.Error("rap: callback delivery loop stopped", "toolset", s.name, "error", err)
 		}
 	}()
-	if err := s.resumeSubscriptions(ctx); err != nil {
-		return err
-	}
+	s.resumeSubscriptions(ctx, recs)
+	s.started.Store(true)
 	return nil
 }
 
@@ -215,6 +231,7 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
+	runStop, runDone := s.runStop, s.runDone
 	s.mu.Unlock()
 	s.stop(ErrServerShutdown)
 	defer s.stopDelivery()
@@ -233,15 +250,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("rap: shutdown of toolset %q: %d invocation(s) still running when the deadline passed: %w", s.name, s.pool.inFlight(), ctx.Err())
 	}
-	if err == nil && s.opts.Store != nil && s.started.Load() {
+	if err == nil && s.opts.Store != nil && runDone != nil {
 		if ferr := s.sender.Flush(ctx); ferr != nil {
 			err = fmt.Errorf("rap: shutdown of toolset %q: undelivered callbacks stay in the outbox for the next Start: %w", s.name, ferr)
 		}
 	}
-	if s.started.Load() {
-		s.runStop()
+	if runDone != nil {
+		runStop()
 		select {
-		case <-s.runDone:
+		case <-runDone:
 		case <-ctx.Done():
 			if err == nil {
 				err = fmt.Errorf("rap: shutdown of toolset %q: callback delivery did not stop in time: %w", s.name, ctx.Err())

@@ -260,12 +260,9 @@ func (s *Server) callSubscription(sub *Subscription, run func(context.Context, *
 	return run(sub.ctx, sub)
 }
 
-// resumeSubscriptions restarts the handler of every stored subscription.
-func (s *Server) resumeSubscriptions(ctx context.Context) error {
-	recs, err := s.subs.ListSubscriptions(ctx)
-	if err != nil {
-		return fmt.Errorf("rap: Start: listing stored subscriptions of toolset %q: %w; check that the Store is reachable", s.name, err)
-	}
+// resumeSubscriptions restarts the handler of every stored subscription
+// in recs.
+func (s *Server) resumeSubscriptions(ctx context.Context, recs []SubscriptionRecord) {
 	for _, rec := range recs {
 		inv := rec.Invocation
 		e, ok := s.lookup(inv.Operation)
@@ -304,7 +301,6 @@ func (s *Server) resumeSubscriptions(ctx context.Context) error {
 		}
 		s.log.Info("rap: subscription resumed", "toolset", s.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID)
 	}
-	return nil
 }
 
 // memorySubscriptions is the SubscriptionStore of a server without a
