@@ -145,7 +145,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 			}
 			return false, fmt.Errorf("model %s failed; your message is kept and is retried with the next message (RAP RT-4): %w", r.model.Name(), err)
 		}
-		turn, rejected, accepted := r.planTurn(threadID, sess, resp, calls)
+		turn, rejected, accepted := r.planTurn(threadID, sess, resp, usedCallIDs(history, calls))
 		var inputs *batch
 		if !consumed {
 			inputs = b
@@ -170,6 +170,21 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		// (RAP BT-7).
 	}
 	return true, fmt.Errorf("the model kept calling unavailable tools %d times in a row; stopped this slice, send a message to continue", MaxLoopsPerSlice)
+}
+
+// usedCallIDs returns every call id of the thread so far: recorded calls
+// and the calls in the history (rejected and injected ones included).
+func usedCallIDs(history []store.Message, calls []store.Call) map[string]bool {
+	used := map[string]bool{}
+	for _, c := range calls {
+		used[c.CallID] = true
+	}
+	for _, m := range history {
+		for _, c := range m.ToolCalls {
+			used[c.ID] = true
+		}
+	}
+	return used
 }
 
 // turnSeq returns the Seq of the assistant message among appended.
@@ -285,14 +300,10 @@ func nonEmptyJSON(b json.RawMessage) json.RawMessage {
 // planTurn turns the model's response into an assistant message, error
 // results for calls that must not be dispatched (unknown tool, invalid
 // arguments: RAP IN-2) and the calls to dispatch.
-func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response, known []store.Call) (store.Message, []store.ToolResult, []store.Call) {
+func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response, used map[string]bool) (store.Message, []store.ToolResult, []store.Call) {
 	turn := store.Message{Role: store.RoleAssistant, Text: resp.Text}
 	var rejected []store.ToolResult
 	var accepted []store.Call
-	used := map[string]bool{}
-	for _, c := range known {
-		used[c.CallID] = true
-	}
 	for _, mc := range resp.ToolCalls {
 		id := mc.ID
 		// IN-2: use the model's call id, or make a unique one when it is

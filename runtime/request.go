@@ -30,15 +30,22 @@ func (r *Runtime) buildRequest(sess *session, history []store.Message, calls []s
 // note where it arrived.
 func arrangeHistory(history []store.Message, images bool) []model.Message {
 	var out []model.Message
-	// inTime marks results that are placed right after their call.
+	// owner maps a call id to the index of the assistant message that made
+	// it; inTime marks the calls whose result is placed right after it.
+	owner := map[string]int{}
 	inTime := map[string]bool{}
 	for i, m := range history {
 		if m.Role != store.RoleAssistant || len(m.ToolCalls) == 0 {
 			continue
 		}
+		for _, c := range m.ToolCalls {
+			owner[c.ID] = i
+		}
 		for j := i + 1; j < len(history) && history[j].Role == store.RoleTool; j++ {
 			for _, res := range history[j].ToolResults {
-				inTime[resultKey(i, res.CallID)] = true
+				if k, ok := owner[res.CallID]; ok && k == i {
+					inTime[res.CallID] = true
+				}
 			}
 		}
 	}
@@ -100,7 +107,7 @@ func arrangeHistory(history []store.Message, images bool) []model.Message {
 			// Results placed after their call are skipped here; late ones
 			// become a note where they arrived.
 			for _, res := range m.ToolResults {
-				if owner := ownerTurn(history, i, res.CallID); owner >= 0 && inTime[resultKey(owner, res.CallID)] {
+				if inTime[res.CallID] {
 					continue
 				}
 				name := callNames[res.CallID]
@@ -113,24 +120,6 @@ func arrangeHistory(history []store.Message, images bool) []model.Message {
 		}
 	}
 	return out
-}
-
-func resultKey(turn int, callID string) string { return fmt.Sprint(turn, "/", callID) }
-
-// ownerTurn returns the index of the nearest assistant message before i
-// that made call id, or -1.
-func ownerTurn(history []store.Message, i int, id string) int {
-	for k := i - 1; k >= 0; k-- {
-		if history[k].Role != store.RoleAssistant {
-			continue
-		}
-		for _, c := range history[k].ToolCalls {
-			if c.ID == id {
-				return k
-			}
-		}
-	}
-	return -1
 }
 
 // modelResult converts a stored result for the model. Without image
