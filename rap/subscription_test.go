@@ -316,3 +316,86 @@ func TestSubscriptionHandlerReturnEndsIt(t *testing.T) {
 	}
 	sdkPoll(t, "no stored subscriptions", func() bool { return len(sdkStored(t, st)) == 0 })
 }
+
+// RAP TS-10: a stored subscription whose arguments no longer fit the
+// tool's schema after an upgrade is ended visibly at Start with a final
+// "Error: " event, and forgotten.
+func TestResumeWithChangedSchemaEndsSubscription(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tool.db")
+	sink := newSDKSink(t)
+	ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
+	defer cancel()
+
+	st1, err := durable.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := rap.NewServer("sdk_test", &rap.ServerOptions{Store: st1, Logger: sdkQuiet(), Retry: sdkFastRetry})
+	rap.AddSubscription(s1, &rap.Tool{Name: "watch", Description: "v1"},
+		func(ctx context.Context, sub *rap.Subscription, in watchIn) error { <-ctx.Done(); return ctx.Err() })
+	if err := s1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs1 := newSDKHTTP(t, s1)
+	sdkPost(t, hs1.URL, sdkInvocation("watch", "sub_v", "thread_v", sink.URL(), map[string]any{"repo": "acme/api"}))
+	sink.result("sub_v")
+	if err := s1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = st1.Close()
+
+	st2 := sdkStore(t, path)
+	s2 := rap.NewServer("sdk_test", &rap.ServerOptions{Store: st2, Logger: sdkQuiet(), Retry: sdkFastRetry})
+	ran := make(chan struct{}, 1)
+	rap.AddSubscription(s2, &rap.Tool{Name: "watch", Description: "v2"},
+		func(ctx context.Context, sub *rap.Subscription, in struct {
+			Owner string `json:"owner"`
+		}) error {
+			ran <- struct{}{}
+			return nil
+		})
+	if err := s2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s2.Shutdown(ctx) }()
+	msgs := sink.waitFor("sub_v", "a final event", func(m []rap.Callback) bool { return len(sdkEvents(m)) == 1 })
+	ev := sdkEvents(msgs)[0]
+	if !ev.Final || !strings.HasPrefix(ev.Text, "Error: ") || !strings.Contains(ev.Text, "Subscribe again") {
+		t.Errorf("event %+v, want a final Error event that says to subscribe again", ev)
+	}
+	if len(sdkStored(t, st2)) != 0 {
+		t.Error("the unresumable record is still stored")
+	}
+	select {
+	case <-ran:
+		t.Error("the handler ran with arguments that do not fit its schema")
+	default:
+	}
+}
+
+// Start reports a store it cannot read, and can be called again; after
+// Shutdown it refuses.
+func TestStartErrors(t *testing.T) {
+	st, err := durable.Open(filepath.Join(t.TempDir(), "tool.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close() // every query fails now
+	s := rap.NewServer("sdk_test", &rap.ServerOptions{Store: st, Logger: sdkQuiet()})
+	addEcho(s)
+	err = s.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "listing stored subscriptions") {
+		t.Fatalf("Start with a closed store returned %v, want an error naming the subscription listing", err)
+	}
+	if err2 := s.Start(context.Background()); err2 == nil || strings.Contains(err2.Error(), "twice") {
+		t.Errorf("second Start after a failed one returned %v, want the store error again", err2)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown of a server that never started: %v", err)
+	}
+	if err := s.Start(ctx); err == nil || !strings.Contains(err.Error(), "after Shutdown") {
+		t.Errorf("Start after Shutdown returned %v", err)
+	}
+}
