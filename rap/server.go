@@ -60,9 +60,12 @@ type ServerOptions struct {
 	// credentials the runtime expects (RAP TR-7).
 	CallbackHeader http.Header
 	// Store keeps callbacks and subscriptions durably. Nil keeps them in
-	// memory: callbacks are then delivered directly and subscriptions end
-	// with the process. With a Store, callbacks go through a durable outbox
-	// and subscriptions resume after a restart.
+	// memory: callbacks are then delivered directly, by the worker that
+	// produced them, retrying while the runtime is unreachable (so a long
+	// outage fills the pool and new invocations get 503), and
+	// subscriptions end with the process. With a Store, callbacks go
+	// through a durable outbox delivered in the background, and
+	// subscriptions resume after a restart.
 	Store Store
 	// Workers is how many handlers run at once; zero means DefaultWorkers.
 	Workers int
@@ -73,8 +76,9 @@ type ServerOptions struct {
 	// MaxBodyBytes bounds every request body; zero means
 	// DefaultMaxBodyBytes. Larger bodies get 413.
 	MaxBodyBytes int64
-	// Logger receives the server's logs; nil means slog.Default(). Logs
-	// never carry callback URLs, tokens or arguments.
+	// Logger receives the server's logs; nil means slog.Default(). The
+	// server logs ids and operation names, never tokens, arguments or
+	// OAuth URLs; callback URLs appear only redacted (see RedactURL).
 	Logger *slog.Logger
 	// Retry is the backoff policy for callback delivery.
 	Retry RetryPolicy

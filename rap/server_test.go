@@ -926,8 +926,10 @@ func TestNotStartedAndRouting(t *testing.T) {
 	}
 }
 
-// The fake runtime from raptest accepts everything the SDK sends: no
-// protocol violations across results, errors and a subscription.
+// RAP TR-1, TR-5, RE-1, SU-4: the strict fake runtime from raptest
+// accepts everything the SDK sends (JSON POSTs with the right
+// Content-Type, group_id, id and call_id echoed, one result, nothing after
+// a final event) across a result and a subscription.
 func TestAgainstFakeRuntime(t *testing.T) {
 	_, hs := newSDKServer(t, nil, func(s *rap.Server) {
 		addEcho(s)

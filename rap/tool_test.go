@@ -55,7 +55,8 @@ func TestAddToolSchemas(t *testing.T) {
 }
 
 // Programming errors are found when tools are added, with a message that
-// says what to fix.
+// says what to fix: among them the tool names RAP TS-2 forbids (spaces,
+// duplicates).
 func TestAddToolPanics(t *testing.T) {
 	for _, tc := range []struct {
 		name string
