@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -101,42 +102,72 @@ func (r *Runtime) discover(ctx context.Context, rootID string) *session {
 	for _, e := range s.Errors {
 		r.log.Error("toolset problem", "thread", rootID, "problem", e)
 	}
-	r.mu.Lock()
-	r.catalogs[rootID] = s
-	r.mu.Unlock()
+	r.rememberSession(rootID, s)
 	r.emit(rootID, EventToolsets, s)
 	return s
 }
 
-// buildSession parses cached manifests and builds the catalog.
+// builtCatalog is a catalog built from one set of manifests, shared by
+// every session that has the same manifests.
+type builtCatalog struct {
+	catalog *rap.Catalog
+	loaded  []string
+	errors  []string
+}
+
+// maxSharedCatalogs bounds the cache of built catalogs.
+const maxSharedCatalogs = 64
+
+// buildSession parses cached manifests and builds the session's catalog.
+// Sessions with identical manifests share one catalog, so creating many
+// sessions against the same tool servers compiles their schemas once.
 func (r *Runtime) buildSession(cache []store.CachedToolset, problems []string) *session {
+	h := sha256.New()
+	for _, c := range cache {
+		fmt.Fprintf(h, "%d:%s%d:", len(c.BaseURL), c.BaseURL, len(c.Manifest))
+		h.Write(c.Manifest)
+	}
+	key := string(h.Sum(nil))
+	r.mu.Lock()
+	built := r.built[key]
+	r.mu.Unlock()
+	if built == nil {
+		built = buildCatalog(cache)
+		r.mu.Lock()
+		if len(r.built) >= maxSharedCatalogs {
+			clear(r.built)
+		}
+		r.built[key] = built
+		r.mu.Unlock()
+	}
+	errs := append(append([]string{}, problems...), built.errors...)
+	return &session{catalog: built.catalog, Loaded: built.loaded, Errors: errs}
+}
+
+func buildCatalog(cache []store.CachedToolset) *builtCatalog {
+	b := &builtCatalog{loaded: []string{}}
 	var sets []*rap.Toolset
-	var bases []string
 	for _, c := range cache {
 		ts, err := rap.ParseToolset(c.Manifest)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("tool server %s: %v", c.BaseURL, err))
+			b.errors = append(b.errors, fmt.Sprintf("tool server %s: %v", c.BaseURL, err))
 			continue
 		}
 		sets = append(sets, ts)
-		bases = append(bases, c.BaseURL)
 	}
 	cat, errs := rap.NewCatalog(sets)
 	for _, err := range errs {
-		problems = append(problems, err.Error())
+		b.errors = append(b.errors, err.Error())
 	}
-	s := &session{catalog: cat, Loaded: []string{}, Errors: problems}
-	if s.Errors == nil {
-		s.Errors = []string{}
-	}
+	b.catalog = cat
 	names := map[string]bool{}
 	for _, t := range cat.Tools() {
 		if !names[t.Toolset] {
 			names[t.Toolset] = true
-			s.Loaded = append(s.Loaded, t.Toolset)
+			b.loaded = append(b.loaded, t.Toolset)
 		}
 	}
-	return s
+	return b
 }
 
 // sessionOf returns the tools of the thread's session, rebuilding them from
@@ -159,12 +190,20 @@ func (r *Runtime) sessionOf(ctx context.Context, rootID string) (*session, error
 		return nil, fmt.Errorf("load cached toolsets of session %s: %w", rootID, err)
 	}
 	s = r.buildSession(cache, nil)
-	r.mu.Lock()
-	if old := r.catalogs[rootID]; old != nil {
-		s = old
-	} else {
-		r.catalogs[rootID] = s
-	}
-	r.mu.Unlock()
+	r.rememberSession(rootID, s)
 	return s, nil
+}
+
+// maxRememberedSessions bounds the in-memory map of sessions; a forgotten
+// session is rebuilt from the store's cache when next needed (without the
+// discovery problems of its creation, which were reported then).
+const maxRememberedSessions = 10000
+
+func (r *Runtime) rememberSession(rootID string, s *session) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.catalogs) >= maxRememberedSessions {
+		clear(r.catalogs)
+	}
+	r.catalogs[rootID] = s
 }

@@ -176,11 +176,12 @@ type Runtime struct {
 	mu        sync.Mutex
 	started   bool
 	stopping  bool
-	threads   map[string]*threadState // threads with a live worker
-	inflight  map[string]int          // dispatches in flight per thread
-	failed    map[string]error        // threads whose last slice failed, kept queued
-	changed   chan struct{}           // closed and replaced on any state change
-	catalogs  map[string]*session     // discovered toolsets per root thread
+	threads   map[string]*threadState  // threads with a live worker
+	inflight  map[string]int           // dispatches in flight per thread
+	failed    map[string]error         // threads whose last slice failed, kept queued
+	changed   chan struct{}            // closed and replaced on any state change
+	catalogs  map[string]*session      // discovered toolsets per root thread
+	built     map[string]*builtCatalog // catalogs by manifest-set hash
 	wg        sync.WaitGroup
 	baseCtx   context.Context
 	cancel    context.CancelFunc
@@ -237,6 +238,7 @@ func New(cfg Config) (*Runtime, error) {
 		failed:    map[string]error{},
 		changed:   make(chan struct{}),
 		catalogs:  map[string]*session{},
+		built:     map[string]*builtCatalog{},
 		timerKick: make(chan struct{}, 1),
 	}
 	if r.log == nil {
