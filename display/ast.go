@@ -137,6 +137,11 @@ type (
 		base
 		val node
 	}
+	closureNode struct {
+		base
+		def      *fnDef
+		captures []string // outer variable names referenced by the body
+	}
 	throwNode struct {
 		base
 		val node

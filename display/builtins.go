@@ -101,6 +101,15 @@ func init() {
 		"values": {fn: bValues},
 		"set":    {fn: bSet, mut: true},
 		"mixin":  {fn: bMixin, mut: true},
+		// function pointers and callbacks (book "Function Pointers", "Arrays")
+		"Fn":     {fn: bFn},
+		"call":   {fn: bCall},
+		"map":    {fn: bMap},
+		"filter": {fn: bFilter},
+		"reduce": {fn: bReduce},
+		"some":   {fn: bSomeAll(true)},
+		"all":    {fn: bSomeAll(false)},
+		"find":   {fn: bFind},
 		"to_json": {fn: func(in *interp, p Pos, a []value) (value, error) {
 			m, ok := one[*object](a)
 			if !ok {
@@ -309,6 +318,9 @@ func bIndexOf(in *interp, p Pos, a []value) (value, error) {
 		return nil, errNoMatch
 	}
 	if arr, ok := a[0].(*array); ok {
+		if f, ok := a[1].(*fnPtr); ok && len(a) == 2 {
+			return bFindIndex(in, p, arr, f)
+		}
 		start := 0
 		if len(a) == 3 {
 			st, ok := a[2].(int64)
@@ -1180,6 +1192,9 @@ func bReverse(in *interp, p Pos, a []value) (value, error) {
 }
 
 func bSort(in *interp, p Pos, a []value) (value, error) {
+	if len(a) == 2 {
+		return bSortBy(in, p, a)
+	}
 	x, ok := one[*array](a)
 	if !ok {
 		return nil, errNoMatch
@@ -1367,6 +1382,216 @@ func bMixin(in *interp, p Pos, a []value) (value, error) {
 			}
 		}
 		x.m[k] = v
+	}
+	return unit, nil
+}
+
+func bFn(in *interp, p Pos, a []value) (value, error) {
+	name, ok := one[string](a)
+	if !ok {
+		return nil, errNoMatch
+	}
+	if !isIdentName(name) {
+		return nil, rtErr(p, "invalid function name: %q", name)
+	}
+	return &fnPtr{name: name}, nil
+}
+
+func isIdentName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if !isIdentChar(r) || i == 0 && !isIdentStart(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func bCall(in *interp, p Pos, a []value) (value, error) {
+	if len(a) == 0 {
+		return nil, errNoMatch
+	}
+	f, ok := a[0].(*fnPtr)
+	if !ok {
+		return nil, errNoMatch
+	}
+	return in.callFnPtr(p, f, append([]value(nil), a[1:]...))
+}
+
+// callback calls f with the element (and its index when f takes two args).
+func (in *interp) callback(p Pos, f *fnPtr, arity int, v value, i int) (value, error) {
+	if arity >= 2 {
+		return in.callFnPtr(p, f, []value{v, int64(i)})
+	}
+	return in.callFnPtr(p, f, []value{v})
+}
+
+func arrFn(a []value) (*array, *fnPtr, bool) {
+	if len(a) != 2 {
+		return nil, nil, false
+	}
+	x, ok1 := a[0].(*array)
+	f, ok2 := a[1].(*fnPtr)
+	return x, f, ok1 && ok2
+}
+
+func truthy(v value) bool {
+	b, ok := v.(bool)
+	return ok && b
+}
+
+func bMap(in *interp, p Pos, a []value) (value, error) {
+	x, f, ok := arrFn(a)
+	if !ok {
+		return nil, errNoMatch
+	}
+	items := append([]value(nil), x.items...)
+	arity := in.fnArity(f, 1)
+	out := make([]value, 0, len(items))
+	for i, v := range items {
+		r, err := in.callback(p, f, arity, v, i)
+		if err != nil {
+			return nil, err
+		}
+		if r, err = in.own(p, r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return &array{items: out}, nil
+}
+
+func bFilter(in *interp, p Pos, a []value) (value, error) {
+	x, f, ok := arrFn(a)
+	if !ok {
+		return nil, errNoMatch
+	}
+	items := append([]value(nil), x.items...)
+	arity := in.fnArity(f, 1)
+	var out []value
+	for i, v := range items {
+		r, err := in.callback(p, f, arity, v, i)
+		if err != nil {
+			return nil, err
+		}
+		if truthy(r) {
+			c, err := in.own(p, v)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+	}
+	return &array{items: out}, nil
+}
+
+func bSomeAll(some bool) builtinFn {
+	return func(in *interp, p Pos, a []value) (value, error) {
+		x, f, ok := arrFn(a)
+		if !ok {
+			return nil, errNoMatch
+		}
+		items := append([]value(nil), x.items...)
+		arity := in.fnArity(f, 1)
+		for i, v := range items {
+			r, err := in.callback(p, f, arity, v, i)
+			if err != nil {
+				return nil, err
+			}
+			if truthy(r) == some {
+				return some, nil
+			}
+		}
+		return !some, nil
+	}
+}
+
+func bFind(in *interp, p Pos, a []value) (value, error) {
+	x, f, ok := arrFn(a)
+	if !ok {
+		return nil, errNoMatch
+	}
+	items := append([]value(nil), x.items...)
+	arity := in.fnArity(f, 1)
+	for i, v := range items {
+		r, err := in.callback(p, f, arity, v, i)
+		if err != nil {
+			return nil, err
+		}
+		if truthy(r) {
+			return in.own(p, v)
+		}
+	}
+	return unit, nil
+}
+
+func bFindIndex(in *interp, p Pos, x *array, f *fnPtr) (value, error) {
+	items := append([]value(nil), x.items...)
+	arity := in.fnArity(f, 1)
+	for i, v := range items {
+		r, err := in.callback(p, f, arity, v, i)
+		if err != nil {
+			return nil, err
+		}
+		if truthy(r) {
+			return int64(i), nil
+		}
+	}
+	return int64(-1), nil
+}
+
+func bReduce(in *interp, p Pos, a []value) (value, error) {
+	if len(a) != 2 && len(a) != 3 {
+		return nil, errNoMatch
+	}
+	x, ok1 := a[0].(*array)
+	f, ok2 := a[1].(*fnPtr)
+	if !ok1 || !ok2 {
+		return nil, errNoMatch
+	}
+	var acc value = unit
+	if len(a) == 3 {
+		acc = a[2]
+	}
+	items := append([]value(nil), x.items...)
+	arity := in.fnArity(f, 2)
+	for i, v := range items {
+		var err error
+		if arity >= 3 {
+			acc, err = in.callFnPtr(p, f, []value{acc, v, int64(i)})
+		} else {
+			acc, err = in.callFnPtr(p, f, []value{acc, v})
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return in.own(p, acc)
+}
+
+// bSortBy sorts with a comparer returning an integer (<0, 0, >0).
+func bSortBy(in *interp, p Pos, a []value) (value, error) {
+	x, f, ok := arrFn(a)
+	if !ok {
+		return nil, errNoMatch
+	}
+	var firstErr error
+	sort.SliceStable(x.items, func(i, j int) bool {
+		if firstErr != nil {
+			return false
+		}
+		r, err := in.callFnPtr(p, f, []value{x.items[i], x.items[j]})
+		if err != nil {
+			firstErr = err
+			return false
+		}
+		n, ok := r.(int64)
+		return ok && n < 0
+	})
+	if firstErr != nil {
+		return nil, firstErr
 	}
 	return unit, nil
 }

@@ -187,7 +187,7 @@ func (in *interp) toStr(p Pos, v value, debug bool) (string, error) {
 		if !debug {
 			return x, nil
 		}
-	case unitT, bool, int64, float64, charT, rangeT:
+	case unitT, bool, int64, float64, charT, rangeT, *fnPtr:
 		if debug {
 			return toDebug(v), nil
 		}
@@ -529,6 +529,18 @@ func (in *interp) eval(n node) (value, error) {
 			}
 		}
 		return nil, &ctrl{kind: cReturn, val: v}
+	case *closureNode:
+		f := &fnPtr{name: "anonymous", def: x.def}
+		for _, name := range x.captures {
+			if j := in.lookup(name); j >= 0 {
+				v, err := in.own(x.p, in.scope[j].v)
+				if err != nil {
+					return nil, err
+				}
+				f.env = append(f.env, binding{name: name, v: v})
+			}
+		}
+		return f, nil
 	case *throwNode:
 		var v value = unit
 		if x.val != nil {
@@ -1591,7 +1603,7 @@ func (in *interp) call(x *callNode) (value, error) {
 		if err != nil {
 			return nil, err
 		}
-		return in.callScript(x.p, fd, vals[1:], nil)
+		return in.callScript(x.p, fd, vals[1:], nil, nil)
 	}
 	b, ok := builtins[x.name]
 	if !ok || len(x.args) == 0 {
@@ -1633,17 +1645,24 @@ func (in *interp) fnNotFoundVals(p Pos, name string, args []value) error {
 	return rtErr(p, "function not found: %s (%s)", name, strings.Join(ts, ", "))
 }
 
-func (in *interp) callScript(p Pos, fd *fnDef, args []value, this *value) (value, error) {
+func (in *interp) callScript(p Pos, fd *fnDef, args []value, this *value, env []binding) (value, error) {
 	if in.callDepth >= in.lim.MaxCallDepth {
 		return nil, limitErr(p, ErrCallDepth, "function calls nested deeper than %d levels (in '%s')", in.lim.MaxCallDepth, fd.name)
 	}
-	scope := make([]binding, len(args), len(args)+8)
+	scope := make([]binding, 0, len(env)+len(args)+8)
+	for _, b := range env {
+		v, err := in.own(p, b.v)
+		if err != nil {
+			return nil, err
+		}
+		scope = append(scope, binding{name: b.name, v: v})
+	}
 	for i, a := range args {
 		v, err := in.own(p, a)
 		if err != nil {
 			return nil, err
 		}
-		scope[i] = binding{name: fd.params[i], v: v}
+		scope = append(scope, binding{name: fd.params[i], v: v})
 	}
 	saveScope, saveThis := in.scope, in.this
 	in.scope, in.this = scope, this
@@ -1658,6 +1677,46 @@ func (in *interp) callScript(p Pos, fd *fnDef, args []value, this *value) (value
 		return nil, err
 	}
 	return r, nil
+}
+
+// callFnPtr calls a function pointer: an anonymous function, a script
+// function by name and arity, or a built-in by name.
+func (in *interp) callFnPtr(p Pos, f *fnPtr, args []value) (value, error) {
+	if f.def != nil {
+		if len(args) != len(f.def.params) {
+			return nil, rtErr(p, "anonymous function takes %d arguments, called with %d", len(f.def.params), len(args))
+		}
+		return in.callScript(p, f.def, args, nil, f.env)
+	}
+	if fd := in.fns[fnKey(f.name, len(args))]; fd != nil {
+		return in.callScript(p, fd, args, nil, nil)
+	}
+	if b, ok := builtins[f.name]; ok && len(args) > 0 {
+		var err error
+		if b.mut {
+			if args[0], err = in.own(p, args[0]); err != nil {
+				return nil, err
+			}
+		}
+		r, err := b.fn(in, p, args)
+		if err == errNoMatch {
+			return nil, in.fnNotFoundVals(p, f.name, args)
+		}
+		return r, err
+	}
+	return nil, rtErr(p, "function not found: %s (%d arguments)", f.name, len(args))
+}
+
+// fnArity is the number of parameters a callback accepts (1 or 2 for
+// array callbacks that may take the index as well).
+func (in *interp) fnArity(f *fnPtr, n int) int {
+	if f.def != nil {
+		return len(f.def.params)
+	}
+	if in.fns[fnKey(f.name, n+1)] != nil {
+		return n + 1
+	}
+	return n
 }
 
 func isPlaceNode(n node) bool {
@@ -1693,7 +1752,7 @@ func (in *interp) method(x *methodNode) (value, error) {
 		cur := in.get(pl)
 		if fd != nil {
 			this := cur
-			r, err := in.callScript(x.p, fd, vals[1:], &this)
+			r, err := in.callScript(x.p, fd, vals[1:], &this, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -1735,7 +1794,7 @@ func (in *interp) method(x *methodNode) (value, error) {
 	}
 	if fd != nil {
 		this := recv
-		return in.callScript(x.p, fd, vals[1:], &this)
+		return in.callScript(x.p, fd, vals[1:], &this, nil)
 	}
 	if b.mut {
 		if recv, err = in.own(x.p, recv); err != nil {

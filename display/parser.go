@@ -3,6 +3,7 @@ package display
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 )
 
@@ -16,7 +17,7 @@ type parser struct {
 	inFn      bool
 	noPipe    bool // parsing switch case values: `|` separates alternatives
 	fns       map[string]*fnDef
-	lexDepth  int
+	captures  []map[string]bool // names referenced inside the closures being parsed
 }
 
 var keywords = map[string]bool{
@@ -695,9 +696,60 @@ func (p *parser) parsePrimary() (node, error) {
 	case "{":
 		return p.parseBlock()
 	case "|", "||":
-		return nil, p.errf(t.pos, "closures are not supported")
+		return p.parseClosure()
 	}
 	return nil, p.errf(t.pos, "unexpected %s", describe(t))
+}
+
+// parseClosure parses an anonymous function `|a, b| body` (or `|| body`).
+// Outer variables it mentions are captured by value when it is created.
+func (p *parser) parseClosure() (node, error) {
+	t := p.next()
+	var params []string
+	if t.text == "|" {
+		seen := map[string]bool{}
+		for !p.is("|") {
+			name, npos, err := p.ident()
+			if err != nil {
+				return nil, err
+			}
+			if seen[name] {
+				return nil, p.errf(npos, "duplicated parameter '%s'", name)
+			}
+			seen[name] = true
+			params = append(params, name)
+			if p.is(",") {
+				p.next()
+			} else if !p.is("|") {
+				return nil, p.errf(p.peek().pos, "expecting ',' or '|' in closure parameters")
+			}
+		}
+		p.next()
+	}
+	set := map[string]bool{}
+	p.captures = append(p.captures, set)
+	saveLoop, saveFn, savePipe := p.loopDepth, p.inFn, p.noPipe
+	p.loopDepth, p.inFn, p.noPipe = 0, true, false
+	body, err := p.parseExprStmt()
+	p.loopDepth, p.inFn, p.noPipe = saveLoop, saveFn, savePipe
+	p.captures = p.captures[:len(p.captures)-1]
+	if err != nil {
+		return nil, err
+	}
+	isParam := map[string]bool{}
+	for _, n := range params {
+		isParam[n] = true
+	}
+	cn := &closureNode{base: base{t.pos}}
+	for name := range set {
+		if !isParam[name] {
+			cn.captures = append(cn.captures, name)
+		}
+	}
+	sort.Strings(cn.captures)
+	cn.def = &fnDef{name: "anonymous", params: params, pos: t.pos,
+		body: &blockNode{base: base{t.pos}, stmts: []node{body}}}
+	return cn, nil
 }
 
 func (p *parser) parseInterp(t *token) (node, error) {
@@ -778,7 +830,7 @@ func (p *parser) parseIdentExpr() (node, error) {
 		return p.parseFor(t)
 	case "fn":
 		return nil, p.errf(t.pos, "functions can only be defined at global level")
-	case "Fn", "call", "curry", "eval", "import", "export", "try", "catch", "global":
+	case "curry", "eval", "import", "export", "try", "catch", "global":
 		return nil, p.errf(t.pos, "'%s' is not supported", t.text)
 	}
 	if p.is("::") {
@@ -793,6 +845,9 @@ func (p *parser) parseIdentExpr() (node, error) {
 	}
 	if keywords[t.text] {
 		return nil, p.errf(t.pos, "'%s' is a reserved keyword", t.text)
+	}
+	for _, set := range p.captures {
+		set[t.text] = true
 	}
 	return &varNode{base{t.pos}, t.text}, nil
 }

@@ -532,7 +532,37 @@ var tableCases = []tcase{
 	fail(`debug("hi")`, errAny),
 	fail(`eval("1")`, errAny),
 	fail(`import "x" as y;`, errAny),
-	fail(`let f = |x| x + 1; f.call(1)`, errAny), // closures are not supported
+
+	// ---- function pointers and anonymous functions: book "Function Pointers",
+	// "Anonymous Functions", "Arrays" (map/filter/reduce/...) ----
+	dbg(`let f = |x| x + 1; f.call(1)`, "2"),
+	dbg(`let f = |x, y| x * y; call(f, 6, 7)`, "42"),
+	dbg(`let f = || "hi"; f.call()`, `"hi"`),
+	dbg(`let f = |x| x + 1; type_of(f)`, `"Fn"`),
+	dbg(`fn double(x) { x * 2 } let f = Fn("double"); f.call(21)`, "42"),
+	dbg(`[1, 2, 3].map(|x| x * 2)`, "[2, 4, 6]"),
+	dbg(`[1, 2, 3].map(|x, i| x + i)`, "[1, 3, 5]"),
+	dbg(`[1, 2, 3, 4].filter(|x| x % 2 == 0)`, "[2, 4]"),
+	dbg(`[1, 2, 3, 4].reduce(|sum, x| sum + x, 0)`, "10"),
+	fail(`[1, 2, 3, 4].reduce(|sum, x| sum + x)`, errAny), // without an initial value the accumulator starts as (); () + 1 is undefined
+	dbg(`["a", "b", "c"].reduce(|s, x| if s == () { x } else { s + ", " + x })`, `"a, b, c"`),
+	dbg(`[1, 2, 3].some(|x| x > 2)`, "true"),
+	dbg(`[1, 2, 3].all(|x| x > 2)`, "false"),
+	dbg(`[1, 2, 3].find(|x| x > 1)`, "2"),
+	dbg(`[1, 2, 3].index_of(|x| x > 1)`, "1"),
+	dbg(`let a = [3, 1, 2]; a.sort(|x, y| y - x); a`, "[3, 2, 1]"),
+	dbg(`[1, 2].map(Fn("to_string"))`, `["1", "2"]`),
+	dbg(`let n = 10; let f = |x| x + n; n = 20; f.call(1)`, "11"), // captured by value at creation (deviation: Rhai shares)
+	oka(`let k = "id"; "" + args.items.map(|it| it[k]).filter(|v| v != ()).len()`, `{"items":[{"id":1},{},{"id":3}]}`, "2"),
+	oka(`args.items?.map(|x| x) ?? "none"`, `{}`, "none"),
+	oka("args.files.map(|f| f.path).reduce(|s, p| if s == () { p } else { `${s}, ${p}` })",
+		`{"files":[{"path":"a.go"},{"path":"b.go"}]}`, "a.go, b.go"),
+	fail(`let f = |x| x; f.call()`, errAny),
+	fail(`let f = |x| f.call(x); f.call(1)`, errAny), // f is not captured (not yet defined)
+	fail(`Fn("print").call("x")`, errAny),
+	fail(`Fn("not a name")`, errAny),
+	fail(`let f = |x| { loop {} }; f.call(1)`, ErrTooManyOperations),
+	fail(`fn r(f) { f.call(f) } r(Fn("r"))`, ErrCallDepth),
 
 	// ---- throw: tests/throw.rs ----
 	fail(`throw "boom"`, ErrThrown),

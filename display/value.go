@@ -30,6 +30,14 @@ type array struct{ items []value }
 
 type object struct{ m map[string]value }
 
+// fnPtr is a Rhai function pointer: Fn("name") or an anonymous function
+// (closure) with the outer variables it uses captured by value.
+type fnPtr struct {
+	name string
+	def  *fnDef    // nil for Fn("name")
+	env  []binding // captured variables (anonymous functions)
+}
+
 type rangeT struct {
 	start, end int64
 	inclusive  bool
@@ -61,6 +69,8 @@ func typeName(v value) string {
 			return "range="
 		}
 		return "range"
+	case *fnPtr:
+		return "Fn"
 	}
 	return "?"
 }
@@ -95,6 +105,8 @@ func toDisplay(v value) string {
 		return string(rune(x))
 	case rangeT:
 		return rangeString(x)
+	case *fnPtr:
+		return "Fn(" + x.name + ")"
 	}
 	var b strings.Builder
 	writeDebug(&b, v)
@@ -402,6 +414,9 @@ func valuesEqualN(a, b value, n *int64) bool {
 	case rangeT:
 		y, ok := b.(rangeT)
 		return ok && x == y
+	case *fnPtr:
+		y, ok := b.(*fnPtr)
+		return ok && (x == y || x.def == nil && y.def == nil && x.name == y.name)
 	}
 	return false
 }
