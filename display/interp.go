@@ -286,6 +286,8 @@ func (f *formatter) writeJSON(v value) {
 			}
 		}
 		f.b.WriteByte(']')
+	case *fnPtr:
+		writeQuoted(&f.b, x.name, '"')
 	default:
 		writeDebug(&f.b, v)
 	}
