@@ -307,6 +307,11 @@ func (in *interp) lookup(name string) int {
 	return -1
 }
 
+func (in *interp) isConst(name string) bool {
+	j := in.lookup(name)
+	return j >= 0 && in.scope[j].cnst
+}
+
 // ---- evaluation ----
 
 func (in *interp) eval(n node) (value, error) {
@@ -1613,8 +1618,9 @@ func (in *interp) call(x *callNode) (value, error) {
 	}
 	// A mutating built-in called function-style on a variable mutates it
 	// (Rhai converts `f(x, ...)` to method-call style for a variable x).
+	// (For a constant a copy is passed instead - book "Constants".)
 	if b.mut && len(x.args) > 0 {
-		if v, ok := x.args[0].(*varNode); ok {
+		if v, ok := x.args[0].(*varNode); ok && !in.isConst(v.name) {
 			return in.method(&methodNode{base: x.base, recv: v, name: x.name, args: x.args[1:]}) // empty key: built-in only
 		}
 	}

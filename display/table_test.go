@@ -306,7 +306,9 @@ var tableCases = []tcase{
 	dbg(`let x; x`, "()"),
 	dbg(`const x = 123; x`, "123"),
 	fail(`const x = 123; x = 42; x`, errAny),
-	fail(`const x = [1]; x.push(2); x`, errAny),
+	fail(`const x = [1]; x.push(2); x`, errAny), // plugin &mut parameters reject constants in method style
+	dbg(`const x = [1]; push(x, 2); x`, "[1]"),  // book "Constants": function-call style passes a copy
+	dbg(`fn double() { this *= 2; } const X = 21; X.double(); X`, "21"),
 	fail(`const x = #{a: 1}; x.a = 2; x`, errAny),
 	dbg(`const x = [1, 2]; x.len()`, "2"),
 	fail(`y`, errAny), // variable not found
