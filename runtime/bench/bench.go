@@ -1,0 +1,386 @@
+// Package bench measures the gorap runtime's two promised figures
+// (docs/benchmarks.md, "Runtime"):
+//
+//   - the cycle rate and latency of a thread's loop: a tool result arrives
+//     on the callback endpoint, is appended durably, an instant scripted
+//     model answers with the next tool call, and the call is dispatched to a
+//     local tool server that acknowledges it and at once posts the next
+//     result (RunCycles; "rap bench-runtime"; BenchmarkRuntimeCycle);
+//   - the idle cost of many hibernating threads, each with a pending tool
+//     call: goroutines and resident memory (RunIdle; "rap bench-idle").
+//
+// Both run a real runtime with the SQLite store (WAL, synchronous=FULL) in
+// a data directory and real HTTP over loopback.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorap/gorap/model/scripted"
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime"
+	"github.com/gorap/gorap/runtime/store/sqlite"
+)
+
+// loopScript makes the model call "work" after every input, instantly:
+// every turn repeats, so the scripted model never replays the history.
+var loopScript = []scripted.Turn{
+	{ToolCalls: []scripted.Call{{Name: "work", Arguments: json.RawMessage(`{}`)}}, Repeat: true},
+}
+
+// env is a runtime, its store and a local tool server, all on loopback.
+type env struct {
+	rt      *runtime.Runtime
+	st      *sqlite.Store
+	tools   *loopTool
+	rtSrv   *http.Server
+	toolSrv *http.Server
+	dir     string
+	ownDir  bool
+}
+
+// newEnv starts a tool server and a runtime whose store lives in dataDir
+// (a temporary directory when empty).
+func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTool) (*env, error) {
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	e := &env{tools: tools, dir: dataDir}
+	if e.dir == "" {
+		d, err := os.MkdirTemp("", "rap-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("create a temporary data dir: %w", err)
+		}
+		e.dir, e.ownDir = d, true
+	} else if err := os.MkdirAll(e.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w", e.dir, err)
+	}
+	toolLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("listen for the tool server: %w", err)
+	}
+	tools.base = "http://" + toolLn.Addr().String()
+	e.toolSrv = &http.Server{Handler: tools, ReadHeaderTimeout: 10 * time.Second}
+	go e.toolSrv.Serve(toolLn)
+
+	st, err := sqlite.Open(filepath.Join(e.dir, "runtime.db"))
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.st = st
+	secret, err := runtime.LoadOrCreateSecret(e.dir)
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	rtLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.close()
+		return nil, fmt.Errorf("listen for the runtime: %w", err)
+	}
+	rt, err := runtime.New(runtime.Config{
+		Store: st, Model: scripted.New(loopScript), ToolServers: []string{tools.base},
+		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, Logger: log,
+		HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}},
+	})
+	if err != nil {
+		rtLn.Close()
+		e.close()
+		return nil, err
+	}
+	if err := rt.Start(ctx); err != nil {
+		rtLn.Close()
+		e.close()
+		return nil, err
+	}
+	e.rt = rt
+	e.rtSrv = &http.Server{Handler: rt.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go e.rtSrv.Serve(rtLn)
+	return e, nil
+}
+
+func (e *env) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if e.tools != nil {
+		e.tools.stop()
+	}
+	if e.rt != nil {
+		e.rt.Shutdown(ctx)
+	}
+	if e.rtSrv != nil {
+		e.rtSrv.Shutdown(ctx)
+	}
+	if e.toolSrv != nil {
+		e.toolSrv.Shutdown(ctx)
+	}
+	if e.tools != nil {
+		e.tools.wait()
+	}
+	if e.st != nil {
+		e.st.Close()
+	}
+	if e.ownDir {
+		os.RemoveAll(e.dir)
+	}
+}
+
+// loopTool is a minimal RAP tool server with one tool, "work". It answers
+// every invocation 200 at once and then, when post is on, POSTs a result to
+// the callback URL straight away. It records, per thread, how long it took
+// from posting a result to receiving the thread's next invocation.
+type loopTool struct {
+	base   string
+	post   bool // post results (cycle benchmark) or leave calls pending (idle benchmark)
+	client *http.Client
+
+	stopped   atomic.Bool
+	posting   sync.WaitGroup
+	mu        sync.Mutex
+	measuring bool
+	lastPost  map[string]time.Time
+	lat       []time.Duration
+	cycles    int64
+	invoked   atomic.Int64
+	failures  atomic.Int64
+}
+
+func newLoopTool(post bool, conns int) *loopTool {
+	return &loopTool{
+		post:     post,
+		client:   &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns}},
+		lastPost: map[string]time.Time{},
+	}
+}
+
+func (l *loopTool) stop() { l.stopped.Store(true) }
+func (l *loopTool) wait() { l.posting.Wait() }
+
+// startMeasuring resets the counters.
+func (l *loopTool) startMeasuring() {
+	l.mu.Lock()
+	l.measuring = true
+	l.lat = l.lat[:0]
+	l.cycles = 0
+	l.mu.Unlock()
+}
+
+// measured returns the cycles counted since startMeasuring.
+func (l *loopTool) measured() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cycles
+}
+
+// result returns the cycles and latencies recorded since startMeasuring.
+func (l *loopTool) result() (int64, []time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.measuring = false
+	return l.cycles, append([]time.Duration(nil), l.lat...)
+}
+
+func (l *loopTool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == rap.WellKnownPath:
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(rap.Toolset{
+			Name: "bench", Description: "Benchmark tool.", Endpoint: l.base + "/invoke",
+			Tools: []rap.Tool{{Name: "work", Description: "Answers at once.", InputSchema: rap.EmptyObjectSchema}},
+		})
+	case r.Method == http.MethodPost && r.URL.Path == "/invoke":
+		now := time.Now()
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		inv, err := rap.DecodeInvocation(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		l.invoked.Add(1)
+		l.mu.Lock()
+		if l.measuring {
+			l.cycles++
+			if t, ok := l.lastPost[inv.GroupID]; ok {
+				l.lat = append(l.lat, now.Sub(t))
+			}
+		}
+		l.mu.Unlock()
+		w.WriteHeader(http.StatusOK) // RAP TR-2: acknowledge first
+		if !l.post || l.stopped.Load() {
+			return
+		}
+		l.posting.Add(1)
+		go func() {
+			defer l.posting.Done()
+			l.sendResult(inv)
+		}()
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (l *loopTool) sendResult(inv *rap.Invocation) {
+	msg, _ := json.Marshal(&rap.ToolResult{GroupID: inv.GroupID, ID: inv.ID, Text: "ok"})
+	for attempt := 0; attempt < 5 && !l.stopped.Load(); attempt++ {
+		l.mu.Lock()
+		l.lastPost[inv.GroupID] = time.Now()
+		l.mu.Unlock()
+		resp, err := l.client.Post(inv.CallbackURL, "application/json", bytes.NewReader(msg))
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			if resp.StatusCode/100 == 4 {
+				break
+			}
+		}
+		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	}
+	l.failures.Add(1)
+}
+
+// CycleOptions configures RunCycles.
+type CycleOptions struct {
+	// Threads is how many threads loop concurrently; zero means 16.
+	Threads int
+	// Duration is the measured time; zero means 10 s.
+	Duration time.Duration
+	// Warmup runs before measuring; zero means 1 s.
+	Warmup time.Duration
+	// Cycles, when positive, ends the measurement after that many cycles
+	// (Duration then only bounds it); testing.B uses it for b.N.
+	Cycles int64
+	// DataDir holds the store; empty means a temporary directory.
+	DataDir string
+	// Logger receives the runtime's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// CycleReport is the outcome of RunCycles.
+type CycleReport struct {
+	Threads   int
+	Duration  time.Duration
+	Cycles    int64
+	PerSecond float64
+	// P50, P90, P99 and Max are latencies from a tool POSTing a result to
+	// the runtime dispatching the thread's next call.
+	P50, P90, P99, Max time.Duration
+	// Failures counts results the tool could not deliver.
+	Failures int64
+	// Goroutines is the process's goroutine count at the end of the run.
+	Goroutines int
+}
+
+// String formats the report as a small table.
+func (r *CycleReport) String() string {
+	return fmt.Sprintf("threads      %d\nduration     %v\ncycles       %d\ncycles/s     %.0f\nlatency p50  %v\nlatency p90  %v\nlatency p99  %v\nlatency max  %v\nfailures     %d\n",
+		r.Threads, r.Duration, r.Cycles, r.PerSecond, r.P50, r.P90, r.P99, r.Max, r.Failures)
+}
+
+// RunCycles measures the runtime's loop with Threads threads for Duration.
+func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
+	if opts.Threads <= 0 {
+		opts.Threads = 16
+	}
+	if opts.Duration <= 0 {
+		opts.Duration = 10 * time.Second
+	}
+	if opts.Warmup <= 0 {
+		opts.Warmup = time.Second
+	}
+	tools := newLoopTool(true, 2*opts.Threads)
+	e, err := newEnv(ctx, opts.DataDir, opts.Logger, tools)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	for i := 0; i < opts.Threads; i++ {
+		id, err := e.rt.CreateThread(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("create thread %d: %w", i, err)
+		}
+		if err := e.rt.PostMessage(ctx, id, "loop"); err != nil {
+			return nil, fmt.Errorf("start thread %d: %w", i, err)
+		}
+	}
+	if err := sleep(ctx, opts.Warmup); err != nil {
+		return nil, err
+	}
+	if tools.invoked.Load() == 0 {
+		return nil, errors.New("no invocation reached the tool server during the warmup: the loop does not run")
+	}
+	tools.startMeasuring()
+	start := time.Now()
+	if opts.Cycles > 0 {
+		deadline := time.Now().Add(opts.Duration)
+		for tools.measured() < opts.Cycles {
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("only %d of %d cycles within %v", tools.measured(), opts.Cycles, opts.Duration)
+			}
+			if err := sleep(ctx, time.Millisecond); err != nil {
+				return nil, err
+			}
+		}
+	} else if err := sleep(ctx, opts.Duration); err != nil {
+		return nil, err
+	}
+	cycles, lat := tools.result()
+	elapsed := time.Since(start)
+	tools.stop()
+	rep := &CycleReport{Threads: opts.Threads, Duration: elapsed, Cycles: cycles,
+		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: tools.failures.Load(), Goroutines: goroutines()}
+	rep.P50, rep.P90, rep.P99, rep.Max = percentiles(lat)
+	return rep, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// percentiles returns p50, p90, p99 and the maximum of lat.
+func percentiles(lat []time.Duration) (p50, p90, p99, max time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	at := func(q float64) time.Duration {
+		i := int(q*float64(len(lat))+0.5) - 1
+		if i < 0 {
+			i = 0
+		}
+		if i >= len(lat) {
+			i = len(lat) - 1
+		}
+		return lat[i]
+	}
+	return at(0.50), at(0.90), at(0.99), lat[len(lat)-1]
+}

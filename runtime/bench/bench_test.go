@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// BenchmarkRuntimeCycle measures one cycle of a thread's loop: a tool
+// result POSTed to the callback endpoint → durable append (SQLite, WAL,
+// synchronous=FULL) → instant scripted completion → the next call
+// dispatched and acknowledged by a local tool server, which at once posts
+// the next result. 16 threads loop concurrently. It reports cycles/s and
+// the p50/p99 latency of a cycle. The target (docs/benchmarks.md) is 2,000
+// cycles/s on 2 cores.
+func BenchmarkRuntimeCycle(b *testing.B) {
+	for _, threads := range []int{1, 16, 64} {
+		b.Run(threadsName(threads), func(b *testing.B) {
+			rep, err := RunCycles(context.Background(), CycleOptions{
+				Threads: threads, Cycles: int64(b.N), Duration: 5 * time.Minute, Warmup: 500 * time.Millisecond,
+				DataDir: b.TempDir(),
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(rep.PerSecond, "cycles/s")
+			b.ReportMetric(float64(rep.P50.Microseconds()), "p50-µs")
+			b.ReportMetric(float64(rep.P99.Microseconds()), "p99-µs")
+			b.ReportMetric(float64(rep.Duration.Nanoseconds())/float64(rep.Cycles), "ns/cycle")
+		})
+	}
+}
+
+func threadsName(n int) string {
+	switch n {
+	case 1:
+		return "threads=1"
+	case 16:
+		return "threads=16"
+	default:
+		return "threads=64"
+	}
+}
+
+// The cycle loop runs and every result is delivered. (Speed is measured
+// by the benchmark, never asserted.)
+func TestRunCyclesLoops(t *testing.T) {
+	rep, err := RunCycles(context.Background(), CycleOptions{Threads: 4, Duration: time.Second, Warmup: 300 * time.Millisecond, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Cycles == 0 || rep.P50 <= 0 || rep.P99 < rep.P50 || rep.Max < rep.P99 {
+		t.Errorf("implausible report:\n%s", rep)
+	}
+	if rep.Failures != 0 {
+		t.Errorf("%d results were not delivered", rep.Failures)
+	}
+	t.Logf("\n%s", rep)
+}
+
+// Hibernating threads cost store rows, not goroutines: creating threads
+// with pending calls leaves the goroutine count unchanged, and woken
+// threads go back to sleep.
+func TestRunIdleGoroutines(t *testing.T) {
+	rep, err := RunIdle(context.Background(), IdleOptions{Threads: 3000, Batch: 500, Wake: 20, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep)
+	if rep.PendingCalls < rep.Threads {
+		t.Errorf("store holds %d pending calls, want at least %d", rep.PendingCalls, rep.Threads)
+	}
+	if d := rep.GoroutinesAfter - rep.GoroutinesBefore; d > 10 {
+		t.Errorf("goroutines grew by %d for %d idle threads", d, rep.Threads)
+	}
+	if rep.Woken != 20 {
+		t.Errorf("%d woken threads dispatched a new call, want 20", rep.Woken)
+	}
+	if d := rep.GoroutinesAfterWake - rep.GoroutinesBefore; d > 10 {
+		t.Errorf("goroutines grew by %d after woken threads went idle again", d)
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var lat []time.Duration
+	for i := 100; i >= 1; i-- {
+		lat = append(lat, time.Duration(i)*time.Millisecond)
+	}
+	p50, p90, p99, max := percentiles(lat)
+	if p50 != 50*time.Millisecond || p90 != 90*time.Millisecond || p99 != 99*time.Millisecond || max != 100*time.Millisecond {
+		t.Errorf("percentiles = %v %v %v %v", p50, p90, p99, max)
+	}
+	if a, b, c, d := percentiles(nil); a+b+c+d != 0 {
+		t.Error("empty input should give zeros")
+	}
+}
