@@ -82,9 +82,11 @@ var tableCases = []tcase{
 	dbg(`-0.5`, "-0.5"),
 	dbg(`()`, "()"),
 	dbg(`true`, "true"),
-	dbg(`'y'`, "'y'"),
-	dbg(`'\u2764'`, "'❤'"),
-	dbg(`'"'`, `'"'`),
+	dbg(`'y'`, "y"), // to_debug of a char is the bare char (string_basic.rs debug_char)
+	ok(`type_of('y')`, "char"),
+	dbg(`'\u2764'`, "❤"),
+	dbg(`'"'`, `"`),
+	dbg(`'\''`, `'`),
 	dbg(`"a\tb"`, `"a\tb"`),
 	fail(`''`, errAny), // tests/chars.rs: empty char literal
 	fail(`'\uhello'`, errAny),
@@ -109,7 +111,7 @@ var tableCases = []tcase{
 	ok(`"x" + 'y'`, "xy"),
 	ok(`'x' + "y"`, "xy"),
 	ok(`'a' + 'b'`, "ab"),
-	ok(`"v" + [1, "a", 'c', 2.0, ()]`, `v[1, "a", 'c', 2.0, ()]`),
+	ok(`"v" + [1, "a", 'c', 2.0, ()]`, `v[1, "a", c, 2.0, ()]`), // format_array uses to_debug per element
 	ok(`"m" + #{b: 2, a: "x"}`, `m#{"a": "x", "b": 2}`),
 	ok(`"r" + (1..3)`, "r1..3"),
 	ok(`to_string(42)`, "42"),
@@ -178,7 +180,7 @@ var tableCases = []tcase{
 	ok(`let s = "hello world"; s.truncate(5); s`, "hello"),
 	ok(`let s = "❤❤❤"; s.truncate(1); s`, "❤"),
 	ok(`let n = ""; for c in "abc".chars() { n = c + n; } n`, "cba"),
-	ok(`"abc".to_chars().to_string()`, `['a', 'b', 'c']`),
+	ok(`"abc".to_chars().to_string()`, `[a, b, c]`),
 	ok(`pop("hello").to_string()`, "o"),
 	ok(`pop("hello", 3)`, "llo"),
 	ok(`pop("hello", 10)`, "hello"),
@@ -346,7 +348,7 @@ var tableCases = []tcase{
 	dbg(`let x = [1, 2, 3,]; x[1]`, "2"),
 	dbg(`let y = [1, 2, 3]; y[-1]`, "3"),
 	dbg(`let y = [1, 2, 3]; y[1] = 5; y[1]`, "5"),
-	dbg(`let y = [1, [ 42, 88, "93" ], 3]; y[1][2][1]`, "'3'"),
+	ok(`let y = [1, [ 42, 88, "93" ], 3]; type_of(y[1][2][1]) + y[1][2][1]`, "char3"), // tests/arrays.rs
 	dbg(`let y = []; y.len()`, "0"),
 	dbg(`let y = [1, 2, 3]; y.len`, "3"),
 	dbg(`let y = [1, 2, 3]; y.is_empty`, "false"),
@@ -417,7 +419,7 @@ var tableCases = []tcase{
 	fail(`if true 1`, errAny),
 
 	// ---- switch: tests/switch.rs, book "Switch Statement" ----
-	dbg(`switch 2 { 1 => (), 2 => 'a', 42 => true }`, "'a'"),
+	ok(`let r = switch 2 { 1 => (), 2 => 'a', 42 => true }; type_of(r) + r`, "chara"), // tests/switch.rs
 	dbg(`switch 3 { 1 => (), 2 => 'a', 42 => true, _ => 123 }`, "123"),
 	dbg(`switch 3 { 1 => (), 2 => 'a' }`, "()"),
 	dbg(`switch 5 { 1 | 2 => "small", 3 | 4 | 5 => "medium", _ => "big" }`, `"medium"`),

@@ -143,7 +143,9 @@ func writeDebug(b *strings.Builder, v value) {
 	case string:
 		writeQuoted(b, x, '"')
 	case charT:
-		writeQuoted(b, string(rune(x)), '\'')
+		// Rhai's to_debug for char (debug_char in string_basic.rs) is the bare
+		// character, so chars inside arrays and maps print unquoted.
+		b.WriteRune(rune(x))
 	case *array:
 		b.WriteByte('[')
 		for i, it := range x.items {
