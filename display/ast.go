@@ -146,6 +146,11 @@ type (
 		base
 		val node
 	}
+	tryNode struct {
+		base
+		body, catch *blockNode
+		errVar      string // "" when the error value is discarded
+	}
 )
 
 type fnDef struct {

@@ -37,6 +37,8 @@ type EvalError struct {
 	Pos Pos
 	Msg string
 	Err error // sentinel, if any
+
+	thrown value // the value of a `throw`, for try/catch
 }
 
 // Error formats the error with its position, e.g. "runtime error at 1:5: ...".
@@ -536,6 +538,29 @@ func (in *interp) eval(n node) (value, error) {
 			}
 		}
 		return nil, &ctrl{kind: cReturn, val: v}
+	case *tryNode:
+		v, err := in.eval(x.body)
+		if err == nil {
+			return v, nil
+		}
+		ev, ok := err.(*EvalError)
+		if !ok || !catchable(ev) {
+			return nil, err
+		}
+		errVal := ev.thrown
+		if ev.Err != ErrThrown {
+			errVal = &object{m: map[string]value{
+				"message":  ev.Msg,
+				"line":     int64(ev.Pos.Line),
+				"position": int64(ev.Pos.Col),
+			}}
+		}
+		mark := len(in.scope)
+		in.scope = append(in.scope, binding{name: x.errVar, v: errVal})
+		r, err := in.eval(x.catch)
+		clear(in.scope[mark:])
+		in.scope = in.scope[:mark]
+		return r, err
 	case *closureNode:
 		f := &fnPtr{name: "anonymous", def: x.def}
 		for _, name := range x.captures {
@@ -560,9 +585,20 @@ func (in *interp) eval(n node) (value, error) {
 		if err != nil {
 			s = typeName(v)
 		}
-		return nil, &EvalError{Pos: x.p, Msg: "exception thrown: " + s, Err: ErrThrown}
+		return nil, &EvalError{Pos: x.p, Msg: "exception thrown: " + s, Err: ErrThrown, thrown: v}
 	}
 	return nil, rtErr(n.position(), "unsupported construct")
+}
+
+// catchable reports whether try/catch may intercept err: sandbox limit
+// overruns never are (book "Catch Exceptions": non-catchable exceptions).
+func catchable(e *EvalError) bool {
+	switch e.Err {
+	case ErrTooManyOperations, ErrCallDepth, ErrExprTooDeep, ErrStringTooLong,
+		ErrArrayTooLarge, ErrMapTooLarge, ErrTimeout:
+		return false
+	}
+	return true
 }
 
 // loopCtrl interprets a loop body error: (value, isBreak, isLoopControl).

@@ -18,6 +18,7 @@ type parser struct {
 	noPipe    bool // parsing switch case values: `|` separates alternatives
 	fns       map[string]*fnDef
 	captures  []map[string]bool // names referenced inside the closures being parsed
+	catchVar  string            // error variable of the innermost enclosing catch block
 }
 
 var keywords = map[string]bool{
@@ -176,7 +177,7 @@ func (p *parser) parseBlock() (*blockNode, error) {
 
 func selfTerminated(n node) bool {
 	switch x := n.(type) {
-	case *ifNode, *switchNode, *whileNode, *forNode, *blockNode, *doNode:
+	case *ifNode, *switchNode, *whileNode, *forNode, *blockNode, *doNode, *tryNode:
 		return true
 	case nil:
 		return true
@@ -238,10 +239,15 @@ func (p *parser) parseStmt(top bool) (node, error) {
 		if t.text == "return" {
 			st = &returnNode{base{t.pos}, v}
 		} else {
+			if v == nil && p.catchVar != "" {
+				v = &varNode{base{t.pos}, p.catchVar} // `throw;` in catch re-throws
+			}
 			st = &throwNode{base{t.pos}, v}
 		}
 	case p.is("import") || p.is("export"):
 		return nil, p.errf(t.pos, "'%s' is not supported", t.text)
+	case p.is("try"):
+		st, err = p.parseTry()
 	default:
 		st, err = p.parseExprStmt()
 	}
@@ -358,10 +364,10 @@ func (p *parser) parseFn() error {
 	if _, dup := p.fns[key]; dup {
 		return p.errf(npos, "function '%s' with %d parameters is already defined", name, len(params))
 	}
-	saveLoop, saveFn := p.loopDepth, p.inFn
-	p.loopDepth, p.inFn = 0, true
+	saveLoop, saveFn, saveCatch := p.loopDepth, p.inFn, p.catchVar
+	p.loopDepth, p.inFn, p.catchVar = 0, true, ""
 	body, err := p.parseBlock()
-	p.loopDepth, p.inFn = saveLoop, saveFn
+	p.loopDepth, p.inFn, p.catchVar = saveLoop, saveFn, saveCatch
 	if err != nil {
 		return err
 	}
@@ -701,6 +707,36 @@ func (p *parser) parsePrimary() (node, error) {
 	return nil, p.errf(t.pos, "unexpected %s", describe(t))
 }
 
+// parseTry parses `try { } catch { }` / `try { } catch (err) { }`.
+func (p *parser) parseTry() (node, error) {
+	t := p.next()
+	body, err := p.parseBlock()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.expect("catch"); err != nil {
+		return nil, err
+	}
+	tn := &tryNode{base: base{t.pos}, body: body, errVar: "$err"}
+	if p.is("(") {
+		p.next()
+		if tn.errVar, _, err = p.ident(); err != nil {
+			return nil, err
+		}
+		if _, err := p.expect(")"); err != nil {
+			return nil, err
+		}
+	}
+	save := p.catchVar
+	p.catchVar = tn.errVar
+	tn.catch, err = p.parseBlock()
+	p.catchVar = save
+	if err != nil {
+		return nil, err
+	}
+	return tn, nil
+}
+
 // parseClosure parses an anonymous function `|a, b| body` (or `|| body`).
 // Outer variables it mentions are captured by value when it is created.
 func (p *parser) parseClosure() (node, error) {
@@ -830,7 +866,7 @@ func (p *parser) parseIdentExpr() (node, error) {
 		return p.parseFor(t)
 	case "fn":
 		return nil, p.errf(t.pos, "functions can only be defined at global level")
-	case "curry", "eval", "import", "export", "try", "catch", "global":
+	case "curry", "eval", "import", "export", "catch", "global":
 		return nil, p.errf(t.pos, "'%s' is not supported", t.text)
 	}
 	if p.is("::") {
@@ -1116,6 +1152,9 @@ func (p *parser) parseCaseStmt() (node, error) {
 		}
 		if t.text == "return" {
 			return &returnNode{base{t.pos}, v}, nil
+		}
+		if v == nil && p.catchVar != "" {
+			v = &varNode{base{t.pos}, p.catchVar}
 		}
 		return &throwNode{base{t.pos}, v}, nil
 	case p.is("let") || p.is("const") || p.is("fn"):

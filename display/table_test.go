@@ -573,6 +573,20 @@ var tableCases = []tcase{
 	fail(`throw`, ErrThrown),
 	fail(`let x = 42; if x > 0 { throw x; } "ok"`, ErrThrown),
 
+	// ---- try/catch: book "Catch Exceptions", tests/throw.rs ----
+	dbg(`try { throw 42; } catch (err) { err }`, "42"),
+	dbg(`try { throw 42; } catch { 7 }`, "7"),
+	dbg(`let x = 0; try { x = 1; } catch { x = 2; } x`, "1"),
+	dbg(`try { 42 / 0 } catch (err) { type_of(err) }`, `"map"`),
+	dbg(`try { 42 / 0 } catch (err) { err.line }`, "1"),
+	ok(`try { parse_int(args.n) } catch { "?" }`, "?"),
+	fail(`try { throw 1; } catch { throw; }`, ErrThrown),
+	fail(`try { throw 1; } catch (e) { throw e + 1; }`, ErrThrown),
+	fail(`try { loop {} } catch { "caught" }`, ErrTooManyOperations), // limits are not catchable
+	fail(`fn f() { f() } try { f() } catch { "caught" }`, ErrCallDepth),
+	fail(`try { let s = "x"; loop { s += s; } } catch { "caught" }`, ErrStringTooLong),
+	fail(`try { 1 }`, errAny),
+
 	// ---- built-in conversions: book "Value Conversions", "Built-in Functions" ----
 	dbg(`42.to_float()`, "42.0"),
 	dbg(`42.9.to_int()`, "42"),
