@@ -366,13 +366,22 @@ func (r *Runtime) timeoutFor(tool string) time.Duration {
 }
 
 // display renders a call for people, falling back to name(args).
-func (r *Runtime) display(name, script string, args json.RawMessage) string {
-	if r.cfg.DisplayText != nil {
-		if s := r.cfg.DisplayText(name, script, args); s != "" {
-			return s
-		}
+// A panicking hook is a failed display, never a failed slice (RAP DS-2).
+func (r *Runtime) display(name, script string, args json.RawMessage) (text string) {
+	fallback := name + "(" + string(args) + ")"
+	if r.cfg.DisplayText == nil {
+		return fallback
 	}
-	return name + "(" + string(args) + ")"
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Warn("display text hook panicked; using the default", "tool", name, "panic", fmt.Sprint(p))
+			text = fallback
+		}
+	}()
+	if s := r.cfg.DisplayText(name, script, args); s != "" {
+		return s
+	}
+	return fallback
 }
 
 // commit appends the batch inputs (if any), the assistant turn (if any)

@@ -659,3 +659,32 @@ func TestIN2ThreadAncestorsForChildThreads(t *testing.T) {
 		t.Fatalf("the root thread's history changed: %s", dump(h))
 	}
 }
+
+// RAP DS-2: the display hook renders calls for people; when it fails
+// (here, it panics) the call shows as name(args) and nothing else changes.
+func TestDisplayHook(t *testing.T) {
+	ts := newToolServer(t, "echo", echoTool())
+	e := newEnv(t, envOptions{servers: []string{ts.URL()}, turns: []scripted.Turn{
+		{AfterUser: "one", ToolCalls: []scripted.Call{call("echo", `{"text":"hi"}`)}},
+		{AfterUser: "two", ToolCalls: []scripted.Call{call("echo", `{"text":"boom"}`)}},
+		{Text: "ok", Repeat: true},
+	}, tweak: func(c *Config) {
+		c.DisplayText = func(name, script string, args json.RawMessage) string {
+			if strings.Contains(string(args), "boom") {
+				panic("display failure")
+			}
+			return "Echo: " + string(args)
+		}
+	}})
+	th := e.newThread()
+	e.post(th, "one")
+	reply(t, ts.next(), "hi")
+	e.waitHistory(th, "first answer", func(h []store.Message) bool { return len(h) == 4 })
+	e.post(th, "two")
+	reply(t, ts.next(), "boom")
+	h := e.waitHistory(th, "second answer", func(h []store.Message) bool { return len(h) == 8 })
+	cs := calls(h)
+	if cs[0].Display != `Echo: {"text":"hi"}` || cs[1].Display != `echo({"text":"boom"})` {
+		t.Fatalf("displays = %q, %q", cs[0].Display, cs[1].Display)
+	}
+}

@@ -68,6 +68,9 @@ func arrangeHistory(history []store.Message, images bool) []model.Message {
 		case store.RoleUser:
 			addUserText(m.Text)
 		case store.RoleAssistant:
+			if m.Text == "" && len(m.ToolCalls) == 0 {
+				continue // an empty reply: providers refuse empty messages
+			}
 			am := model.Message{Role: model.RoleAssistant, Text: m.Text}
 			for _, c := range m.ToolCalls {
 				am.ToolCalls = append(am.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
