@@ -97,10 +97,13 @@ func init() {
 		"sort":    {fn: bSort, mut: true},
 		"extract": {fn: bExtract},
 		// object maps (Rhai book: "Object Maps")
-		"keys":   {fn: bKeys},
-		"values": {fn: bValues},
-		"set":    {fn: bSet, mut: true},
-		"mixin":  {fn: bMixin, mut: true},
+		"keys":      {fn: bKeys},
+		"values":    {fn: bValues},
+		"set":       {fn: bSet, mut: true},
+		"mixin":     {fn: bMixin, mut: true},
+		"to_hex":    {fn: bRadix(16)},
+		"to_octal":  {fn: bRadix(8)},
+		"to_binary": {fn: bRadix(2)},
 		// function pointers and callbacks (book "Function Pointers", "Arrays")
 		"Fn":     {fn: bFn},
 		"call":   {fn: bCall},
@@ -1594,4 +1597,16 @@ func bSortBy(in *interp, p Pos, a []value) (value, error) {
 		return nil, firstErr
 	}
 	return unit, nil
+}
+
+// bRadix formats an INT like Rust's {:x} / {:o} / {:b} (two's complement
+// for negative numbers), as Rhai's to_hex / to_octal / to_binary.
+func bRadix(base int) builtinFn {
+	return func(in *interp, p Pos, a []value) (value, error) {
+		i, ok := one[int64](a)
+		if !ok {
+			return nil, errNoMatch
+		}
+		return strconv.FormatUint(uint64(i), base), nil
+	}
 }

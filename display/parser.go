@@ -485,16 +485,18 @@ func (p *parser) parseUnary() (node, error) {
 		defer p.leave()
 		if t.text == "-" {
 			nt := p.peek()
+			// Like Rhai's tokenizer, a '-' directly before a number literal
+			// makes a negative literal (so `-1.abs()` is 1 and `-2 ** 2` is 4).
 			if nt.kind == tInt {
 				p.next()
-				return &litNode{base{t.pos}, -nt.i}, nil
+				return p.parsePostfix(&litNode{base{t.pos}, -nt.i})
 			}
 			if nt.kind == tFloat {
 				p.next()
 				if nt.text == "9223372036854775808" {
-					return &litNode{base{t.pos}, int64(math.MinInt64)}, nil
+					return p.parsePostfix(&litNode{base{t.pos}, int64(math.MinInt64)})
 				}
-				return &litNode{base{t.pos}, -nt.f}, nil
+				return p.parsePostfix(&litNode{base{t.pos}, -nt.f})
 			}
 		}
 		x, err := p.parseUnary()
