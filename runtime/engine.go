@@ -221,10 +221,22 @@ func needsCompletion(b *batch, calls []store.Call) bool {
 	}
 	for _, c := range calls {
 		if turns[c.TurnSeq] && c.State.Pending() && !answered[c.CallID] {
-			return false
+			delete(turns, c.TurnSeq) // this turn still waits for a result
 		}
 	}
-	return true
+	// Run the model if some turn is now complete, or if a result belongs to
+	// no recorded call (it cannot wait for anything).
+	return len(turns) > 0 || len(answered) > countRecorded(answered, byID)
+}
+
+func countRecorded(ids map[string]bool, byID map[string]store.Call) int {
+	n := 0
+	for id := range ids {
+		if _, ok := byID[id]; ok {
+			n++
+		}
+	}
+	return n
 }
 
 // decodeBatch turns inbox rows into history messages. A row that cannot be

@@ -97,3 +97,37 @@ func TestArrangeHistoryImages(t *testing.T) {
 		t.Fatalf("without images: %+v", without)
 	}
 }
+
+// A batch of results wakes the model only when some turn has all its
+// results; user messages and events always do.
+func TestNeedsCompletion(t *testing.T) {
+	calls := []store.Call{
+		{CallID: "a1", TurnSeq: 2, State: store.CallDone}, {CallID: "a2", TurnSeq: 2, State: store.CallDispatched},
+		{CallID: "b1", TurnSeq: 5, State: store.CallDone},
+	}
+	r := func(ids ...string) *batch {
+		b := &batch{ids: []int64{1}}
+		for _, id := range ids {
+			b.results = append(b.results, store.ToolResult{CallID: id})
+		}
+		return b
+	}
+	cases := []struct {
+		name string
+		b    *batch
+		want bool
+	}{
+		{"one of two results", r("a1"), false},
+		{"both results", r("a1", "a2"), true},
+		{"the only result of another turn", r("b1"), true},
+		{"a complete turn and an incomplete one", r("a1", "b1"), true},
+		{"a result of no recorded call", r("zz"), true},
+		{"a user message", &batch{ids: []int64{1}, users: []store.Message{user("hi")}}, true},
+		{"nothing decodable", &batch{ids: []int64{1}}, false},
+	}
+	for _, c := range cases {
+		if got := needsCompletion(c.b, calls); got != c.want {
+			t.Errorf("%s: needsCompletion = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
