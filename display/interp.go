@@ -1796,6 +1796,11 @@ func (in *interp) method(x *methodNode) (value, error) {
 		cur := in.get(pl)
 		if fd != nil {
 			this := cur
+			if pl.cnst { // a constant receiver gets a copy (book "Constants")
+				if this, err = in.own(x.p, cur); err != nil {
+					return nil, err
+				}
+			}
 			r, err := in.callScript(x.p, fd, vals[1:], &this, nil)
 			if err != nil {
 				return nil, err
@@ -1837,7 +1842,10 @@ func (in *interp) method(x *methodNode) (value, error) {
 		return nil, err
 	}
 	if fd != nil {
-		this := recv
+		this, err := in.own(x.p, recv) // a temporary: never alias a variable
+		if err != nil {
+			return nil, err
+		}
 		return in.callScript(x.p, fd, vals[1:], &this, nil)
 	}
 	if b.mut {

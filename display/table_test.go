@@ -311,6 +311,8 @@ var tableCases = []tcase{
 	fail(`const x = [1]; x.push(2); x`, errAny), // plugin &mut parameters reject constants in method style
 	dbg(`const x = [1]; push(x, 2); x`, "[1]"),  // book "Constants": function-call style passes a copy
 	dbg(`fn double() { this *= 2; } const X = 21; X.double(); X`, "21"),
+	dbg(`fn inc() { this.x += 1; } const M = #{x: 1}; M.inc(); M`, `#{"x": 1}`),
+	dbg(`fn inc() { this.x += 1; } let m = #{x: 1}; m.inc(); m`, `#{"x": 2}`),
 	fail(`const x = #{a: 1}; x.a = 2; x`, errAny),
 	dbg(`const x = [1, 2]; x.len()`, "2"),
 	fail(`y`, errAny), // variable not found
