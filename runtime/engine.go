@@ -465,6 +465,7 @@ type deltaStream struct {
 	threadID string
 }
 
+// TextDelta implements model.Stream.
 func (d deltaStream) TextDelta(text string) {
 	d.r.emit(d.threadID, EventTextDelta, map[string]string{"text": text})
 }

@@ -53,6 +53,7 @@ func notFound(what string, id ...string) error {
 
 // Threads
 
+// CreateThread implements store.Threads.
 func (t *tx) CreateThread(th store.Thread) error {
 	if th.ID == "" {
 		return errors.New("create thread: empty id")
@@ -96,6 +97,7 @@ func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
 	return th, err
 }
 
+// Thread implements store.Threads.
 func (t *tx) Thread(id string) (store.Thread, error) {
 	th, err := scanThread(t.tx.QueryRow(`SELECT `+threadCols+` FROM threads WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -107,6 +109,7 @@ func (t *tx) Thread(id string) (store.Thread, error) {
 	return th, nil
 }
 
+// ListThreads implements store.Threads.
 func (t *tx) ListThreads() ([]store.Thread, error) {
 	rows, err := t.tx.Query(`SELECT ` + threadCols + ` FROM threads ORDER BY created, id`)
 	if err != nil {
@@ -124,6 +127,7 @@ func (t *tx) ListThreads() ([]store.Thread, error) {
 	return out, rows.Err()
 }
 
+// SetThreadStatus implements store.Threads.
 func (t *tx) SetThreadStatus(id string, s store.ThreadStatus) error {
 	res, err := t.tx.Exec(`UPDATE threads SET status = ? WHERE id = ?`, string(s), id)
 	if err != nil {
@@ -148,6 +152,7 @@ func marshalOrNull(v any, empty bool) (any, error) {
 	return string(b), nil
 }
 
+// AppendMessages implements store.Messages.
 func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Message, error) {
 	var last int64
 	if err := t.tx.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM messages WHERE thread_id = ?`, threadID).Scan(&last); err != nil {
@@ -176,6 +181,7 @@ func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Mess
 	return out, nil
 }
 
+// History implements store.Messages.
 func (t *tx) History(threadID string) ([]store.Message, error) {
 	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = ? ORDER BY seq`, threadID)
 	if err != nil {
@@ -208,6 +214,7 @@ func (t *tx) History(threadID string) ([]store.Message, error) {
 
 // Inbox
 
+// MarkKeySeen implements store.Inbox.
 func (t *tx) MarkKeySeen(threadID, key string) (bool, error) {
 	if key == "" {
 		return false, errors.New("mark key seen: empty key")
@@ -221,6 +228,7 @@ func (t *tx) MarkKeySeen(threadID, key string) (bool, error) {
 	return n == 1, err
 }
 
+// SeenKey implements store.Inbox.
 func (t *tx) SeenKey(key string) (bool, error) {
 	var one int
 	err := t.tx.QueryRow(`SELECT 1 FROM seen_keys WHERE key = ?`, key).Scan(&one)
@@ -233,6 +241,7 @@ func (t *tx) SeenKey(key string) (bool, error) {
 	return true, nil
 }
 
+// Enqueue implements store.Inbox.
 func (t *tx) Enqueue(item store.InboxItem) (bool, error) {
 	if item.ThreadID == "" || item.Kind == "" || item.DedupKey == "" {
 		return false, fmt.Errorf("enqueue: thread id, kind and dedup key are required (got %q, %q, %q)", item.ThreadID, item.Kind, item.DedupKey)
@@ -252,6 +261,7 @@ func (t *tx) Enqueue(item store.InboxItem) (bool, error) {
 	return true, nil
 }
 
+// Queued implements store.Inbox.
 func (t *tx) Queued(threadID string) ([]store.InboxItem, error) {
 	rows, err := t.tx.Query(`SELECT id, kind, payload, dedup_key, created FROM inbox WHERE thread_id = ? ORDER BY id`, threadID)
 	if err != nil {
@@ -273,6 +283,7 @@ func (t *tx) Queued(threadID string) ([]store.InboxItem, error) {
 	return out, rows.Err()
 }
 
+// QueuedThreads implements store.Inbox.
 func (t *tx) QueuedThreads() ([]string, error) {
 	rows, err := t.tx.Query(`SELECT thread_id FROM inbox GROUP BY thread_id ORDER BY MIN(id)`)
 	if err != nil {
@@ -290,6 +301,7 @@ func (t *tx) QueuedThreads() ([]string, error) {
 	return out, rows.Err()
 }
 
+// Consume implements store.Inbox.
 func (t *tx) Consume(ids []int64) error {
 	for _, id := range ids {
 		if _, err := t.tx.Exec(`DELETE FROM inbox WHERE id = ?`, id); err != nil {
@@ -330,6 +342,7 @@ func (t *tx) queryCalls(what, q string, args ...any) ([]store.Call, error) {
 	return out, rows.Err()
 }
 
+// PutCalls implements store.Calls.
 func (t *tx) PutCalls(calls []store.Call) error {
 	for _, c := range calls {
 		state := c.State
@@ -350,6 +363,7 @@ func (t *tx) PutCalls(calls []store.Call) error {
 	return nil
 }
 
+// Call implements store.Calls.
 func (t *tx) Call(threadID, callID string) (store.Call, error) {
 	c, err := scanCall(t.tx.QueryRow(`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND call_id = ?`, threadID, callID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -361,6 +375,7 @@ func (t *tx) Call(threadID, callID string) (store.Call, error) {
 	return c, nil
 }
 
+// SetCallState implements store.Calls.
 func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...store.CallState) (bool, error) {
 	q := `UPDATE calls SET state = ?, updated = ? WHERE thread_id = ? AND call_id = ?`
 	args := []any{string(to), nanos(t.now), threadID, callID}
@@ -378,21 +393,25 @@ func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...s
 	return n == 1, err
 }
 
+// CallsInState implements store.Calls.
 func (t *tx) CallsInState(s store.CallState) ([]store.Call, error) {
 	return t.queryCalls("list calls in state "+string(s),
 		`SELECT `+callCols+` FROM calls WHERE state = ? ORDER BY created, call_id`, string(s))
 }
 
+// ThreadCalls implements store.Calls.
 func (t *tx) ThreadCalls(threadID string) ([]store.Call, error) {
 	return t.queryCalls("list calls of thread "+threadID,
 		`SELECT `+callCols+` FROM calls WHERE thread_id = ? ORDER BY created, call_id`, threadID)
 }
 
+// DueCalls implements store.Calls.
 func (t *tx) DueCalls(now time.Time) ([]store.Call, error) {
 	return t.queryCalls("list calls past their deadline",
 		`SELECT `+callCols+` FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL AND deadline <= ? ORDER BY deadline`, now.UnixNano())
 }
 
+// NextDeadline implements store.Calls.
 func (t *tx) NextDeadline() (time.Time, bool, error) {
 	var d sql.NullInt64
 	if err := t.tx.QueryRow(`SELECT MIN(deadline) FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL`).Scan(&d); err != nil {
@@ -406,6 +425,7 @@ func (t *tx) NextDeadline() (time.Time, bool, error) {
 
 // Subscriptions
 
+// PutSubscription implements store.Subscriptions.
 func (t *tx) PutSubscription(s store.Subscription) error {
 	_, err := t.tx.Exec(`INSERT INTO subscriptions (thread_id, call_id, tool_name, state, created) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, state = excluded.state`,
@@ -424,6 +444,7 @@ func scanSubscription(sc interface{ Scan(...any) error }) (store.Subscription, e
 	return s, err
 }
 
+// Subscription implements store.Subscriptions.
 func (t *tx) Subscription(threadID, callID string) (store.Subscription, error) {
 	s, err := scanSubscription(t.tx.QueryRow(`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = ? AND call_id = ?`, threadID, callID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -435,6 +456,7 @@ func (t *tx) Subscription(threadID, callID string) (store.Subscription, error) {
 	return s, nil
 }
 
+// ThreadSubscriptions implements store.Subscriptions.
 func (t *tx) ThreadSubscriptions(threadID string) ([]store.Subscription, error) {
 	rows, err := t.tx.Query(`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = ? ORDER BY created, call_id`, threadID)
 	if err != nil {
@@ -454,6 +476,7 @@ func (t *tx) ThreadSubscriptions(threadID string) ([]store.Subscription, error) 
 
 // Views
 
+// PutView implements store.Views.
 func (t *tx) PutView(v store.View) error {
 	_, err := t.tx.Exec(`INSERT INTO views (thread_id, view_type, content, updated) VALUES (?, ?, ?, ?)
 		ON CONFLICT (thread_id, view_type) DO UPDATE SET content = excluded.content, updated = excluded.updated`,
@@ -464,6 +487,7 @@ func (t *tx) PutView(v store.View) error {
 	return nil
 }
 
+// ThreadViews implements store.Views.
 func (t *tx) ThreadViews(threadID string) ([]store.View, error) {
 	rows, err := t.tx.Query(`SELECT view_type, content, updated FROM views WHERE thread_id = ? ORDER BY view_type`, threadID)
 	if err != nil {
@@ -486,6 +510,7 @@ func (t *tx) ThreadViews(threadID string) ([]store.View, error) {
 
 // Timers
 
+// PutTimer implements store.Timers.
 func (t *tx) PutTimer(tm store.Timer) error {
 	var payload any
 	if len(tm.Payload) > 0 {
@@ -500,6 +525,7 @@ func (t *tx) PutTimer(tm store.Timer) error {
 	return nil
 }
 
+// DeleteTimer implements store.Timers.
 func (t *tx) DeleteTimer(id string) error {
 	if _, err := t.tx.Exec(`DELETE FROM timers WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("delete timer %s: %w", id, err)
@@ -507,6 +533,7 @@ func (t *tx) DeleteTimer(id string) error {
 	return nil
 }
 
+// DueTimers implements store.Timers.
 func (t *tx) DueTimers(now time.Time) ([]store.Timer, error) {
 	rows, err := t.tx.Query(`SELECT id, thread_id, kind, COALESCE(payload, ''), due, created FROM timers WHERE due <= ? ORDER BY due, id`, now.UnixNano())
 	if err != nil {
@@ -530,6 +557,7 @@ func (t *tx) DueTimers(now time.Time) ([]store.Timer, error) {
 	return out, rows.Err()
 }
 
+// NextTimer implements store.Timers.
 func (t *tx) NextTimer() (time.Time, bool, error) {
 	var d sql.NullInt64
 	if err := t.tx.QueryRow(`SELECT MIN(due) FROM timers`).Scan(&d); err != nil {
@@ -543,6 +571,7 @@ func (t *tx) NextTimer() (time.Time, bool, error) {
 
 // Toolset cache
 
+// PutToolset implements store.ToolsetCache.
 func (t *tx) PutToolset(c store.CachedToolset) error {
 	_, err := t.tx.Exec(`INSERT INTO toolset_cache (root_id, base_url, manifest, fetched) VALUES (?, ?, ?, ?)
 		ON CONFLICT (root_id, base_url) DO UPDATE SET manifest = excluded.manifest, fetched = excluded.fetched`,
@@ -553,6 +582,7 @@ func (t *tx) PutToolset(c store.CachedToolset) error {
 	return nil
 }
 
+// SessionToolsets implements store.ToolsetCache.
 func (t *tx) SessionToolsets(rootID string) ([]store.CachedToolset, error) {
 	rows, err := t.tx.Query(`SELECT base_url, manifest, fetched FROM toolset_cache WHERE root_id = ? ORDER BY base_url`, rootID)
 	if err != nil {
@@ -573,6 +603,7 @@ func (t *tx) SessionToolsets(rootID string) ([]store.CachedToolset, error) {
 	return out, rows.Err()
 }
 
+// LatestToolset implements store.ToolsetCache.
 func (t *tx) LatestToolset(baseURL string) (store.CachedToolset, error) {
 	c := store.CachedToolset{BaseURL: baseURL}
 	var manifest string
