@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1044,4 +1045,71 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 	if strings.Contains(out, "SECRET") {
 		t.Errorf("a secret reached the logs:\n%s", out)
 	}
+}
+
+// sdkNoNetwork refuses every callback, so fuzzed callback URLs never
+// reach a real host.
+type sdkNoNetwork struct{}
+
+func (sdkNoNetwork) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("callbacks are disabled in this test")
+}
+
+// FuzzInvoke feeds arbitrary bodies to the invocation endpoint. The server
+// never panics and answers only 200, 400, 413 or 503; it answers 200 only
+// to a JSON object with an http(s) callback_url and non-empty string
+// group_id and id (everything else is refused with a message), so nothing
+// it accepts lacks a place to send its result (RAP IN-3, IN-4).
+func FuzzInvoke(f *testing.F) {
+	for _, seed := range []string{
+		`{"operation":"echo","arguments":{"text":"x"},"id":"a","group_id":"g","callback_url":"http://127.0.0.1:1/cb"}`,
+		`{"operation":"echo","arguments":[],"id":"a","group_id":"g","callback_url":"https://h/cb","call_id":null}`,
+		`{"operation":7,"id":"a","group_id":"g","callback_url":"http://h"}`,
+		`{"id":"a","group_id":"g","callback_url":"ftp://h"}`,
+		`{"id":"","group_id":"g","callback_url":"http://h"}`,
+		`[]`, `null`, `{`, ``, `{"callback_url":"http://h","group_id":"g","id":"i","thread_ancestors":[1]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	s := rap.NewServer("fuzz", &rap.ServerOptions{
+		Logger:     sdkQuiet(),
+		HTTPClient: &http.Client{Transport: sdkNoNetwork{}},
+		Retry:      rap.RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond, GiveUpAfter: time.Millisecond},
+		Queue:      1 << 16,
+	})
+	addEcho(s)
+	if err := s.Start(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusOK:
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil {
+				t.Fatalf("accepted a body that is not a JSON object: %q", body)
+			}
+			cb, _ := m["callback_url"].(string)
+			g, _ := m["group_id"].(string)
+			id, _ := m["id"].(string)
+			u, err := url.Parse(cb)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || g == "" || id == "" {
+				t.Fatalf("accepted %q without a usable callback_url, group_id and id", body)
+			}
+		case http.StatusBadRequest:
+			if !strings.HasPrefix(rec.Body.String(), "invalid invocation: ") {
+				t.Fatalf("400 body %q does not say what was wrong", rec.Body.String())
+			}
+		case http.StatusRequestEntityTooLarge, http.StatusServiceUnavailable:
+		default:
+			t.Fatalf("answered %d to %q", rec.Code, body)
+		}
+	})
 }
