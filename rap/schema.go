@@ -21,6 +21,22 @@ import (
 // MaxSchemaBytes is the largest input schema CompileSchema accepts.
 const MaxSchemaBytes = 1 << 20
 
+// MaxSchemaDepth is how deeply the JSON of an input schema may nest (objects
+// and arrays). Compiling time grows steeply with depth, so the bound keeps a
+// small hostile manifest from costing seconds of CPU; schemas inferred from
+// Go structs nest far less.
+const MaxSchemaDepth = 64
+
+// MaxSchemaObjects is the most JSON objects (the schema, its subschemas and
+// any object-valued keywords) an input schema may contain. Compiling time
+// grows faster than linearly with their number; a thousand is far more than
+// a tool's parameters need.
+const MaxSchemaObjects = 1000
+
+// maxAlternatives is how many alternatives of a failed anyOf or oneOf an
+// argument problem spells out.
+const maxAlternatives = 5
+
 // maxProblems is how many problems an ArgumentsError or SchemaError spells
 // out before summarising the rest as "and N more".
 const maxProblems = 10
@@ -92,6 +108,12 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	}
 	if _, ok := doc.(map[string]any); !ok {
 		return nil, schemaErr("", "schema must be a JSON object, got %s", jsonKind(trimmed))
+	}
+	if n := countObjects(trimmed); n > MaxSchemaObjects {
+		return nil, schemaErr("", "has %d JSON objects (schemas and subschemas); the limit is %d: simplify the schema or split the tool", n, MaxSchemaObjects)
+	}
+	if path, deep := tooDeep(doc, "", 1); deep {
+		return nil, schemaErr(path, "nests more than %d levels deep; flatten the schema or move repeated parts under \"$defs\" and refer to them with \"$ref\"", MaxSchemaDepth)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, trimmed); err != nil {
@@ -183,6 +205,49 @@ func explainCompileError(err error, doc any) *SchemaError {
 		return schemaErr("$schema", "%q is not a supported draft", unsup.URL)
 	}
 	return schemaErr("", "%s", strings.ReplaceAll(err.Error(), schemaBase, "#"))
+}
+
+// countObjects counts the JSON objects in data, a valid JSON text, by
+// counting the '{' that are not inside strings.
+func countObjects(data []byte) int {
+	n := 0
+	inString, escaped := false, false
+	for _, b := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case inString && b == '\\':
+			escaped = true
+		case b == '"':
+			inString = !inString
+		case !inString && b == '{':
+			n++
+		}
+	}
+	return n
+}
+
+// tooDeep reports whether v nests more than MaxSchemaDepth levels, and the
+// path of the first value beyond that depth.
+func tooDeep(v any, path string, depth int) (string, bool) {
+	if depth > MaxSchemaDepth {
+		return path, true
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			if p, deep := tooDeep(sub, joinPath(path, k), depth+1); deep {
+				return p, true
+			}
+		}
+	case []any:
+		for i, sub := range v {
+			if p, deep := tooDeep(sub, fmt.Sprintf("%s[%d]", path, i), depth+1); deep {
+				return p, true
+			}
+		}
+	}
+	return "", false
 }
 
 // displayURL shows a location inside the compiled schema as a local
@@ -416,6 +481,10 @@ func (x explainer) into(out *[]problem, ve *jsonschema.ValidationError) {
 		}
 		var alts []string
 		for i, c := range ve.Causes {
+			if i == maxAlternatives {
+				alts = append(alts, fmt.Sprintf("and %d more", len(ve.Causes)-maxAlternatives))
+				break
+			}
 			var sub []problem
 			x.into(&sub, c)
 			var parts []string
@@ -426,11 +495,11 @@ func (x explainer) into(out *[]problem, ve *jsonschema.ValidationError) {
 					parts = append(parts, p.String())
 				}
 			}
-			alts = append(alts, fmt.Sprintf("(%d) %s", i+1, strings.Join(parts, ", ")))
+			alts = append(alts, fmt.Sprintf("(%d) %s", i+1, excerpt(strings.Join(parts, ", "), 200)))
 		}
 		msg := "matches none of the allowed alternatives"
 		if len(alts) > 0 {
-			msg = fmt.Sprintf("must match one of %d alternatives: %s", len(alts), strings.Join(alts, "; "))
+			msg = fmt.Sprintf("must match one of %d alternatives: %s", len(ve.Causes), strings.Join(alts, "; "))
 		}
 		*out = append(*out, problem{path, msg})
 	case *kind.Required:

@@ -57,8 +57,28 @@ func TestCompileSchemaRootMustBeObject(t *testing.T) {
 			}
 		})
 	}
+	// Nesting is bounded: compiling time grows steeply with depth.
+	nest := func(levels int) string { // each "items" adds one level
+		return strings.Repeat(`{"items":`, levels-1) + `{}` + strings.Repeat(`}`, levels-1)
+	}
+	mustCompile(t, nest(rap.MaxSchemaDepth))
+	_, err := rap.CompileSchema(json.RawMessage(nest(rap.MaxSchemaDepth + 1)))
+	if ps := schemaProblems(t, err); !strings.Contains(ps[0].Message, "nests more than 64 levels") || ps[0].Path != strings.TrimSuffix(strings.Repeat("items.", 64), ".") {
+		t.Fatalf("deep schema: %v", ps)
+	}
+	// So is the number of objects: compiling time grows faster than
+	// linearly with the number of subschemas. Braces inside strings do not
+	// count.
+	objects := func(n int) string {
+		return `{"description":"{{{\"{{","anyOf":[` + strings.Repeat(`{"type":"string"},`, n-2) + `{"type":"integer"}]}`
+	}
+	mustCompile(t, objects(rap.MaxSchemaObjects))
+	_, err = rap.CompileSchema(json.RawMessage(objects(rap.MaxSchemaObjects + 1)))
+	if ps := schemaProblems(t, err); ps[0].Path != "" || !strings.Contains(ps[0].Message, "has 1001 JSON objects (schemas and subschemas); the limit is 1000") {
+		t.Fatalf("too many objects: %v", ps)
+	}
 	big := `{"description":"` + strings.Repeat("x", rap.MaxSchemaBytes) + `"}`
-	_, err := rap.CompileSchema(json.RawMessage(big))
+	_, err = rap.CompileSchema(json.RawMessage(big))
 	if ps := schemaProblems(t, err); !strings.Contains(ps[0].Message, "limit is 1048576 bytes") {
 		t.Fatalf("oversized schema: %v", ps)
 	}
@@ -255,6 +275,12 @@ func TestValidateArgumentsMessages(t *testing.T) {
 		if err := weather.Validate(json.RawMessage(`{"timezone":"Europe/Paris","count":3,"color":"red","line items":[{"qty":1}],"when":5}`)); err != nil {
 			t.Fatalf("valid arguments rejected: %v", err)
 		}
+	})
+	t.Run("many alternatives are summarised", func(t *testing.T) {
+		sch := mustCompile(t, `{"type":"object","properties":{"v":{"anyOf":[`+strings.Repeat(`{"type":"string"},`, 7)+`{"type":"integer"}]}}}`)
+		wantProblems(t, sch.Validate(json.RawMessage(`{"v":true}`)),
+			`arguments.v: must match one of 8 alternatives: (1) expected string, got boolean true; (2) expected string, got boolean true; `+
+				`(3) expected string, got boolean true; (4) expected string, got boolean true; (5) expected string, got boolean true; and 3 more`)
 	})
 	t.Run("no-parameter tool (RAP TS-8)", func(t *testing.T) {
 		none := mustCompile(t, string(rap.EmptyObjectSchema))

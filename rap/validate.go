@@ -354,9 +354,18 @@ func declaresNoParameters(m map[string]json.RawMessage) bool {
 	return true
 }
 
+// MaxToolsetSchemaObjects is the most JSON objects the input schemas of one
+// toolset may hold together (see MaxSchemaObjects). It bounds the time spent
+// compiling one manifest.
+const MaxToolsetSchemaObjects = 20000
+
 // checker accumulates violations in the order the members are visited.
 type checker struct {
 	vs []Violation
+	// schemaObjects counts the JSON objects of the input schemas seen so
+	// far; overBudget is set once they exceed MaxToolsetSchemaObjects.
+	schemaObjects int
+	overBudget    bool
 }
 
 func (c *checker) add(path, format string, args ...any) {
@@ -550,6 +559,14 @@ func (c *checker) uniqueNames(tools []Tool) {
 func (c *checker) inputSchema(path string, raw json.RawMessage) *Schema {
 	if k := jsonKind(raw); k != "object" {
 		c.add(path, "must be a JSON object (a JSON Schema), got %s; a tool without parameters declares {\"type\":\"object\",\"additionalProperties\":false} (RAP TS-2)", k)
+		return nil
+	}
+	if c.overBudget {
+		return nil
+	}
+	if c.schemaObjects += countObjects(raw); c.schemaObjects > MaxToolsetSchemaObjects {
+		c.overBudget = true
+		c.add(path, "the input schemas of the toolset hold more than %d JSON objects together; this and later schemas were not compiled: simplify the schemas or split the toolset", MaxToolsetSchemaObjects)
 		return nil
 	}
 	sch, err := CompileSchema(raw)

@@ -268,6 +268,25 @@ func TestParseToolsetAccepts(t *testing.T) {
 	}
 }
 
+// The input schemas of one toolset are bounded together, so that a manifest
+// of many medium-sized schemas cannot cost minutes of compiling.
+func TestParseToolsetSchemaBudget(t *testing.T) {
+	// 999 objects in "examples" plus the schema itself: cheap to compile,
+	// but they count.
+	schema := `{"type":"object","examples":[` + strings.Repeat(`{},`, 998) + `{}]}`
+	var tools []string
+	for i := 0; i < rap.MaxToolsetSchemaObjects/rap.MaxSchemaObjects+2; i++ {
+		tools = append(tools, fmt.Sprintf(`{"name":"t%d","description":"d","inputSchema":%s}`, i, schema))
+	}
+	data := []byte(`{"name":"big","endpoint":"https://big.example","tools":[` + strings.Join(tools, ",") + `]}`)
+	_, err := rap.ParseToolset(data)
+	wantViolation(t, violations(t, err), "tools[20].inputSchema", "more than 20000 JSON objects together")
+	data = []byte(`{"name":"big","endpoint":"https://big.example","tools":[` + strings.Join(tools[:20], ",") + `]}`)
+	if _, err := rap.ParseToolset(data); err != nil {
+		t.Fatalf("20 schemas of 1000 objects: %v", err)
+	}
+}
+
 // A manifest with several problems reports every one of them, in document
 // order, each at its own path (RAP TS-5).
 func TestParseToolsetReportsEveryViolation(t *testing.T) {
