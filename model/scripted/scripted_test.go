@@ -157,3 +157,21 @@ func BenchmarkRepeatTurn(b *testing.B) {
 		}
 	}
 }
+
+// FuzzParse: no script panics the parser, and a script that parses plays
+// without panicking.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"turns": [{"after_user": "a", "text": "x {{last_result}}", "tool_calls": [{"name": "t", "arguments": {"k": 1}}]}, {"text": "y", "repeat": true}]}`))
+	f.Add([]byte(`[{"when": {"last_input": "tool_result", "last_result_contains": "z"}, "error": "e"}]`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		turns, err := Parse(data)
+		if err != nil {
+			return
+		}
+		m := New(turns)
+		msgs := []model.Message{{Role: model.RoleUser, Text: "a"}, {Role: model.RoleAssistant, Text: "x"},
+			{Role: model.RoleUser, ToolResults: []model.ToolResult{{CallID: "c", Text: "z"}}}}
+		m.Complete(context.Background(), model.Request{Messages: msgs}, &deltas{})
+	})
+}
