@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -61,6 +62,21 @@ func TestCacheEviction(t *testing.T) {
 	}
 	if got := c.Render(context.Background(), "t", `"v"+`, json.RawMessage(`{"a":[1, 2]}`)); got != `t({"a":[1,2]})` {
 		t.Fatalf("compile error fallback: %q", got)
+	}
+	// Huge scripts are rejected (DS-3) and never cached.
+	huge := `"` + strings.Repeat(" ", 2<<20) + `"`
+	if got := c.Render(context.Background(), "t", huge, nil); got != `t({})` {
+		t.Fatalf("huge script: %q", got)
+	}
+	if _, err := Compile(huge); err == nil {
+		t.Fatal("huge script compiled")
+	}
+	big := `"x" // ` + strings.Repeat("y", 100<<10)
+	if got := c.Render(context.Background(), "t", big, nil); got != "x" || c.Len() != 2 {
+		t.Fatalf("big script: %q, cache len %d", got, c.Len())
+	}
+	if _, ok := c.items[big]; ok {
+		t.Fatal("big script was cached")
 	}
 }
 

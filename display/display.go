@@ -124,11 +124,23 @@ type Script struct {
 	limits Limits
 }
 
+const (
+	// maxScriptLen bounds the size of a script accepted by Compile.
+	maxScriptLen = 1 << 20
+	// maxCachedScriptLen bounds the size of scripts kept in a Cache, so a
+	// cache's memory stays bounded (larger scripts are compiled every time).
+	maxCachedScriptLen = 64 << 10
+)
+
 // Compile parses a display script. Syntax errors are *SyntaxError values
 // whose message includes the line:column of the problem; scripts nested
-// deeper than Limits.MaxExprDepth fail with an error wrapping ErrExprTooDeep.
+// deeper than Limits.MaxExprDepth fail with an error wrapping ErrExprTooDeep
+// and scripts over 1 MiB are rejected.
 func Compile(src string, opts ...Option) (s *Script, err error) {
 	c := newConfig(opts)
+	if len(src) > maxScriptLen {
+		return nil, &SyntaxError{Pos: Pos{1, 1}, Msg: fmt.Sprintf("script of %d bytes exceeds the limit of %d", len(src), maxScriptLen)}
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			s, err = nil, fmt.Errorf("display: internal error while compiling: %v", r)
@@ -327,7 +339,7 @@ func NewCache(size int, opts ...Option) *Cache {
 }
 
 // Compile returns the compiled script for src, compiling it on a miss.
-// Compile errors are cached too.
+// Compile errors are cached too; scripts over 64 KiB are not cached.
 func (c *Cache) Compile(src string) (*Script, error) {
 	c.mu.Lock()
 	if el, ok := c.items[src]; ok {
@@ -338,6 +350,9 @@ func (c *Cache) Compile(src string) (*Script, error) {
 	}
 	c.mu.Unlock()
 	s, err := Compile(src, c.opts...)
+	if len(src) > maxCachedScriptLen {
+		return s, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[src]; ok {
