@@ -1113,3 +1113,23 @@ func FuzzInvoke(f *testing.F) {
 		}
 	})
 }
+
+// RAP TR-7: ServerOptions.CallbackHeader rides on every callback, so a
+// runtime can authenticate them.
+func TestCallbackHeader(t *testing.T) {
+	got := make(chan string, 4)
+	rt := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization") + "|" + r.Header.Get("Content-Type")
+	}))
+	defer rt.Close()
+	_, hs := newSDKServer(t, &rap.ServerOptions{CallbackHeader: http.Header{"Authorization": {"Bearer runtime-token"}}}, addEcho)
+	sdkPost(t, hs.URL, sdkInvocation("echo", "h1", "t", rt.URL, map[string]any{"text": "x"}))
+	select {
+	case h := <-got:
+		if h != "Bearer runtime-token|application/json" {
+			t.Errorf("callback headers %q, want the configured Authorization and application/json", h)
+		}
+	case <-time.After(sdkWait):
+		t.Fatal("no callback arrived")
+	}
+}
