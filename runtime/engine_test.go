@@ -357,7 +357,17 @@ func TestRT5ToolTimeoutSurvivesRestart(t *testing.T) {
 	e.post(th, "run it")
 	inv := ts.next()
 	e.idle(th)
-	e.restart() // before the deadline
+	e.stop()
+	// The deadline has not passed in the first runtime: the call is still
+	// pending when it stops, so only the restarted runtime can time it out.
+	e.offline(func(tx store.Tx) error {
+		c, err := tx.Call(th, inv.ID)
+		if err == nil && c.State != store.CallDispatched {
+			t.Fatalf("call state at shutdown = %s, want dispatched", c.State)
+		}
+		return err
+	})
+	e.start()
 	h := e.waitHistory(th, "the timeout result", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "the job timed out") })
 	rs := results(h)
 	if len(rs) != 1 || !rs[0].IsError || !strings.HasPrefix(rs[0].Text, "Error: tool slow_job timed out after 1.5s") {
