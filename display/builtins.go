@@ -105,14 +105,15 @@ func init() {
 		"to_octal":  {fn: bRadix(8)},
 		"to_binary": {fn: bRadix(2)},
 		// function pointers and callbacks (book "Function Pointers", "Arrays")
-		"Fn":     {fn: bFn},
-		"call":   {fn: bCall},
-		"map":    {fn: bMap},
-		"filter": {fn: bFilter},
-		"reduce": {fn: bReduce},
-		"some":   {fn: bSomeAll(true)},
-		"all":    {fn: bSomeAll(false)},
-		"find":   {fn: bFind},
+		"Fn":       {fn: bFn},
+		"call":     {fn: bCall},
+		"map":      {fn: bMap},
+		"filter":   {fn: bFilter},
+		"reduce":   {fn: bReduce},
+		"some":     {fn: bSomeAll(true)},
+		"all":      {fn: bSomeAll(false)},
+		"find":     {fn: bFind},
+		"for_each": {fn: bForEach, mut: true},
 		"to_json": {fn: func(in *interp, p Pos, a []value) (value, error) {
 			m, ok := one[*object](a)
 			if !ok {
@@ -1424,11 +1425,45 @@ func bCall(in *interp, p Pos, a []value) (value, error) {
 }
 
 // callback calls f with the element (and its index when f takes two args).
+// callback calls an array callback the way Rhai's call_raw_with_extra_args
+// does: `this` is bound to (a copy of) the element and the arguments are
+// (), (element) or (element, index) depending on the function's arity.
 func (in *interp) callback(p Pos, f *fnPtr, arity int, v value, i int) (value, error) {
-	if arity >= 2 {
-		return in.callFnPtr(p, f, []value{v, int64(i)})
+	this, err := in.own(p, v)
+	if err != nil {
+		return nil, err
 	}
-	return in.callFnPtr(p, f, []value{v})
+	switch {
+	case arity <= 0:
+		return in.callFnPtrThis(p, f, nil, &this)
+	case arity == 1:
+		return in.callFnPtrThis(p, f, []value{v}, &this)
+	}
+	return in.callFnPtrThis(p, f, []value{v, int64(i)}, &this)
+}
+
+// bForEach calls f for each element with `this` bound to the element
+// itself (mutations are kept) and the index as the optional argument.
+func bForEach(in *interp, p Pos, a []value) (value, error) {
+	x, f, ok := arrFn(a)
+	if !ok {
+		return nil, errNoMatch
+	}
+	arity := in.fnArity(f, 0)
+	for i := 0; i < len(x.items); i++ {
+		this := x.items[i]
+		var args []value
+		if arity >= 1 {
+			args = []value{int64(i)}
+		}
+		if _, err := in.callFnPtrThis(p, f, args, &this); err != nil {
+			return nil, err
+		}
+		if i < len(x.items) {
+			x.items[i] = this
+		}
+	}
+	return unit, nil
 }
 
 func arrFn(a []value) (*array, *fnPtr, bool) {

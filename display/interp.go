@@ -1726,14 +1726,19 @@ func (in *interp) callScript(p Pos, fd *fnDef, args []value, this *value, env []
 // callFnPtr calls a function pointer: an anonymous function, a script
 // function by name and arity, or a built-in by name.
 func (in *interp) callFnPtr(p Pos, f *fnPtr, args []value) (value, error) {
+	return in.callFnPtrThis(p, f, args, nil)
+}
+
+// callFnPtrThis is callFnPtr with `this` bound (for script functions).
+func (in *interp) callFnPtrThis(p Pos, f *fnPtr, args []value, this *value) (value, error) {
 	if f.def != nil {
 		if len(args) != len(f.def.params) {
 			return nil, rtErr(p, "anonymous function takes %d arguments, called with %d", len(f.def.params), len(args))
 		}
-		return in.callScript(p, f.def, args, nil, f.env)
+		return in.callScript(p, f.def, args, this, f.env)
 	}
 	if fd := in.fns[fnKey(f.name, len(args))]; fd != nil {
-		return in.callScript(p, fd, args, nil, nil)
+		return in.callScript(p, fd, args, this, nil)
 	}
 	if b, ok := builtins[f.name]; ok && len(args) > 0 {
 		var err error
@@ -1757,8 +1762,10 @@ func (in *interp) fnArity(f *fnPtr, n int) int {
 	if f.def != nil {
 		return len(f.def.params)
 	}
-	if in.fns[fnKey(f.name, n+1)] != nil {
-		return n + 1
+	for _, k := range []int{n, n + 1, 0} {
+		if in.fns[fnKey(f.name, k)] != nil {
+			return k
+		}
 	}
 	return n
 }

@@ -558,6 +558,14 @@ var tableCases = []tcase{
 	dbg(`[1, 2, 3].index_of(|x| x > 1)`, "1"),
 	dbg(`let a = [3, 1, 2]; a.sort(|x, y| y - x); a`, "[3, 2, 1]"),
 	dbg(`[1, 2].map(Fn("to_string"))`, `["1", "2"]`),
+	// tests/arrays.rs: callbacks see the element as `this`
+	dbg(`[1].map(|x| x + 41)[0]`, "42"),
+	dbg(`[1].map(|| this + 41)[0]`, "42"),
+	dbg(`let x = [1, 2, 3]; x.for_each(|| this += 41); x[0]`, "42"),
+	dbg(`let x = [1, 2, 3]; x.for_each(|i| this += i); x[2]`, "5"),
+	dbg(`([1].map(|x| x + 41))[0]`, "42"),
+	dbg(`let c = 40; let y = 1; [1].map(|x, i| c + x + y + i)[0]`, "42"),
+	dbg(`let a = [1, 2]; a.map(|| this *= 10); a`, "[1, 2]"),      // map works on copies
 	dbg(`let n = 10; let f = |x| x + n; n = 20; f.call(1)`, "11"), // captured by value at creation (deviation: Rhai shares)
 	oka(`let k = "id"; "" + args.items.map(|it| it[k]).filter(|v| v != ()).len()`, `{"items":[{"id":1},{},{"id":3}]}`, "2"),
 	oka(`args.items?.map(|x| x) ?? "none"`, `{}`, "none"),
