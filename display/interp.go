@@ -71,9 +71,29 @@ func (c *ctrl) Error() string { return "control flow" }
 var continueSig = &ctrl{kind: cContinue}
 
 type binding struct {
-	name string
-	v    value
-	cnst bool
+	name   string
+	v      value
+	cnst   bool
+	shared *cell // non-nil once captured by an anonymous function
+}
+
+// cell holds a variable shared between a scope and the closures that
+// captured it (Rhai makes captured variables shared).
+type cell struct{ v value }
+
+func (b *binding) get() value {
+	if b.shared != nil {
+		return b.shared.v
+	}
+	return b.v
+}
+
+func (b *binding) set(v value) {
+	if b.shared != nil {
+		b.shared.v = v
+		return
+	}
+	b.v = v
 }
 
 type interp struct {
@@ -328,7 +348,7 @@ func (in *interp) eval(n node) (value, error) {
 		if i < 0 {
 			return nil, rtErr(x.p, "variable not found: %s", x.name)
 		}
-		return in.scope[i].v, nil
+		return in.scope[i].get(), nil
 	case *thisNode:
 		if in.this == nil {
 			return nil, rtErr(x.p, "'this' is not bound (function not called in method-call style)")
@@ -565,11 +585,12 @@ func (in *interp) eval(n node) (value, error) {
 		f := &fnPtr{name: "anonymous", def: x.def}
 		for _, name := range x.captures {
 			if j := in.lookup(name); j >= 0 {
-				v, err := in.own(x.p, in.scope[j].v)
-				if err != nil {
-					return nil, err
+				b := &in.scope[j]
+				if b.shared == nil {
+					b.shared = &cell{v: b.v}
+					b.v = nil
 				}
-				f.env = append(f.env, binding{name: name, v: v})
+				f.env = append(f.env, binding{name: name, cnst: b.cnst, shared: b.shared})
 			}
 		}
 		return f, nil
@@ -1059,7 +1080,7 @@ func (in *interp) placeOf(n node) (*place, error) {
 func (in *interp) get(pl *place) value {
 	switch pl.kind {
 	case plVar:
-		return in.scope[pl.si].v
+		return in.scope[pl.si].get()
 	case plThis:
 		return *in.this
 	case plMap:
@@ -1095,7 +1116,7 @@ func (in *interp) set(p Pos, pl *place, v value) error {
 	}
 	switch pl.kind {
 	case plVar:
-		in.scope[pl.si].v = v
+		in.scope[pl.si].set(v)
 	case plThis:
 		*in.this = v
 	case plMap:
@@ -1694,13 +1715,7 @@ func (in *interp) callScript(p Pos, fd *fnDef, args []value, this *value, env []
 		return nil, limitErr(p, ErrCallDepth, "function calls nested deeper than %d levels (in '%s')", in.lim.MaxCallDepth, fd.name)
 	}
 	scope := make([]binding, 0, len(env)+len(args)+8)
-	for _, b := range env {
-		v, err := in.own(p, b.v)
-		if err != nil {
-			return nil, err
-		}
-		scope = append(scope, binding{name: b.name, v: v})
-	}
+	scope = append(scope, env...) // shared cells: captured variables stay shared
 	for i, a := range args {
 		v, err := in.own(p, a)
 		if err != nil {

@@ -565,8 +565,16 @@ var tableCases = []tcase{
 	dbg(`let x = [1, 2, 3]; x.for_each(|i| this += i); x[2]`, "5"),
 	dbg(`([1].map(|x| x + 41))[0]`, "42"),
 	dbg(`let c = 40; let y = 1; [1].map(|x, i| c + x + y + i)[0]`, "42"),
-	dbg(`let a = [1, 2]; a.map(|| this *= 10); a`, "[1, 2]"),      // map works on copies
-	dbg(`let n = 10; let f = |x| x + n; n = 20; f.call(1)`, "11"), // captured by value at creation (deviation: Rhai shares)
+	dbg(`let a = [1, 2]; a.map(|| this *= 10); a`, "[1, 2]"),                                              // map works on copies
+	dbg(`let n = 10; let f = |x| x + n; n = 20; f.call(1)`, "21"),                                         // captured variables are shared (book "Closures")
+	dbg(`let x = [1, 2, 3]; let sum = 0; let factor = 2; x.for_each(|| sum += this * factor); sum`, "12"), // tests/arrays.rs
+	dbg(`let a = [1]; let f = || a.push(2); f.call(); a`, "[1, 2]"),
+	dbg(`fn make() { let n = 0; || { n += 1; n } } let c = make(); c.call(); c.call()`, "2"),
+	dbg(`let x = [1, 2, 3]; x.filter(|| this > 2)`, "[3]"),
+	dbg(`let x = [1, 2, 3]; x.filter(|v, i| v > i)`, "[1, 2, 3]"),
+	dbg(`let x = [1, 2, 3]; x.map(|v, i| v * i)`, "[0, 2, 6]"),
+	dbg(`let x = [1, 2, 3]; x.reduce(|sum, v| if sum.type_of() == "()" { v * v } else { sum + v * v })`, "14"),
+	dbg(`let x = [1, 2, 3]; x.reduce(|sum, v, i| { if i == 0 { sum = 10 } sum + v * v })`, "24"),
 	oka(`let k = "id"; "" + args.items.map(|it| it[k]).filter(|v| v != ()).len()`, `{"items":[{"id":1},{},{"id":3}]}`, "2"),
 	oka(`args.items?.map(|x| x) ?? "none"`, `{}`, "none"),
 	oka("args.files.map(|f| f.path).reduce(|s, p| if s == () { p } else { `${s}, ${p}` })",
