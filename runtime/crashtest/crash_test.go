@@ -29,7 +29,7 @@ import (
 // Workload shape. The test takes about 30-60 s on a busy 2-core machine.
 const (
 	numThreads   = 20
-	numKills     = 6
+	numKills     = 5
 	settleWithin = 90 * time.Second
 )
 
@@ -323,10 +323,11 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 		time.Sleep(time.Duration(700+rng.IntN(2300)) * time.Millisecond)
 		procMu.Lock()
 		proc.kill()
-		t.Logf("kill %d: SIGKILL after %d accepted messages", k+1, posted.Load())
+		killed := time.Now()
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		proc, _ = startServe(t, bin, listen, dataDir, cfg, scriptPath, logPath)
 		procMu.Unlock()
+		t.Logf("kill %d: SIGKILL after %d accepted messages; serving again after %v", k+1, posted.Load(), time.Since(killed).Round(time.Millisecond))
 	}
 	time.Sleep(time.Second)
 	close(stop)
