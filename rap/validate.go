@@ -66,28 +66,27 @@ func (e *ValidationError) Error() string {
 // reported, not only the first; on any problem ParseToolset returns a nil
 // Toolset and a *ValidationError.
 func ParseToolset(data []byte) (*Toolset, error) {
-	ts, vs, _ := parseToolset(data)
+	ts, vs := parseToolset(data)
 	if len(vs) > 0 {
 		return nil, &ValidationError{Violations: vs}
 	}
 	return ts, nil
 }
 
-// parseToolset decodes data and returns the toolset, its violations and the
-// compiled input schema of each tool (nil where a schema is invalid).
-func parseToolset(data []byte) (*Toolset, []Violation, []*Schema) {
+// parseToolset decodes data and returns the toolset and its violations.
+func parseToolset(data []byte) (*Toolset, []Violation) {
 	c := &checker{}
 	if len(data) > MaxManifestBytes {
 		c.add("", "manifest is %d bytes; the limit is %d bytes (4 MiB)", len(data), MaxManifestBytes)
-		return nil, c.vs, nil
+		return nil, c.vs
 	}
 	if !utf8.Valid(data) {
 		c.add("", "manifest is not valid UTF-8 (RAP TR-1)")
-		return nil, c.vs, nil
+		return nil, c.vs
 	}
 	root, ok := c.object(data, "")
 	if !ok {
-		return nil, c.vs, nil
+		return nil, c.vs
 	}
 	ts := &Toolset{}
 	if s, ok := c.str(root, "", "name", true); ok {
@@ -101,7 +100,6 @@ func parseToolset(data []byte) (*Toolset, []Violation, []*Schema) {
 		ts.Endpoint = s
 		c.endpoint("endpoint", s)
 	}
-	var schemas []*Schema
 	if raw, ok := present(root, "tools"); !ok {
 		c.add("tools", "missing required field; list at least one tool")
 	} else if jsonKind(raw) != "array" {
@@ -117,23 +115,23 @@ func parseToolset(data []byte) (*Toolset, []Violation, []*Schema) {
 			items = nil
 		}
 		ts.Tools = make([]Tool, len(items))
-		schemas = make([]*Schema, len(items))
 		for i, item := range items {
-			ts.Tools[i], schemas[i] = c.parseTool(item, fmt.Sprintf("tools[%d]", i))
+			ts.Tools[i] = c.parseTool(item, fmt.Sprintf("tools[%d]", i))
 		}
 		c.uniqueNames(ts.Tools)
 	}
 	if b, ok := c.boolean(root, "", "needsMigration"); ok {
 		ts.NeedsMigration = b
 	}
-	return ts, c.vs, schemas
+	return ts, c.vs
 }
 
-func (c *checker) parseTool(raw json.RawMessage, path string) (Tool, *Schema) {
+// parseTool decodes and checks the tool at path.
+func (c *checker) parseTool(raw json.RawMessage, path string) Tool {
 	var t Tool
 	m, ok := c.object(raw, path)
 	if !ok {
-		return t, nil
+		return t
 	}
 	if s, ok := c.str(m, path, "name", true); ok {
 		t.Name = s
@@ -145,12 +143,11 @@ func (c *checker) parseTool(raw json.RawMessage, path string) (Tool, *Schema) {
 			c.add(path+".description", "must not be empty; say what the tool does so the model can choose it (RAP TS-2)")
 		}
 	}
-	var sch *Schema
 	if raw, ok := present(m, "inputSchema"); !ok {
 		c.add(path+".inputSchema", `missing required field; a tool without parameters declares {"type":"object","additionalProperties":false} (RAP TS-8)`)
 	} else {
 		t.InputSchema = compactJSON(raw)
-		sch = c.inputSchema(path+".inputSchema", t.InputSchema)
+		c.inputSchema(path+".inputSchema", t.InputSchema)
 	}
 	if raw, ok := present(m, "annotations"); ok {
 		t.Annotations = c.parseAnnotations(raw, path+".annotations")
@@ -158,7 +155,7 @@ func (c *checker) parseTool(raw json.RawMessage, path string) (Tool, *Schema) {
 	if s, ok := c.str(m, path, "displayScript", false); ok {
 		t.DisplayScript = s
 	}
-	return t, sch
+	return t
 }
 
 func (c *checker) parseAnnotations(raw json.RawMessage, path string) *Annotations {
