@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -249,4 +250,26 @@ func TestFetchToolsetContextCancel(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("FetchToolset did not return after cancel")
 	}
+}
+
+func ExampleFetchToolset() {
+	// A tool server publishes its manifest at /.well-known/rap-toolset.
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+rap.WellKnownPath, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"name":"clock","endpoint":"https://clock.example.com/invoke","tools":[
+			{"name":"now","description":"Current time","inputSchema":{"type":"object","additionalProperties":false}}]}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	// A runtime is configured with the base URL only (RAP TS-4).
+	ts, raw, err := rap.FetchToolset(context.Background(), srv.Client(), srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(ts.Name, ts.Tools[0].Name, len(raw) > 0)
+	// Output:
+	// clock now true
 }

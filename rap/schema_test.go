@@ -452,3 +452,40 @@ func TestCompileInferredSchema(t *testing.T) {
 		`arguments: unknown property "colour" (allowed: customer, express, labels, lines, note)`,
 		`arguments.lines[0].qty: expected integer, got string "2"`)
 }
+
+func ExampleSchema_Validate() {
+	schema, err := rap.CompileSchema(json.RawMessage(`{
+		"type": "object",
+		"properties": {
+			"city": {"type": "string"},
+			"days": {"type": "integer", "minimum": 1, "maximum": 14}
+		},
+		"required": ["city"],
+		"additionalProperties": false
+	}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(schema.Validate(json.RawMessage(`{"city":"Lyon","days":3}`)))
+	err = schema.Validate(json.RawMessage(`{"days":"3","units":"metric"}`))
+	var ae *rap.ArgumentsError
+	if errors.As(err, &ae) {
+		for _, p := range ae.Problems {
+			fmt.Println(p)
+		}
+	}
+	// Output:
+	// <nil>
+	// arguments: unknown property "units" (allowed: city, days)
+	// arguments.city: missing required property "city"
+	// arguments.days: expected integer, got string "3"
+}
+
+func ExampleCompileSchema() {
+	// Remote references are never fetched.
+	_, err := rap.CompileSchema(json.RawMessage(`{"type":"object","properties":{"user":{"$ref":"https://schemas.example.com/user.json"}}}`))
+	fmt.Println(err)
+	// Output:
+	// invalid JSON Schema: properties.user.$ref: reference "https://schemas.example.com/user.json" points outside this schema; remote references (http, https, file or any other) are never fetched: copy the definition under "$defs" and refer to it as "#/$defs/<name>"
+}

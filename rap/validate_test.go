@@ -515,3 +515,24 @@ func BenchmarkParseToolset(b *testing.B) {
 		}
 	}
 }
+
+func ExampleToolset_Warnings() {
+	ts := &rap.Toolset{
+		Name:     "admin",
+		Endpoint: "https://admin.example.com/invoke",
+		Tools: []rap.Tool{{
+			Name:        "drop_database",
+			Description: "Delete a database and all its data",
+			InputSchema: json.RawMessage(`{"type":"object"}`),
+			Annotations: &rap.Annotations{Destructive: true},
+		}},
+	}
+	fmt.Println(ts.Validate()) // warnings do not make a toolset invalid
+	for _, w := range ts.Warnings() {
+		fmt.Println(w)
+	}
+	// Output:
+	// <nil>
+	// tools[0].annotations.destructive: tool "drop_database" is destructive; a runtime should ask the user before running it (RAP TS-3)
+	// tools[0].inputSchema: declares no parameters but accepts any properties; a tool without parameters declares {"type":"object","additionalProperties":false} (RAP TS-8)
+}
