@@ -73,9 +73,11 @@ type RetryPolicy struct {
 }
 
 // SenderOptions configures a Sender. The zero value is usable: it delivers
-// directly with http.DefaultClient and the default retry policy.
+// directly, with the default retry policy.
 type SenderOptions struct {
-	// Client sends the POSTs; nil means http.DefaultClient.
+	// Client sends the POSTs; nil means a client on a clone of
+	// http.DefaultTransport that keeps MaxInFlight idle connections per
+	// host.
 	Client *http.Client
 	// Header holds extra headers put on every callback, such as an
 	// Authorization header the runtime expects (RAP TR-7). Content-Type
@@ -170,7 +172,7 @@ func NewSender(opts SenderOptions) *Sender {
 		progress:       make(chan struct{}),
 	}
 	if s.client == nil {
-		s.client = http.DefaultClient
+		s.client = defaultCallbackClient()
 	}
 	if s.retry.Initial <= 0 {
 		s.retry.Initial = DefaultRetryInitial
@@ -188,6 +190,19 @@ func NewSender(opts SenderOptions) *Sender {
 		s.log = slog.Default()
 	}
 	return s
+}
+
+// defaultCallbackClient is the client of a Sender without one: the default
+// transport, but keeping enough idle connections for MaxInFlight concurrent
+// callbacks to one runtime, which is the usual case (the default keeps two).
+func defaultCallbackClient() *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return http.DefaultClient
+	}
+	t = t.Clone()
+	t.MaxIdleConnsPerHost = MaxInFlight
+	return &http.Client{Transport: t}
 }
 
 // Send delivers msg to callbackURL.

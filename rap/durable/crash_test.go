@@ -1,0 +1,478 @@
+//go:build unix
+
+package durable_test
+
+// These tests kill a real tool-server process with SIGKILL and check that
+// the durable outbox loses nothing (RAP IN-4).
+//
+// What the SDK promises: every message Send acknowledged is delivered at
+// least once, whatever moment the process dies. A message is removed from
+// the outbox only after the receiver's 2xx, so a crash in the window between
+// the receiver's 200 and that removal sends the message again after the
+// restart. Such duplicates are expected and harmless: the runtime processes
+// callbacks idempotently, deduplicating redeliveries by message id (RAP
+// RE-6), and every retry carries the same Idempotency-Key header. So the
+// promise is "nothing lost; duplicates only across a crash, and only of the
+// messages that were in flight when it happened".
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/rap/durable"
+)
+
+// Environment of the helper process.
+const (
+	helperModeEnv  = "GORAP_DURABLE_CRASH_HELPER" // "enqueue" or "deliver"
+	helperDBEnv    = "GORAP_DURABLE_CRASH_DB"
+	helperURLEnv   = "GORAP_DURABLE_CRASH_URL"
+	helperCountEnv = "GORAP_DURABLE_CRASH_N"
+	helperLanesEnv = "GORAP_DURABLE_CRASH_LANES"
+)
+
+// crashWait bounds every wait of these tests; passing runs take far less.
+const crashWait = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperModeEnv); mode != "" {
+		os.Exit(crashHelper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// crashHelper is the tool-server process of the crash tests.
+//
+// In "enqueue" mode it opens the store, starts delivery, sends N tool
+// results spread over LANES callback URLs, prints "enqueued N" and runs
+// until its stdin closes (or it is killed). In "deliver" mode it opens the
+// store, delivers everything pending, prints "flushed" and exits.
+func crashHelper(mode string) int {
+	st, err := durable.Open(os.Getenv(helperDBEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer st.Close()
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s := rap.NewSender(rap.SenderOptions{
+		Outbox: st,
+		Retry:  rap.RetryPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
+		// Held requests must stay one attempt each, however long the
+		// test takes to kill the process.
+		AttemptTimeout: 2 * crashWait,
+		Logger:         logger,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Run(ctx)
+
+	switch mode {
+	case "enqueue":
+		n, _ := strconv.Atoi(os.Getenv(helperCountEnv))
+		lanes, _ := strconv.Atoi(os.Getenv(helperLanesEnv))
+		base := os.Getenv(helperURLEnv)
+		for i := range n {
+			u := fmt.Sprintf("%s/lane/%d?token=secret", base, i%lanes)
+			r := &rap.ToolResult{GroupID: "thread-1", ID: fmt.Sprintf("call-%d", i), Text: "done"}
+			if err := s.Send(ctx, u, r); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+		}
+		fmt.Printf("enqueued %d\n", n)
+		_, _ = io.Copy(io.Discard, os.Stdin) // until the test goes away
+		return 0
+	case "deliver":
+		fctx, fcancel := context.WithTimeout(ctx, crashWait)
+		defer fcancel()
+		if err := s.Flush(fctx); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		fmt.Println("flushed")
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
+	return 2
+}
+
+// helper is a running helper process.
+type helper struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	stderr *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startHelper re-executes this test binary in helper mode.
+func startHelper(t *testing.T, mode, db, url string, n, lanes int) *helper {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		helperModeEnv+"="+mode,
+		helperDBEnv+"="+db,
+		helperURLEnv+"="+url,
+		helperCountEnv+"="+strconv.Itoa(n),
+		helperLanesEnv+"="+strconv.Itoa(lanes),
+	)
+	h := &helper{cmd: cmd, lines: make(chan string, 16), stderr: &lockedBuffer{}}
+	cmd.Stderr = h.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting helper process: %v", err)
+	}
+	t.Cleanup(func() {
+		h.stdin.Close()
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("helper %s stderr:\n%s", mode, h.stderr.String())
+		}
+	})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			h.lines <- sc.Text()
+		}
+		close(h.lines)
+	}()
+	return h
+}
+
+// expect waits for the helper to print want.
+func (h *helper) expect(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case line, ok := <-h.lines:
+		if !ok || line != want {
+			t.Fatalf("helper printed %q (open: %v), want %q; stderr:\n%s", line, ok, want, h.stderr.String())
+		}
+	case <-time.After(crashWait):
+		t.Fatalf("helper did not print %q within %v; stderr:\n%s", want, crashWait, h.stderr.String())
+	}
+}
+
+// kill SIGKILLs the helper and reaps it.
+func (h *helper) kill(t *testing.T) {
+	t.Helper()
+	if err := syscall.Kill(h.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL: %v", err)
+	}
+	err := h.cmd.Wait()
+	ws, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("helper ended with %v, want death by SIGKILL", err)
+	}
+}
+
+// callbackEndpoint is the runtime's callback endpoint for the crash tests.
+// handle decides each request's fate; receipts count only messages the
+// endpoint accepted (answered 2xx).
+type callbackEndpoint struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	handle   func(r *http.Request, id string) int
+	received map[string]int   // call id -> times accepted
+	order    map[string][]int // lane -> call sequence numbers as first accepted
+	attempts int
+	bad      []string
+	changed  chan struct{}
+}
+
+func newCallbackEndpoint(t *testing.T, handle func(r *http.Request, id string) int) *callbackEndpoint {
+	e := &callbackEndpoint{handle: handle, received: map[string]int{}, order: map[string][]int{}, changed: make(chan struct{})}
+	e.srv = httptest.NewServer(e)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *callbackEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	cb, err := rap.DecodeCallback(body)
+	res, ok := cb.(*rap.ToolResult)
+	e.mu.Lock()
+	e.attempts++
+	handle := e.handle
+	switch {
+	case err != nil:
+		e.bad = append(e.bad, "invalid callback: "+err.Error())
+	case !ok:
+		e.bad = append(e.bad, "not a tool_result")
+	case r.Header.Get("Content-Type") != "application/json": // RAP TR-1
+		e.bad = append(e.bad, "Content-Type "+r.Header.Get("Content-Type"))
+	}
+	e.bump()
+	e.mu.Unlock()
+	if !ok {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+
+	status := handle(r, res.ID)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if status == http.StatusOK {
+		e.received[res.ID]++
+		if e.received[res.ID] == 1 {
+			seq, _ := strconv.Atoi(strings.TrimPrefix(res.ID, "call-"))
+			e.order[r.URL.Path] = append(e.order[r.URL.Path], seq)
+		}
+	}
+	e.bump()
+	w.WriteHeader(status)
+}
+
+// bump wakes waiters; e.mu must be held.
+func (e *callbackEndpoint) bump() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+func (e *callbackEndpoint) setHandle(h func(r *http.Request, id string) int) {
+	e.mu.Lock()
+	e.handle = h
+	e.mu.Unlock()
+}
+
+// waitFor polls cond (called with e.mu held) until it holds.
+func (e *callbackEndpoint) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(crashWait)
+	for {
+		e.mu.Lock()
+		ok, ch := cond(), e.changed
+		e.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out after %v waiting for %s", crashWait, what)
+		}
+	}
+}
+
+// check asserts that every one of the n messages arrived, none unknown, at
+// most the ids in mayRepeat more than once, and that each lane saw its
+// messages first in send order.
+func (e *callbackEndpoint) check(t *testing.T, n int, mayRepeat map[string]bool) (duplicates []string) {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, b := range e.bad {
+		t.Errorf("endpoint saw %s", b)
+	}
+	for i := range n {
+		id := fmt.Sprintf("call-%d", i)
+		c := e.received[id]
+		switch {
+		case c == 0:
+			t.Errorf("%s was lost", id)
+		case c > 1 && !mayRepeat[id]:
+			t.Errorf("%s arrived %d times; only messages in flight at the crash may repeat", id, c)
+		case c > 2:
+			t.Errorf("%s arrived %d times, want at most twice", id, c)
+		}
+		if c > 1 {
+			duplicates = append(duplicates, id)
+		}
+	}
+	if len(e.received) != n {
+		t.Errorf("endpoint accepted %d distinct messages, want %d", len(e.received), n)
+	}
+	for lane, seqs := range e.order {
+		for i := 1; i < len(seqs); i++ {
+			if seqs[i] < seqs[i-1] {
+				t.Errorf("%s: call-%d arrived before call-%d: per-URL order broken", lane, seqs[i-1], seqs[i])
+				break
+			}
+		}
+	}
+	return duplicates
+}
+
+func pendingCount(t *testing.T, path string) int {
+	t.Helper()
+	st, err := durable.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, err := st.Pending(context.Background(), durable.MaxPending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(p)
+}
+
+func TestCrashAfterEnqueueLosesNothing(t *testing.T) {
+	// RAP IN-4: a tool server killed with SIGKILL while the runtime is
+	// down (503) loses none of the results Send had acknowledged. A new
+	// process on the same file delivers each exactly once, in order per
+	// callback URL, once the runtime is healthy.
+	const n, lanes = 200, 4
+	ep := newCallbackEndpoint(t, func(*http.Request, string) int { return http.StatusServiceUnavailable })
+	db := filepath.Join(t.TempDir(), "tool.db")
+
+	h := startHelper(t, "enqueue", db, ep.srv.URL, n, lanes)
+	h.expect(t, fmt.Sprintf("enqueued %d", n))
+	ep.waitFor(t, "the helper to be retrying against the 503s", func() bool { return ep.attempts >= lanes })
+	h.kill(t)
+
+	if got := pendingCount(t, db); got != n {
+		t.Fatalf("after SIGKILL the outbox holds %d messages, want %d", got, n)
+	}
+
+	ep.setHandle(func(*http.Request, string) int { return http.StatusOK })
+	h2 := startHelper(t, "deliver", db, ep.srv.URL, 0, 0)
+	h2.expect(t, "flushed")
+	if err := h2.cmd.Wait(); err != nil {
+		t.Fatalf("deliver helper: %v", err)
+	}
+
+	if dups := ep.check(t, n, nil); len(dups) != 0 {
+		t.Errorf("duplicates %v; none were in flight at the crash", dups)
+	}
+	if got := pendingCount(t, db); got != 0 {
+		t.Errorf("outbox still holds %d messages", got)
+	}
+}
+
+func TestCrashMidDeliveryLosesNothing(t *testing.T) {
+	// RAP IN-4 with RAP RE-6: the process dies while callbacks are on the
+	// wire. The endpoint accepts half the messages, then holds the next
+	// request of every callback URL until the helper is dead, and accepts
+	// those too: the runtime got them, but the dead process never learned
+	// so. After a restart nothing is lost, and exactly those in-flight
+	// messages arrive a second time, for the runtime to deduplicate.
+	const n, lanes = 200, 4
+	killed := make(chan struct{})
+	var killOnce sync.Once
+	release := func() { killOnce.Do(func() { close(killed) }) }
+	var holdMu sync.Mutex
+	held := map[string]bool{}
+	var ep *callbackEndpoint
+	ep = newCallbackEndpoint(t, func(r *http.Request, id string) int {
+		select {
+		case <-killed:
+			return http.StatusOK
+		default:
+		}
+		ep.mu.Lock()
+		accepted := len(ep.order[r.URL.Path]) // by this lane
+		ep.mu.Unlock()
+		if accepted < n/lanes/2 {
+			time.Sleep(time.Millisecond) // keep delivery slow enough to catch mid-way
+			return http.StatusOK
+		}
+		holdMu.Lock()
+		held[id] = true
+		holdMu.Unlock()
+		<-killed
+		return http.StatusOK
+	})
+	// Registered after the endpoint, so it runs before the server's Close,
+	// which would otherwise wait for the held handlers forever.
+	t.Cleanup(release)
+	db := filepath.Join(t.TempDir(), "tool.db")
+
+	h := startHelper(t, "enqueue", db, ep.srv.URL, n, lanes)
+	h.expect(t, fmt.Sprintf("enqueued %d", n))
+	ep.waitFor(t, "a request of every lane to be held", func() bool {
+		holdMu.Lock()
+		defer holdMu.Unlock()
+		return len(held) == lanes
+	})
+	h.kill(t)
+	release()
+
+	// The held requests complete on the server side: accepted.
+	ep.waitFor(t, "the held requests to be accepted", func() bool {
+		holdMu.Lock()
+		defer holdMu.Unlock()
+		for id := range held {
+			if ep.received[id] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	left := pendingCount(t, db)
+	if left < lanes || left >= n {
+		t.Fatalf("after the crash the outbox holds %d messages; want the %d held ones and the rest", left, lanes)
+	}
+
+	// Restart in-process this time.
+	st, err := durable.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: rap.RetryPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}, Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	fctx, fcancel := context.WithTimeout(context.Background(), crashWait)
+	defer fcancel()
+	if err := s.Flush(fctx); err != nil {
+		t.Fatalf("Flush after restart: %v", err)
+	}
+	cancel()
+	<-done
+
+	holdMu.Lock()
+	mayRepeat := held
+	holdMu.Unlock()
+	dups := ep.check(t, n, mayRepeat)
+	if len(dups) != lanes {
+		t.Errorf("duplicates = %v, want exactly the %d held messages %v", dups, lanes, mayRepeat)
+	}
+	if got := pendingCount(t, db); got != 0 {
+		t.Errorf("outbox still holds %d messages", got)
+	}
+}
