@@ -517,3 +517,22 @@ func TestNew(t *testing.T) {
 		t.Errorf("x-api-key = %q, want the value of %s", got, anthropic.EnvAPIKey)
 	}
 }
+
+// An error event in the middle of the stream fails the completion: no half
+// answer is returned (RAP RT-1).
+func TestErrorMidStream(t *testing.T) {
+	srv := wiretest.NewAnthropic(wiretest.Replies(wiretest.Reply{Text: "partial answer", StreamError: "Overloaded"}))
+	defer srv.Close()
+	p := newProvider(t, srv, anthropic.Options{})
+	var rec recorder
+	resp, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, &rec)
+	if err == nil || resp != nil {
+		t.Fatalf("resp=%+v err=%v; want only an error", resp, err)
+	}
+	if !strings.Contains(err.Error(), "Overloaded") || !strings.Contains(err.Error(), "retry later") {
+		t.Errorf("error = %v", err)
+	}
+	if len(rec.deltas) == 0 {
+		t.Error("the deltas before the error should still have streamed")
+	}
+}

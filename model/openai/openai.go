@@ -18,6 +18,8 @@ package openai
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +31,7 @@ import (
 	"github.com/google/uuid"
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/gorap/gorap/model"
@@ -165,7 +168,7 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
 	defer stream.Close()
 
-	var acc accumulator
+	acc := accumulator{names: toolNames(req)}
 	for stream.Next() {
 		if err := acc.add(stream.Current(), s); err != nil {
 			return nil, fmt.Errorf("openai: %s: %w", p.model, err)
@@ -226,7 +229,7 @@ func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error
 
 // functionParam maps a tool spec; the schema must be a JSON object.
 func functionParam(t model.ToolSpec) (shared.FunctionDefinitionParam, error) {
-	fn := shared.FunctionDefinitionParam{Name: t.Name}
+	fn := shared.FunctionDefinitionParam{Name: wireName(t.Name)}
 	if t.Description != "" {
 		fn.Description = sdk.String(t.Description)
 	}
@@ -263,7 +266,7 @@ func (p *Provider) messages(t turn) ([]sdk.ChatCompletionMessageParamUnion, erro
 			a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
 				OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
 					ID:       c.ID,
-					Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: args},
+					Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: wireName(c.Name), Arguments: args},
 				},
 			})
 		}
@@ -360,6 +363,10 @@ func (p *Provider) describe(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("openai: %s: completion stopped: %w", p.model, errors.Join(ctx.Err(), err))
 	}
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		return fmt.Errorf("openai: %s: the server failed in the middle of its answer: %s; retry later: %w", p.model, streamMessage(streamErr), err)
+	}
 	var apiErr *sdk.Error
 	if !errors.As(err, &apiErr) {
 		return fmt.Errorf("openai: %s: request to %s failed: %w; check the base URL (%s) and that the server is running", p.model, p.baseURL, err, EnvBaseURL)
@@ -367,9 +374,6 @@ func (p *Provider) describe(ctx context.Context, err error) error {
 	msg := apiErr.Message
 	if msg == "" {
 		msg = "no error message in the response"
-	}
-	if apiErr.StatusCode == 0 {
-		return fmt.Errorf("openai: %s: the stream reported an error: %s; retry later: %w", p.model, msg, err)
 	}
 	return fmt.Errorf("openai: %s: HTTP %d %s: %s; %s: %w",
 		p.model, apiErr.StatusCode, http.StatusText(apiErr.StatusCode), msg, hint(apiErr.StatusCode), err)
@@ -392,6 +396,62 @@ func hint(status int) string {
 	default:
 		return "the request was rejected: fix it before retrying"
 	}
+}
+
+// streamMessage extracts error.message from a stream's error event.
+func streamMessage(e *ssestream.StreamError) string {
+	var body struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(e.Event.Data, &body) == nil && body.Error.Message != "" {
+		return body.Error.Message
+	}
+	return e.Message
+}
+
+// maxNameLen is the longest function name the API accepts; RAP allows
+// tool names up to 128 characters.
+const maxNameLen = 64
+
+// wireName is the function name sent for a tool name. Names the API
+// accepts (ASCII letters, digits, '_' and '-', at most 64) are sent as they
+// are; others are sanitized and, if too long, shortened with a hash suffix
+// that keeps them unique. The mapping is deterministic, so the names in the
+// history match those of the tools.
+func wireName(name string) string {
+	ok := len(name) > 0 && len(name) <= maxNameLen
+	b := []byte(name)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			b[i] = '_'
+			ok = false
+		}
+	}
+	if ok {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := "_" + hex.EncodeToString(sum[:4])
+	if len(b) > maxNameLen-len(suffix) {
+		b = b[:maxNameLen-len(suffix)]
+	}
+	return string(b) + suffix
+}
+
+// toolNames maps wire names back to the tool names of req.
+func toolNames(req model.Request) map[string]string {
+	names := map[string]string{}
+	for _, t := range req.Tools {
+		names[wireName(t.Name)] = t.Name
+	}
+	for _, m := range req.Messages {
+		for _, c := range m.ToolCalls {
+			names[wireName(c.Name)] = c.Name
+		}
+	}
+	return names
 }
 
 // newCallID makes an id for a tool call the server sent without one, as

@@ -526,3 +526,48 @@ func TestNew(t *testing.T) {
 		t.Errorf("Authorization = %q", got)
 	}
 }
+
+// An error event in the middle of the stream fails the completion: no half
+// answer is returned (RAP RT-1).
+func TestErrorMidStream(t *testing.T) {
+	srv := wiretest.NewOpenAI(wiretest.Replies(wiretest.Reply{Text: "partial answer", StreamError: "the model crashed"}))
+	defer srv.Close()
+	p := newProvider(t, srv, openai.Options{})
+	resp, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, nil)
+	if err == nil || resp != nil {
+		t.Fatalf("resp=%+v err=%v; want only an error", resp, err)
+	}
+	if !strings.Contains(err.Error(), "the model crashed") || !strings.Contains(err.Error(), "retry later") {
+		t.Errorf("error = %v", err)
+	}
+}
+
+// RAP allows tool names of up to 128 characters; the API takes 64. Long
+// names go out shortened, consistently in tools and history, and come back
+// as the original name.
+func TestLongToolNames(t *testing.T) {
+	long := strings.Repeat("very_long_tool_name_", 5) // 100 characters
+	srv := wiretest.NewOpenAI(func(r wiretest.Request) wiretest.Reply {
+		return wiretest.Reply{ToolCalls: []model.ToolCall{{Name: r.Tools[0].Name, Arguments: json.RawMessage(`{}`)}}}
+	})
+	defer srv.Close()
+	p := newProvider(t, srv, openai.Options{})
+	resp, err := p.Complete(ctx(t), model.Request{
+		Messages: []model.Message{
+			{Role: model.RoleUser, Text: "go"},
+			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c0", Name: long, Arguments: json.RawMessage(`{}`)}}},
+			{Role: model.RoleUser, ToolResults: []model.ToolResult{{CallID: "c0", Text: "r"}}},
+		},
+		Tools: []model.ToolSpec{{Name: long, InputSchema: json.RawMessage(`{"type":"object"}`)}},
+	}, nil)
+	if err != nil {
+		t.Fatalf("Complete (the server enforces the 64-character limit): %v", err)
+	}
+	if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name != long {
+		t.Errorf("ToolCalls = %+v; want the original name back", resp.ToolCalls)
+	}
+	req := srv.Requests()[0]
+	if wire := req.Tools[0].Name; len(wire) > 64 || wire != req.Messages[1].ToolCalls[0].Name {
+		t.Errorf("wire names: tool %q, history %q; want the same name of at most 64 characters", wire, req.Messages[1].ToolCalls[0].Name)
+	}
+}

@@ -24,6 +24,7 @@ type accumulator struct {
 	slot   map[int64]int // chunk tool-call index -> position in calls
 	finish string
 	size   int
+	names  map[string]string // wire function name -> tool name
 }
 
 func (a *accumulator) grow(n int) error {
@@ -111,11 +112,15 @@ func (a *accumulator) response(modelID string) (*model.Response, error) {
 		if !json.Valid([]byte(args)) {
 			return nil, fmt.Errorf("openai: %s: tool call %d (%s) has arguments that are not valid JSON; retry the request", modelID, i, c.name)
 		}
+		name := c.name
+		if orig, ok := a.names[name]; ok {
+			name = orig
+		}
 		id := c.id
 		if id == "" {
 			id = newCallID()
 		}
-		resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: id, Name: c.name, Arguments: json.RawMessage(args)})
+		resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)})
 	}
 	return resp, nil
 }

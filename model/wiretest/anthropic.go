@@ -342,7 +342,7 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": usage,
 	}})
 	index := 0
-	if rep.Text != "" || rep.Hang {
+	if rep.Text != "" || rep.Hang || rep.StreamError != "" {
 		s.send("content_block_start", map[string]any{"type": "content_block_start", "index": index,
 			"content_block": map[string]any{"type": "text", "text": ""}})
 		s.send("ping", map[string]any{"type": "ping"})
@@ -352,6 +352,10 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 		}
 		if rep.Hang {
 			hang(r, stop)
+			return
+		}
+		if rep.StreamError != "" {
+			s.send("error", map[string]any{"type": "error", "error": map[string]any{"type": "overloaded_error", "message": rep.StreamError}})
 			return
 		}
 		s.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})

@@ -112,6 +112,9 @@ func (openaiWire) decode(body []byte, req *Request) error {
 		if t.Type != "function" || t.Function.Name == "" {
 			return fmt.Errorf("tools[%d]: type must be 'function' and function.name is required", i)
 		}
+		if !validFunctionName(t.Function.Name) {
+			return fmt.Errorf("Invalid 'tools[%d].function.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]{1,64}$'", i)
+		}
 		if names[t.Function.Name] {
 			return fmt.Errorf("tools: duplicate function name %q", t.Function.Name)
 		}
@@ -157,6 +160,9 @@ func (openaiWire) decode(body []byte, req *Request) error {
 			for j, c := range m.ToolCalls {
 				if c.ID == "" || c.Type != "function" || c.Function.Name == "" {
 					return fmt.Errorf("%s.tool_calls[%d]: id, type 'function' and function.name are required", where, j)
+				}
+				if !validFunctionName(c.Function.Name) {
+					return fmt.Errorf("Invalid '%s.tool_calls[%d].function.name': string does not match pattern '^[a-zA-Z0-9_-]{1,64}$'", where, j)
 				}
 				if !json.Valid([]byte(c.Function.Arguments)) {
 					return fmt.Errorf("%s.tool_calls[%d].function.arguments: not valid JSON", where, j)
@@ -270,6 +276,10 @@ func (openaiWire) writeReply(w http.ResponseWriter, r *http.Request, req Request
 		hang(r, stop)
 		return
 	}
+	if rep.StreamError != "" {
+		s.send("", map[string]any{"error": map[string]any{"message": rep.StreamError, "type": "server_error", "param": nil, "code": nil}})
+		return
+	}
 	for i, c := range calls {
 		s.send("", chunk(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": c.ID, "type": "function",
 			"function": map[string]any{"name": c.Name, "arguments": ""}}}}, nil))
@@ -284,6 +294,19 @@ func (openaiWire) writeReply(w http.ResponseWriter, r *http.Request, req Request
 			"choices": []any{}, "usage": usage})
 	}
 	s.send("", "[DONE]")
+}
+
+// validFunctionName reports whether the API accepts name.
+func validFunctionName(name string) bool {
+	if len(name) == 0 || len(name) > 64 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func remove(xs []string, x string) []string {

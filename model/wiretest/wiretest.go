@@ -91,6 +91,11 @@ type Reply struct {
 	// Hang makes a streamed reply stop after the text deltas and wait,
 	// without finishing, until the client goes away or the server closes.
 	Hang bool
+	// StreamError, when set, ends a streamed reply after its text deltas
+	// with an error event carrying this message (an overloaded_error for
+	// Anthropic, a server_error for OpenAI), as the services do when they
+	// fail mid-answer.
+	StreamError string
 	// Status, when not 0 or 200, makes the reply an HTTP error.
 	Status int
 	// Error is the error message of an error reply.
@@ -344,9 +349,13 @@ func hang(r *http.Request, stop <-chan struct{}) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"type":"api_error","message":"wiretest: cannot encode the reply"}}`)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(b)
 }
 
 // fillIDs gives every tool call without an ID one of the form prefix+seq+n.
