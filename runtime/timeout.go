@@ -44,7 +44,10 @@ func (r *Runtime) timeoutLoop() {
 			r.log.Error("read call deadlines", "err", err)
 		}
 		for _, c := range due {
-			d := c.Deadline.Sub(c.Created).Round(time.Millisecond)
+			d := r.timeoutFor(c.ToolName)
+			if d <= 0 { // the configuration changed since the call was made
+				d = c.Deadline.Sub(c.Created).Round(time.Second)
+			}
 			r.log.Warn("rap tool call timed out", "audit", true, "operation", c.ToolName, "thread", c.ThreadID,
 				"call_id", c.CallID, "timeout", d, "outcome", "timed out")
 			r.deliverSynthetic(r.baseCtx, c, fmt.Sprintf("Error: tool %s timed out after %v without sending its result. It may still be working; try again or use another tool.", c.ToolName, d))
