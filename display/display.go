@@ -171,6 +171,9 @@ func (s *Script) Eval(ctx context.Context, args map[string]any) (string, error) 
 	if !ok {
 		return "", &EvalError{Msg: "script returned " + typeName(v) + ", not a string", Err: ErrNotString}
 	}
+	if len(str) > s.limits.MaxStringLen { // e.g. a huge string passed through from args
+		return "", &EvalError{Msg: fmt.Sprintf("result of %d bytes exceeds the limit of %d", len(str), s.limits.MaxStringLen), Err: ErrStringTooLong}
+	}
 	return str, nil
 }
 

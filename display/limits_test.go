@@ -94,6 +94,11 @@ func TestLimitStringLength(t *testing.T) {
 	if _, err := Compile("`"+strings.Repeat("\xa5", 100)+"`", WithLimits(Limits{MaxStringLen: 50})); !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("long back-tick literal: got %v", err)
 	}
+	// A string passed straight through from args is checked too.
+	s, _ := Compile(`args.s`, WithLimits(Limits{MaxStringLen: 10}))
+	if _, err := s.Eval(context.Background(), map[string]any{"s": strings.Repeat("x", 11)}); !errors.Is(err, ErrStringTooLong) {
+		t.Errorf("long result from args: got %v", err)
+	}
 	err := evalErr(t, `let s = "x"; s.pad(200, '-'); s`, WithLimits(Limits{MaxStringLen: 100, Timeout: 10 * time.Second}))
 	if !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("custom string limit: got %v", err)
