@@ -698,3 +698,48 @@ func TestDisplayHook(t *testing.T) {
 		t.Fatalf("displays = %q, %q", cs[0].Display, cs[1].Display)
 	}
 }
+
+// Under concurrent load every accepted message appears exactly once, in
+// the order it was accepted, and no thread's completions overlap (RAP RT-2).
+func TestConcurrentMessagesExactlyOnce(t *testing.T) {
+	g := &gate{inner: scripted.New([]scripted.Turn{{Text: "ok", Repeat: true}}), active: map[string]int{}}
+	e := newEnv(t, envOptions{model: g})
+	const threads, perThread = 4, 15
+	ids := make([]string, threads)
+	for i := range ids {
+		ids[i] = e.newThread()
+	}
+	var wg sync.WaitGroup
+	for i, th := range ids {
+		wg.Go(func() {
+			for j := 0; j < perThread; j++ {
+				if err := e.rt.PostMessage(context.Background(), th, fmt.Sprintf("t%d-m%02d", i, j)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, th := range ids {
+		e.idle(th)
+		var got []string
+		for _, m := range e.history(th) {
+			if m.Role == store.RoleUser {
+				got = append(got, m.Text)
+			}
+		}
+		if len(got) != perThread {
+			t.Fatalf("thread %d has %d user messages, want %d: %v", i, len(got), perThread, got)
+		}
+		for j, text := range got {
+			if want := fmt.Sprintf("t%d-m%02d", i, j); text != want {
+				t.Fatalf("thread %d message %d = %q, want %q", i, j, text, want)
+			}
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.overlap) > 0 {
+		t.Fatalf("completions overlapped within a thread: %v", g.overlap)
+	}
+}
