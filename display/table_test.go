@@ -654,6 +654,11 @@ var tableCases = []tcase{
 	fail(strings.Repeat("(", 200)+"1"+strings.Repeat(")", 200), ErrExprTooDeep),
 }
 
+// tableCache renders the table through Cache.Render (the same path as the
+// package-level Render) with a generous timeout so the test is not flaky on
+// a loaded machine.
+var tableCache = NewCache(1024, WithTimeout(10*time.Second))
+
 func runCase(t *testing.T, c tcase) (string, error) {
 	t.Helper()
 	src := c.src
@@ -704,7 +709,7 @@ func TestTable(t *testing.T) {
 			if args == "" {
 				args = "{}"
 			}
-			r := Render(context.Background(), "tool", c.src, json.RawMessage(args))
+			r := tableCache.Render(context.Background(), "tool", c.src, json.RawMessage(args))
 			want := c.want
 			if c.err != nil {
 				want = Default("tool", json.RawMessage(args))
