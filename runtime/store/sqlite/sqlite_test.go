@@ -435,3 +435,55 @@ func TestReadersSeeCommittedState(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkEnqueue measures accepting one message durably: one
+// transaction with a dedup check, an inbox row and an fsync'd commit.
+func BenchmarkEnqueue(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "rap.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	s.Update(context.Background(), func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: "t"}) })
+	payload := json.RawMessage(`{"text":"hello"}`)
+	i := 0
+	for b.Loop() {
+		i++
+		err := s.Update(context.Background(), func(tx store.Tx) error {
+			_, err := tx.Enqueue(store.InboxItem{ThreadID: "t", Kind: store.KindUserMessage, Payload: payload, DedupKey: fmt.Sprint("k", i)})
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSliceCommit measures the write of one slice: append the input
+// and the assistant turn, record a call, consume the inbox row.
+func BenchmarkSliceCommit(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "rap.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	s.Update(context.Background(), func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: "t"}) })
+	i := 0
+	for b.Loop() {
+		i++
+		err := s.Update(context.Background(), func(tx store.Tx) error {
+			msgs, err := tx.AppendMessages("t", []store.Message{{Role: store.RoleUser, Text: "hi"},
+				{Role: store.RoleAssistant, ToolCalls: []store.ToolCall{{ID: fmt.Sprint("c", i), Name: "x", Arguments: json.RawMessage(`{}`)}}}})
+			if err != nil {
+				return err
+			}
+			if err := tx.PutCalls([]store.Call{{ThreadID: "t", CallID: fmt.Sprint("c", i), ToolName: "x", TurnSeq: msgs[1].Seq}}); err != nil {
+				return err
+			}
+			return tx.Consume([]int64{int64(i)})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
