@@ -38,11 +38,17 @@ type Tool struct {
 
 // Annotations are the optional behaviour hints of a tool (RAP TS-3).
 type Annotations struct {
+	// RequiresAuth names the auth provider the tool may start an OAuth flow for.
 	RequiresAuth string `json:"requiresAuth,omitempty"`
-	ReadOnly     bool   `json:"readOnly,omitempty"`
-	Destructive  bool   `json:"destructive,omitempty"`
-	Idempotent   bool   `json:"idempotent,omitempty"`
-	LongRunning  bool   `json:"longRunning,omitempty"`
+	// ReadOnly says the tool changes no external state.
+	ReadOnly bool `json:"readOnly,omitempty"`
+	// Destructive says the tool may delete or overwrite; a runtime should ask
+	// the user before running it.
+	Destructive bool `json:"destructive,omitempty"`
+	// Idempotent says repeating a call has no further effect.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// LongRunning says a call may take minutes or hours.
+	LongRunning bool `json:"longRunning,omitempty"`
 	// Custom holds namespaced custom annotations such as "x-acme-priority".
 	Custom map[string]json.RawMessage `json:"-"`
 }
