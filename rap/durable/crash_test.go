@@ -207,13 +207,14 @@ func (h *helper) kill(t *testing.T) {
 }
 
 // callbackEndpoint is the runtime's callback endpoint for the crash tests.
-// handle decides each request's fate; receipts count only messages the
-// endpoint accepted (answered 2xx).
+// handle decides each request's fate, given the message's call id and how
+// many messages the request's URL (lane) has had accepted so far; receipts
+// count only messages the endpoint accepted (answered 200).
 type callbackEndpoint struct {
 	srv *httptest.Server
 
 	mu       sync.Mutex
-	handle   func(r *http.Request, id string) int
+	handle   func(r *http.Request, id string, laneAccepted int) int
 	received map[string]int   // call id -> times accepted
 	order    map[string][]int // lane -> call sequence numbers as first accepted
 	attempts int
@@ -221,7 +222,7 @@ type callbackEndpoint struct {
 	changed  chan struct{}
 }
 
-func newCallbackEndpoint(t *testing.T, handle func(r *http.Request, id string) int) *callbackEndpoint {
+func newCallbackEndpoint(t *testing.T, handle func(r *http.Request, id string, laneAccepted int) int) *callbackEndpoint {
 	e := &callbackEndpoint{handle: handle, received: map[string]int{}, order: map[string][]int{}, changed: make(chan struct{})}
 	e.srv = httptest.NewServer(e)
 	t.Cleanup(e.srv.Close)
@@ -235,6 +236,7 @@ func (e *callbackEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	e.attempts++
 	handle := e.handle
+	laneAccepted := len(e.order[r.URL.Path])
 	switch {
 	case err != nil:
 		e.bad = append(e.bad, "invalid callback: "+err.Error())
@@ -250,7 +252,7 @@ func (e *callbackEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	status := handle(r, res.ID)
+	status := handle(r, res.ID, laneAccepted)
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -271,7 +273,7 @@ func (e *callbackEndpoint) bump() {
 	e.changed = make(chan struct{})
 }
 
-func (e *callbackEndpoint) setHandle(h func(r *http.Request, id string) int) {
+func (e *callbackEndpoint) setHandle(h func(r *http.Request, id string, laneAccepted int) int) {
 	e.mu.Lock()
 	e.handle = h
 	e.mu.Unlock()
@@ -356,7 +358,7 @@ func TestCrashAfterEnqueueLosesNothing(t *testing.T) {
 	// process on the same file delivers each exactly once, in order per
 	// callback URL, once the runtime is healthy.
 	const n, lanes = 200, 4
-	ep := newCallbackEndpoint(t, func(*http.Request, string) int { return http.StatusServiceUnavailable })
+	ep := newCallbackEndpoint(t, func(*http.Request, string, int) int { return http.StatusServiceUnavailable })
 	db := filepath.Join(t.TempDir(), "tool.db")
 
 	h := startHelper(t, "enqueue", db, ep.srv.URL, n, lanes)
@@ -368,7 +370,7 @@ func TestCrashAfterEnqueueLosesNothing(t *testing.T) {
 		t.Fatalf("after SIGKILL the outbox holds %d messages, want %d", got, n)
 	}
 
-	ep.setHandle(func(*http.Request, string) int { return http.StatusOK })
+	ep.setHandle(func(*http.Request, string, int) int { return http.StatusOK })
 	h2 := startHelper(t, "deliver", db, ep.srv.URL, 0, 0)
 	h2.expect(t, "flushed")
 	if err := h2.cmd.Wait(); err != nil {
@@ -396,17 +398,13 @@ func TestCrashMidDeliveryLosesNothing(t *testing.T) {
 	release := func() { killOnce.Do(func() { close(killed) }) }
 	var holdMu sync.Mutex
 	held := map[string]bool{}
-	var ep *callbackEndpoint
-	ep = newCallbackEndpoint(t, func(r *http.Request, id string) int {
+	ep := newCallbackEndpoint(t, func(_ *http.Request, id string, laneAccepted int) int {
 		select {
 		case <-killed:
 			return http.StatusOK
 		default:
 		}
-		ep.mu.Lock()
-		accepted := len(ep.order[r.URL.Path]) // by this lane
-		ep.mu.Unlock()
-		if accepted < n/lanes/2 {
+		if laneAccepted < n/lanes/2 {
 			time.Sleep(time.Millisecond) // keep delivery slow enough to catch mid-way
 			return http.StatusOK
 		}

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorap/gorap/rap"
@@ -45,12 +47,42 @@ const (
 // process holding the write lock before failing with SQLITE_BUSY.
 const busyTimeout = 10 * time.Second
 
+// maxBatch is the most writes committed in one transaction.
+const maxBatch = 256
+
+// ErrClosed is returned by calls made after Close.
+var ErrClosed = errors.New("durable: store is closed")
+
 // Store is a SQLite-backed rap.Store. It is safe for concurrent use, and
 // several processes may share one file.
+//
+// Writes from one process go through a single writer goroutine that
+// commits the writes waiting at that moment in one transaction (group
+// commit), so concurrent senders share the cost of each fsync instead of
+// queueing for the file lock one by one.
 type Store struct {
 	db   *sql.DB
 	path string
+
+	writes    chan *writeOp // unbuffered: a send succeeds only if the writer takes it
+	closed    chan struct{}
+	closeOnce sync.Once
+	writerEnd chan struct{}
 }
+
+// writeOp is one write waiting for the writer goroutine.
+type writeOp struct {
+	what  string // for error messages, e.g. "Enqueue k1"
+	exec  func(ctx context.Context, tx *sql.Tx) error
+	state atomic.Int32 // opQueued, opTaken or opCancelled
+	done  chan error   // buffered(1)
+}
+
+const (
+	opQueued int32 = iota
+	opTaken
+	opCancelled
+)
 
 var _ rap.Store = (*Store)(nil)
 
@@ -74,7 +106,7 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("durable: Open %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path}
+	s := &Store{db: db, path: path, writes: make(chan *writeOp), closed: make(chan struct{}), writerEnd: make(chan struct{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*busyTimeout)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
@@ -85,15 +117,131 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("durable: Open %s: %w", path, err)
 	}
+	go s.writer()
 	return s, nil
 }
 
-// Close closes the database. Calls made after Close fail.
+// Close waits for the write being committed, if any, and closes the
+// database. Calls made after Close return ErrClosed.
 func (s *Store) Close() error {
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("durable: closing %s: %w", s.path, err)
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		<-s.writerEnd
+		if cerr := s.db.Close(); cerr != nil {
+			err = fmt.Errorf("durable: closing %s: %w", s.path, cerr)
+		}
+	})
+	return err
+}
+
+// write hands exec to the writer goroutine and waits for its commit. If ctx
+// ends before the writer has taken the write, it is never applied.
+func (s *Store) write(ctx context.Context, what string, exec func(ctx context.Context, tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("durable: %s: %w", what, err)
 	}
-	return nil
+	op := &writeOp{what: what, exec: exec, done: make(chan error, 1)}
+	select {
+	case s.writes <- op:
+	case <-s.closed:
+		return fmt.Errorf("durable: %s: %w", what, ErrClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("durable: %s: %w", what, ctx.Err())
+	}
+	select {
+	case err := <-op.done:
+		return err
+	case <-ctx.Done():
+		if op.state.CompareAndSwap(opQueued, opCancelled) {
+			return fmt.Errorf("durable: %s: %w", what, ctx.Err())
+		}
+		// The writer has it: its outcome is the truth, and a commit
+		// is bounded by the busy timeout.
+		return <-op.done
+	}
+}
+
+// writer commits writes in batches until Close.
+func (s *Store) writer() {
+	defer close(s.writerEnd)
+	for {
+		var first *writeOp
+		select {
+		case first = <-s.writes:
+		case <-s.closed:
+			return
+		}
+		batch := []*writeOp{first}
+	gather:
+		for len(batch) < maxBatch {
+			select {
+			case op := <-s.writes:
+				batch = append(batch, op)
+			default:
+				break gather
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit applies batch in one transaction. If that fails, each write is
+// retried in its own transaction, so one bad write fails only itself.
+func (s *Store) commit(batch []*writeOp) {
+	live := batch[:0]
+	for _, op := range batch {
+		if op.state.CompareAndSwap(opQueued, opTaken) {
+			live = append(live, op)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	// The writes are not tied to any caller's context: a caller that
+	// gives up after the writer took its write still learns the outcome.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*busyTimeout)
+	defer cancel()
+	err := s.inTx(ctx, live)
+	if err == nil || len(live) == 1 {
+		for _, op := range live {
+			op.done <- wrapWrite(op, s.path, err)
+		}
+		return
+	}
+	for _, op := range live {
+		op.done <- wrapWrite(op, s.path, s.inTx(ctx, []*writeOp{op}))
+	}
+}
+
+func wrapWrite(op *writeOp, path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("durable: %s in %s: %w", op.what, path, err)
+}
+
+// inTx runs ops in one IMMEDIATE transaction.
+func (s *Store) inTx(ctx context.Context, ops []*writeOp) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, op := range ops {
+		if err := op.exec(ctx, tx); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// execWrite is a write of one statement.
+func (s *Store) execWrite(ctx context.Context, what, query string, args ...any) error {
+	return s.write(ctx, what, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, query, args...)
+		return err
+	})
 }
 
 // migrations are applied in order; entry i brings the schema to version
@@ -195,14 +343,10 @@ func (s *Store) Enqueue(ctx context.Context, m rap.OutboxMessage) error {
 	if created.IsZero() {
 		created = time.Now()
 	}
-	_, err := s.db.ExecContext(ctx,
+	return s.execWrite(ctx, "Enqueue "+m.Key,
 		`INSERT INTO outbox (key, url, body, attempts, created) VALUES (?, ?, ?, ?, ?)
 		 ON CONFLICT (key) DO NOTHING`,
 		m.Key, m.URL, m.Body, m.Attempts, created.UnixNano())
-	if err != nil {
-		return fmt.Errorf("durable: Enqueue %s into %s: %w", m.Key, s.path, err)
-	}
-	return nil
 }
 
 // Pending returns up to limit undelivered messages in enqueue order.
@@ -238,18 +382,12 @@ func (s *Store) Pending(ctx context.Context, limit int) ([]rap.OutboxMessage, er
 // An unknown key is not an error: the message may have been delivered by
 // another process meanwhile.
 func (s *Store) Attempted(ctx context.Context, key string) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE outbox SET attempts = attempts + 1 WHERE key = ?`, key); err != nil {
-		return fmt.Errorf("durable: Attempted %s in %s: %w", key, s.path, err)
-	}
-	return nil
+	return s.execWrite(ctx, "Attempted "+key, `UPDATE outbox SET attempts = attempts + 1 WHERE key = ?`, key)
 }
 
 // Delivered removes the message with key. An unknown key is not an error.
 func (s *Store) Delivered(ctx context.Context, key string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM outbox WHERE key = ?`, key); err != nil {
-		return fmt.Errorf("durable: Delivered %s in %s: %w", key, s.path, err)
-	}
-	return nil
+	return s.execWrite(ctx, "Delivered "+key, `DELETE FROM outbox WHERE key = ?`, key)
 }
 
 // SaveSubscription inserts or replaces the record for its invocation's
@@ -281,22 +419,15 @@ func (s *Store) SaveSubscription(ctx context.Context, r rap.SubscriptionRecord) 
 	if len(rec) > MaxRecordBytes {
 		return fmt.Errorf("durable: SaveSubscription %s/%s: record is %d bytes, over the %d-byte limit; keep large state elsewhere", inv.GroupID, inv.ID, len(rec), MaxRecordBytes)
 	}
-	_, err = s.db.ExecContext(ctx,
+	return s.execWrite(ctx, "SaveSubscription "+inv.GroupID+"/"+inv.ID,
 		`INSERT INTO subscriptions (group_id, id, created, record) VALUES (?, ?, ?, ?)
 		 ON CONFLICT (group_id, id) DO UPDATE SET created = excluded.created, record = excluded.record`,
 		inv.GroupID, inv.ID, r.Created.UnixNano(), rec)
-	if err != nil {
-		return fmt.Errorf("durable: SaveSubscription %s/%s in %s: %w", inv.GroupID, inv.ID, s.path, err)
-	}
-	return nil
 }
 
 // DeleteSubscription forgets one subscription; unknown ids are not an error.
 func (s *Store) DeleteSubscription(ctx context.Context, groupID, id string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM subscriptions WHERE group_id = ? AND id = ?`, groupID, id); err != nil {
-		return fmt.Errorf("durable: DeleteSubscription %s/%s in %s: %w", groupID, id, s.path, err)
-	}
-	return nil
+	return s.execWrite(ctx, "DeleteSubscription "+groupID+"/"+id, `DELETE FROM subscriptions WHERE group_id = ? AND id = ?`, groupID, id)
 }
 
 // ListSubscriptions returns every stored subscription, oldest first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -351,4 +352,76 @@ func BenchmarkEnqueue(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "enqueues/s")
+}
+
+func TestClosedAndCancelled(t *testing.T) {
+	st, err := durable.Open(filepath.Join(t.TempDir(), "tool.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := st.Enqueue(ctx, msg(1)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Enqueue with a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+	if err := st.Enqueue(context.Background(), msg(2)); !errors.Is(err, durable.ErrClosed) {
+		t.Errorf("Enqueue after Close = %v, want ErrClosed", err)
+	}
+	if err := st.Delivered(context.Background(), "k"); !errors.Is(err, durable.ErrClosed) {
+		t.Errorf("Delivered after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestGroupCommitKeepsGoodWritesWhenOneFails(t *testing.T) {
+	// Many concurrent writes are committed together; a write the database
+	// rejects fails alone and the others in its batch still land.
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tool.db")
+	st := open(t, path)
+	// A trigger makes the database refuse one particular key, standing
+	// in for a write that fails inside a batch.
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TRIGGER refuse BEFORE INSERT ON outbox WHEN NEW.key = 'k013'
+		BEGIN SELECT RAISE(ABORT, 'refused by test trigger'); END`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	var wg sync.WaitGroup
+	errs := make([]error, 100)
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = st.Enqueue(ctx, msg(i))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i == 13 {
+			if err == nil || !strings.Contains(err.Error(), "Enqueue k013") || !strings.Contains(err.Error(), "refused by test trigger") {
+				t.Errorf("Enqueue k013 = %v, want the trigger's refusal naming the key", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Enqueue %d: %v", i, err)
+		}
+	}
+	p, err := st.Pending(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) != 99 {
+		t.Errorf("Pending holds %d, want 99", len(p))
+	}
 }
