@@ -186,6 +186,9 @@ func jsonKind(v json.RawMessage) string {
 	if len(v) == 0 {
 		return "nothing"
 	}
+	if !json.Valid(v) {
+		return "invalid JSON"
+	}
 	switch v[0] {
 	case '{':
 		return "object"
