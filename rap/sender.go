@@ -506,9 +506,11 @@ type outboxLoop struct {
 	mu    sync.Mutex // guards lanes and known; held across outbox reads
 	lanes map[string]*urlLane
 	known map[string]bool // keys held in lanes, including the one in flight
-	sem   chan struct{}   // bounds concurrent POSTs
-	wg    sync.WaitGroup
-	done  chan struct{} // a lane finished a message: room to refill
+	// lastSeq is the largest Seq read from a SequencedOutbox.
+	lastSeq int64
+	sem     chan struct{} // bounds concurrent POSTs
+	wg      sync.WaitGroup
+	done    chan struct{} // a lane finished a message: room to refill
 }
 
 // Run delivers the outbox's messages until ctx ends, then returns
@@ -568,8 +570,29 @@ func (s *Sender) Run(ctx context.Context) error {
 	}
 }
 
-// refill reads the oldest pending messages, appends the ones not yet held
-// to their lanes, and starts a goroutine for every idle lane with work.
+// SequencedMessage is an outbox message with its position in enqueue order.
+type SequencedMessage struct {
+	OutboxMessage
+	// Seq grows with every enqueue and is never reused: a message
+	// enqueued later has a larger Seq.
+	Seq int64
+}
+
+// SequencedOutbox is an Outbox that can list the messages enqueued after a
+// position. Sender.Run uses it when the Outbox provides it, so that it
+// reads each message once instead of re-reading the ones it already holds;
+// this keeps a large backlog cheap to drain. rap/durable implements it.
+type SequencedOutbox interface {
+	Outbox
+	// PendingAfter returns up to limit undelivered messages whose Seq is
+	// greater than after, in Seq order. A message must become visible
+	// only after every message with a smaller Seq has.
+	PendingAfter(ctx context.Context, after int64, limit int) ([]SequencedMessage, error)
+}
+
+// refill reads pending messages the loop does not hold yet, appends them
+// to their lanes in enqueue order, and starts a goroutine for every idle
+// lane with work.
 //
 // The lock is held across the read so that a lane cannot finish a message
 // (delete it from the outbox, then forget its key) between the read and
@@ -577,27 +600,32 @@ func (s *Sender) Run(ctx context.Context) error {
 func (l *outboxLoop) refill(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.known) >= outboxWindow {
-		return nil
-	}
-	msgs, err := l.s.outbox.Pending(ctx, len(l.known)+outboxBatch)
-	if err != nil {
-		return err
-	}
-	for _, m := range msgs {
-		if l.known[m.Key] {
-			continue
+	if so, ok := l.s.outbox.(SequencedOutbox); ok {
+		for room := outboxWindow - len(l.known); room > 0; room = outboxWindow - len(l.known) {
+			ask := min(room, outboxBatch)
+			msgs, err := so.PendingAfter(ctx, l.lastSeq, ask)
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				l.lastSeq = max(l.lastSeq, m.Seq)
+				l.hold(m.OutboxMessage)
+			}
+			if len(msgs) < ask {
+				break
+			}
 		}
-		if len(l.known) >= outboxWindow {
-			break
+	} else if len(l.known) < outboxWindow {
+		msgs, err := l.s.outbox.Pending(ctx, len(l.known)+outboxBatch)
+		if err != nil {
+			return err
 		}
-		l.known[m.Key] = true
-		ln := l.lanes[m.URL]
-		if ln == nil {
-			ln = &urlLane{url: m.URL}
-			l.lanes[m.URL] = ln
+		for _, m := range msgs {
+			if len(l.known) >= outboxWindow {
+				break
+			}
+			l.hold(m)
 		}
-		ln.msgs = append(ln.msgs, m)
 	}
 	for _, ln := range l.lanes {
 		if !ln.active && len(ln.msgs) > 0 {
@@ -607,6 +635,21 @@ func (l *outboxLoop) refill(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// hold appends m to its lane unless the loop holds it already. l.mu must
+// be held.
+func (l *outboxLoop) hold(m OutboxMessage) {
+	if l.known[m.Key] {
+		return
+	}
+	l.known[m.Key] = true
+	ln := l.lanes[m.URL]
+	if ln == nil {
+		ln = &urlLane{url: m.URL}
+		l.lanes[m.URL] = ln
+	}
+	ln.msgs = append(ln.msgs, m)
 }
 
 // drain delivers a lane's messages in order until the lane is empty or ctx

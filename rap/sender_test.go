@@ -726,7 +726,16 @@ func TestOutboxDrops4xx(t *testing.T) {
 	}
 }
 
+// outboxOnly hides every method but those of rap.Outbox, such as
+// durable.Store's PendingAfter, to exercise Run with a minimal Outbox.
+type outboxOnly struct{ rap.Outbox }
+
 func TestOutboxOrderAndConcurrency(t *testing.T) {
+	t.Run("SequencedOutbox", func(t *testing.T) { testOutboxOrderAndConcurrency(t, false) })
+	t.Run("plain Outbox", func(t *testing.T) { testOutboxOrderAndConcurrency(t, true) })
+}
+
+func testOutboxOrderAndConcurrency(t *testing.T, plain bool) {
 	// A subscription's events to one callback URL arrive in the order they
 	// were sent even when some attempts fail, while different URLs are
 	// delivered concurrently, at most rap.MaxInFlight at a time.
@@ -748,7 +757,11 @@ func TestOutboxOrderAndConcurrency(t *testing.T) {
 	})
 	st := openStore(t, filepath.Join(t.TempDir(), "tool.db"))
 	defer st.Close()
-	s := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: fastRetry, Logger: quietLogger()})
+	var ob rap.Outbox = st
+	if plain {
+		ob = outboxOnly{st}
+	}
+	s := rap.NewSender(rap.SenderOptions{Outbox: ob, Retry: fastRetry, Logger: quietLogger()})
 	var want []string
 	for i := range perURL {
 		for u := range urls {
@@ -771,6 +784,43 @@ func TestOutboxOrderAndConcurrency(t *testing.T) {
 	if maxAct < 2 || maxAct > rap.MaxInFlight {
 		t.Errorf("at most %d callbacks were in flight at once; want between 2 and %d", maxAct, rap.MaxInFlight)
 	}
+	rc.checkClean()
+}
+
+func TestOutboxDrainsLargeBacklog(t *testing.T) {
+	// More messages than Run holds in memory are pending at start (as
+	// after a long runtime outage); every one is delivered exactly once,
+	// in order per URL.
+	const urls, perURL = 50, 100
+	rc := newReceiver(t, always(http.StatusOK))
+	st := openStore(t, filepath.Join(t.TempDir(), "tool.db"))
+	defer st.Close()
+	s := rap.NewSender(rap.SenderOptions{Outbox: st, Logger: quietLogger()})
+	// One goroutine per URL, so that order per URL is defined while the
+	// store commits the goroutines' writes together.
+	var wg sync.WaitGroup
+	var want []string
+	for u := range urls {
+		for i := range perURL {
+			want = append(want, fmt.Sprintf("call-%d", u*perURL+i))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perURL {
+				if err := s.Send(context.Background(), fmt.Sprintf("%s/sub/%d", rc.srv.URL, u), result(u*perURL+i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	stop := runSender(t, s)
+	defer stop()
+	flush(t, s)
+	got, _, _ := rc.snapshot()
+	checkExactlyOnceInOrder(t, got, want)
 	rc.checkClean()
 }
 

@@ -84,7 +84,10 @@ const (
 	opCancelled
 )
 
-var _ rap.Store = (*Store)(nil)
+var (
+	_ rap.Store           = (*Store)(nil)
+	_ rap.SequencedOutbox = (*Store)(nil)
+)
 
 // Open opens or creates the SQLite database at path and brings its schema
 // up to date. Close it when done.
@@ -374,6 +377,37 @@ func (s *Store) Pending(ctx context.Context, limit int) ([]rap.OutboxMessage, er
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("durable: Pending from %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// PendingAfter returns up to limit undelivered messages enqueued after the
+// one numbered after (0 for the start), in enqueue order, with their
+// sequence numbers. It implements rap.SequencedOutbox, which lets a
+// Sender read each message once however large the backlog.
+func (s *Store) PendingAfter(ctx context.Context, after int64, limit int) ([]rap.SequencedMessage, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("durable: PendingAfter: limit %d; ask for at least one message", limit)
+	}
+	limit = min(limit, MaxPending)
+	rows, err := s.db.QueryContext(ctx,
+		`SELECT seq, key, url, body, attempts, created FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("durable: PendingAfter from %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []rap.SequencedMessage
+	for rows.Next() {
+		var m rap.SequencedMessage
+		var created int64
+		if err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created); err != nil {
+			return nil, fmt.Errorf("durable: PendingAfter from %s: %w", s.path, err)
+		}
+		m.Created = time.Unix(0, created)
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: PendingAfter from %s: %w", s.path, err)
 	}
 	return out, nil
 }

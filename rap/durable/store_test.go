@@ -425,3 +425,42 @@ func TestGroupCommitKeepsGoodWritesWhenOneFails(t *testing.T) {
 		t.Errorf("Pending holds %d, want 99", len(p))
 	}
 }
+
+func TestPendingAfter(t *testing.T) {
+	ctx := context.Background()
+	st := open(t, filepath.Join(t.TempDir(), "tool.db"))
+	for i := range 5 {
+		if err := st.Enqueue(ctx, msg(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := st.PendingAfter(ctx, 0, 2)
+	if err != nil || len(first) != 2 || first[0].Key != "k000" || first[1].Key != "k001" || first[0].Seq >= first[1].Seq {
+		t.Fatalf("PendingAfter(0, 2) = %+v, %v; want k000, k001 with growing Seq", first, err)
+	}
+	// Delivering the messages already read does not shift what comes
+	// after them, and new messages come after all old ones.
+	if err := st.Delivered(ctx, "k001"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Enqueue(ctx, msg(5)); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := st.PendingAfter(ctx, first[1].Seq, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ks []string
+	for _, m := range rest {
+		ks = append(ks, m.Key)
+	}
+	if got := strings.Join(ks, ","); got != "k002,k003,k004,k005" {
+		t.Errorf("PendingAfter(k001) = %s, want k002,k003,k004,k005", got)
+	}
+	if string(rest[0].Body) != string(msg(2).Body) || rest[0].URL != msg(2).URL {
+		t.Errorf("PendingAfter()[0] = %+v, want %+v", rest[0], msg(2))
+	}
+	if _, err := st.PendingAfter(ctx, 0, 0); err == nil {
+		t.Error("PendingAfter with limit 0 succeeded")
+	}
+}
