@@ -77,7 +77,7 @@ type RetryPolicy struct {
 type SenderOptions struct {
 	// Client sends the POSTs; nil means a client on a clone of
 	// http.DefaultTransport that keeps MaxInFlight idle connections per
-	// host.
+	// host and follows only the redirects that keep the POST (307, 308).
 	Client *http.Client
 	// Header holds extra headers put on every callback, such as an
 	// Authorization header the runtime expects (RAP TR-7). Content-Type
@@ -202,7 +202,21 @@ func defaultCallbackClient() *http.Client {
 	}
 	t = t.Clone()
 	t.MaxIdleConnsPerHost = MaxInFlight
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: keepPOST}
+}
+
+// keepPOST follows only the redirects that repeat the POST with its body
+// (307 and 308). Following a 301, 302 or 303 would turn the callback into
+// a bodiless GET that can answer 200 without the message ever arriving;
+// such answers are returned as they are, and are not retried.
+func keepPOST(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if req.Response != nil && (req.Response.StatusCode == http.StatusTemporaryRedirect || req.Response.StatusCode == http.StatusPermanentRedirect) {
+		return nil
+	}
+	return http.ErrUseLastResponse
 }
 
 // Send delivers msg to callbackURL.
@@ -527,7 +541,11 @@ type outboxLoop struct {
 // outbox.
 //
 // Without an Outbox, Run has nothing to do and just waits for ctx. Only one
-// Run may be active per Sender; a second returns an error at once.
+// Run may be active per Sender; a second returns an error at once. Run one
+// delivery loop per outbox: two processes running Run on the same file
+// would both deliver its messages, duplicating them (harmless to a runtime
+// that deduplicates, RAP RE-6, but wasteful). Other processes may Send
+// into it freely; Run picks their messages up within a second.
 func (s *Sender) Run(ctx context.Context) error {
 	if s.outbox == nil {
 		<-ctx.Done()

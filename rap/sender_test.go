@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -448,6 +449,41 @@ func TestSendHeaders(t *testing.T) {
 	}
 }
 
+func TestSendRedirects(t *testing.T) {
+	// A 307 or 308 repeats the POST with its body and is followed; a 302
+	// would turn it into a bodiless GET, so it is not followed and counts
+	// as a refusal (RAP TR-4, TR-6: not accepted, not retried).
+	var gets atomic.Int64
+	rc := newReceiver(t, always(http.StatusOK))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/moved-temporarily", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, rc.srv.URL+"/target", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/found", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/get-target", http.StatusFound)
+	})
+	mux.HandleFunc("/get-target", func(w http.ResponseWriter, r *http.Request) { gets.Add(1) })
+	front := httptest.NewServer(mux)
+	defer front.Close()
+
+	s := rap.NewSender(rap.SenderOptions{Retry: fastRetry, Logger: quietLogger()})
+	if err := s.Send(context.Background(), front.URL+"/moved-temporarily", result(1)); err != nil {
+		t.Fatalf("Send through a 307: %v", err)
+	}
+	if got, _, _ := rc.snapshot(); len(got) != 1 || got[0].id != "call-1" {
+		t.Errorf("after a 307 the target received %v, want call-1", got)
+	}
+	err := s.Send(context.Background(), front.URL+"/found", result(2))
+	var de *rap.DeliveryError
+	if !errors.As(err, &de) || de.Status != http.StatusFound || !de.Permanent {
+		t.Errorf("Send through a 302 = %v, want a permanent DeliveryError with status 302", err)
+	}
+	if gets.Load() != 0 {
+		t.Errorf("the 302 was followed with a GET")
+	}
+	rc.checkClean()
+}
+
 // lockedBuffer is a bytes.Buffer safe for the logger's concurrent writes.
 type lockedBuffer struct {
 	mu sync.Mutex
@@ -514,6 +550,35 @@ func TestSendLogsNoSecrets(t *testing.T) {
 			t.Errorf("logs lack %s:\n%s", want, logs.String())
 		}
 	}
+}
+
+func FuzzRedactURL(f *testing.F) {
+	for _, s := range []string{"https://u:p@rt.example/cb?token=abc#f", "http://[::1", "/relative?x=1", "http://h/%zz?q"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got := rap.RedactURL(raw)
+		u, err := url.Parse(raw)
+		if err != nil {
+			if got != "<unparseable URL>" {
+				t.Fatalf("RedactURL(%q) = %q for an unparseable URL", raw, got)
+			}
+			return
+		}
+		r, err := url.Parse(got)
+		if err != nil {
+			t.Fatalf("RedactURL(%q) = %q does not parse: %v", raw, got, err)
+		}
+		if r.User != nil || r.RawQuery != "" || r.Fragment != "" {
+			t.Fatalf("RedactURL(%q) = %q still has userinfo, query or fragment", raw, got)
+		}
+		if r.Host != u.Host || r.Scheme != u.Scheme {
+			t.Fatalf("RedactURL(%q) = %q lost the scheme or host", raw, got)
+		}
+		if again := rap.RedactURL(got); again != got {
+			t.Fatalf("RedactURL is not idempotent: %q -> %q -> %q", raw, got, again)
+		}
+	})
 }
 
 func TestRedactURL(t *testing.T) {
