@@ -464,3 +464,17 @@ func TestPendingAfter(t *testing.T) {
 		t.Error("PendingAfter with limit 0 succeeded")
 	}
 }
+
+func TestDurabilitySettings(t *testing.T) {
+	// An acknowledged Enqueue must survive SIGKILL and power loss: the
+	// store runs in WAL mode with synchronous=FULL (2) and waits for
+	// other processes' locks rather than failing at once.
+	ctx := context.Background()
+	st := open(t, filepath.Join(t.TempDir(), "tool.db"))
+	for name, want := range map[string]string{"journal_mode": "wal", "synchronous": "2", "busy_timeout": "10000"} {
+		got, err := st.PragmaForTest(ctx, name)
+		if err != nil || got != want {
+			t.Errorf("PRAGMA %s = %q, %v; want %q", name, got, err, want)
+		}
+	}
+}
