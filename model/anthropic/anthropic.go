@@ -172,13 +172,13 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 
 // params builds the Messages API request for req.
 func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
-	max := req.MaxTokens
-	if max <= 0 {
-		max = p.maxTokens
+	limit := req.MaxTokens
+	if limit <= 0 {
+		limit = p.maxTokens
 	}
 	params := sdk.MessageNewParams{
 		Model:     sdk.Model(p.model),
-		MaxTokens: int64(max),
+		MaxTokens: int64(limit),
 	}
 	if req.System != "" {
 		params.System = []sdk.TextBlockParam{{Text: req.System}}

@@ -188,17 +188,17 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 
 // params builds the Chat Completions request for req.
 func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error) {
-	max := req.MaxTokens
-	if max <= 0 {
-		max = p.maxTokens
+	limit := req.MaxTokens
+	if limit <= 0 {
+		limit = p.maxTokens
 	}
 	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
 	// The public API wants max_completion_tokens (its reasoning models
 	// reject max_tokens); local servers widely know only max_tokens.
 	if p.public {
-		params.MaxCompletionTokens = sdk.Int(int64(max))
+		params.MaxCompletionTokens = sdk.Int(int64(limit))
 	} else {
-		params.MaxTokens = sdk.Int(int64(max))
+		params.MaxTokens = sdk.Int(int64(limit))
 	}
 	if req.System != "" {
 		params.Messages = append(params.Messages, sdk.SystemMessage(req.System))
