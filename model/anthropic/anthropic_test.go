@@ -133,6 +133,9 @@ func TestStreamingText(t *testing.T) {
 	if got := reqs[0].Header.Get("x-api-key"); got != "test-key" {
 		t.Errorf("x-api-key header = %q", got)
 	}
+	if reqs[0].Header.Get("anthropic-version") == "" {
+		t.Error("no anthropic-version header")
+	}
 	if p.Name() != "anthropic:claude-test" {
 		t.Errorf("Name = %q", p.Name())
 	}

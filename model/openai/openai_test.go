@@ -547,6 +547,7 @@ func TestErrorMidStream(t *testing.T) {
 // as the original name.
 func TestLongToolNames(t *testing.T) {
 	long := strings.Repeat("very_long_tool_name_", 5) // 100 characters
+	sibling := long[:90] + ".other"                   // same first 64 bytes, and a '.'
 	srv := wiretest.NewOpenAI(func(r wiretest.Request) wiretest.Reply {
 		return wiretest.Reply{ToolCalls: []model.ToolCall{{Name: r.Tools[0].Name, Arguments: json.RawMessage(`{}`)}}}
 	})
@@ -558,7 +559,10 @@ func TestLongToolNames(t *testing.T) {
 			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "c0", Name: long, Arguments: json.RawMessage(`{}`)}}},
 			{Role: model.RoleUser, ToolResults: []model.ToolResult{{CallID: "c0", Text: "r"}}},
 		},
-		Tools: []model.ToolSpec{{Name: long, InputSchema: json.RawMessage(`{"type":"object"}`)}},
+		Tools: []model.ToolSpec{
+			{Name: long, InputSchema: json.RawMessage(`{"type":"object"}`)},
+			{Name: sibling, InputSchema: json.RawMessage(`{"type":"object"}`)},
+		},
 	}, nil)
 	if err != nil {
 		t.Fatalf("Complete (the server enforces the 64-character limit): %v", err)
@@ -567,6 +571,9 @@ func TestLongToolNames(t *testing.T) {
 		t.Errorf("ToolCalls = %+v; want the original name back", resp.ToolCalls)
 	}
 	req := srv.Requests()[0]
+	if req.Tools[0].Name == req.Tools[1].Name {
+		t.Errorf("two long names with one prefix both went out as %q", req.Tools[0].Name)
+	}
 	if wire := req.Tools[0].Name; len(wire) > 64 || wire != req.Messages[1].ToolCalls[0].Name {
 		t.Errorf("wire names: tool %q, history %q; want the same name of at most 64 characters", wire, req.Messages[1].ToolCalls[0].Name)
 	}
