@@ -27,6 +27,10 @@ const (
 	maxAPIBody    = 16 << 20 // one JSON answer of the client API (a long history)
 	maxSSELine    = 4 << 20  // one line of the event stream
 	maxErrorQuote = 512      // how much of an error answer is quoted
+
+	// apiRequestTimeout bounds one request of the client API (not the
+	// event stream, which stays open).
+	apiRequestTimeout = time.Minute
 )
 
 // apiClient talks to a runtime's client API (/v1, see docs/api.md).
@@ -45,6 +49,8 @@ func newAPIClient(base, token string) (*apiClient, error) {
 }
 
 func (c *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, apiRequestTimeout)
+	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)

@@ -136,7 +136,7 @@ func TestChatScriptedConversationAndResume(t *testing.T) {
 		"toolsets loaded: gettime",
 		"you: What time is it in Tokyo?",
 		"assistant: Asking the clock.",
-		"→ Time in Asia/Tokyo", // the tool's display script
+		"→ Time in Asia/Tokyo", // RAP DS-1: the tool's display script renders the call
 		"← get_time_in_zone: ",
 		"+09:00",
 		"assistant: Tokyo time: ",
@@ -394,5 +394,26 @@ func TestReadLines(t *testing.T) {
 	}
 	if got[2].text != "last without newline" || got[2].n != 3 {
 		t.Errorf("line 3 = %+v", got[2])
+	}
+}
+
+// In a terminal, assistant text streams as it is generated and is not
+// printed again when the turn is saved.
+func TestTranscriptStreaming(t *testing.T) {
+	var b bytes.Buffer
+	tr := newTranscript(&b)
+	tr.stream = true
+	ev := func(typ, data string) { tr.event(sseEvent{Type: typ, Data: json.RawMessage(data)}) }
+	ev("text_delta", `{"text":"Hello "}`)
+	ev("text_delta", `{"text":"world"}`)
+	ev("message", `{"role":"assistant","text":"Hello world","tool_calls":[{"id":"c1","name":"get_time","arguments":{},"display":"Checking the time"}]}`)
+	ev("tool_call", `{"call_id":"c1","name":"get_time","arguments":{},"display":"Checking the time"}`)
+	ev("message", `{"role":"tool","tool_results":[{"call_id":"c1","name":"get_time","text":"noon"}]}`)
+	ev("tool_result", `{"call_id":"c1","name":"get_time","text":"noon"}`)
+	ev("message", `{"role":"assistant","text":"It is noon."}`)
+	ev("error", `{"message":"model down"}`)
+	want := "assistant: Hello world\n  → Checking the time\n  ← get_time: noon\nassistant: It is noon.\n  ! error: model down\n"
+	if b.String() != want {
+		t.Errorf("transcript:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
