@@ -46,7 +46,8 @@ func (w *lineWriter) String() string {
 func startExample(t *testing.T, args ...string) (url string, stderr *lineWriter, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &lineWriter{urls: make(chan string, 1)}
+	urls := make(chan string, 1)
+	out := &lineWriter{urls: urls}
 	errOut := &lineWriter{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"example"}, args...), out, errOut) }()
@@ -61,7 +62,7 @@ func startExample(t *testing.T, args ...string) (url string, stderr *lineWriter,
 		}
 	}
 	select {
-	case url = <-out.urls:
+	case url = <-urls:
 	case code := <-done:
 		t.Fatalf("rap example exited with %d before listening; stderr:\n%s", code, errOut)
 	case <-time.After(20 * time.Second):
