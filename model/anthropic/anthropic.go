@@ -327,15 +327,15 @@ func (p *Provider) describe(ctx context.Context, err error) error {
 		return fmt.Errorf("anthropic: %s: completion stopped: %w", p.model, errors.Join(ctx.Err(), err))
 	}
 	var apiErr *sdk.Error
-	if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusOK ||
-		strings.Contains(err.Error(), "error while streaming") {
-		msg := err.Error()
-		if apiErr != nil {
-			msg = apiMessage(apiErr.RawJSON())
-		}
-		return fmt.Errorf("anthropic: %s: the API failed in the middle of its answer: %s; retry later: %w", p.model, msg, err)
-	}
-	if apiErr == nil {
+	isAPI := errors.As(err, &apiErr)
+	switch {
+	case isAPI && apiErr.StatusCode == http.StatusOK:
+		// An error event inside a stream that had started well.
+		return fmt.Errorf("anthropic: %s: the API failed in the middle of its answer: %s; retry later: %w", p.model, apiMessage(apiErr.RawJSON()), err)
+	case !isAPI && strings.Contains(err.Error(), "error while streaming"):
+		// The same, when the SDK could not decode the event into an Error.
+		return fmt.Errorf("anthropic: %s: the API failed in the middle of its answer; retry later: %w", p.model, err)
+	case !isAPI:
 		return fmt.Errorf("anthropic: %s: request to %s failed: %w; check the base URL (%s) and the network", p.model, p.baseURL, err, EnvBaseURL)
 	}
 	msg := apiMessage(apiErr.RawJSON())
