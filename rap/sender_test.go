@@ -121,12 +121,6 @@ func callbackID(cb rap.Callback) string {
 	return ""
 }
 
-func (rc *receiver) setRespond(f func(r *http.Request, attempt int) int) {
-	rc.mu.Lock()
-	rc.respond = f
-	rc.mu.Unlock()
-}
-
 func (rc *receiver) snapshot() (got []receipt, attempts map[string]int, total int) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -283,7 +277,9 @@ func TestSendRetriesTimeout(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	s := rap.NewSender(rap.SenderOptions{Retry: fastRetry, AttemptTimeout: 200 * time.Millisecond, Logger: quietLogger()})
+	// Long enough that the second, immediately answered attempt cannot
+	// time out on a busy machine.
+	s := rap.NewSender(rap.SenderOptions{Retry: fastRetry, AttemptTimeout: time.Second, Logger: quietLogger()})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	if err := s.Send(ctx, rc.srv.URL+"/slow", result(1)); err != nil {
@@ -700,11 +696,20 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	// RAP IN-4: nothing is lost. Messages sent while the runtime answers
 	// 503 stay in the outbox across a restart of the tool server and are
 	// delivered once the runtime is healthy, in order per callback URL.
-	rc := newReceiver(t, always(http.StatusServiceUnavailable))
+	//
+	// Each process marks its requests, so that a request of the first one
+	// still in the network when it stops is answered 503 like the others
+	// rather than accepted after the switch.
+	rc := newReceiver(t, func(r *http.Request, _ int) int {
+		if r.Header.Get("X-Process") == "second" {
+			return http.StatusOK
+		}
+		return http.StatusServiceUnavailable
+	})
 	path := filepath.Join(t.TempDir(), "tool.db")
 
 	st := openStore(t, path)
-	s1 := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: fastRetry, Logger: quietLogger()})
+	s1 := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"first"}}})
 	stop := runSender(t, s1)
 	var want []string
 	for i := range 20 {
@@ -733,7 +738,6 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	// later messages wait behind it.
 	pendingBefore := attempts["/a"] + attempts["/b"]
 
-	rc.setRespond(always(http.StatusOK))
 	st2 := openStore(t, path)
 	defer st2.Close()
 	p, err := st2.Pending(context.Background(), 100)
@@ -743,7 +747,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	if p[0].Attempts == 0 {
 		t.Errorf("the first message's failed attempts were not recorded")
 	}
-	s2 := rap.NewSender(rap.SenderOptions{Outbox: st2, Retry: fastRetry, Logger: quietLogger()})
+	s2 := rap.NewSender(rap.SenderOptions{Outbox: st2, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"second"}}})
 	stop2 := runSender(t, s2)
 	defer stop2()
 	flush(t, s2)

@@ -44,6 +44,10 @@ const (
 	helperURLEnv   = "GORAP_DURABLE_CRASH_URL"
 	helperCountEnv = "GORAP_DURABLE_CRASH_N"
 	helperLanesEnv = "GORAP_DURABLE_CRASH_LANES"
+	// helperHeader carries the helper's mode on every callback, so the
+	// endpoint can tell a late request of a killed process from one of
+	// its successor.
+	helperHeader = "X-Crash-Helper"
 )
 
 // crashWait bounds every wait of these tests; passing runs take far less.
@@ -76,6 +80,7 @@ func crashHelper(mode string) int {
 		// Held requests must stay one attempt each, however long the
 		// test takes to kill the process.
 		AttemptTimeout: 2 * crashWait,
+		Header:         http.Header{helperHeader: {mode}},
 		Logger:         logger,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -273,12 +278,6 @@ func (e *callbackEndpoint) bump() {
 	e.changed = make(chan struct{})
 }
 
-func (e *callbackEndpoint) setHandle(h func(r *http.Request, id string, laneAccepted int) int) {
-	e.mu.Lock()
-	e.handle = h
-	e.mu.Unlock()
-}
-
 // waitFor polls cond (called with e.mu held) until it holds.
 func (e *callbackEndpoint) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -358,7 +357,15 @@ func TestCrashAfterEnqueueLosesNothing(t *testing.T) {
 	// process on the same file delivers each exactly once, in order per
 	// callback URL, once the runtime is healthy.
 	const n, lanes = 200, 4
-	ep := newCallbackEndpoint(t, func(*http.Request, string, int) int { return http.StatusServiceUnavailable })
+	// Requests of the killed process are refused even when they reach
+	// the endpoint after the switch to healthy: only its successor's
+	// requests are accepted.
+	ep := newCallbackEndpoint(t, func(r *http.Request, _ string, _ int) int {
+		if r.Header.Get(helperHeader) == "deliver" {
+			return http.StatusOK
+		}
+		return http.StatusServiceUnavailable
+	})
 	db := filepath.Join(t.TempDir(), "tool.db")
 
 	h := startHelper(t, "enqueue", db, ep.srv.URL, n, lanes)
@@ -370,7 +377,6 @@ func TestCrashAfterEnqueueLosesNothing(t *testing.T) {
 		t.Fatalf("after SIGKILL the outbox holds %d messages, want %d", got, n)
 	}
 
-	ep.setHandle(func(*http.Request, string, int) int { return http.StatusOK })
 	h2 := startHelper(t, "deliver", db, ep.srv.URL, 0, 0)
 	h2.expect(t, "flushed")
 	if err := h2.cmd.Wait(); err != nil {
