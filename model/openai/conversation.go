@@ -8,6 +8,10 @@ import (
 	"github.com/gorap/gorap/model"
 )
 
+// This file is the same as model/anthropic/conversation.go: both APIs need
+// the same conversation repair. A shared home in package model would end
+// the copy.
+
 // turn is one conversation message after normalization: consecutive
 // messages of one role are merged, every tool call of an assistant turn is
 // answered in the user turn that follows it, and results that answer no call
@@ -25,7 +29,7 @@ type turn struct {
 // RT-3), but the model API demands an answer for every call.
 const pendingResultText = "No result yet: this tool runs asynchronously and its result will arrive in a later message."
 
-// normalize turns the runtime's conversation into one the Messages API
+// normalize turns the runtime's conversation into one the Chat Completions API
 // accepts. It never drops content: a result that does not answer a call of
 // the immediately preceding assistant turn becomes text in its user turn.
 func normalize(msgs []model.Message) ([]turn, error) {
