@@ -856,6 +856,62 @@ func testOutboxOrderAndConcurrency(t *testing.T, plain bool) {
 	rc.checkClean()
 }
 
+func TestOutboxSubscriptionEventsKeepOrder(t *testing.T) {
+	// RAP SU-2, SU-4: events reach the runtime in the order the tool
+	// emitted them, and nothing arrives after the final event, even when
+	// some deliveries fail and are retried.
+	var mu sync.Mutex
+	var seen []string
+	failedOnce := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		cb, err := rap.DecodeCallback(body)
+		ev, ok := cb.(*rap.SubscriptionEvent)
+		if err != nil || !ok {
+			http.Error(w, "not a subscription_event", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		n, _ := strconv.Atoi(ev.Text)
+		if n%5 == 0 && !failedOnce[ev.Text] {
+			failedOnce[ev.Text] = true
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		label := ev.Text
+		if ev.Final {
+			label = "final"
+		}
+		seen = append(seen, label)
+	}))
+	defer srv.Close()
+
+	st := openStore(t, filepath.Join(t.TempDir(), "tool.db"))
+	defer st.Close()
+	s := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: fastRetry, Logger: quietLogger()})
+	stop := runSender(t, s)
+	defer stop()
+	var want []string
+	for i := range 30 {
+		ev := &rap.SubscriptionEvent{GroupID: "thread-1", ToolCallID: "call-sub", Text: strconv.Itoa(i), Final: i == 29}
+		if err := s.Send(context.Background(), srv.URL+"/cb?token=t", ev); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Final {
+			want = append(want, "final")
+		} else {
+			want = append(want, ev.Text)
+		}
+	}
+	flush(t, s)
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ",") != strings.Join(want, ",") {
+		t.Errorf("events arrived as\n%v\nwant\n%v", seen, want)
+	}
+}
+
 func TestOutboxDrainsLargeBacklog(t *testing.T) {
 	// More messages than Run holds in memory are pending at start (as
 	// after a long runtime outage); every one is delivered exactly once,
