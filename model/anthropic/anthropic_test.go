@@ -539,3 +539,22 @@ func TestErrorMidStream(t *testing.T) {
 		t.Error("the deltas before the error should still have streamed")
 	}
 }
+
+// RAP RE-6: a result delivered twice reaches the model once.
+func TestRedeliveredResultOnce(t *testing.T) {
+	srv := wiretest.NewAnthropic(nil)
+	defer srv.Close()
+	p := newProvider(t, srv, anthropic.Options{})
+	res := model.ToolResult{CallID: "toolu_1", Text: "unique-result-text"}
+	_, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{
+		{Role: model.RoleUser, Text: "go"},
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "toolu_1", Name: "t", Arguments: json.RawMessage(`{}`)}}},
+		{Role: model.RoleUser, ToolResults: []model.ToolResult{res, res}},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(srv.Requests()[0].Body), "unique-result-text"); n != 1 {
+		t.Errorf("the result appears %d times in the request, want 1", n)
+	}
+}

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gorap/gorap/model"
@@ -104,7 +105,7 @@ func link(open []model.ToolCall, results []model.ToolResult, text string, names 
 		u.results = append(u.results, model.ToolResult{CallID: c.ID, Text: pendingResultText})
 	}
 	for i, r := range results {
-		if used[i] {
+		if used[i] || redelivered(r, results, used) {
 			continue
 		}
 		u.parts = append(u.parts, model.ContentPart{Type: "text", Text: strayHeader(r.CallID, names)})
@@ -117,6 +118,17 @@ func link(open []model.ToolCall, results []model.ToolResult, text string, names 
 		u.parts = append(u.parts, model.ContentPart{Type: "text", Text: text})
 	}
 	return u
+}
+
+// redelivered reports whether r repeats a result already placed (RAP RE-6:
+// a redelivered result does not appear twice).
+func redelivered(r model.ToolResult, results []model.ToolResult, used []bool) bool {
+	for i, u := range results {
+		if used[i] && u.CallID == r.CallID && u.Text == r.Text && u.IsError == r.IsError && slices.Equal(u.Content, r.Content) {
+			return true
+		}
+	}
+	return false
 }
 
 func strayHeader(callID string, names map[string]string) string {
