@@ -11,6 +11,9 @@ import (
 	"github.com/gorap/gorap/model"
 )
 
+// maxBlocks bounds the content blocks of one response.
+const maxBlocks = 1024
+
 // block is one content block being assembled from stream events.
 type block struct {
 	kind     string // "text", "tool_use" or another type, which is ignored
@@ -46,6 +49,9 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, s model.Stream) error 
 		b := &block{kind: cb.Type, id: cb.ID, name: cb.Name}
 		if _, dup := a.blocks[ev.Index]; dup {
 			return fmt.Errorf("content block %d started twice in the stream", ev.Index)
+		}
+		if len(a.blocks) >= maxBlocks {
+			return fmt.Errorf("the response has more than %d content blocks", maxBlocks)
 		}
 		a.blocks[ev.Index] = b
 		if cb.Type == "text" && cb.Text != "" {

@@ -252,3 +252,31 @@ func TestRepliesExhausted(t *testing.T) {
 		t.Errorf("second = %+v", r)
 	}
 }
+
+// Close ends a reply that hangs mid-stream instead of waiting for it.
+func TestCloseEndsHangingReply(t *testing.T) {
+	srv := wiretest.NewOpenAI(wiretest.Replies(wiretest.Reply{Text: "partial", Hang: true}))
+	resp, err := http.Post(srv.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first line %q, err %v", line, err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		srv.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close blocked on a hanging reply")
+	}
+	if rest, _ := io.ReadAll(resp.Body); strings.Contains(string(rest), "[DONE]") {
+		t.Errorf("a hanging reply must not finish: %s", rest)
+	}
+}
