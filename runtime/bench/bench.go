@@ -51,6 +51,15 @@ type env struct {
 	toolSrv *http.Server
 	dir     string
 	ownDir  bool
+	client  *http.Client // the runtime's client towards the tool server
+}
+
+// closeIdleConnections drops keep-alive connections (and the goroutines
+// that serve them) on both sides, so a goroutine count shows threads, not
+// connections.
+func (e *env) closeIdleConnections() {
+	e.client.CloseIdleConnections()
+	e.tools.client.CloseIdleConnections()
 }
 
 // newEnv starts a tool server and a runtime whose store lives in dataDir
@@ -94,10 +103,11 @@ func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTo
 		e.close()
 		return nil, fmt.Errorf("listen for the runtime: %w", err)
 	}
+	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	rt, err := runtime.New(runtime.Config{
 		Store: st, Model: scripted.New(loopScript), ToolServers: []string{tools.base},
 		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, Logger: log,
-		HTTPClient: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}},
+		HTTPClient: e.client,
 	})
 	if err != nil {
 		rtLn.Close()

@@ -52,7 +52,8 @@ type IdleReport struct {
 	// waiting for a result.
 	PendingCalls int
 	// Woken threads processed a user message and dispatched a new call in
-	// WakeTime; GoroutinesAfterWake is counted once they went idle again.
+	// WakeTime; GoroutinesAfterWake is counted once they went idle again
+	// and idle keep-alive connections were closed.
 	Woken               int
 	WakeTime            time.Duration
 	GoroutinesAfterWake int
@@ -190,6 +191,8 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 	}
 	rep.WakeTime = time.Since(start)
 	rep.Woken = int(tools.invoked.Load() - before)
+	e.closeIdleConnections()
+	time.Sleep(100 * time.Millisecond) // let connection goroutines exit
 	rep.GoroutinesAfterWake, _, _ = measure()
 	rep.DBBytes = dbBytes(e.dir)
 	return rep, nil
