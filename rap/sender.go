@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -269,9 +270,15 @@ func checkCallbackURL(raw string) error {
 	return nil
 }
 
-// RedactURL returns raw without userinfo, query string and fragment, the
-// parts that carry tokens, so that it can be logged. Unparseable input
-// yields a placeholder rather than the input.
+// redactedSegmentLen is the length from which a path segment is taken for
+// a token and hidden by RedactURL.
+const redactedSegmentLen = 20
+
+// RedactURL returns raw without userinfo, query string and fragment, and
+// with every path segment of 20 characters or more replaced by "redacted":
+// these are the parts that carry tokens (gorap's runtime puts its callback
+// token in the path), so the result can be logged. Unparseable input yields
+// a placeholder rather than the input.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -282,6 +289,19 @@ func RedactURL(raw string) string {
 	u.ForceQuery = false
 	u.Fragment = ""
 	u.RawFragment = ""
+	if segs := strings.Split(u.EscapedPath(), "/"); len(segs) > 1 {
+		changed := false
+		for i, seg := range segs {
+			if len(seg) >= redactedSegmentLen {
+				segs[i], changed = "redacted", true
+			}
+		}
+		if changed {
+			p := strings.Join(segs, "/")
+			u.Path, _ = url.PathUnescape(p)
+			u.RawPath = p
+		}
+	}
 	return u.String()
 }
 
