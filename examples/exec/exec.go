@@ -14,7 +14,8 @@
 // and with a small environment (PATH, HOME, LANG, TMPDIR and TERM=dumb), so
 // that the server's secrets do not reach the model through "env". Each
 // program runs in its own process group; a timeout or a /cancel_tool_call
-// kills the whole group.
+// kills the whole group, and so does the program's exit: background
+// processes it leaves behind do not outlive it.
 //
 // run_command is a subscription (RAP SU-1): it is confirmed at once, then
 // every output line arrives as an associative event
@@ -251,29 +252,48 @@ func run(ctx context.Context, sub *rap.Subscription, c Command, lim Limits) erro
 	cmd.Dir = c.Dir
 	cmd.Env = environment()
 	setProcessGroup(cmd)
-	cmd.WaitDelay = 2 * time.Second
-	stdout, err := cmd.StdoutPipe()
+	// The program writes into pipes of our own, so that Wait returns when
+	// it exits even if a child it left behind still holds them.
+	outR, outW, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	stderr, err := cmd.StderrPipe()
+	errR, errW, err := os.Pipe()
 	if err != nil {
+		outR.Close()
+		outW.Close()
 		return err
 	}
+	cmd.Stdout, cmd.Stderr = outW, errW
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	outW.Close() // the child holds its own copies
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		return sub.Final(ctx, mustJSON(Exit{ExitCode: -1, Error: "could not start " + filepath.Base(c.Argv[0]) + ": " + err.Error()}), true)
 	}
+	var werr error
+	exited := make(chan struct{})
+	go func() {
+		werr = cmd.Wait()
+		// Children left running in the background die with the program,
+		// which also closes the pipes they hold.
+		killGroup(cmd)
+		close(exited)
+	}()
 
 	lines := make(chan Line, 64)
 	var readers sync.WaitGroup
 	for _, p := range []struct {
 		name string
-		r    io.Reader
-	}{{"stdout", stdout}, {"stderr", stderr}} {
+		r    *os.File
+	}{{"stdout", outR}, {"stderr", errR}} {
 		readers.Add(1)
 		go func() {
 			defer readers.Done()
+			defer p.r.Close()
 			readLines(p.r, p.name, lim.MaxLineBytes, lines)
 		}()
 	}
@@ -292,7 +312,7 @@ func run(ctx context.Context, sub *rap.Subscription, c Command, lim Limits) erro
 		}
 		ex.Lines++
 	}
-	werr := cmd.Wait()
+	<-exited
 	ex.DurationMS = time.Since(start).Milliseconds()
 	if ctx.Err() != nil {
 		// Cancelled by the runtime or the thread closed: send nothing more

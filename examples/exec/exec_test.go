@@ -219,6 +219,29 @@ func TestRunCancelKillsProcessGroup(t *testing.T) {
 	}
 }
 
+// A background child does not keep the call open, and does not outlive
+// the program.
+func TestRunKillsLeftoverChildren(t *testing.T) {
+	ctx, url, rt := serve(t, exec.Limits{})
+	lines, ex := runToEnd(t, ctx, rt, url, map[string]any{
+		"command": []string{"sh", "-c", "sleep 60 & echo $!"}, "timeout_seconds": 30,
+	})
+	if ex.ExitCode != 0 || ex.TimedOut || len(lines) != 1 {
+		t.Fatalf("exit %+v, lines %v", ex, lines)
+	}
+	pid, err := strconv.Atoi(lines[0].Line)
+	if err != nil {
+		t.Fatalf("line %q is not a pid", lines[0].Line)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("background child %d outlived the program", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // alive reports whether pid runs (a zombie counts as dead).
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")

@@ -12,9 +12,14 @@ import (
 func setProcessGroup(cmd *osexec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
-		if cmd.Process == nil {
-			return nil
-		}
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		killGroup(cmd)
+		return nil
+	}
+}
+
+// killGroup kills every process left in cmd's process group.
+func killGroup(cmd *osexec.Cmd) {
+	if cmd.Process != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck // ESRCH: the group is already gone
 	}
 }
