@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/gorap/gorap/display"
 	"github.com/gorap/gorap/examples/gettime"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/rap/durable"
 	"github.com/gorap/gorap/raptest"
 )
 
@@ -246,6 +248,70 @@ func TestClockCancel(t *testing.T) {
 	time.Sleep(700 * time.Millisecond)
 	if m := len(call.Messages()); m != n {
 		t.Errorf("%d more messages arrived after cancellation", m-n)
+	}
+	noErrors(t, rt)
+}
+
+// With a durable store, a clock subscription survives a restart of the
+// tool server and carries on counting from its saved state (RAP SU-1).
+func TestClockResumesAfterRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db := filepath.Join(t.TempDir(), "gettime.db")
+	rt := raptest.NewRuntime()
+	defer rt.Close()
+	start := func() (*rap.Server, *httptest.Server, *durable.Store) {
+		store, err := durable.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := gettime.New(&rap.ServerOptions{Logger: slog.New(slog.DiscardHandler), Store: store})
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return s, httptest.NewServer(s), store
+	}
+	stop := func(s *rap.Server, srv *httptest.Server, store *durable.Store) {
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		store.Close()
+	}
+
+	s1, srv1, store1 := start()
+	call, err := rt.Invoke(ctx, srv1.URL, "subscribe_clock", map[string]any{"interval_seconds": 0.2, "count": 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call.Events(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	stop(s1, srv1, store1)
+	s2, srv2, store2 := start() // resumes the stored subscription
+	defer stop(s2, srv2, store2)
+
+	var ns []int
+	for {
+		evs, err := call.Events(ctx, 1)
+		if err != nil {
+			t.Fatalf("after ticks %v: %v", ns, err)
+		}
+		var tick gettime.Tick
+		json.Unmarshal([]byte(evs[0].Text), &tick)
+		ns = append(ns, tick.N)
+		if evs[0].Final {
+			break
+		}
+	}
+	all := append([]int{1}, ns...)
+	for i, n := range all {
+		if n != i+1 {
+			t.Fatalf("ticks across the restart = %v, want 1 to 5 once each", all)
+		}
+	}
+	if len(all) != 5 {
+		t.Fatalf("ticks = %v, want 5", all)
 	}
 	noErrors(t, rt)
 }
