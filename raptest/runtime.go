@@ -5,13 +5,23 @@
 //
 // A test of a tool needs only a few lines:
 //
-//	srv := httptest.NewServer(mytool.New(nil))
+//	tool := mytool.New(nil) // a *rap.Server
+//	tool.Start(ctx)
+//	defer tool.Shutdown(ctx)
+//	srv := httptest.NewServer(tool)
 //	defer srv.Close()
 //	rt := raptest.NewRuntime()
 //	defer rt.Close()
 //	call, err := rt.Invoke(ctx, srv.URL, "get_current_time", nil)
 //	...
-//	res, err := call.Result(ctx)
+//	res, err := call.Result(ctx)   // the tool_result
+//	...
+//	if errs := rt.Errors(); len(errs) > 0 { t.Fatal(errs) }
+//
+// Invoke discovers and validates the toolset first (RAP TS-4, TS-5) and
+// checks the arguments against the tool's input schema (RAP IN-2); the
+// Unchecked option sends what a real runtime would refuse, to test how a
+// tool answers it (RAP IN-3).
 //
 // The runtime is strict where the protocol is: every callback is decoded
 // with rap.DecodeCallback, must carry Content-Type application/json, must
