@@ -186,7 +186,9 @@ func jsonKind(v json.RawMessage) string {
 	if len(v) == 0 {
 		return "nothing"
 	}
-	if !json.Valid(v) {
+	// Composite values are named by their first byte, so a truncated object
+	// still reads as an object; a scalar must be valid JSON to be named.
+	if v[0] != '{' && v[0] != '[' && v[0] != '"' && !json.Valid(v) {
 		return "invalid JSON"
 	}
 	switch v[0] {
