@@ -239,3 +239,61 @@ func TestInvokeToken(t *testing.T) {
 		t.Errorf("with $%s: status %d, stderr %q", envToolToken, code, errOut)
 	}
 }
+
+// confirmTool asks the user to confirm (RAP UC-1) after an authorization
+// request (RAP OA-1), and returns the label chosen.
+func confirmTool(t *testing.T) string {
+	t.Helper()
+	s := rap.NewServer("confirm", &rap.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	rap.AddTool(s, &rap.Tool{Name: "confirm", Description: "asks the user", InputSchema: rap.EmptyObjectSchema},
+		func(ctx context.Context, c *rap.Call, _ struct{}) (*rap.Reply, error) {
+			if err := c.RequestOAuth(ctx, "https://auth.example/authorize"); err != nil {
+				return nil, err
+			}
+			choices := []string{"yes", "no", "later"}
+			i, err := c.AskUser(ctx, "Proceed?", choices, 2, 20*time.Second)
+			if err != nil {
+				return nil, err
+			}
+			return rap.Text("picked " + choices[i]), nil
+		})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		srv.Close()
+	})
+	return srv.URL
+}
+
+// RAP UC-2: rap invoke answers a user_choice with --choose, or with the
+// default as a dismissal does; an oauth request is shown and the call
+// stays pending (RAP OA-1).
+func TestInvokeUserChoiceAndOAuth(t *testing.T) {
+	url := confirmTool(t)
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--choose", "0"}, "picked yes"},
+		{nil, "picked later"},
+		{[]string{"--choose", "9"}, "picked later"},
+	} {
+		args := append([]string{"invoke", url, "confirm"}, tc.flags...)
+		code, out, errOut := runVerb(t, invokeContext(t), args...)
+		if code != 0 {
+			t.Fatalf("%v: status %d, stderr:\n%s", tc.flags, code, errOut)
+		}
+		msgs := jsonLines(t, out)
+		if len(msgs) != 3 || msgs[0]["type"] != "oauth" || msgs[1]["type"] != "user_choice" || msgs[2]["text"] != tc.want {
+			t.Errorf("%v: stdout:\n%s", tc.flags, out)
+		}
+		if !strings.Contains(errOut, "https://auth.example/authorize") {
+			t.Errorf("%v: the authorization URL was not shown:\n%s", tc.flags, errOut)
+		}
+	}
+}
