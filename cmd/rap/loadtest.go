@@ -94,7 +94,10 @@ and reports the latency percentiles; with --rate 0 it sends flat out from
 to a receiver on a local port, which counts them.
 
 Without --url it starts the gettime example in this process and invokes
-get_current_time, so the numbers measure the gorap tool-server SDK.
+get_current_time, so the numbers measure the gorap tool-server SDK. The
+callback receiver listens on 127.0.0.1: a tool server on another machine
+cannot reach it, so its acknowledgements are measured but its callbacks are
+not counted.
 
 Flags:
 `, c.usage)
