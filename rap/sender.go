@@ -196,13 +196,21 @@ func NewSender(opts SenderOptions) *Sender {
 // defaultCallbackClient is the client of a Sender without one: the default
 // transport, but keeping enough idle connections for MaxInFlight concurrent
 // callbacks to one runtime, which is the usual case (the default keeps two).
-func defaultCallbackClient() *http.Client {
+func defaultCallbackClient() *http.Client { return callbackClient(MaxInFlight) }
+
+// callbackClient returns a client on a clone of the default transport that
+// keeps up to idle connections per runtime host, so that concurrent
+// callbacks reuse connections instead of dialling anew.
+func callbackClient(idle int) *http.Client {
 	t, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
 		return http.DefaultClient
 	}
 	t = t.Clone()
-	t.MaxIdleConnsPerHost = MaxInFlight
+	t.MaxIdleConnsPerHost = idle
+	if t.MaxIdleConns < idle {
+		t.MaxIdleConns = idle
+	}
 	return &http.Client{Transport: t, CheckRedirect: keepPOST}
 }
 

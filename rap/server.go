@@ -82,7 +82,8 @@ type ServerOptions struct {
 	Logger *slog.Logger
 	// Retry is the backoff policy for callback delivery.
 	Retry RetryPolicy
-	// HTTPClient sends callbacks; nil means http.DefaultClient.
+	// HTTPClient sends callbacks; nil means a client that keeps an idle
+	// connection per worker to each runtime.
 	HTTPClient *http.Client
 	// Migrator, when set, serves POST /migrate and makes the manifest say
 	// needsMigration: true (RAP MI-1). It must return only once the
@@ -173,7 +174,13 @@ func NewServer(name string, opts *ServerOptions) *Server {
 		active:  map[string]map[string]*activeCall{},
 		choices: map[string]*pendingChoice{},
 	}
-	so := SenderOptions{Client: o.HTTPClient, Header: o.CallbackHeader, Retry: o.Retry, Logger: o.Logger}
+	client := o.HTTPClient
+	if client == nil {
+		// Every worker may deliver a callback at once: keep a connection
+		// for each, or most callbacks would dial a new one.
+		client = callbackClient(max(s.pool.workers, MaxInFlight))
+	}
+	so := SenderOptions{Client: client, Header: o.CallbackHeader, Retry: o.Retry, Logger: o.Logger}
 	if o.Store != nil {
 		so.Outbox = o.Store
 		s.subs = o.Store
@@ -488,6 +495,13 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 // or id is unusable. invalid is set when the payload is answerable but
 // another field is wrong; inv then holds what could be read.
 func parseInvocation(body []byte) (inv *Invocation, invalid, err error) {
+	if full, derr := DecodeInvocation(body); derr == nil {
+		// The common case: one strict decode.
+		if err := checkURL(full.CallbackURL); err != nil {
+			return nil, nil, fmt.Errorf("callback_url: %w", err)
+		}
+		return full, nil, nil
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {
 		if err == nil {
