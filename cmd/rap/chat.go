@@ -413,6 +413,28 @@ func (t *transcript) event(ev sseEvent) {
 			t.endLine()
 			fmt.Fprintf(t.w, "  · view %s: %s\n", v.ViewType, oneLine(string(v.Content), 200))
 		}
+	case "thread_spawned":
+		var e struct {
+			ThreadID   string `json:"thread_id"`
+			OriginTool string `json:"origin_tool"`
+			Reason     string `json:"reason"`
+		}
+		if json.Unmarshal(ev.Data, &e) == nil {
+			t.endLine()
+			why := strings.ReplaceAll(e.Reason, "_", " ")
+			if e.OriginTool != "" {
+				why += " of " + e.OriginTool
+			}
+			fmt.Fprintf(t.w, "  · child thread %s started (%s)\n", shortID(e.ThreadID), why)
+		}
+	case "thread_closed":
+		var e struct {
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal(ev.Data, &e) == nil {
+			t.endLine()
+			fmt.Fprintf(t.w, "  · thread %s closed\n", shortID(e.ThreadID))
+		}
 	case "status":
 		if t.showStatus {
 			var s struct {
@@ -533,6 +555,14 @@ func (t *transcript) history(msgs []store.Message) {
 			t.toolResult(r)
 		}
 	}
+}
+
+// shortID shortens a thread id for display.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
 }
 
 func orNone(s string) string {

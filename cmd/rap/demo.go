@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -32,10 +33,24 @@ import (
 //go:embed demo/demo.json
 var demoScript []byte
 
-// subscriptionIDPlaceholder in a scripted tool call's arguments is
-// replaced by the id of the conversation's latest subscribe_clock call, so
-// the script can cancel the subscription it made.
-const subscriptionIDPlaceholder = "{{subscription_id}}"
+// Placeholders in the arguments of scripted tool calls, filled in by
+// demoModel from the conversation:
+//   - {{subscription_id}}: the id of the latest subscribe_clock call, so the
+//     script can cancel the subscription it made;
+//   - {{thread_id}}: the id of the thread the model runs in, read from the
+//     runtime's note that starts a thread spawned for a subscription event
+//     (RAP SU-6), so the script can close it;
+//   - {{event}}: the text of the latest subscription event, so the script
+//     can report it to the parent thread.
+const (
+	subscriptionIDPlaceholder = "{{subscription_id}}"
+	threadIDPlaceholder       = "{{thread_id}}"
+	eventPlaceholder          = "{{event}}"
+)
+
+// spawnedThreadID finds the thread id in the runtime's note to a thread
+// spawned for an event: "This thread (ID) was started …" or "thread_id "ID"".
+var spawnedThreadID = regexp.MustCompile(`This thread \(([A-Za-z0-9_-]+)\)|thread_id "([A-Za-z0-9_-]+)"`)
 
 // The demo's user messages. The scripted model reacts to "Tokyo" and
 // "clock".
@@ -87,18 +102,37 @@ func (m demoModel) Complete(ctx context.Context, req model.Request, s model.Stre
 	if err != nil || resp == nil {
 		return resp, err
 	}
-	sub := ""
+	values := map[string]string{}
+	injected := map[string]bool{}
 	for _, msg := range req.Messages {
 		for _, c := range msg.ToolCalls {
-			if c.Name == "subscribe_clock" {
-				sub = c.ID
+			switch c.Name {
+			case "subscribe_clock":
+				values[subscriptionIDPlaceholder] = c.ID
+			case runtime.InjectedToolName:
+				injected[c.ID] = true
+			}
+		}
+		for _, r := range msg.ToolResults {
+			if injected[r.CallID] {
+				values[eventPlaceholder] = r.Text
+			}
+		}
+		if msg.Role == model.RoleUser {
+			if sm := spawnedThreadID.FindStringSubmatch(msg.Text); sm != nil {
+				values[threadIDPlaceholder] = sm[1] + sm[2]
 			}
 		}
 	}
 	for i, c := range resp.ToolCalls {
-		if sub != "" && bytes.Contains(c.Arguments, []byte(subscriptionIDPlaceholder)) {
-			resp.ToolCalls[i].Arguments = bytes.ReplaceAll(c.Arguments, []byte(subscriptionIDPlaceholder), []byte(sub))
+		for ph, v := range values {
+			if bytes.Contains(c.Arguments, []byte(ph)) {
+				// The placeholder sits inside a JSON string: insert v escaped.
+				q, _ := json.Marshal(v)
+				c.Arguments = bytes.ReplaceAll(c.Arguments, []byte(ph), q[1:len(q)-1])
+			}
 		}
+		resp.ToolCalls[i].Arguments = c.Arguments
 	}
 	return resp, nil
 }
@@ -436,8 +470,12 @@ func (p *demoPlayer) play(ctx context.Context) ([]string, error) {
 		}
 		msgs = mustHistory(ctx, p.api, p.threadID)
 		events := countInjected(msgs)
+		how := fmt.Sprintf("each injected as a %s call", runtime.InjectedToolName)
+		if kids, err := p.children(ctx); err == nil && len(kids) > 0 {
+			how = fmt.Sprintf("each handled by a child thread that reported back as a %s call; %d child thread(s)", runtime.InjectedToolName, len(kids))
+		}
 		check(events > 0 || !p.strict,
-			fmt.Sprintf("subscription: subscribe_clock was confirmed and %d clock event(s) woke the agent (each injected as a %s call)", events, runtime.InjectedToolName),
+			fmt.Sprintf("subscription: subscribe_clock was confirmed and %d clock event(s) woke the agent (%s)", events, how),
 			"subscription: no clock event reached the thread")
 		cancelCall, cancelRes, _ := findCall(msgs, "cancel_subscription")
 		switch {
@@ -481,7 +519,13 @@ func (p *demoPlayer) waitSubscriptionEnded(ctx context.Context, callID string) (
 		}
 		running, _, _, changed := p.watch.snapshot()
 		if state != "" && state != string(store.SubscriptionActive) && info.Queued == 0 && len(info.PendingCalls) == 0 && running != "running" {
-			return state, nil
+			busy, err := p.childrenBusy(ctx)
+			if err != nil {
+				return "", err
+			}
+			if busy == 0 {
+				return state, nil
+			}
 		}
 		if time.Now().After(deadline) {
 			return "", fmt.Errorf("the subscription was still %q after %v (queued %d, pending calls %d)", orNone(state), p.timeout, info.Queued, len(info.PendingCalls))
@@ -493,6 +537,46 @@ func (p *demoPlayer) waitSubscriptionEnded(ctx context.Context, callID string) (
 			return "", ctx.Err()
 		}
 	}
+}
+
+// children returns the threads spawned from the demo's thread.
+func (p *demoPlayer) children(ctx context.Context) ([]store.Thread, error) {
+	var list struct {
+		Threads []store.Thread `json:"threads"`
+	}
+	if err := p.api.do(ctx, http.MethodGet, "/v1/threads", nil, &list); err != nil {
+		return nil, err
+	}
+	var out []store.Thread
+	for _, th := range list.Threads {
+		if th.ParentID == p.threadID {
+			out = append(out, th)
+		}
+	}
+	return out, nil
+}
+
+// childrenBusy counts the child threads that are still open and have
+// queued input or pending calls.
+func (p *demoPlayer) childrenBusy(ctx context.Context) (int, error) {
+	kids, err := p.children(ctx)
+	if err != nil {
+		return 0, err
+	}
+	busy := 0
+	for _, k := range kids {
+		if k.Status == store.ThreadClosed {
+			continue
+		}
+		st, err := p.api.status(ctx, k.ID)
+		if err != nil {
+			return 0, err
+		}
+		if st.Queued > 0 || len(st.PendingCalls) > 0 {
+			busy++
+		}
+	}
+	return busy, nil
 }
 
 func mustHistory(ctx context.Context, api *apiClient, threadID string) []store.Message {

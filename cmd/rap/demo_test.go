@@ -38,7 +38,8 @@ func TestDemo(t *testing.T) {
 		"you: "+demoAskClock,
 		"→ Clock every 0.5s, 3 ticks",
 		"← subscribe_clock (subscription): Subscribed",
-		"← event: {\"time\":",
+		"← event: ", // inline (RAP SU-5) or a child thread's report (RAP SU-6)
+		`"n":1`,
 		"Tick 1 woke me up",
 		"cancel_subscription",
 		"What the demo showed:",
