@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -208,6 +209,13 @@ func NewWithLimits(opts *rap.ServerOptions, lim Limits) *rap.Server {
 	}
 	if o.Description == "" {
 		o.Description = "Runs programs on the tool server's machine and streams their output."
+	}
+	if o.BearerToken == "" {
+		log := o.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Warn("exec: run_command is served without a bearer token: anyone who can reach this server can run programs as this user; set rap.ServerOptions.BearerToken")
 	}
 	s := rap.NewServer(Name, &o)
 	rap.AddSubscription(s, &rap.Tool{
