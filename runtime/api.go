@@ -29,6 +29,9 @@ func (r *Runtime) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/threads/{id}/messages", r.servePostMessage)
 	mux.HandleFunc("GET /v1/threads/{id}/messages", r.serveHistory)
 	mux.HandleFunc("GET /v1/threads/{id}/events", r.serveEvents)
+	mux.HandleFunc("POST /v1/threads/{id}/close", r.serveClose)
+	mux.HandleFunc("GET /v1/threads/{id}/choices", r.serveChoices)
+	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", r.serveAnswerChoice)
 	mux.HandleFunc("POST "+CallbackPath+"{token}", r.serveCallback)
 	return mux
 }
@@ -46,8 +49,10 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // writeStoreError maps runtime errors to HTTP answers.
 func (r *Runtime) writeStoreError(w http.ResponseWriter, err error) {
 	switch {
-	case errors.Is(err, ErrUnknownThread):
+	case errors.Is(err, ErrUnknownThread), errors.Is(err, ErrNoChoice):
 		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, ErrChoiceDelivery):
+		writeError(w, http.StatusBadGateway, err.Error())
 	case errors.Is(err, ErrBadInput):
 		writeError(w, http.StatusBadRequest, err.Error())
 	default:
@@ -115,11 +120,15 @@ type threadInfo struct {
 	PendingCalls  []store.Call         `json:"pending_calls"`
 	Subscriptions []store.Subscription `json:"subscriptions"`
 	Queued        int                  `json:"queued"`
+	// Children are the ids of the thread's child threads, oldest first.
+	Children []string `json:"children"`
+	// Choices are the user choices waiting for an answer (RAP UC-1).
+	Choices []store.Choice `json:"choices"`
 }
 
 func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("id")
-	info := threadInfo{PendingCalls: []store.Call{}, Subscriptions: []store.Subscription{}}
+	info := threadInfo{PendingCalls: []store.Call{}, Subscriptions: []store.Subscription{}, Children: []string{}, Choices: []store.Choice{}}
 	err := r.store.View(req.Context(), func(tx store.Tx) error {
 		var err error
 		if info.Thread, err = tx.Thread(id); err != nil {
@@ -142,6 +151,20 @@ func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 			return err
 		}
 		info.Subscriptions = append(info.Subscriptions, subs...)
+		all, err := tx.ListThreads()
+		if err != nil {
+			return err
+		}
+		for _, t := range all {
+			if t.ParentID == id {
+				info.Children = append(info.Children, t.ID)
+			}
+		}
+		choices, err := tx.ThreadChoices(id)
+		if err != nil {
+			return err
+		}
+		info.Choices = append(info.Choices, choices...)
 		q, err := tx.Queued(id)
 		info.Queued = len(q)
 		return err
@@ -235,6 +258,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 func (r *Runtime) primeEvents(ctx context.Context, id string) ([]Event, error) {
 	var th store.Thread
 	var views []store.View
+	var choices []store.Choice
 	err := r.store.View(ctx, func(tx store.Tx) error {
 		var err error
 		if th, err = tx.Thread(id); err != nil {
@@ -243,7 +267,10 @@ func (r *Runtime) primeEvents(ctx context.Context, id string) ([]Event, error) {
 			}
 			return err
 		}
-		views, err = tx.ThreadViews(id)
+		if views, err = tx.ThreadViews(id); err != nil {
+			return err
+		}
+		choices, err = tx.ThreadChoices(id)
 		return err
 	})
 	if err != nil {
@@ -258,5 +285,64 @@ func (r *Runtime) primeEvents(ctx context.Context, id string) ([]Event, error) {
 		b, _ := json.Marshal(map[string]any{"view_type": v.ViewType, "content": v.Content})
 		out = append(out, Event{Type: EventView, ThreadID: id, Data: b})
 	}
+	for _, c := range choices {
+		b, _ := json.Marshal(choiceEvent(c))
+		out = append(out, Event{Type: EventUserChoice, ThreadID: id, Data: b})
+	}
+	r.mu.Lock()
+	for _, e := range r.authShown[id] {
+		out = append(out, e)
+	}
+	r.mu.Unlock()
 	return out, nil
+}
+
+func (r *Runtime) serveClose(w http.ResponseWriter, req *http.Request) {
+	var body struct{}
+	if err := readJSON(w, req, &body); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err := r.CloseThread(req.Context(), req.PathValue("id")); err != nil {
+		r.writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "closed"})
+}
+
+func (r *Runtime) serveChoices(w http.ResponseWriter, req *http.Request) {
+	choices, err := r.PendingChoices(req.Context(), req.PathValue("id"))
+	if err != nil {
+		r.writeStoreError(w, err)
+		return
+	}
+	if choices == nil {
+		choices = []store.Choice{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"choices": choices})
+}
+
+func (r *Runtime) serveAnswerChoice(w http.ResponseWriter, req *http.Request) {
+	var body struct {
+		Selected *int `json:"selected"`
+		Dismiss  bool `json:"dismiss"`
+	}
+	if err := readJSON(w, req, &body); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if body.Selected == nil && !body.Dismiss {
+		writeError(w, http.StatusBadRequest, `send {"selected": <index>} to answer, or {"dismiss": true} to send the default`)
+		return
+	}
+	if body.Selected != nil && body.Dismiss {
+		writeError(w, http.StatusBadRequest, `send either "selected" or "dismiss", not both`)
+		return
+	}
+	sel, err := r.AnswerChoice(req.Context(), req.PathValue("id"), req.PathValue("call_id"), body.Selected)
+	if err != nil {
+		r.writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "sent", "selected": sel})
 }

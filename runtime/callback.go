@@ -79,6 +79,8 @@ type callbackOutcome struct {
 	wake   bool
 	// after runs once the transaction committed (to publish events).
 	after func()
+	// fx are effects to apply once the transaction committed.
+	fx *effects
 }
 
 // serveCallback is the callback endpoint: POST /rap/callback/{token}.
@@ -157,6 +159,7 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 	if out.after != nil {
 		out.after()
 	}
+	r.apply(out.fx)
 	switch {
 	case out.status == http.StatusNotFound:
 		log.Warn("callback discarded: unknown tool call (RAP RE-5)")
@@ -186,6 +189,26 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		}
 		res := store.ToolResult{CallID: call.CallID, Name: call.ToolName, Text: m.Text, Content: m.Content,
 			DisplayAs: m.DisplayAs, Subscription: m.Subscription, IsError: strings.HasPrefix(m.ModelText(), "Error:")}
+		var fx effects
+		if m.Subscription {
+			active, err := countActiveSubscriptions(tx, call.ThreadID)
+			if err != nil {
+				return callbackOutcome{}, err
+			}
+			if limit := r.cfg.MaxSubscriptionsPerThread; active >= limit {
+				// RAP SU-8: over the limit the subscription is not tracked;
+				// the tool is told to cancel it and the model why.
+				res = store.ToolResult{CallID: call.CallID, Name: call.ToolName, IsError: true,
+					Text: fmt.Sprintf("Error: this thread already has %d active subscriptions, the most allowed; this new subscription was cancelled. "+
+						"Cancel one you no longer need with cancel_subscription, then subscribe again.", active)}
+				fx.notices = append(fx.notices, notice{path: rap.CancelToolCallPath, body: rap.CancelToolCallRequest{ThreadID: call.ThreadID, ToolCallID: call.CallID}})
+				r.log.Warn("subscription refused: per-thread limit reached (RAP SU-8)", "thread", call.ThreadID, "call_id", call.CallID, "limit", limit)
+			} else if err := tx.PutSubscription(store.Subscription{ThreadID: call.ThreadID, CallID: call.CallID,
+				ToolName: call.ToolName, State: store.SubscriptionActive}); err != nil {
+				// RAP SU-3: record the call as an active subscription.
+				return callbackOutcome{}, err
+			}
+		}
 		payload, err := json.Marshal(res)
 		if err != nil {
 			return callbackOutcome{}, err
@@ -193,12 +216,9 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if _, err := tx.SetCallState(call.ThreadID, call.CallID, store.CallDone); err != nil {
 			return callbackOutcome{}, err
 		}
-		if m.Subscription {
-			// RAP SU-3: record the call as an active subscription.
-			if err := tx.PutSubscription(store.Subscription{ThreadID: call.ThreadID, CallID: call.CallID,
-				ToolName: call.ToolName, State: store.SubscriptionActive}); err != nil {
-				return callbackOutcome{}, err
-			}
+		// A choice the user did not answer is moot once the result is in.
+		if _, err := tx.TakeChoice(call.ThreadID, call.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return callbackOutcome{}, err
 		}
 		added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindToolResult, Payload: payload,
 			DedupKey: resultDedupKey(call.ThreadID, call.CallID)})
@@ -208,13 +228,26 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if !added {
 			return ok("duplicate", false)
 		}
-		return ok("accepted", true)
+		out, _ := ok("accepted", true)
+		out.fx = &fx
+		out.after = func() { r.forgetAuth(call.ThreadID, call.CallID) }
+		return out, nil
 	case *rap.SubscriptionEvent:
 		if m.ToolCallID != call.CallID {
 			return callbackOutcome{status: http.StatusForbidden, msg: "tool_call_id does not match the callback URL; send the id of the subscribing invocation"}, nil
 		}
+		th, err := tx.Thread(call.ThreadID)
+		if err != nil {
+			return callbackOutcome{}, err
+		}
+		if th.Status == store.ThreadClosed {
+			// RAP SU-9: events for a closed thread are logged and discarded.
+			r.log.Warn("subscription event discarded: the thread is closed (RAP SU-9)", "thread", call.ThreadID, "call_id", call.CallID)
+			return ok("ignored: the thread is closed (RAP SU-9)", false)
+		}
 		sub, err := tx.Subscription(call.ThreadID, call.CallID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && sub.State != store.SubscriptionActive) {
+			r.log.Warn("subscription event discarded: no active subscription for this call (RAP SU-4)", "thread", call.ThreadID, "call_id", call.CallID)
 			return ok("ignored: no active subscription for this call (RAP SU-4)", false)
 		}
 		if err != nil {
@@ -225,6 +258,17 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 			if err := tx.PutSubscription(sub); err != nil {
 				return callbackOutcome{}, err
 			}
+		}
+		if !m.Associative {
+			// RAP SU-6: a child thread per event; the parent sees only
+			// its report.
+			fx := &effects{}
+			if err := r.spawnEventThread(tx, th, call, m, fx); err != nil {
+				return callbackOutcome{}, err
+			}
+			out, _ := ok("accepted: handled in a child thread", false)
+			out.fx = fx
+			return out, nil
 		}
 		payload, _ := json.Marshal(m)
 		// Events carry no id of their own: each delivery is a new event
@@ -249,24 +293,91 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if m.ID != call.CallID {
 			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
 		}
+		if !call.State.Pending() {
+			return ok("ignored: the call is no longer pending", false)
+		}
 		// Shown to the user; the call stays pending until its tool_result
-		// (RAP OA-1). The auth URL is not logged or stored.
+		// (RAP OA-1). The auth URL is neither logged nor stored: the store
+		// only notes that authorization is in progress, for the model.
+		if _, err := tx.MarkKeySeen(call.ThreadID, oauthKey(call.ThreadID, call.CallID)); err != nil {
+			return callbackOutcome{}, err
+		}
 		out, _ := ok("accepted: the call stays pending until its tool_result", false)
 		out.after = func() {
-			r.emit(call.ThreadID, EventOAuth, map[string]any{"call_id": call.CallID, "name": call.ToolName, "auth_url": m.AuthURL})
+			r.showAuth(call.ThreadID, call.CallID, map[string]any{"call_id": call.CallID, "name": call.ToolName, "auth_url": m.AuthURL})
 		}
 		return out, nil
 	case *rap.UserChoice:
 		if m.ID != call.CallID {
 			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
 		}
+		if !call.State.Pending() {
+			return ok("ignored: the call is no longer pending", false)
+		}
+		// RAP UC-1, UC-2: kept until answered, then POSTed to response_url.
+		if err := tx.PutChoice(store.Choice{ThreadID: call.ThreadID, CallID: call.CallID, ToolName: call.ToolName,
+			Prompt: m.Prompt, Choices: m.Choices, Default: m.Default, ResponseURL: m.ResponseURL}); err != nil {
+			return callbackOutcome{}, err
+		}
 		out, _ := ok("accepted: the call stays pending until its tool_result", false)
 		out.after = func() {
-			r.emit(call.ThreadID, EventUserChoice, map[string]any{"call_id": call.CallID, "name": call.ToolName,
-				"prompt": m.Prompt, "choices": m.Choices, "default": m.Default})
+			r.emit(call.ThreadID, EventUserChoice, choiceEvent(store.Choice{CallID: call.CallID, ToolName: call.ToolName,
+				Prompt: m.Prompt, Choices: m.Choices, Default: m.Default}))
 		}
 		return out, nil
 	default:
 		return callbackOutcome{status: http.StatusBadRequest, msg: fmt.Sprintf("unsupported callback type %q", msg.MessageType())}, nil
+	}
+}
+
+func countActiveSubscriptions(tx store.Tx, threadID string) (int, error) {
+	subs, err := tx.ThreadSubscriptions(threadID)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range subs {
+		if s.State == store.SubscriptionActive {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func choiceEvent(c store.Choice) map[string]any {
+	return map[string]any{"call_id": c.CallID, "name": c.ToolName, "prompt": c.Prompt, "choices": c.Choices, "default": c.Default}
+}
+
+// maxShownAuth bounds the oauth events kept in memory for late clients.
+const maxShownAuth = 10000
+
+// showAuth publishes an oauth event and keeps it in memory (only) until
+// the call's result arrives, for clients that connect meanwhile (RAP OA-1).
+func (r *Runtime) showAuth(threadID, callID string, data map[string]any) {
+	b, _ := json.Marshal(data)
+	e := Event{Type: EventOAuth, ThreadID: threadID, Data: b}
+	r.mu.Lock()
+	if len(r.authShown) >= maxShownAuth {
+		clear(r.authShown)
+	}
+	m := r.authShown[threadID]
+	if m == nil {
+		m = map[string]Event{}
+		r.authShown[threadID] = m
+	}
+	m[callID] = e
+	r.mu.Unlock()
+	r.hub.publish(e)
+}
+
+// forgetAuth drops the auth link of a call whose result arrived.
+func (r *Runtime) forgetAuth(threadID, callID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := r.authShown[threadID]; m != nil {
+		delete(m, callID)
+		if len(m) == 0 {
+			delete(r.authShown, threadID)
+		}
 	}
 }

@@ -202,8 +202,9 @@ func TestTR5InvalidCallbackBodies(t *testing.T) {
 }
 
 // RAP SU-3: a result with subscription: true records an active
-// subscription; its events reach the thread as a synthetic injected call
-// (RAP SU-5), and events after final: true are discarded (RAP SU-4).
+// subscription; its associative events reach the thread inline as a
+// synthetic injected call (RAP SU-5, SU-6), and events after final: true
+// are discarded (RAP SU-4).
 func TestSubscriptionResultAndEvents(t *testing.T) {
 	e, th, inv := pendingCall(t,
 		scripted.Turn{ToolCalls: []scripted.Call{call("job", `{}`)}},
@@ -224,9 +225,9 @@ func TestSubscriptionResultAndEvents(t *testing.T) {
 		t.Fatalf("subscription = %+v", sub)
 	}
 	for _, ev := range []rap.SubscriptionEvent{
-		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":1}`},
-		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":2}`, Final: true},
-		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":3}`},
+		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":1}`, Associative: true},
+		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":2}`, Final: true, Associative: true},
+		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":3}`, Associative: true},
 	} {
 		if status, body := callback(t, inv.CallbackURL, ev); status != 200 {
 			t.Fatalf("event: %d %s", status, body)

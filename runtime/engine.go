@@ -75,8 +75,13 @@ func (r *Runtime) work(threadID string) {
 type batch struct {
 	ids     []int64
 	results []store.ToolResult
-	users   []store.Message
-	events  []store.Message // synthetic call/result pairs for subscription events
+	users   []store.Message // user messages and runtime notes, in order
+	events  []store.Message // synthetic call/result pairs for inline events and child reports
+	// interrupts is true when a user message is among the inputs: pending
+	// calls are then closed before it is added (RAP CA-1).
+	interrupts bool
+	// wake is true when a row asks for a completion without adding history.
+	wake bool
 }
 
 func (b *batch) empty() bool { return len(b.ids) == 0 }
@@ -99,7 +104,8 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	var items []store.InboxItem
 	var history []store.Message
 	var calls []store.Call
-	err = r.store.View(ctx, func(tx store.Tx) error {
+	var authPending map[string]bool
+	load := func(tx store.Tx) error {
 		var err error
 		if th, err = tx.Thread(threadID); err != nil {
 			return err
@@ -110,24 +116,50 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		if history, err = tx.History(threadID); err != nil {
 			return err
 		}
-		calls, err = tx.ThreadCalls(threadID)
-		return err
-	})
-	if err != nil {
+		if calls, err = tx.ThreadCalls(threadID); err != nil {
+			return err
+		}
+		authPending = map[string]bool{}
+		for _, c := range calls {
+			if !c.State.Pending() || c.Toolset == builtinToolset {
+				continue
+			}
+			seen, err := tx.SeenKey(oauthKey(threadID, c.CallID))
+			if err != nil {
+				return err
+			}
+			authPending[c.CallID] = seen
+		}
+		return nil
+	}
+	if err = r.store.View(ctx, load); err != nil {
 		return false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
 	}
 	if len(items) == 0 {
 		return false, nil
 	}
+	if th.Status == store.ThreadClosed {
+		return r.discardClosed(ctx, th, items)
+	}
 	b := r.decodeBatch(threadID, items, calls)
 
 	if !needsCompletion(b, calls) {
-		appended, err := r.commit(ctx, threadID, b, nil, nil, nil)
+		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil)
 		if err != nil {
 			return false, err
 		}
 		r.announce(threadID, appended)
 		return true, nil
+	}
+	if b.interrupts {
+		// RAP CA-1: close the pending calls before the user input is added.
+		if err := r.interrupt(ctx, threadID, calls, b); err != nil {
+			return false, err
+		}
+		if err = r.store.View(ctx, load); err != nil {
+			return false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
+		}
+		b = r.decodeBatch(threadID, items, calls)
 	}
 
 	sess, err := r.sessionOf(ctx, th.RootID)
@@ -137,7 +169,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	pendingInputs := b.messages()
 	consumed := false
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
-		req := r.buildRequest(sess, append(append([]store.Message(nil), history...), pendingInputs...), calls)
+		req := r.buildRequest(sess, append(append([]store.Message(nil), history...), pendingInputs...), placeholderFor(authPending))
 		resp, err := r.model.Complete(ctx, req, deltaStream{r: r, threadID: threadID})
 		if err != nil {
 			if consumed {
@@ -145,12 +177,12 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 			}
 			return false, fmt.Errorf("model %s failed; your message is kept and is retried with the next message (RAP RT-4): %w", r.model.Name(), err)
 		}
-		turn, rejected, accepted := r.planTurn(threadID, sess, resp, usedCallIDs(history, calls))
+		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, usedCallIDs(history, calls))
 		var inputs *batch
 		if !consumed {
 			inputs = b
 		}
-		appended, err := r.commit(ctx, threadID, inputs, &turn, rejected, accepted)
+		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins)
 		if err != nil {
 			return consumed, err
 		}
@@ -158,18 +190,54 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		pendingInputs = nil
 		history = append(history, appended...)
 		r.announce(threadID, appended)
+		r.apply(fx)
 		for i := range accepted {
 			accepted[i].TurnSeq = turnSeq(appended)
 			r.dispatchAsync(accepted[i])
 		}
 		calls = append(calls, accepted...)
-		if len(accepted) > 0 || len(rejected) == 0 {
+		calls = append(calls, fx.calls...)
+		immediate := len(rejected) + len(builtins) - len(fx.calls)
+		if len(accepted) > 0 || len(fx.calls) > 0 || fx.stop || immediate == 0 {
 			return true, nil
 		}
-		// Every call was rejected: let the model see the errors at once
-		// (RAP BT-7).
+		// Every call was answered at once (rejected, or a synchronous
+		// built-in): let the model see the results now (RAP BT-7).
 	}
-	return true, fmt.Errorf("the model kept calling unavailable tools %d times in a row; stopped this slice, send a message to continue", MaxLoopsPerSlice)
+	return true, fmt.Errorf("the model kept calling tools that answer at once %d times in a row; stopped this slice, send a message to continue", MaxLoopsPerSlice)
+}
+
+// oauthKey marks a call whose tool asked for authorization (RAP OA-1);
+// the key holds no part of the auth URL.
+func oauthKey(threadID, callID string) string { return "oauth:" + threadID + ":" + callID }
+
+// authPendingText is the placeholder of a call waiting for the user to
+// authorize its tool (RAP OA-1).
+const authPendingText = "Authorization is in progress: the user was shown a link to authorize this tool. Its result will be added to the conversation once they have; do not call it again meanwhile."
+
+func placeholderFor(authPending map[string]bool) func(callID string) string {
+	return func(callID string) string {
+		if authPending[callID] {
+			return authPendingText
+		}
+		return pendingResultText
+	}
+}
+
+// discardClosed consumes the inbox rows of a closed thread: nothing
+// reaches a closed thread (RAP SU-9).
+func (r *Runtime) discardClosed(ctx context.Context, th store.Thread, items []store.InboxItem) (bool, error) {
+	ids := make([]int64, len(items))
+	kinds := map[store.InboxKind]int{}
+	for i, it := range items {
+		ids[i] = it.ID
+		kinds[it.Kind]++
+	}
+	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.Consume(ids) }); err != nil {
+		return false, fmt.Errorf("discard the inbox of closed thread %s: %w", th.ID, err)
+	}
+	r.log.Warn("inputs for a closed thread discarded", "thread", th.ID, "count", len(items), "kinds", fmt.Sprint(kinds))
+	return true, nil
 }
 
 // usedCallIDs returns every call id of the thread so far: recorded calls
@@ -201,7 +269,7 @@ func turnSeq(appended []store.Message) int64 {
 // model now. A batch of only tool results waits while another call of the
 // same turn is still pending, so the model sees a turn's results together.
 func needsCompletion(b *batch, calls []store.Call) bool {
-	if len(b.users) > 0 || len(b.events) > 0 {
+	if len(b.users) > 0 || len(b.events) > 0 || b.wake {
 		return true
 	}
 	if len(b.results) == 0 {
@@ -248,30 +316,52 @@ func (r *Runtime) decodeBatch(threadID string, items []store.InboxItem, calls []
 	for _, c := range calls {
 		byID[c.CallID] = c
 	}
+	bad := func(it store.InboxItem, err error) {
+		r.log.Error("dropping undecodable inbox row", "thread", threadID, "inbox_id", it.ID, "kind", it.Kind, "err", err)
+	}
 	for _, it := range items {
 		b.ids = append(b.ids, it.ID)
 		switch it.Kind {
-		case store.KindUserMessage:
+		case store.KindUserMessage, store.KindNote:
 			var m store.UserMessage
 			if err := json.Unmarshal(it.Payload, &m); err != nil {
-				r.log.Error("dropping undecodable inbox row", "thread", threadID, "inbox_id", it.ID, "kind", it.Kind, "err", err)
+				bad(it, err)
 				continue
 			}
 			b.users = append(b.users, store.Message{Role: store.RoleUser, Text: m.Text, Created: it.Created})
+			if it.Kind == store.KindUserMessage {
+				b.interrupts = true
+			}
 		case store.KindToolResult:
 			var res store.ToolResult
 			if err := json.Unmarshal(it.Payload, &res); err != nil {
-				r.log.Error("dropping undecodable inbox row", "thread", threadID, "inbox_id", it.ID, "kind", it.Kind, "err", err)
+				bad(it, err)
 				continue
 			}
 			b.results = append(b.results, res)
 		case store.KindSubscriptionEvent:
 			var ev rap.SubscriptionEvent
 			if err := json.Unmarshal(it.Payload, &ev); err != nil {
-				r.log.Error("dropping undecodable inbox row", "thread", threadID, "inbox_id", it.ID, "kind", it.Kind, "err", err)
+				bad(it, err)
 				continue
 			}
-			b.events = append(b.events, injectedEvent(it.ID, ev, byID[ev.ToolCallID])...)
+			orig := byID[ev.ToolCallID]
+			b.events = append(b.events, injectedPair(fmt.Sprintf("event_%d_%s", it.ID, ev.ToolCallID), orig.ToolName, ev.ToolCallID,
+				orig.Arguments, ev.Text, fmt.Sprintf("event from %s", orig.ToolName))...)
+		case store.KindChildReport:
+			var rep store.ChildReport
+			if err := json.Unmarshal(it.Payload, &rep); err != nil {
+				bad(it, err)
+				continue
+			}
+			verb := "Report"
+			if rep.Final {
+				verb = "Final report"
+			}
+			b.events = append(b.events, injectedPair(fmt.Sprintf("report_%d", it.ID), rep.OriginTool, rep.OriginCallID, rep.OriginArgs,
+				fmt.Sprintf("%s from child thread %s:\n%s", verb, rep.ChildID, rep.Report), fmt.Sprintf("report from thread %s", rep.ChildID))...)
+		case store.KindWake:
+			b.wake = true
 		default:
 			r.log.Error("dropping inbox row of unknown kind", "thread", threadID, "inbox_id", it.ID, "kind", it.Kind)
 		}
@@ -280,25 +370,22 @@ func (r *Runtime) decodeBatch(threadID string, items []store.InboxItem, calls []
 }
 
 // InjectedToolName is the reserved tool name of the synthetic call that
-// carries a subscription event into a thread (RAP SU-5). It is never
-// offered to the model.
+// carries a subscription event or a child thread's report into a thread
+// (RAP SU-5, BT-3). It is never offered to the model, and a model call to
+// it gets an error result.
 const InjectedToolName = "receive_event__injected"
 
-// injectedEvent renders a subscription event as a synthetic assistant call
-// and its result (RAP SU-5). This issue injects every event inline; spawning
-// a child thread for non-associative events (RAP SU-6) comes with child
-// threads.
-func injectedEvent(inboxID int64, ev rap.SubscriptionEvent, orig store.Call) []store.Message {
+// injectedPair renders an event as a synthetic assistant call of the
+// reserved tool, tied to the original call, and its result (RAP SU-5).
+func injectedPair(id, origTool, origCallID string, origArgs json.RawMessage, text, display string) []store.Message {
 	args, _ := json.Marshal(map[string]any{
-		"original_tool_name":    orig.ToolName,
-		"original_tool_call_id": ev.ToolCallID,
-		"original_args":         json.RawMessage(nonEmptyJSON(orig.Arguments)),
+		"original_tool_name":    origTool,
+		"original_tool_call_id": origCallID,
+		"original_args":         json.RawMessage(nonEmptyJSON(origArgs)),
 	})
-	id := fmt.Sprintf("event_%d_%s", inboxID, ev.ToolCallID)
 	return []store.Message{
-		{Role: store.RoleAssistant, ToolCalls: []store.ToolCall{{ID: id, Name: InjectedToolName, Arguments: args,
-			Display: fmt.Sprintf("event from %s", orig.ToolName)}}},
-		{Role: store.RoleTool, ToolResults: []store.ToolResult{{CallID: id, Name: InjectedToolName, Text: ev.Text}}},
+		{Role: store.RoleAssistant, ToolCalls: []store.ToolCall{{ID: id, Name: InjectedToolName, Arguments: args, Display: display}}},
+		{Role: store.RoleTool, ToolResults: []store.ToolResult{{CallID: id, Name: InjectedToolName, Text: text}}},
 	}
 }
 
@@ -312,10 +399,11 @@ func nonEmptyJSON(b json.RawMessage) json.RawMessage {
 // planTurn turns the model's response into an assistant message, error
 // results for calls that must not be dispatched (unknown tool, invalid
 // arguments: RAP IN-2) and the calls to dispatch.
-func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response, used map[string]bool) (store.Message, []store.ToolResult, []store.Call) {
+func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response, used map[string]bool) (store.Message, []store.ToolResult, []store.Call, []store.ToolCall) {
 	turn := store.Message{Role: store.RoleAssistant, Text: resp.Text}
 	var rejected []store.ToolResult
 	var accepted []store.Call
+	var builtins []store.ToolCall
 	for _, mc := range resp.ToolCalls {
 		id := mc.ID
 		// IN-2: use the model's call id, or make a unique one when it is
@@ -328,6 +416,12 @@ func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response,
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
+		if isBuiltin(mc.Name) {
+			tc := store.ToolCall{ID: id, Name: mc.Name, Arguments: args, Display: r.display(mc.Name, "", args)}
+			turn.ToolCalls = append(turn.ToolCalls, tc)
+			builtins = append(builtins, tc)
+			continue
+		}
 		var tool *rap.ResolvedTool
 		if mc.Name != InjectedToolName {
 			tool, _ = sess.catalog.Lookup(mc.Name)
@@ -338,6 +432,10 @@ func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response,
 		}
 		turn.ToolCalls = append(turn.ToolCalls, store.ToolCall{ID: id, Name: mc.Name, Arguments: args, Display: r.display(mc.Name, script, args)})
 		switch {
+		case mc.Name == InjectedToolName:
+			// RAP SU-5: the reserved name is the runtime's alone.
+			rejected = append(rejected, store.ToolResult{CallID: id, Name: mc.Name, IsError: true,
+				Text: fmt.Sprintf("Error: %s is reserved for events the runtime adds to the conversation; it cannot be called. Use one of the available tools.", InjectedToolName)})
 		case tool == nil:
 			rejected = append(rejected, store.ToolResult{CallID: id, Name: mc.Name, IsError: true,
 				Text: fmt.Sprintf("Error: there is no tool named %q. Use one of the available tools: %s.", mc.Name, toolNames(sess))})
@@ -355,17 +453,18 @@ func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response,
 			accepted = append(accepted, c)
 		}
 	}
-	return turn, rejected, accepted
+	return turn, rejected, accepted, builtins
 }
 
 func toolNames(s *session) string {
-	tools := s.catalog.Tools()
-	if len(tools) == 0 {
-		return "(none are loaded)"
+	var names []string
+	for _, t := range s.catalog.Tools() {
+		if !isBuiltin(t.Tool.Name) {
+			names = append(names, t.Tool.Name)
+		}
 	}
-	names := make([]string, len(tools))
-	for i, t := range tools {
-		names[i] = t.Tool.Name
+	for _, b := range builtinSpecs {
+		names = append(names, b.Name)
 	}
 	return strings.Join(names, ", ")
 }
@@ -396,10 +495,13 @@ func (r *Runtime) display(name, script string, args json.RawMessage) (text strin
 	return fallback
 }
 
-// commit appends the batch inputs (if any), the assistant turn (if any)
-// and the error results of its rejected calls, records the accepted calls
-// as pending, and consumes the batch — all in one transaction.
-func (r *Runtime) commit(ctx context.Context, threadID string, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call) ([]store.Message, error) {
+// commit appends the batch inputs (if any), the assistant turn (if any),
+// runs the turn's built-in calls, appends the results of its rejected and
+// built-in calls, records the accepted calls as pending, and consumes the
+// batch — all in one transaction. The returned effects are to be applied
+// once it committed.
+func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall) ([]store.Message, *effects, error) {
+	threadID := th.ID
 	var msgs []store.Message
 	if b != nil {
 		msgs = append(msgs, b.messages()...)
@@ -407,19 +509,36 @@ func (r *Runtime) commit(ctx context.Context, threadID string, b *batch, turn *s
 	if turn != nil {
 		msgs = append(msgs, *turn)
 	}
-	if len(rejected) > 0 {
-		msgs = append(msgs, store.Message{Role: store.RoleTool, ToolResults: rejected})
-	}
 	var appended []store.Message
+	fx := &effects{}
 	err := r.store.Update(ctx, func(tx store.Tx) error {
+		*fx = effects{}
 		var err error
 		if appended, err = tx.AppendMessages(threadID, msgs); err != nil {
 			return err
 		}
-		if len(accepted) > 0 {
-			seq := turnSeq(appended)
-			withSeq := make([]store.Call, len(accepted))
-			for i, c := range accepted {
+		seq := turnSeq(appended)
+		results := append([]store.ToolResult(nil), rejected...)
+		for _, c := range builtins {
+			res, done, err := r.execBuiltin(tx, th, c, fx)
+			if err != nil {
+				return fmt.Errorf("built-in %s: %w", c.Name, err)
+			}
+			if done {
+				results = append(results, res)
+			}
+		}
+		if len(results) > 0 {
+			more, err := tx.AppendMessages(threadID, []store.Message{{Role: store.RoleTool, ToolResults: results}})
+			if err != nil {
+				return err
+			}
+			appended = append(appended, more...)
+		}
+		pending := append(append([]store.Call(nil), accepted...), fx.calls...)
+		if len(pending) > 0 {
+			withSeq := make([]store.Call, len(pending))
+			for i, c := range pending {
 				c.TurnSeq = seq
 				withSeq[i] = c
 			}
@@ -433,12 +552,12 @@ func (r *Runtime) commit(ctx context.Context, threadID string, b *batch, turn *s
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("save turn of thread %s (RAP RT-4: nothing was saved, the inputs stay queued): %w", threadID, err)
+		return nil, nil, fmt.Errorf("save turn of thread %s (RAP RT-4: nothing was saved, the inputs stay queued): %w", threadID, err)
 	}
 	if len(accepted) > 0 {
 		r.kickTimer()
 	}
-	return appended, nil
+	return appended, fx, nil
 }
 
 // announce publishes appended messages and their calls and results.

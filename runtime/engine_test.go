@@ -196,40 +196,79 @@ func TestRT2ThreadsRunConcurrently(t *testing.T) {
 	}
 }
 
-// RAP RT-3: a user message that arrives while a tool call is pending is
-// processed at once; the model sees a placeholder result for the pending
-// call, and the real result when it arrives later.
-func TestRT3UserMessageWhileToolPending(t *testing.T) {
+// RAP RT-3, CA-1, CA-2: a user message that arrives while a tool call is
+// pending is processed at once. The pending call is first closed with a
+// synthetic "interrupted" result (so the history the model gets is valid),
+// the tool server is sent /cancel_tool_call, and the call's late result is
+// ignored.
+func TestRT3UserMessageInterruptsPendingCall(t *testing.T) {
 	ts := newToolServer(t, "slow", tool("slow_job"))
+	cancels := make(chan rap.CancelToolCallRequest, 10)
+	ts.onOther = func(r *http.Request, body []byte) {
+		if r.URL.Path == rap.CancelToolCallPath {
+			req, err := rap.DecodeCancelToolCall(body)
+			if err != nil {
+				t.Errorf("cancel_tool_call body %s: %v", body, err)
+				return
+			}
+			cancels <- *req
+		}
+	}
 	e := newEnv(t, envOptions{servers: []string{ts.URL()}, turns: []scripted.Turn{
 		{AfterUser: "start", Text: "starting", ToolCalls: []scripted.Call{call("slow_job", `{}`)}},
 		{AfterUser: "status", Text: "still waiting"},
-		{AfterUser: "job finished", Text: "the job is done"}, // a late result reaches the model as a user note
+		{Text: "anything else", Repeat: true},
 	}})
 	th := e.newThread()
 	e.post(th, "start the job")
 	inv := ts.next()
 	e.idle(th)
 	e.post(th, "status?")
-	e.waitHistory(th, "the answer to the second message", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "still waiting") })
+	h := e.waitHistory(th, "the answer to the second message", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "still waiting") })
 	c, err := callState(e, th, inv.ID)
-	if err != nil || c != store.CallDispatched {
-		t.Fatalf("call state = %v, %v; want it still pending", c, err)
+	if err != nil || c != store.CallCancelled {
+		t.Fatalf("call state = %v, %v; want cancelled", c, err)
+	}
+	// The interrupted result comes before the user message in the history.
+	resAt, userAt := -1, -1
+	for i, m := range h {
+		for _, r := range m.ToolResults {
+			if r.CallID == inv.ID && r.Text == interruptedText {
+				resAt = i
+			}
+		}
+		if m.Role == store.RoleUser && m.Text == "status?" {
+			userAt = i
+		}
+	}
+	if resAt < 0 || resAt > userAt {
+		t.Fatalf("interrupted result at %d, user message at %d; want the result first\n%s", resAt, userAt, dump(h))
 	}
 	reqs := e.model.requests()
 	last := reqs[len(reqs)-1]
-	if !requestHasResult(last, inv.ID, pendingResultText) {
-		t.Fatalf("the model was not given a placeholder for the pending call: %+v", last.Messages)
+	if !requestHasResult(last, inv.ID, interruptedText) {
+		t.Fatalf("the model was not given the interrupted result: %+v", last.Messages)
 	}
-	reply(t, inv, "job finished: 42")
-	e.waitHistory(th, "the answer to the late result", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "the job is done") })
-	reqs = e.model.requests()
-	last = reqs[len(reqs)-1]
 	if err := validAlternation(last.Messages); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(last.Messages[len(last.Messages)-1].Text, "job finished: 42") {
-		t.Fatalf("late result not shown to the model: %+v", last.Messages[len(last.Messages)-1])
+	select {
+	case req := <-cancels:
+		if req.ThreadID != th || req.ToolCallID != inv.ID {
+			t.Fatalf("cancel_tool_call = %+v, want thread %s call %s (RAP CA-1)", req, th, inv.ID)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("no /cancel_tool_call reached the tool server (RAP CA-1)")
+	}
+	// RAP CA-2: the late result is acknowledged and ignored.
+	n := len(e.history(th))
+	status, body := callback(t, inv.CallbackURL, rap.ToolResult{GroupID: th, ID: inv.ID, Text: "job finished: 42"})
+	if status != http.StatusOK || !strings.Contains(body, "cancelled") {
+		t.Fatalf("late result: %d %s", status, body)
+	}
+	e.idle(th)
+	if h := e.history(th); len(h) != n || strings.Contains(dump(h), "job finished") {
+		t.Fatalf("a late result of an interrupted call reached the history:\n%s", dump(h))
 	}
 }
 

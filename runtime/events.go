@@ -27,8 +27,21 @@ const (
 	// user (RAP OA-1); the call stays pending.
 	EventOAuth = "oauth"
 	// EventUserChoice: {"call_id", "name", "prompt", "choices", "default"}
-	// (RAP UC-1). Answering a choice comes in a later issue.
+	// (RAP UC-1): show the prompt and answer with AnswerChoice or
+	// POST /v1/threads/{id}/choices/{call_id}. The call stays pending.
 	EventUserChoice = "user_choice"
+	// EventChoiceAnswered: {"call_id", "selected", "dismissed"} — a choice
+	// was answered (by any client).
+	EventChoiceAnswered = "choice_answered"
+	// EventThreadSpawned: {"thread_id", "parent_id", "origin_call_id",
+	// "origin_tool", "reason"} on the parent — a child thread started,
+	// for spawn_thread (reason "spawn_thread") or for a subscription event
+	// (reason "subscription_event", RAP SU-6). Subscribe to the child's
+	// own events to follow it.
+	EventThreadSpawned = "thread_spawned"
+	// EventThreadClosed: {"thread_id"} on the closed thread and on its
+	// parent.
+	EventThreadClosed = "thread_closed"
 )
 
 // Event is one live event of a thread.

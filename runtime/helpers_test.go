@@ -339,6 +339,9 @@ type toolServer struct {
 	gets     []*http.Request
 	onInvoke func(inv rap.Invocation) int // status to answer; nil means 200
 	invoked  chan rap.Invocation
+	// onOther sees every other POST (/close_thread, /cancel_tool_call),
+	// answered 200.
+	onOther func(r *http.Request, body []byte)
 }
 
 func newToolServer(t *testing.T, name string, tools ...rap.Tool) *toolServer {
@@ -393,6 +396,9 @@ func (ts *toolServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusOK {
 			ts.invoked <- *inv
 		}
+	case r.Method == http.MethodPost && ts.onOther != nil:
+		body, _ := io.ReadAll(r.Body)
+		ts.onOther(r, body)
 	default:
 		http.NotFound(w, r)
 	}

@@ -15,12 +15,20 @@ const pendingResultText = "The tool is still running; its result has not arrived
 
 // buildRequest turns a stored history into a model request whose every
 // tool call is directly followed by a result (see the package comment).
-func (r *Runtime) buildRequest(sess *session, history []store.Message, calls []store.Call) model.Request {
+// placeholder gives the text of a call whose result has not arrived. The
+// tools are the session's toolset tools and the built-in tools (a toolset
+// tool named like a built-in is hidden); the reserved injected tool name
+// is never offered (RAP SU-5).
+func (r *Runtime) buildRequest(sess *session, history []store.Message, placeholder func(callID string) string) model.Request {
 	req := model.Request{System: r.cfg.System, MaxTokens: r.cfg.MaxTokens}
 	for _, t := range sess.catalog.Tools() {
+		if isBuiltin(t.Tool.Name) || t.Tool.Name == InjectedToolName {
+			continue
+		}
 		req.Tools = append(req.Tools, model.ToolSpec{Name: t.Tool.Name, Description: t.Tool.Description, InputSchema: t.Tool.InputSchema})
 	}
-	req.Messages = arrangeHistory(history, r.model.SupportsImages())
+	req.Tools = append(req.Tools, builtinSpecs...)
+	req.Messages = arrangeHistoryWith(history, r.model.SupportsImages(), placeholder)
 	return req
 }
 
@@ -29,6 +37,15 @@ func (r *Runtime) buildRequest(sess *session, history []store.Message, calls []s
 // result gets a placeholder, and a result arriving later is shown as a user
 // note where it arrived.
 func arrangeHistory(history []store.Message, images bool) []model.Message {
+	return arrangeHistoryWith(history, images, nil)
+}
+
+// arrangeHistoryWith is arrangeHistory with the placeholder text of each
+// call whose result is missing given by placeholder (nil: the default).
+func arrangeHistoryWith(history []store.Message, images bool, placeholder func(callID string) string) []model.Message {
+	if placeholder == nil {
+		placeholder = func(string) string { return pendingResultText }
+	}
 	var out []model.Message
 	// owner maps a call id to the index of the assistant message that made
 	// it; inTime marks the calls whose result is placed right after it.
@@ -100,7 +117,7 @@ func arrangeHistory(history []store.Message, images bool) []model.Message {
 			for _, c := range m.ToolCalls {
 				res, ok := got[c.ID]
 				if !ok {
-					um.ToolResults = append(um.ToolResults, model.ToolResult{CallID: c.ID, Text: pendingResultText})
+					um.ToolResults = append(um.ToolResults, model.ToolResult{CallID: c.ID, Text: placeholder(c.ID)})
 					continue
 				}
 				um.ToolResults = append(um.ToolResults, modelResult(res, images))

@@ -159,7 +159,16 @@ type Config struct {
 	// displayScript (maybe empty). Nil, or an empty return, means the
 	// default "name(args-json)".
 	DisplayText func(toolName, script string, args json.RawMessage) string
+	// MaxSubscriptionsPerThread bounds the active subscriptions of one
+	// thread (RAP SU-8); zero means DefaultMaxSubscriptionsPerThread. A
+	// subscription over the limit is cancelled at once and the model gets
+	// an error result saying so.
+	MaxSubscriptionsPerThread int
 }
+
+// DefaultMaxSubscriptionsPerThread is the per-thread subscription limit
+// when Config.MaxSubscriptionsPerThread is zero.
+const DefaultMaxSubscriptionsPerThread = 32
 
 // Runtime is a running agent runtime. Create it with New, call Start, mount
 // Handler, and call Shutdown when done. Its methods are safe for concurrent
@@ -186,6 +195,10 @@ type Runtime struct {
 	baseCtx   context.Context
 	cancel    context.CancelFunc
 	timerKick chan struct{}
+	// authShown holds the oauth events of calls still waiting for their
+	// result, to show to clients that connect later; never stored
+	// (RAP OA-1).
+	authShown map[string]map[string]Event
 }
 
 // threadState is the in-memory state of a thread that has a worker.
@@ -225,6 +238,9 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 4096
 	}
+	if cfg.MaxSubscriptionsPerThread <= 0 {
+		cfg.MaxSubscriptionsPerThread = DefaultMaxSubscriptionsPerThread
+	}
 	r := &Runtime{
 		cfg:       cfg,
 		store:     cfg.Store,
@@ -240,6 +256,7 @@ func New(cfg Config) (*Runtime, error) {
 		catalogs:  map[string]*session{},
 		built:     map[string]*builtCatalog{},
 		timerKick: make(chan struct{}, 1),
+		authShown: map[string]map[string]Event{},
 	}
 	if r.log == nil {
 		r.log = slog.Default()

@@ -258,7 +258,7 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 	if !m.allRep {
 		// Replay the choices made for the assistant messages so far.
 		for i, msg := range req.Messages {
-			if msg.Role == model.RoleAssistant {
+			if msg.Role == model.RoleAssistant && !injectedOnly(msg) {
 				m.pick(used, inputOf(req.Messages[:i]))
 			}
 		}
@@ -289,6 +289,24 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 		resp.StopReason = "tool_use"
 	}
 	return resp, nil
+}
+
+// InjectedToolName is the runtime's reserved name of the synthetic calls
+// that carry subscription events and child reports into a conversation.
+// Assistant messages made only of such calls were not written by the
+// model, so replay skips them.
+const InjectedToolName = "receive_event__injected"
+
+func injectedOnly(msg model.Message) bool {
+	if msg.Text != "" || len(msg.ToolCalls) == 0 {
+		return false
+	}
+	for _, c := range msg.ToolCalls {
+		if c.Name != InjectedToolName {
+			return false
+		}
+	}
+	return true
 }
 
 // stream sends text in a few deltas, splitting at spaces.

@@ -49,6 +49,7 @@ type Tx interface {
 	Views
 	Timers
 	ToolsetCache
+	Choices
 }
 
 // ThreadStatus is the lifecycle state of a thread.
@@ -71,6 +72,14 @@ type Thread struct {
 	RootID  string       `json:"root_id"`
 	Status  ThreadStatus `json:"status"`
 	Created time.Time    `json:"created"`
+	// OriginCallID is the call a child thread was made for: the parent's
+	// spawn_thread call, or the subscribing call whose event it handles.
+	// Its reports reach the parent tied to this call (RAP BT-3).
+	OriginCallID string `json:"origin_call_id,omitempty"`
+	// OriginTool is the tool name of OriginCallID.
+	OriginTool string `json:"origin_tool,omitempty"`
+	// OriginArgs are the arguments of OriginCallID.
+	OriginArgs json.RawMessage `json:"origin_args,omitempty"`
 }
 
 // Threads stores the thread tree.
@@ -156,7 +165,31 @@ const (
 	KindToolResult InboxKind = "tool_result"
 	// KindSubscriptionEvent carries a rap.SubscriptionEvent payload.
 	KindSubscriptionEvent InboxKind = "subscription_event"
+	// KindNote carries a UserMessage payload written by the runtime, not by
+	// a person: the instructions of an event thread, a message from the
+	// parent thread. Unlike a user message it interrupts nothing.
+	KindNote InboxKind = "note"
+	// KindChildReport carries a ChildReport payload: a child thread's
+	// report to its parent (RAP BT-3).
+	KindChildReport InboxKind = "child_report"
+	// KindWake carries no history: it makes the thread run a completion
+	// over its history as it is (a freshly spawned child thread).
+	KindWake InboxKind = "wake"
 )
+
+// ChildReport is the payload of a KindChildReport inbox item.
+type ChildReport struct {
+	// ChildID is the reporting thread.
+	ChildID string `json:"child_id"`
+	// OriginCallID, OriginTool and OriginArgs are the child's origin (see
+	// Thread): the report is injected as an event of that call.
+	OriginCallID string          `json:"origin_call_id"`
+	OriginTool   string          `json:"origin_tool"`
+	OriginArgs   json.RawMessage `json:"origin_args,omitempty"`
+	Report       string          `json:"report"`
+	// Final is true when the child closed itself with this report.
+	Final bool `json:"final,omitempty"`
+}
 
 // UserMessage is the payload of a KindUserMessage inbox item.
 type UserMessage struct {
@@ -341,4 +374,29 @@ type ToolsetCache interface {
 	// LatestToolset returns the most recently fetched manifest of baseURL
 	// from any session, or an error wrapping ErrNotFound.
 	LatestToolset(baseURL string) (CachedToolset, error)
+}
+
+// Choice is a user choice a tool asked for (RAP UC-1) and the user has not
+// answered yet. ResponseURL may hold a key: never log it.
+type Choice struct {
+	ThreadID    string    `json:"thread_id"`
+	CallID      string    `json:"call_id"`
+	ToolName    string    `json:"tool_name"`
+	Prompt      string    `json:"prompt"`
+	Choices     []string  `json:"choices"`
+	Default     int       `json:"default"`
+	ResponseURL string    `json:"-"`
+	Created     time.Time `json:"created"`
+}
+
+// Choices stores the user choices waiting for an answer.
+type Choices interface {
+	// PutChoice inserts or replaces the choice of (thread, call).
+	PutChoice(c Choice) error
+	// TakeChoice returns the choice of (thread, call) and deletes it, so a
+	// choice is answered at most once; an error wrapping ErrNotFound when
+	// there is none.
+	TakeChoice(threadID, callID string) (Choice, error)
+	// ThreadChoices returns the thread's waiting choices, oldest first.
+	ThreadChoices(threadID string) ([]Choice, error)
 }

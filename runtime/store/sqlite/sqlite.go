@@ -190,6 +190,21 @@ var migrations = []string{
 		PRIMARY KEY (root_id, base_url)
 	);
 	CREATE INDEX toolset_cache_url ON toolset_cache(base_url, fetched);`,
+	// 2: child thread origins, waiting user choices.
+	`ALTER TABLE threads ADD COLUMN origin_call_id TEXT NOT NULL DEFAULT '';
+	ALTER TABLE threads ADD COLUMN origin_tool TEXT NOT NULL DEFAULT '';
+	ALTER TABLE threads ADD COLUMN origin_args TEXT;
+	CREATE TABLE choices (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		call_id TEXT NOT NULL,
+		tool_name TEXT NOT NULL,
+		prompt TEXT NOT NULL,
+		choices TEXT NOT NULL,
+		default_index INTEGER NOT NULL,
+		response_url TEXT NOT NULL,
+		created INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, call_id)
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -79,21 +79,29 @@ func (t *tx) CreateThread(th store.Thread) error {
 	if th.ParentID != "" {
 		parent = th.ParentID
 	}
-	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created) VALUES (?, ?, ?, ?, ?)`,
-		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)))
+	var originArgs any
+	if len(th.OriginArgs) > 0 {
+		originArgs = string(th.OriginArgs)
+	}
+	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)), th.OriginCallID, th.OriginTool, originArgs)
 	if err != nil {
 		return fmt.Errorf("create thread %s: %w", th.ID, err)
 	}
 	return nil
 }
 
-const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created`
+const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, COALESCE(origin_args, '')`
 
 func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
 	var th store.Thread
 	var created int64
-	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created)
+	var args string
+	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created, &th.OriginCallID, &th.OriginTool, &args)
 	th.Created = fromNanos(created)
+	if args != "" {
+		th.OriginArgs = json.RawMessage(args)
+	}
 	return th, err
 }
 
@@ -618,4 +626,71 @@ func (t *tx) LatestToolset(baseURL string) (store.CachedToolset, error) {
 	}
 	c.Manifest, c.Fetched = json.RawMessage(manifest), fromNanos(fetched)
 	return c, nil
+}
+
+// Choices
+
+// PutChoice implements store.Choices.
+func (t *tx) PutChoice(c store.Choice) error {
+	choices, err := json.Marshal(c.Choices)
+	if err != nil {
+		return fmt.Errorf("store user choice %s of thread %s: encode choices: %w", c.CallID, c.ThreadID, err)
+	}
+	_, err = t.tx.Exec(`INSERT INTO choices (thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, prompt = excluded.prompt, choices = excluded.choices,
+		default_index = excluded.default_index, response_url = excluded.response_url, created = excluded.created`,
+		c.ThreadID, c.CallID, c.ToolName, c.Prompt, string(choices), c.Default, c.ResponseURL, nanos(t.stamp(c.Created)))
+	if err != nil {
+		return fmt.Errorf("store user choice %s of thread %s: %w", c.CallID, c.ThreadID, err)
+	}
+	return nil
+}
+
+const choiceCols = `thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created`
+
+func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
+	var c store.Choice
+	var choices string
+	var created int64
+	if err := sc.Scan(&c.ThreadID, &c.CallID, &c.ToolName, &c.Prompt, &choices, &c.Default, &c.ResponseURL, &created); err != nil {
+		return c, err
+	}
+	c.Created = fromNanos(created)
+	if err := json.Unmarshal([]byte(choices), &c.Choices); err != nil {
+		return c, fmt.Errorf("choices of call %s: %w", c.CallID, err)
+	}
+	return c, nil
+}
+
+// TakeChoice implements store.Choices.
+func (t *tx) TakeChoice(threadID, callID string) (store.Choice, error) {
+	c, err := scanChoice(t.tx.QueryRow(`SELECT `+choiceCols+` FROM choices WHERE thread_id = ? AND call_id = ?`, threadID, callID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, notFound("user choice", threadID, callID)
+	}
+	if err != nil {
+		return c, fmt.Errorf("read user choice %s of thread %s: %w", callID, threadID, err)
+	}
+	if _, err := t.tx.Exec(`DELETE FROM choices WHERE thread_id = ? AND call_id = ?`, threadID, callID); err != nil {
+		return c, fmt.Errorf("delete user choice %s of thread %s: %w", callID, threadID, err)
+	}
+	return c, nil
+}
+
+// ThreadChoices implements store.Choices.
+func (t *tx) ThreadChoices(threadID string) ([]store.Choice, error) {
+	rows, err := t.tx.Query(`SELECT `+choiceCols+` FROM choices WHERE thread_id = ? ORDER BY created, call_id`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("list user choices of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.Choice
+	for rows.Next() {
+		c, err := scanChoice(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list user choices of thread %s: %w", threadID, err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
