@@ -56,6 +56,7 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	token := fs.String("token", "", "bearer token every invocation must carry (default $"+envToolToken+"; none when both are empty)")
 	dataDir := fs.String("data-dir", "", "directory for a SQLite store of undelivered callbacks and subscriptions, so they survive a restart (default: in memory)")
 	publicURL := fs.String("public-url", "", "base URL runtimes reach this server at, when it differs from the listen address")
+	logLevel := fs.String("log-level", "info", "least severe log level shown on standard error: debug, info, warn or error")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s\n\nRuns an example RAP tool server until interrupted (Ctrl-C stops it gracefully).\nIt prints the base URL to give a runtime ('rap invoke', or a tool_sets entry).\n\nExamples:\n", c.usage)
 		for _, n := range exampleNames() {
@@ -86,7 +87,11 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, *logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	opts := &rap.ServerOptions{Logger: log, BearerToken: *token, PublicURL: *publicURL}
 	if *dataDir != "" {
 		if err := os.MkdirAll(*dataDir, 0o700); err != nil {

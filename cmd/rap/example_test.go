@@ -125,6 +125,10 @@ func TestExampleExecWarnsAndRefusesOpenAddress(t *testing.T) {
 	if code != 2 || !strings.Contains(errStr, "without --token") {
 		t.Errorf("open address without a token: status %d, stderr:\n%s", code, errStr)
 	}
+	code, _, errStr = runVerb(t, context.Background(), "example", "gettime", "--log-level", "loud")
+	if code != 2 || !strings.Contains(errStr, "--log-level") {
+		t.Errorf("bad log level: status %d, stderr:\n%s", code, errStr)
+	}
 	code, _, errStr = runVerb(t, context.Background(), "example", "nope")
 	if code != 2 || !strings.Contains(errStr, "exec, fswatch, gettime") {
 		t.Errorf("unknown example: status %d, stderr:\n%s", code, errStr)
