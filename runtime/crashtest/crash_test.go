@@ -367,6 +367,7 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 			redispatched++
 		}
 	}
+	synthetic := 0
 	for i, id := range threads {
 		var h struct {
 			Messages []store.Message `json:"messages"`
@@ -376,7 +377,15 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 		}
 		histories[id] = h.Messages
 		checkThread(t, id, h.Messages, logs[i], seen)
+		for _, m := range h.Messages {
+			for _, r := range m.ToolResults {
+				if !strings.HasPrefix(r.Text, "result of ") {
+					synthetic++ // made by the runtime, e.g. a call interrupted by a new message (RAP RT-3)
+				}
+			}
+		}
 	}
+	t.Logf("%d results made by the runtime instead of the tool (interrupted calls)", synthetic)
 	// Every invocation the tool received belongs to a call in its thread's
 	// history (RAP RT-1: the turn was persisted before dispatch) and got
 	// exactly one result (checked above).
