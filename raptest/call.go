@@ -102,7 +102,8 @@ func Unchecked() InvokeOption { return func(c *invokeConfig) { c.unchecked = tru
 // token, and the runtime's thread id as group_id unless opts say otherwise.
 //
 // Invoke returns once the tool has acknowledged the invocation. Any answer
-// but 200 is an error (a *StatusError with the status and body).
+// but 200 is an error (a *StatusError with the status and body); Invoke
+// does not retry, so that a test sees exactly what the tool answered.
 func (rt *Runtime) Invoke(ctx context.Context, baseURL, operation string, args any, opts ...InvokeOption) (*Call, error) {
 	var ic invokeConfig
 	for _, o := range opts {

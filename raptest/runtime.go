@@ -141,10 +141,10 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // DefaultMaxCallbackBytes.
 func WithMaxCallbackBytes(n int64) Option { return func(c *config) { c.maxCallback = n } }
 
-// WithThread sets the runtime's default thread id, sent as group_id by
-// Invoke unless an invocation names another. The default is a fresh random
-// id.
-func WithThread(id string) Option { return func(c *config) { c.threadID = id } }
+// WithDefaultThread sets the runtime's default thread id, sent as
+// group_id by Invoke unless the InThread option names another. The default
+// is a fresh random id.
+func WithDefaultThread(id string) Option { return func(c *config) { c.threadID = id } }
 
 // NewRuntime starts a fake runtime whose callback endpoint listens on a
 // free loopback port. It panics if it cannot listen, as httptest.NewServer

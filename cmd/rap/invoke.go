@@ -95,7 +95,7 @@ Flags:
 		opts = append(opts, raptest.WithBearerToken(*token))
 	}
 	if *thread != "" {
-		opts = append(opts, raptest.WithThread(*thread))
+		opts = append(opts, raptest.WithDefaultThread(*thread))
 	}
 	rt, err := raptest.Start(opts...)
 	if err != nil {
