@@ -302,7 +302,15 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if _, err := tx.MarkKeySeen(call.ThreadID, oauthKey(call.ThreadID, call.CallID)); err != nil {
 			return callbackOutcome{}, err
 		}
-		out, _ := ok("accepted: the call stays pending until its tool_result", false)
+		// Tell the model, once per call, without the link.
+		note, _ := json.Marshal(store.UserMessage{Text: fmt.Sprintf("[runtime] The tool %s (call %s) asked the user to authorize it; "+
+			"they were shown a link. The call stays pending and its result arrives once they have authorized it.", call.ToolName, call.CallID)})
+		noted, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindNote, Payload: note,
+			DedupKey: "note:" + oauthKey(call.ThreadID, call.CallID)})
+		if err != nil {
+			return callbackOutcome{}, err
+		}
+		out, _ := ok("accepted: the call stays pending until its tool_result", noted)
 		out.after = func() {
 			r.showAuth(call.ThreadID, call.CallID, map[string]any{"call_id": call.CallID, "name": call.ToolName, "auth_url": m.AuthURL})
 		}
