@@ -73,7 +73,7 @@ func startExample(t *testing.T, args ...string) (url string, stderr *lineWriter,
 }
 
 func TestExampleServesAndStops(t *testing.T) {
-	url, _, stop := startExample(t, "gettime", "--listen", "127.0.0.1:0")
+	url, errOut, stop := startExample(t, "gettime", "--listen", "127.0.0.1:0", "--log-level", "debug")
 	ctx := invokeContext(t)
 	rt := raptest.NewRuntime()
 	defer rt.Close()
@@ -93,6 +93,12 @@ func TestExampleServesAndStops(t *testing.T) {
 	}
 	if code := stop(); code != 0 {
 		t.Errorf("exit status %d after the interrupt, want 0", code)
+	}
+	// RAP TR-7: the callback URL's token is a credential; it never reaches
+	// the log.
+	token := call.Invocation.CallbackURL[strings.LastIndex(call.Invocation.CallbackURL, "/")+1:]
+	if strings.Contains(errOut.String(), token) {
+		t.Errorf("the callback token reached the log:\n%s", errOut)
 	}
 	if _, err := rt.Discover(ctx, url); err == nil {
 		t.Error("still serving after the interrupt")
