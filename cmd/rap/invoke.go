@@ -55,8 +55,10 @@ events for --wait, or until a final event. When it stops before a final
 event (wait over, --timeout, or Ctrl-C) it sends /cancel_tool_call so that
 the tool stops too.
 
-Exit status: 0 when a tool_result arrived, 1 on an error or invalid
-arguments, 2 for a usage error, 130 when interrupted.
+Exit status: 0 when a tool_result arrived (also an error result, whose text
+starts with "Error: "), or when --wait ended a subscription; 1 when the call
+could not be made (discovery failed, invalid arguments, no 200) or no result
+came within --timeout; 2 for a usage error; 130 when interrupted.
 
 Flags:
 `, c.usage)
