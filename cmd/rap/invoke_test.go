@@ -297,3 +297,32 @@ func TestInvokeUserChoiceAndOAuth(t *testing.T) {
 		}
 	}
 }
+
+// A tool that acknowledges and never answers: --timeout gives up, cancels
+// the call and exits 1.
+func TestInvokeTimeout(t *testing.T) {
+	var mu sync.Mutex
+	cancels := 0
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case rap.WellKnownPath:
+			json.NewEncoder(w).Encode(rap.Toolset{Name: "silent", Endpoint: srv.URL + "/invoke",
+				Tools: []rap.Tool{{Name: "wait", Description: "never answers", InputSchema: rap.EmptyObjectSchema}}})
+		case rap.CancelToolCallPath:
+			mu.Lock()
+			cancels++
+			mu.Unlock()
+		}
+	}))
+	defer srv.Close()
+	code, out, errOut := runVerb(t, invokeContext(t), "invoke", "--timeout", "300ms", srv.URL, "wait")
+	if code != 1 || out != "" || !strings.Contains(errOut, "--timeout") {
+		t.Errorf("status %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if cancels != 1 {
+		t.Errorf("%d /cancel_tool_call requests, want 1", cancels)
+	}
+}
