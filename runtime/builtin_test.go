@@ -242,7 +242,9 @@ func TestBT2SpawnThreadReportAndClose(t *testing.T) {
 	var list struct{ Threads []store.Thread }
 	json.NewDecoder(resp.Body).Decode(&list)
 	resp.Body.Close()
-	if !slices.ContainsFunc(list.Threads, func(th store.Thread) bool { return th.ID == child.ID && th.ParentID == root && th.Status == store.ThreadClosed }) {
+	if !slices.ContainsFunc(list.Threads, func(th store.Thread) bool {
+		return th.ID == child.ID && th.ParentID == root && th.Status == store.ThreadClosed
+	}) {
 		t.Fatalf("GET /v1/threads = %+v: the child with its parent_id is missing", list.Threads)
 	}
 	resp, err = http.Get(e.srv.URL + "/v1/threads/" + root)
