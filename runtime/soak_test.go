@@ -1,0 +1,136 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// The soak test of RAP SU-6: 1,000 subscription events from several SDK
+// tool servers to 50 threads are each handled exactly once — threaded ones
+// in a child thread of their own that reports back, associative ones inline
+// — and no parent history holds the raw text of a threaded event.
+func TestSoakSubscriptionEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("soak test; run without -short")
+	}
+	const (
+		servers   = 4
+		threads   = 50
+		perThread = 20 // 1,000 events in all
+	)
+	var srcs []*eventSource
+	var urls []string
+	for i := range servers {
+		s := newEventSource(t, fmt.Sprintf("src%d", i))
+		srcs = append(srcs, s)
+		urls = append(urls, s.url)
+	}
+	e := newEnv(t, envOptions{servers: urls, model: &fnModel{fn: eventAgent(func(user string) (string, any) {
+		var srv, topic string
+		fmt.Sscanf(user, "subscribe %s %s", &srv, &topic)
+		return "watch_" + srv, map[string]string{"topic": topic}
+	})}})
+	start := time.Now()
+	roots := make([]string, threads)
+	for i := range roots {
+		roots[i] = e.newThread()
+		e.post(roots[i], fmt.Sprintf("subscribe src%d topic%d", i%servers, i))
+	}
+	for _, r := range roots {
+		r := r
+		poll(t, "the subscriptions", func() bool {
+			var n int
+			e.st.View(context.Background(), func(tx store.Tx) error {
+				n, _ = countActiveSubscriptions(tx, r)
+				return nil
+			})
+			return n == 1
+		})
+	}
+	threaded := map[string]map[string]bool{} // root -> raw texts
+	inline := map[string]map[string]bool{}
+	for i, r := range roots {
+		threaded[r], inline[r] = map[string]bool{}, map[string]bool{}
+		topic := fmt.Sprintf("topic%d", i)
+		for k := range perThread {
+			assoc := k%4 == 3
+			text := fmt.Sprintf(`{"thread":%d,"n":%d,"raw":"RAW-%d-%d"}`, i, k, i, k)
+			if assoc {
+				inline[r][text] = true
+			} else {
+				threaded[r][text] = true
+			}
+			srcs[i%servers].push(topic, sourceEvent{text: text, associative: assoc})
+		}
+	}
+	wantReports := perThread - perThread/4
+	deadline := time.Now().Add(50 * time.Second)
+	for _, r := range roots {
+		for {
+			h := e.history(r)
+			_, res := injected(h)
+			if len(res) >= perThread {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("thread %s: %d of %d events handled after %v", r, len(res), perThread, time.Since(start))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, r := range roots {
+		e.idle(r)
+	}
+	for _, r := range roots {
+		h := e.history(r)
+		_, res := injected(h)
+		reports := 0
+		seenInline := map[string]int{}
+		for _, x := range res {
+			switch {
+			case strings.Contains(x.Text, "handled one event"):
+				reports++
+			default:
+				seenInline[x.Text]++
+			}
+		}
+		if reports != wantReports || len(seenInline) != len(inline[r]) {
+			t.Fatalf("thread %s: %d reports and %d inline events, want %d and %d", r, reports, len(seenInline), wantReports, len(inline[r]))
+		}
+		for text, n := range seenInline {
+			if !inline[r][text] || n != 1 {
+				t.Fatalf("thread %s: inline event %s seen %d times", r, text, n)
+			}
+		}
+		d := dump(h)
+		for text := range threaded[r] {
+			raw := text[strings.Index(text, "RAW-"):]
+			raw = raw[:strings.Index(raw, `"`)]
+			if strings.Contains(d, raw+`\"`) {
+				t.Fatalf("thread %s: the parent history holds the raw threaded event %s", r, raw)
+			}
+		}
+		kids := e.children(r)
+		if len(kids) != wantReports {
+			t.Fatalf("thread %s: %d child threads, want one per threaded event (%d)", r, len(kids), wantReports)
+		}
+		got := map[string]bool{}
+		for _, k := range kids {
+			if k.Status != store.ThreadClosed {
+				t.Fatalf("child %s is not closed", k.ID)
+			}
+			_, kres := injected(e.history(k.ID))
+			own := kres[len(kres)-1].Text
+			if got[own] || !threaded[r][own] {
+				t.Fatalf("child %s handled %s, a duplicate or foreign event", k.ID, own)
+			}
+			got[own] = true
+		}
+	}
+	t.Logf("%d events to %d threads from %d tool servers handled in %v", threads*perThread, threads, servers, time.Since(start))
+}
