@@ -393,7 +393,11 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		s.log.Info("rap: callback delivered", "url", redacted, "key", key, "attempt", n, "status", resp.StatusCode, "elapsed", time.Since(t0))
+		level := slog.LevelDebug // the common case stays out of busy logs
+		if n > 1 {
+			level = slog.LevelInfo
+		}
+		s.log.Log(ctx, level, "rap: callback delivered", "url", redacted, "key", key, "attempt", n, "status", resp.StatusCode, "elapsed", time.Since(t0))
 		return sendOutcome{}
 	case resp.StatusCode >= 500:
 		s.log.Warn("rap: callback attempt failed; will retry", "url", redacted, "key", key, "attempt", n, "status", resp.StatusCode, "elapsed", time.Since(t0))

@@ -24,7 +24,7 @@ import (
 func init() {
 	register(&command{
 		name:    "example",
-		summary: "run an example tool server: gettime, exec or fswatch",
+		summary: "run an example tool server: get-time, exec or fswatch",
 		usage:   "rap example NAME [--listen ADDR] [--token T] [--data-dir DIR]",
 		run:     runExample,
 	})
@@ -35,9 +35,9 @@ var examples = map[string]struct {
 	about string
 	build func(*rap.ServerOptions) *rap.Server
 }{
-	"gettime": {"the current time, time zones and a clock subscription", gettime.New},
-	"exec":    {"run_command: runs programs and streams their output (DANGEROUS: runs anything)", exec.New},
-	"fswatch": {"watch_directory: a subscription to file changes under a directory", fswatch.New},
+	"get-time": {"the current time, time zones and a clock subscription", gettime.New},
+	"exec":     {"run_command: runs programs and streams their output (DANGEROUS: runs anything)", exec.New},
+	"fswatch":  {"watch_directory: a subscription to file changes under a directory", fswatch.New},
 }
 
 // exampleShutdownGrace bounds a graceful stop of "rap example".
@@ -73,6 +73,9 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("%w: want one example name (%s)", errUsage, strings.Join(exampleNames(), ", "))
 	}
 	name := pos[0]
+	if name == "gettime" { // the package's name, accepted as an alias
+		name = "get-time"
+	}
 	ex, ok := examples[name]
 	if !ok {
 		return fmt.Errorf("%w: unknown example %q; choose one of %s", errUsage, name, strings.Join(exampleNames(), ", "))

@@ -73,7 +73,7 @@ func startExample(t *testing.T, args ...string) (url string, stderr *lineWriter,
 }
 
 func TestExampleServesAndStops(t *testing.T) {
-	url, errOut, stop := startExample(t, "gettime", "--listen", "127.0.0.1:0", "--log-level", "debug")
+	url, errOut, stop := startExample(t, "get-time", "--listen", "127.0.0.1:0", "--log-level", "debug")
 	ctx := invokeContext(t)
 	rt := raptest.NewRuntime()
 	defer rt.Close()
@@ -136,7 +136,7 @@ func TestExampleExecWarnsAndRefusesOpenAddress(t *testing.T) {
 		t.Errorf("bad log level: status %d, stderr:\n%s", code, errStr)
 	}
 	code, _, errStr = runVerb(t, context.Background(), "example", "nope")
-	if code != 2 || !strings.Contains(errStr, "exec, fswatch, gettime") {
+	if code != 2 || !strings.Contains(errStr, "exec, fswatch, get-time") {
 		t.Errorf("unknown example: status %d, stderr:\n%s", code, errStr)
 	}
 }
