@@ -1,20 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-func runRap(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	code = run(context.Background(), args, &out, &errb)
-	return code, out.String(), errb.String()
-}
 
 // The issue's acceptance example, and the DS-2 fallback for each kind of
 // failure: the frontend's text on stdout, the reason on stderr, status 1.
@@ -41,7 +33,7 @@ func TestDisplayScriptCommand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, out, errs := runRap(t, append([]string{"display-script"}, tc.args...)...)
+			code, out, errs := runVerb(t, context.Background(), append([]string{"display-script"}, tc.args...)...)
 			if code != tc.code || out != tc.out || !strings.Contains(errs, tc.inErr) {
 				t.Fatalf("code %d stdout %q stderr %q; want code %d stdout %q stderr containing %q", code, out, errs, tc.code, tc.out, tc.inErr)
 			}
@@ -56,9 +48,22 @@ func TestDisplayScriptCommandBadInput(t *testing.T) {
 		{"display-script", `"x"`, `not json`},
 		{"display-script", "@/does/not/exist", `{}`},
 	} {
-		code, out, errs := runRap(t, args...)
+		code, out, errs := runVerb(t, context.Background(), args...)
 		if code == 0 || out != "" || errs == "" {
 			t.Errorf("%q: code %d stdout %q stderr %q; want a failure with a message and no output", args, code, out, errs)
 		}
+	}
+}
+
+// A displayScript that does not compile is a warning, not a violation
+// (RAP DS-2, DS-4): the toolset stays valid and the status is 0.
+func TestValidateWarnsOnBrokenDisplayScript(t *testing.T) {
+	file := writeFile(t, "ts.json", `{"name":"t","endpoint":"http://127.0.0.1:1/","tools":[
+		{"name":"ok","description":"d","inputSchema":{"type":"object"},"displayScript":"\"PR #\" + args.n"},
+		{"name":"broken","description":"d","inputSchema":{"type":"object"},"displayScript":"\"unterminated"}]}`)
+	code, out, errs := runVerb(t, context.Background(), "validate", file)
+	if code != 0 || !strings.Contains(out, "warning: tools[1].displayScript: does not compile") ||
+		strings.Contains(out, "tools[0].displayScript") || !strings.Contains(out, "OK: toolset") {
+		t.Fatalf("code %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 }

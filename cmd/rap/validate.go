@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gorap/gorap/display"
 	"io"
 	"net/http"
 	"os"
@@ -82,7 +83,7 @@ Flags:
 	if err != nil {
 		return err
 	}
-	ws := ts.Warnings()
+	ws := append(ts.Warnings(), displayScriptWarnings(ts)...)
 	for _, w := range ws {
 		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}
@@ -149,4 +150,23 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// displayScriptWarnings reports each displayScript that does not compile.
+// It is a warning, not a violation: a frontend then shows the default
+// name(args) rendering (RAP DS-2), and the tool works all the same (DS-4).
+func displayScriptWarnings(ts *rap.Toolset) []rap.Violation {
+	var out []rap.Violation
+	for i, t := range ts.Tools {
+		if t.DisplayScript == "" {
+			continue
+		}
+		if _, err := display.Compile(t.DisplayScript); err != nil {
+			out = append(out, rap.Violation{
+				Path:    fmt.Sprintf("tools[%d].displayScript", i),
+				Message: fmt.Sprintf("does not compile (%v); frontends will show %s(args) instead; try it with 'rap display-script'", err, t.Name),
+			})
+		}
+	}
+	return out
 }
