@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzVerifyToken: no input panics, and the only tokens accepted are the
@@ -44,4 +46,29 @@ func TestTokenBindsThreadAndCall(t *testing.T) {
 			t.Errorf("forged token %q accepted", forged)
 		}
 	}
+}
+
+// FuzzSleepArguments feeds arbitrary arguments to sleep and sleep_until:
+// they never panic, and an accepted call is due within MaxSleep.
+func FuzzSleepArguments(f *testing.F) {
+	f.Add(`{"seconds": 5}`, true)
+	f.Add(`{"seconds": -1}`, true)
+	f.Add(`{"seconds": 1e308}`, true)
+	f.Add(`{"date":"2030-01-01","time":"09:30","timezone":"Europe/Paris"}`, false)
+	f.Add(`{"date":"2030-02-30","time":"25:00"}`, false)
+	f.Add(`{"date":"2030-01-01","time":"09:30","timezone":"../../etc/passwd"}`, false)
+	now := time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, args string, plain bool) {
+		name := BuiltinSleepUntil
+		if plain {
+			name = BuiltinSleep
+		}
+		due, _, msg := sleepDue(name, json.RawMessage(args), now)
+		if msg != "" {
+			return
+		}
+		if due.Before(now) || due.After(now.Add(MaxSleep)) {
+			t.Fatalf("%s(%s) is due at %v, outside [now, now+MaxSleep]", name, args, due)
+		}
+	})
 }

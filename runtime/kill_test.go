@@ -262,15 +262,20 @@ func TestKillDuringEventBurst(t *testing.T) {
 			}
 		})
 	}
+	restarted := make(chan struct{})
 	for i, ev := range events {
 		if i == n/2 {
 			k.kill() // mid-burst; senders retry while it is down
-			go k.start()
+			go func() {
+				defer close(restarted)
+				k.start()
+			}()
 		}
 		next <- ev
 	}
 	close(next)
 	wg.Wait()
+	<-restarted
 	h := k.waitHistory(th, "every event handled", func(h []store.Message) bool {
 		_, res := injected(h)
 		return len(res) >= n

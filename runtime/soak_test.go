@@ -18,11 +18,10 @@ func TestSoakSubscriptionEvents(t *testing.T) {
 	if testing.Short() {
 		t.Skip("soak test; run without -short")
 	}
-	const (
-		servers   = 4
-		threads   = 50
-		perThread = 20 // 1,000 events in all
-	)
+	servers, threads, perThread := 4, 50, 20 // 1,000 events in all
+	if raceEnabled {
+		threads, perThread = 20, 8 // the race detector slows everything tenfold
+	}
 	var srcs []*eventSource
 	var urls []string
 	for i := range servers {
