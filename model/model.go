@@ -7,6 +7,8 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 )
 
 // Role is who produced a message.
@@ -42,6 +44,36 @@ type ToolResult struct {
 	Text    string        `json:"text,omitempty"`
 	Content []ContentPart `json:"content,omitempty"`
 	IsError bool          `json:"is_error,omitempty"`
+}
+
+// Parts is the result's content as parts: Content when it has any,
+// otherwise one text part holding Text.
+func (r ToolResult) Parts() []ContentPart {
+	if len(r.Content) > 0 {
+		return r.Content
+	}
+	return []ContentPart{{Type: "text", Text: r.Text}}
+}
+
+// PlainText is the result's text: its text parts joined by newlines, or
+// Text when it has no Content. Images are left out.
+func (r ToolResult) PlainText() string {
+	if len(r.Content) == 0 {
+		return r.Text
+	}
+	var parts []string
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			parts = append(parts, c.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// same reports whether r and o are one result delivered twice: the same
+// call id, error flag, text and content.
+func (r ToolResult) same(o ToolResult) bool {
+	return r.CallID == o.CallID && r.Text == o.Text && r.IsError == o.IsError && slices.Equal(r.Content, o.Content)
 }
 
 // ContentPart is a text or image part of a tool result. Data is base64.

@@ -190,7 +190,7 @@ func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 		}
 		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: tool})
 	}
-	turns, err := normalize(req.Messages)
+	turns, err := model.Normalize(req.Messages)
 	if err != nil {
 		return params, fmt.Errorf("anthropic: %w", err)
 	}
@@ -200,7 +200,7 @@ func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 	for i, t := range turns {
 		m, err := p.message(t)
 		if err != nil {
-			return params, fmt.Errorf("anthropic: conversation turn %d (%s): %w", i, t.role, err)
+			return params, fmt.Errorf("anthropic: conversation turn %d (%s): %w", i, t.Role, err)
 		}
 		params.Messages = append(params.Messages, m)
 	}
@@ -231,13 +231,13 @@ func toolParam(t model.ToolSpec) (*sdk.ToolParam, error) {
 }
 
 // message maps one normalized turn.
-func (p *Provider) message(t turn) (sdk.MessageParam, error) {
+func (p *Provider) message(t model.Turn) (sdk.MessageParam, error) {
 	var blocks []sdk.ContentBlockParamUnion
-	if t.role == model.RoleAssistant {
-		if t.text != "" {
-			blocks = append(blocks, sdk.NewTextBlock(t.text))
+	if t.Role == model.RoleAssistant {
+		if t.Text != "" {
+			blocks = append(blocks, sdk.NewTextBlock(t.Text))
 		}
-		for j, c := range t.calls {
+		for j, c := range t.ToolCalls {
 			args := c.Arguments
 			if len(strings.TrimSpace(string(args))) == 0 {
 				args = json.RawMessage(`{}`)
@@ -249,10 +249,10 @@ func (p *Provider) message(t turn) (sdk.MessageParam, error) {
 		}
 		return sdk.NewAssistantMessage(blocks...), nil
 	}
-	for _, r := range t.results {
+	for _, r := range t.ToolResults {
 		blocks = append(blocks, sdk.ContentBlockParamUnion{OfToolResult: p.toolResult(r)})
 	}
-	for _, part := range t.parts {
+	for _, part := range t.Content {
 		if part.Type == "image" {
 			if img, ok := p.image(part); ok {
 				blocks = append(blocks, sdk.ContentBlockParamUnion{OfImage: img})
@@ -275,7 +275,7 @@ func (p *Provider) toolResult(r model.ToolResult) *sdk.ToolResultBlockParam {
 	if r.IsError {
 		b.IsError = sdk.Bool(true)
 	}
-	for _, part := range resultParts(r) {
+	for _, part := range r.Parts() {
 		switch {
 		case part.Type == "image":
 			if img, ok := p.image(part); ok {
@@ -307,12 +307,12 @@ func (p *Provider) image(part model.ContentPart) (*sdk.ImageBlockParam, bool) {
 
 func (p *Provider) placeholder(part model.ContentPart) string {
 	if !p.images {
-		return imagePlaceholder(part, "this model does not accept images")
+		return model.ImagePlaceholder(part, "this model does not accept images")
 	}
 	if part.Data == "" {
-		return imagePlaceholder(part, "the image has no data")
+		return model.ImagePlaceholder(part, "the image has no data")
 	}
-	return imagePlaceholder(part, "the Messages API accepts only JPEG, PNG, GIF and WebP images")
+	return model.ImagePlaceholder(part, "the Messages API accepts only JPEG, PNG, GIF and WebP images")
 }
 
 func isJSONObject(raw json.RawMessage) bool {

@@ -210,7 +210,7 @@ func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error
 		}
 		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
 	}
-	turns, err := normalize(req.Messages)
+	turns, err := model.Normalize(req.Messages)
 	if err != nil {
 		return params, fmt.Errorf("openai: %w", err)
 	}
@@ -220,7 +220,7 @@ func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error
 	for i, t := range turns {
 		msgs, err := p.messages(t)
 		if err != nil {
-			return params, fmt.Errorf("openai: conversation turn %d (%s): %w", i, t.role, err)
+			return params, fmt.Errorf("openai: conversation turn %d (%s): %w", i, t.Role, err)
 		}
 		params.Messages = append(params.Messages, msgs...)
 	}
@@ -249,13 +249,13 @@ func functionParam(t model.ToolSpec) (shared.FunctionDefinitionParam, error) {
 // messages maps one normalized turn to one or more API messages: a user
 // turn with tool results becomes one tool message per result, then a user
 // message for any other content and for images.
-func (p *Provider) messages(t turn) ([]sdk.ChatCompletionMessageParamUnion, error) {
-	if t.role == model.RoleAssistant {
+func (p *Provider) messages(t model.Turn) ([]sdk.ChatCompletionMessageParamUnion, error) {
+	if t.Role == model.RoleAssistant {
 		var a sdk.ChatCompletionAssistantMessageParam
-		if t.text != "" {
-			a.Content.OfString = sdk.String(t.text)
+		if t.Text != "" {
+			a.Content.OfString = sdk.String(t.Text)
 		}
-		for j, c := range t.calls {
+		for j, c := range t.ToolCalls {
 			args := strings.TrimSpace(string(c.Arguments))
 			if args == "" {
 				args = "{}"
@@ -277,12 +277,12 @@ func (p *Provider) messages(t turn) ([]sdk.ChatCompletionMessageParamUnion, erro
 		out    []sdk.ChatCompletionMessageParamUnion
 		images []sdk.ChatCompletionContentPartUnionParam
 	)
-	for _, r := range t.results {
+	for _, r := range t.ToolResults {
 		var texts []string
 		if r.IsError {
 			texts = append(texts, "Error (reported by the tool):")
 		}
-		for _, part := range resultParts(r) {
+		for _, part := range r.Parts() {
 			switch {
 			case part.Type == "image" && p.attachable(part):
 				n := countImages(images) + 1
@@ -303,7 +303,7 @@ func (p *Provider) messages(t turn) ([]sdk.ChatCompletionMessageParamUnion, erro
 		out = append(out, sdk.ToolMessage(text, r.CallID))
 	}
 	var parts []sdk.ChatCompletionContentPartUnionParam
-	for _, part := range t.parts {
+	for _, part := range t.Content {
 		switch {
 		case part.Type == "image" && p.attachable(part):
 			parts = append(parts, p.imagePart(part))
@@ -352,9 +352,9 @@ func (p *Provider) imagePart(part model.ContentPart) sdk.ChatCompletionContentPa
 
 func (p *Provider) placeholder(part model.ContentPart) string {
 	if !p.images {
-		return imagePlaceholder(part, "this model does not accept images")
+		return model.ImagePlaceholder(part, "this model does not accept images")
 	}
-	return imagePlaceholder(part, "the image has no data or no image media type")
+	return model.ImagePlaceholder(part, "the image has no data or no image media type")
 }
 
 // describe turns a failed request into an error that says what happened

@@ -1,0 +1,202 @@
+package model
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Turn is one message of a conversation after Normalize, in the shape the
+// model APIs demand: turns alternate between the roles, every tool call of
+// an assistant turn is answered in the user turn right after it, and no
+// tool result answers anything but a call of the turn before it.
+//
+// An assistant turn carries Text and ToolCalls. A user turn carries
+// ToolResults, exactly one per call of the preceding assistant turn and in
+// the order of those calls, then Content: the results that arrived too late
+// to answer their call (each headed by a text part naming the call), then
+// the user's text.
+type Turn struct {
+	Role        Role
+	Text        string        // assistant turns only
+	ToolCalls   []ToolCall    // assistant turns only
+	ToolResults []ToolResult  // user turns only
+	Content     []ContentPart // user turns only
+}
+
+// PendingResultText is the result Normalize gives a tool call whose result
+// has not arrived yet. A RAP tool answers asynchronously, so the user may
+// speak while it runs (RAP RT-3), but the model APIs demand an answer for
+// every call before the conversation goes on.
+const PendingResultText = "No result yet: this tool runs asynchronously and its result will arrive in a later message."
+
+// ErrorResultNote is the text part Normalize puts before the content of a
+// late error result, which has no tool-result block to carry its error flag.
+const ErrorResultNote = "(the tool reported an error)"
+
+// Normalize turns a runtime's conversation history into turns that the
+// Anthropic Messages API and the OpenAI Chat Completions API both accept.
+// Providers map the turns to their wire format; the repair itself is the
+// same for every provider, so it lives here.
+//
+//   - A result that repeats one seen earlier in msgs (same call id, error
+//     flag and content) is dropped: a redelivered result reaches the model
+//     once (RAP RE-6).
+//   - Messages with no text, calls or results are left out, and
+//     consecutive messages of one role are merged into one turn (texts
+//     joined by a blank line).
+//   - Each call of an assistant turn is answered in the next user turn by
+//     its result, or by PendingResultText when the result has not arrived
+//     (RAP RT-3); a user turn is added after an assistant turn whose calls
+//     would otherwise go unanswered.
+//   - A result that answers no call of the turn before it (it arrived
+//     late, or answers a call never seen) becomes Content of its user turn,
+//     headed by its call id and, when known, the tool's name.
+//
+// Nothing else is dropped. Normalize fails, naming the message, on a role
+// other than RoleUser and RoleAssistant, on tool results in an assistant
+// message and on tool calls in a user message. It does not modify msgs.
+func Normalize(msgs []Message) ([]Turn, error) {
+	merged, err := mergeRoles(msgs)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{} // call id -> tool name, for late results
+	out := make([]Turn, 0, len(merged)+1)
+	var open []ToolCall // calls of the previous assistant turn
+	for _, t := range merged {
+		if t.Role == RoleAssistant { // merged turns alternate: open is empty here
+			for _, c := range t.ToolCalls {
+				names[c.ID] = c.Name
+			}
+			open = t.ToolCalls
+			out = append(out, t)
+			continue
+		}
+		out = append(out, answer(open, t.ToolResults, t.Text, names))
+		open = nil
+	}
+	if len(open) > 0 {
+		out = append(out, answer(open, nil, "", names))
+	}
+	return out, nil
+}
+
+// mergeRoles checks each message, drops redelivered results and empty
+// messages, and merges consecutive messages of one role. User turns keep
+// their text in Text until answer moves it into Content.
+func mergeRoles(msgs []Message) ([]Turn, error) {
+	var (
+		merged []Turn
+		seen   = map[string][]ToolResult{} // call id -> results kept so far
+	)
+	for i, m := range msgs {
+		if m.Role != RoleUser && m.Role != RoleAssistant {
+			return nil, fmt.Errorf("messages[%d]: role %q is neither %q nor %q", i, m.Role, RoleUser, RoleAssistant)
+		}
+		if m.Role == RoleAssistant && len(m.ToolResults) > 0 {
+			return nil, fmt.Errorf("messages[%d]: an assistant message carries tool results; put them in a user message", i)
+		}
+		if m.Role == RoleUser && len(m.ToolCalls) > 0 {
+			return nil, fmt.Errorf("messages[%d]: a user message carries tool calls; put them in an assistant message", i)
+		}
+		var results []ToolResult
+		for _, r := range m.ToolResults {
+			if slices.ContainsFunc(seen[r.CallID], r.same) {
+				continue // redelivered (RAP RE-6)
+			}
+			seen[r.CallID] = append(seen[r.CallID], r)
+			results = append(results, r)
+		}
+		if m.Text == "" && len(m.ToolCalls) == 0 && len(results) == 0 {
+			continue // nothing to say; the APIs reject empty messages
+		}
+		if n := len(merged); n > 0 && merged[n-1].Role == m.Role {
+			last := &merged[n-1]
+			last.Text = joinText(last.Text, m.Text)
+			last.ToolCalls = append(last.ToolCalls, m.ToolCalls...)
+			last.ToolResults = append(last.ToolResults, results...)
+			continue
+		}
+		merged = append(merged, Turn{
+			Role:        m.Role,
+			Text:        m.Text,
+			ToolCalls:   slices.Clone(m.ToolCalls),
+			ToolResults: results,
+		})
+	}
+	return merged, nil
+}
+
+// answer builds the user turn that follows an assistant turn whose calls
+// are open. Results that answer an open call are placed in call order;
+// calls without a result get PendingResultText; other results become
+// Content, then text follows.
+func answer(open []ToolCall, results []ToolResult, text string, names map[string]string) Turn {
+	u := Turn{Role: RoleUser}
+	first := make(map[string]int, len(results)) // call id -> index of its first result
+	for i, r := range results {
+		if _, ok := first[r.CallID]; !ok {
+			first[r.CallID] = i
+		}
+	}
+	used := make([]bool, len(results))
+	for _, c := range open {
+		if i, ok := first[c.ID]; ok && !used[i] {
+			used[i] = true
+			u.ToolResults = append(u.ToolResults, results[i])
+			continue
+		}
+		u.ToolResults = append(u.ToolResults, ToolResult{CallID: c.ID, Text: PendingResultText})
+	}
+	for i, r := range results {
+		if used[i] {
+			continue
+		}
+		u.Content = append(u.Content, ContentPart{Type: "text", Text: lateHeader(r.CallID, names)})
+		if r.IsError {
+			u.Content = append(u.Content, ContentPart{Type: "text", Text: ErrorResultNote})
+		}
+		u.Content = append(u.Content, r.Parts()...)
+	}
+	if text != "" {
+		u.Content = append(u.Content, ContentPart{Type: "text", Text: text})
+	}
+	return u
+}
+
+// lateHeader heads a result that arrived after its call was answered.
+func lateHeader(callID string, names map[string]string) string {
+	if name, ok := names[callID]; ok {
+		return fmt.Sprintf("Result of the earlier call %s to tool %s:", callID, name)
+	}
+	return fmt.Sprintf("Result of the earlier tool call %s:", callID)
+}
+
+func joinText(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "\n\n" + b
+}
+
+// ImagePlaceholder is the text that stands in for an image a model must not
+// receive (RAP RE-2): it names the media type and the approximate size, and
+// why, but carries none of the image's bytes.
+func ImagePlaceholder(p ContentPart, why string) string {
+	mt := p.MediaType
+	if mt == "" {
+		mt = "unknown type"
+	}
+	return fmt.Sprintf("[image omitted (%s, about %d bytes): %s]", mt, decodedLen(p.Data), why)
+}
+
+// decodedLen is the length of the bytes that standard base64 b64 encodes.
+func decodedLen(b64 string) int {
+	n := base64.StdEncoding.DecodedLen(len(b64))
+	return n - strings.Count(b64[max(0, len(b64)-2):], "=")
+}
