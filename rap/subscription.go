@@ -34,12 +34,24 @@ import (
 // failed), so that the runtime stops tracking the subscription. After
 // Final the record is deleted at once.
 //
+// With the option ConfirmInHandler, h runs before the confirmation
+// instead, so that it can set up (open a watcher, start a process) and
+// turn a setup failure into an ordinary error result: see
+// ConfirmInHandler and Subscription.Confirm.
+//
 // AddSubscription panics under the same conditions as AddTool.
-func AddSubscription[In any](s *Server, t *Tool, h SubscriptionHandler[In]) {
+func AddSubscription[In any](s *Server, t *Tool, h SubscriptionHandler[In], opts ...SubscriptionOption) {
 	if h == nil {
 		panic("rap: AddSubscription: nil handler for tool " + toolName(t))
 	}
+	var cfg subscriptionConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
 	e := newEntry[In](t)
+	e.confirmInHandler = cfg.confirmInHandler
 	e.prepare = func(args json.RawMessage) (func(context.Context, *Subscription) error, error) {
 		in, err := decodeArgs[In](args)
 		if err != nil {
@@ -50,6 +62,31 @@ func AddSubscription[In any](s *Server, t *Tool, h SubscriptionHandler[In]) {
 	s.addEntry(e)
 }
 
+// SubscriptionOption configures a subscription tool added with
+// AddSubscription.
+type SubscriptionOption func(*subscriptionConfig)
+
+type subscriptionConfig struct {
+	confirmInHandler bool
+}
+
+// ConfirmInHandler makes the handler confirm the subscription itself. The
+// handler then runs before the confirming tool_result is sent: it sets up
+// what it needs (a file watcher, a process, a connection) and calls
+// sub.Confirm once it is ready, so that no change made right after the
+// confirmation is missed. The first Emit, EmitAssociative or Final
+// confirms too, if Confirm was not called.
+//
+// If the handler returns an error, panics, or is cancelled before it
+// confirms, the call ends in an ordinary "Error: …" tool_result
+// (RAP IN-4, RE-4) and no subscription is stored or resumed. If it
+// returns nil without confirming, the subscription is confirmed and at
+// once ended with a final event. The record is stored (SU-1) when the
+// subscription is confirmed; a resumed handler is already confirmed.
+func ConfirmInHandler() SubscriptionOption {
+	return func(c *subscriptionConfig) { c.confirmInHandler = true }
+}
+
 // Subscription is one active subscription, handed to the handler added
 // with AddSubscription. Its methods are safe for concurrent use.
 type Subscription struct {
@@ -57,11 +94,52 @@ type Subscription struct {
 	inv     Invocation
 	resumed bool
 	ctx     context.Context // the subscription's lifetime
+	call    *Call           // the subscribing call; nil when resumed
 
-	mu    sync.Mutex // serialises sends, so events keep their order
-	rec   SubscriptionRecord
-	final bool // Final was sent
-	gone  bool // the record was deleted; SaveState must not bring it back
+	mu        sync.Mutex // serialises sends, so events keep their order
+	rec       SubscriptionRecord
+	confirmed bool // the record is stored and the confirming result sent
+	failed    bool // the call ended in an error result before confirming
+	final     bool // Final was sent
+	gone      bool // the record was deleted; SaveState must not bring it back
+}
+
+// Confirm stores the subscription's record and sends the confirming
+// tool_result with subscription: true (RAP SU-1). Without the option
+// ConfirmInHandler the server has done so before the handler runs, and
+// Confirm does nothing; with it, the handler calls Confirm once its setup
+// succeeded. Calling it again does nothing. If storing the record fails,
+// Confirm returns the error and sends nothing: the handler should return
+// it, and the call then ends in an error result.
+func (s *Subscription) Confirm(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.confirmLocked(ctx)
+}
+
+// confirmLocked is Confirm with s.mu held.
+func (s *Subscription) confirmLocked(ctx context.Context) error {
+	switch {
+	case s.confirmed:
+		return nil
+	case s.failed:
+		return fmt.Errorf("rap: subscription %s cannot be confirmed: its call already ended in an error result; stop the handler", s.inv.ID)
+	case s.ctx.Err() != nil:
+		return fmt.Errorf("rap: subscription %s cannot be confirmed: %w", s.inv.ID, context.Cause(s.ctx))
+	}
+	inv := &s.inv
+	if err := s.srv.subs.SaveSubscription(ctx, s.rec); err != nil {
+		s.srv.log.Error("rap: could not store a subscription", "toolset", s.srv.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
+		return fmt.Errorf("Error: %q could not start: the tool server failed to store the subscription (%v). Try again in a moment.", inv.Operation, err)
+	}
+	s.confirmed = true
+	// RAP SU-1: confirm with subscription: true, naming the id.
+	s.call.finish(s.srv.deliverCtx, &ToolResult{
+		Subscription: true,
+		Text: fmt.Sprintf("Subscribed (%s). Subscription ID: %s. Events will arrive as they happen; to stop them, cancel the subscription with tool_call_id %q.",
+			inv.Operation, inv.ID, inv.ID),
+	})
+	return nil
 }
 
 // ID returns the subscription id: the id of the invocation that created
@@ -98,11 +176,16 @@ func (s *Subscription) SaveState(ctx context.Context, state json.RawMessage) err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gone || s.final {
+	if s.gone || s.final || s.failed {
 		return fmt.Errorf("rap: subscription %s: SaveState: the subscription has ended; stop the handler", s.inv.ID)
 	}
 	rec := s.rec
 	rec.State = append(json.RawMessage(nil), state...)
+	if !s.confirmed {
+		// Stored with the record when the subscription is confirmed.
+		s.rec = rec
+		return nil
+	}
 	if err := s.srv.subs.SaveSubscription(ctx, rec); err != nil {
 		return fmt.Errorf("rap: subscription %s: SaveState: storing the record: %w", s.inv.ID, err)
 	}
@@ -137,6 +220,9 @@ func (s *Subscription) send(ctx context.Context, text string, associative, final
 	if s.ctx.Err() != nil {
 		return fmt.Errorf("rap: subscription %s cannot emit: %w", s.inv.ID, context.Cause(s.ctx))
 	}
+	if err := s.confirmLocked(ctx); err != nil {
+		return err
+	}
 	ev := &SubscriptionEvent{GroupID: s.inv.GroupID, ToolCallID: s.inv.ID, Text: text, Associative: associative, Final: final}
 	if err := s.srv.sender.Send(ctx, s.inv.CallbackURL, ev); err != nil {
 		return fmt.Errorf("rap: subscription %s: sending event: %w", s.inv.ID, err)
@@ -160,9 +246,10 @@ func (s *Subscription) deleteLocked(ctx context.Context) {
 	}
 }
 
-// startSubscription stores the record, confirms the subscription and
-// starts its handler. It reports whether it took over ctx and the call's
-// registration (false when it failed and answered with an error result).
+// startSubscription starts a subscription's handler, confirming the
+// subscription first unless the tool confirms in its handler. It reports
+// whether it took over ctx and the call's registration (false when it
+// answered with an error result, or left the call to the next Start).
 func (s *Server) startSubscription(ctx context.Context, cancel context.CancelCauseFunc, c *Call, e *toolEntry) bool {
 	inv := c.Invocation
 	run, err := e.prepare(inv.Arguments)
@@ -171,22 +258,23 @@ func (s *Server) startSubscription(ctx context.Context, cancel context.CancelCau
 		return false
 	}
 	rec := SubscriptionRecord{Invocation: *inv, Created: time.Now().UTC()}
-	if err := s.subs.SaveSubscription(ctx, rec); err != nil {
-		s.log.Error("rap: could not store a subscription", "toolset", s.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
-		c.finish(s.deliverCtx, errorResult(fmt.Sprintf(
-			"%q could not start: the tool server failed to store the subscription. Try again in a moment.", inv.Operation)))
-		return false
+	sub := &Subscription{srv: s, inv: *inv, ctx: ctx, call: c, rec: rec}
+	if !e.confirmInHandler {
+		if err := sub.Confirm(ctx); err != nil {
+			c.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, err, nil)})
+			return false
+		}
 	}
-	sub := &Subscription{srv: s, inv: *inv, ctx: ctx, rec: rec}
-	// RAP SU-1: confirm with subscription: true, naming the id.
-	c.finish(s.deliverCtx, &ToolResult{
-		Subscription: true,
-		Text: fmt.Sprintf("Subscribed (%s). Subscription ID: %s. Events will arrive as they happen; to stop them, cancel the subscription with tool_call_id %q.",
-			inv.Operation, inv.ID, inv.ID),
-	})
 	if !s.goSubscription(sub, run, cancel) {
-		// Shutting down: the record stays stored and the next Start
-		// resumes it.
+		sub.mu.Lock()
+		defer sub.mu.Unlock()
+		if !sub.confirmed {
+			// Shutting down before the handler could set up: end the
+			// call like any unfinished call (RAP IN-4).
+			sub.failed = true
+			c.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, ErrServerShutdown, ErrServerShutdown)})
+		}
+		// A confirmed record stays stored and the next Start resumes it.
 		return false
 	}
 	return true
@@ -215,6 +303,22 @@ func (s *Server) runSubscription(sub *Subscription, run func(context.Context, *S
 	}()
 	err := s.callSubscription(sub, run)
 	cause := context.Cause(sub.ctx)
+	sub.mu.Lock()
+	confirmed := sub.confirmed
+	if !confirmed && (err != nil || sub.ctx.Err() != nil) {
+		// The handler failed, panicked or was stopped during its setup:
+		// the call ends in an ordinary error result and nothing was
+		// stored (RAP IN-4, RE-4).
+		sub.failed = true
+		sub.mu.Unlock()
+		if err == nil {
+			err = cause
+		}
+		s.log.Info("rap: subscription did not start", "toolset", s.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
+		sub.call.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, err, cause)})
+		return
+	}
+	sub.mu.Unlock()
 	switch {
 	case sub.ctx.Err() != nil && errors.Is(cause, ErrServerShutdown):
 		// Keep the record: the next Start resumes it.
@@ -272,7 +376,7 @@ func (s *Server) resumeSubscriptions(ctx context.Context, recs []SubscriptionRec
 			continue
 		}
 		subCtx, cancel := context.WithCancelCause(s.baseCtx)
-		sub := &Subscription{srv: s, inv: inv, resumed: true, ctx: subCtx, rec: rec}
+		sub := &Subscription{srv: s, inv: inv, resumed: true, confirmed: true, ctx: subCtx, rec: rec}
 		run, perr := e.prepare(inv.Arguments)
 		if perr == nil {
 			perr = e.schema.Validate(inv.Arguments)

@@ -30,8 +30,8 @@ type RawToolHandler func(ctx context.Context, c *Call, args json.RawMessage) (*R
 
 // SubscriptionHandler is the typed handler of a subscription tool added
 // with AddSubscription. It runs in the background after the subscription
-// is confirmed and emits events with sub until it returns. See
-// AddSubscription.
+// is confirmed (or, with ConfirmInHandler, before, and confirms it) and
+// emits events with sub until it returns. See AddSubscription.
 type SubscriptionHandler[In any] func(ctx context.Context, sub *Subscription, in In) error
 
 // toolEntry is one registered tool.
@@ -42,6 +42,8 @@ type toolEntry struct {
 	// subscription's arguments and returns the handler bound to them.
 	run     func(ctx context.Context, c *Call, args json.RawMessage) (*Reply, error)
 	prepare func(args json.RawMessage) (func(ctx context.Context, sub *Subscription) error, error)
+	// confirmInHandler: the subscription handler confirms (ConfirmInHandler).
+	confirmInHandler bool
 }
 
 // AddTool adds a tool whose arguments decode into In, in the manner of the

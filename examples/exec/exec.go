@@ -17,8 +17,9 @@
 // kills the whole group, and so does the program's exit: background
 // processes it leaves behind do not outlive it.
 //
-// run_command is a subscription (RAP SU-1): it is confirmed at once, then
-// every output line arrives as an associative event
+// run_command is a subscription (RAP SU-1): it is confirmed once the
+// program has started (rap.ConfirmInHandler), so a program that cannot
+// start gets an ordinary "Error: " result; then every output line arrives as an associative event
 // {"stream":"stdout"|"stderr","line":"..."}, and a final associative event
 // reports how the program ended:
 // {"exit_code":0,"lines":12,"dropped":0,"duration_ms":31}.
@@ -233,7 +234,7 @@ for w in words { s += " " + w; }
 s`,
 	}, func(ctx context.Context, sub *rap.Subscription, c Command) error {
 		return run(ctx, sub, c, lim)
-	})
+	}, rap.ConfirmInHandler())
 	return s
 }
 
@@ -280,7 +281,17 @@ func run(ctx context.Context, sub *rap.Subscription, c Command, lim Limits) erro
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		return sub.Final(ctx, mustJSON(Exit{ExitCode: -1, Error: "could not start " + filepath.Base(c.Argv[0]) + ": " + err.Error()}), true)
+		// Not confirmed yet: the call ends in an error result (RAP RE-4).
+		return fmt.Errorf("Error: could not start %s: %v. Check the program name (it must be on the server's PATH or an absolute path) and dir, then call again", filepath.Base(c.Argv[0]), err)
+	}
+	// The program runs: confirm the subscription (RAP SU-1) before its
+	// first output line is sent.
+	if err := sub.Confirm(ctx); err != nil {
+		killGroup(cmd)
+		_ = cmd.Wait()
+		outR.Close()
+		errR.Close()
+		return err
 	}
 	var werr error
 	exited := make(chan struct{})

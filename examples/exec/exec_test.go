@@ -154,6 +154,10 @@ func TestRunRejectsBadInput(t *testing.T) {
 	ctx, url, rt := serve(t, exec.Limits{})
 	file := t.TempDir() + "/f"
 	os.WriteFile(file, nil, 0o600)
+	// Passes the checks, but the kernel cannot run it: the failure comes
+	// at start, before the subscription is confirmed.
+	garbage := t.TempDir() + "/garbage"
+	os.WriteFile(garbage, []byte{0x7f, 0x01, 0x02, 0x03}, 0o700)
 	tests := []struct {
 		args map[string]any
 		want string
@@ -162,6 +166,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{map[string]any{"command": "ls -l"}, "without a shell"},
 		{map[string]any{"command": "ls", "dir": file}, "not an existing directory"},
 		{map[string]any{"command": "ls", "dir": "/no/such/dir"}, "not an existing directory"},
+		{map[string]any{"command": garbage}, "could not start garbage"},
 	}
 	for _, tc := range tests {
 		call, err := rt.Invoke(ctx, url, "run_command", tc.args)
@@ -174,6 +179,9 @@ func TestRunRejectsBadInput(t *testing.T) {
 		}
 		if res.Subscription || !strings.HasPrefix(res.Text, "Error: ") || !strings.Contains(res.Text, tc.want) {
 			t.Errorf("%v: result %+v, want an error naming %q", tc.args, res, tc.want)
+		}
+		if n := len(call.Messages()); n != 1 {
+			t.Errorf("%v: %d messages, want only the error result (RAP IN-4)", tc.args, n)
 		}
 	}
 }

@@ -10,6 +10,11 @@
 // one window may carry, or the kernel's queue overflows, an event
 // {"op":"overflow","dropped":N} says that some were lost.
 //
+// The subscription is confirmed only once the directory is being watched
+// (rap.ConfirmInHandler), so a change made after the confirming result is
+// never missed, and a directory that cannot be watched gets an ordinary
+// "Error: " result.
+//
 // Whoever can invoke the tool can learn the names of files anywhere the
 // server's user can read: serve it on a loopback address or with
 // rap.ServerOptions.BearerToken.
@@ -132,7 +137,7 @@ if args.recursive == true { s += " and below"; }
 s`,
 	}, func(ctx context.Context, sub *rap.Subscription, w Watch) error {
 		return watch(ctx, sub, w, log)
-	})
+	}, rap.ConfirmInHandler())
 	return s
 }
 
@@ -185,6 +190,12 @@ func watch(ctx context.Context, sub *rap.Subscription, in Watch, log *slog.Logge
 		err = add(in.Path)
 	}
 	if err != nil {
+		return err
+	}
+	// The watches are in place: confirm now, so that every change made
+	// after the confirmation is reported, and a directory that cannot be
+	// watched was an error result rather than a subscription (RAP SU-1).
+	if err := sub.Confirm(ctx); err != nil {
 		return err
 	}
 

@@ -3,7 +3,6 @@ package fswatch_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -43,10 +42,9 @@ func serve(t *testing.T) (context.Context, string, *raptest.Runtime) {
 	return ctx, srv.URL, rt
 }
 
-// subscribe starts a watch of dir, waits for its confirmation, and then
-// until the watch is live: the confirmation comes before the handler
-// starts watching, so it creates probe files in dir until one is reported,
-// and removes them again.
+// subscribe starts a watch of dir and waits for its confirmation. The
+// watch is live once confirmed (rap.ConfirmInHandler), so the caller may
+// change dir at once.
 func subscribe(t *testing.T, ctx context.Context, rt *raptest.Runtime, url, dir string, recursive bool) *raptest.Call {
 	t.Helper()
 	call, err := rt.Invoke(ctx, url, "watch_directory", map[string]any{"path": dir, "recursive": recursive})
@@ -60,28 +58,25 @@ func subscribe(t *testing.T, ctx context.Context, rt *raptest.Runtime, url, dir 
 	if !res.Subscription {
 		t.Fatalf("result %q is not a subscription confirmation", res.Text)
 	}
-	var probes []string
-	for i := 0; ; i++ {
-		p := filepath.Join(dir, fmt.Sprintf(".probe%d", i))
-		if err := os.WriteFile(p, nil, 0o600); err != nil {
+	return call
+}
+
+// RAP SU-1: a file created right after the confirmation arrives is
+// reported; nothing is missed between the confirmation and the watch.
+func TestWatchLiveAtConfirmation(t *testing.T) {
+	ctx, url, rt := serve(t)
+	for i := range 5 {
+		dir := t.TempDir()
+		call := subscribe(t, ctx, rt, url, dir, i%2 == 1)
+		f := filepath.Join(dir, "first.txt")
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		probes = append(probes, p)
-		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		_, err := call.Events(short, 1)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the watch never reported a probe file")
+		waitFor(t, ctx, call, fswatch.Event{Op: "create", Path: f})
+		if err := call.Cancel(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
-	for _, p := range probes {
-		os.Remove(p)
-	}
-	waitFor(t, ctx, call, fswatch.Event{Op: "remove", Path: probes[len(probes)-1]})
-	return call
 }
 
 // waitFor reads events until one matches want, and returns the events read.

@@ -183,8 +183,10 @@ func clock(ctx context.Context, sub *rap.Subscription, in Clock) error {
 			if err := sub.Emit(ctx, string(text)); err != nil {
 				return err
 			}
+			// Record the tick even when a shutdown cancelled ctx just
+			// after it was sent, or the resumed clock would repeat it.
 			state, _ := json.Marshal(st)
-			if err := sub.SaveState(ctx, state); err != nil {
+			if err := sub.SaveState(context.WithoutCancel(ctx), state); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,181 @@
+package rap_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+)
+
+type setupIn struct {
+	Mode string `json:"mode"`
+}
+
+// addSetupSub adds "setup", a subscription tool that confirms in its
+// handler. By mode: "ok" confirms, emits once and waits; "emit" emits
+// without calling Confirm; "fail" returns an error before confirming;
+// "panic" panics before confirming; "nil" returns nil at once; "wait"
+// waits for cancellation before confirming; "state" saves state, then
+// confirms.
+func addSetupSub(s *rap.Server, started chan<- string) {
+	rap.AddSubscription(s, &rap.Tool{Name: "setup", Description: "Sets up, then confirms."},
+		func(ctx context.Context, sub *rap.Subscription, in setupIn) error {
+			if started != nil {
+				started <- in.Mode
+			}
+			switch in.Mode {
+			case "fail":
+				return errors.New("the directory cannot be watched; give another path")
+			case "panic":
+				panic("setup exploded with secret internals")
+			case "nil":
+				return nil
+			case "wait":
+				<-ctx.Done()
+				return context.Cause(ctx)
+			case "state":
+				if err := sub.SaveState(ctx, []byte(`{"cursor":1}`)); err != nil {
+					return err
+				}
+			}
+			if in.Mode != "emit" {
+				if err := sub.Confirm(ctx); err != nil {
+					return err
+				}
+				if err := sub.Confirm(ctx); err != nil { // a second call does nothing
+					return err
+				}
+			}
+			if err := sub.Emit(ctx, `{"ready":true}`); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}, rap.ConfirmInHandler())
+}
+
+// RAP SU-1, IN-4, RE-4: with ConfirmInHandler, the confirmation is sent
+// (and the record stored) only when the handler confirms, before its
+// first event; a setup failure, a panic or a cancellation before the
+// confirmation ends the call in one ordinary "Error: " tool_result, with
+// no event and nothing stored.
+func TestConfirmInHandler(t *testing.T) {
+	st := sdkStore(t, filepath.Join(t.TempDir(), "tool.db"))
+	sink := newSDKSink(t)
+	started := make(chan string, 16)
+	_, hs := newSDKServer(t, &rap.ServerOptions{Store: st}, func(s *rap.Server) { addSetupSub(s, started) })
+
+	for _, mode := range []string{"ok", "emit", "state"} {
+		id := "sub_" + mode
+		if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("setup", id, "thread_c", sink.URL(), map[string]any{"mode": mode})); status != 200 {
+			t.Fatalf("%s: refused", mode)
+		}
+		msgs := sink.waitFor(id, "confirmation and event", func(m []rap.Callback) bool { return len(m) >= 2 })
+		res, ok := msgs[0].(*rap.ToolResult)
+		if !ok || !res.Subscription || !strings.Contains(res.Text, id) {
+			t.Fatalf("%s: first message %s, want the confirming tool_result naming %s (RAP SU-1)", mode, sdkDescribe(msgs), id)
+		}
+		if ev, ok := msgs[1].(*rap.SubscriptionEvent); !ok || ev.Text != `{"ready":true}` || ev.Final {
+			t.Fatalf("%s: second message %s, want the event", mode, sdkDescribe(msgs))
+		}
+		rec, stored := sdkStored(t, st)[id]
+		if !stored || rec.Invocation.CallbackURL != sink.URL() {
+			t.Fatalf("%s: record not stored after the confirmation: %+v", mode, rec)
+		}
+		if mode == "state" && string(rec.State) != `{"cursor":1}` {
+			t.Errorf("state saved before Confirm was not stored with the record: %q", rec.State)
+		}
+	}
+
+	for _, tc := range []struct{ mode, want string }{
+		{"fail", "the directory cannot be watched; give another path"},
+		{"panic", "internal failure"},
+	} {
+		id := "sub_" + tc.mode
+		if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("setup", id, "thread_c", sink.URL(), map[string]any{"mode": tc.mode})); status != 200 {
+			t.Fatalf("%s: refused", tc.mode)
+		}
+		res := sink.result(id)
+		if res.Subscription || !strings.HasPrefix(res.Text, "Error: ") || !strings.Contains(res.Text, tc.want) {
+			t.Errorf("%s: result %+v, want an Error result without subscription containing %q", tc.mode, res, tc.want)
+		}
+		if strings.Contains(res.Text, "secret internals") || strings.Contains(res.Text, "goroutine") {
+			t.Errorf("%s: result leaks internals: %q (RAP RE-4)", tc.mode, res.Text)
+		}
+		if _, stored := sdkStored(t, st)[id]; stored {
+			t.Errorf("%s: a subscription that never started is stored and would resume", tc.mode)
+		}
+	}
+
+	// Returning nil without confirming: confirmed, then ended at once.
+	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("setup", "sub_nil", "thread_c", sink.URL(), map[string]any{"mode": "nil"})); status != 200 {
+		t.Fatal("refused")
+	}
+	msgs := sink.waitFor("sub_nil", "confirmation and final event", func(m []rap.Callback) bool { return len(m) >= 2 })
+	if res, ok := msgs[0].(*rap.ToolResult); !ok || !res.Subscription {
+		t.Errorf("nil: first message %s, want the confirmation", sdkDescribe(msgs))
+	}
+	if ev, ok := msgs[1].(*rap.SubscriptionEvent); !ok || !ev.Final {
+		t.Errorf("nil: second message %s, want a final event", sdkDescribe(msgs))
+	}
+
+	// Cancelled during setup: an error result that says so, nothing stored.
+	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("setup", "sub_wait", "thread_c", sink.URL(), map[string]any{"mode": "wait"})); status != 200 {
+		t.Fatal("refused")
+	}
+	for m := range started {
+		if m == "wait" {
+			break
+		}
+	}
+	if status, _, _ := sdkPost(t, hs.URL+"/cancel_tool_call", []byte(`{"thread_id":"thread_c","tool_call_id":"sub_wait"}`)); status != 200 {
+		t.Fatal("cancel refused")
+	}
+	if res := sink.result("sub_wait"); res.Subscription || !strings.HasPrefix(res.Text, "Error: ") || !strings.Contains(res.Text, "cancelled") {
+		t.Errorf("cancelled during setup: %+v, want an Error result saying it was cancelled", res)
+	}
+	if _, stored := sdkStored(t, st)["sub_wait"]; stored {
+		t.Error("a subscription cancelled during setup is stored")
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, id := range []string{"sub_fail", "sub_panic", "sub_wait"} {
+		if got := sink.forID(id); len(got) != 1 {
+			t.Errorf("%s: %d messages, want exactly one tool_result (RAP IN-4): %s", id, len(got), sdkDescribe(got))
+		}
+	}
+}
+
+// RAP IN-4: a subscription still setting up when the server shuts down
+// ends in an error result (delivered from the outbox) and is not resumed
+// by the next Start, since it was never confirmed.
+func TestConfirmInHandlerShutdownDuringSetup(t *testing.T) {
+	st := sdkStore(t, filepath.Join(t.TempDir(), "tool.db"))
+	sink := newSDKSink(t)
+	started := make(chan string, 4)
+	s := rap.NewServer("sdk_test", &rap.ServerOptions{Store: st, Logger: sdkQuiet(), Retry: sdkFastRetry})
+	addSetupSub(s, started)
+	ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := newSDKHTTP(t, s)
+	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("setup", "sub_sd", "thread_sd", sink.URL(), map[string]any{"mode": "wait"})); status != 200 {
+		t.Fatal("refused")
+	}
+	<-started
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	res := sink.result("sub_sd")
+	if res.Subscription || !strings.HasPrefix(res.Text, "Error: ") || !strings.Contains(res.Text, "shut down") {
+		t.Errorf("result %+v, want an Error result saying the server shut down", res)
+	}
+	if n := len(sdkStored(t, st)); n != 0 {
+		t.Errorf("%d subscriptions stored; one that never confirmed must not resume", n)
+	}
+}
