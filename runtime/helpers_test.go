@@ -81,7 +81,7 @@ func (r *recorder) requests() []model.Request {
 
 // env is a runtime over a real SQLite file, served over real HTTP.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	cfg     Config
 	rt      *Runtime
@@ -99,7 +99,7 @@ type envOptions struct {
 	tweak   func(*Config)
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), logs: &logBuffer{}}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -192,7 +192,7 @@ func (e *env) offline(fn func(store.Tx) error) {
 }
 
 // newHTTPServer serves h over real HTTP and returns its URL.
-func newHTTPServer(t *testing.T, h http.Handler) string {
+func newHTTPServer(t testing.TB, h http.Handler) string {
 	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
 	return s.URL
@@ -293,7 +293,7 @@ func hasText(h []store.Message, role store.Role, sub string) bool {
 }
 
 // callback POSTs body to url and returns the status and body.
-func callback(t *testing.T, url string, body any, header ...string) (int, string) {
+func callback(t testing.TB, url string, body any, header ...string) (int, string) {
 	t.Helper()
 	var b []byte
 	switch v := body.(type) {
@@ -328,7 +328,7 @@ func callback(t *testing.T, url string, body any, header ...string) (int, string
 // controls: it serves a manifest and records invocations, and the test
 // sends the callbacks itself.
 type toolServer struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *httptest.Server
 	mu       sync.Mutex
 	name     string
@@ -344,7 +344,7 @@ type toolServer struct {
 	onOther func(r *http.Request, body []byte)
 }
 
-func newToolServer(t *testing.T, name string, tools ...rap.Tool) *toolServer {
+func newToolServer(t testing.TB, name string, tools ...rap.Tool) *toolServer {
 	ts := &toolServer{t: t, name: name, tools: tools, invoked: make(chan rap.Invocation, 100)}
 	ts.srv = httptest.NewServer(ts)
 	t.Cleanup(ts.srv.Close)
@@ -437,7 +437,7 @@ func (ts *toolServer) next() rap.Invocation {
 }
 
 // reply sends a text result for inv and checks it was accepted.
-func reply(t *testing.T, inv rap.Invocation, text string) {
+func reply(t testing.TB, inv rap.Invocation, text string) {
 	t.Helper()
 	status, body := callback(t, inv.CallbackURL, rap.ToolResult{GroupID: inv.GroupID, ID: inv.ID, Text: text})
 	if status != http.StatusOK {

@@ -133,3 +133,43 @@ func TestSoakSubscriptionEvents(t *testing.T) {
 	}
 	t.Logf("%d events to %d threads from %d tool servers handled in %v", threads*perThread, threads, servers, time.Since(start))
 }
+
+// BenchmarkThreadedEvent measures a subscription event's whole path: the
+// callback, a child thread seeded with the parent's history, its
+// completion (a function model, no LLM), its close_thread with a report,
+// and the parent's slice for the report. events/s is the throughput of one
+// parent thread.
+func BenchmarkThreadedEvent(b *testing.B) {
+	ts := newToolServer(b, "feed", tool("watch"))
+	e := newEnv(b, envOptions{servers: []string{ts.URL()}, model: &fnModel{fn: eventAgent(func(string) (string, any) {
+		return "watch", map[string]any{}
+	})}})
+	th := e.newThread()
+	e.post(th, "subscribe")
+	inv := ts.next()
+	reply0, _ := callback(b, inv.CallbackURL, map[string]any{"type": "tool_result", "group_id": th, "id": inv.ID, "text": "subscribed", "subscription": true})
+	if reply0 != 200 {
+		b.Fatal(reply0)
+	}
+	e.idle(th)
+	b.ResetTimer()
+	start := time.Now()
+	for i := range b.N {
+		if status, body := callback(b, inv.CallbackURL, map[string]any{"type": "subscription_event", "group_id": th, "tool_call_id": inv.ID,
+			"text": fmt.Sprintf(`{"n":%d}`, i)}); status != 200 {
+			b.Fatalf("%d %s", status, body)
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, res := injected(e.history(th))
+		if len(res) >= b.N {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d events reported", len(res), b.N)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}

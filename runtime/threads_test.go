@@ -121,7 +121,7 @@ func eventAgent(subscribeArgs func(user string) (string, any)) func(req model.Re
 // eventSource is a RAP tool server built with the SDK whose subscription
 // tool "watch" emits, for each topic, the events the test pushes.
 type eventSource struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *rap.Server
 	url    string
 	mu     sync.Mutex
@@ -136,7 +136,7 @@ type sourceEvent struct {
 	final       bool
 }
 
-func newEventSource(t *testing.T, name string) *eventSource {
+func newEventSource(t testing.TB, name string) *eventSource {
 	s := &eventSource{t: t, topics: map[string]chan sourceEvent{}, closes: make(chan string, 4096), cancel: make(chan rap.CancelToolCallRequest, 4096)}
 	s.srv = rap.NewServer(name, &rap.ServerOptions{Workers: 256, Logger: discardLogger()})
 	type in struct {
@@ -244,7 +244,7 @@ func (e *env) thread(id string) store.Thread {
 }
 
 // poll waits until cond holds.
-func poll(t *testing.T, what string, cond func() bool) {
+func poll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for !cond() {
