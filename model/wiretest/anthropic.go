@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/gorap/gorap/model"
@@ -201,7 +202,7 @@ func (anthropicWire) decode(body []byte, req *Request) error {
 			if seenOther {
 				return fmt.Errorf("messages.%d: tool_result blocks must come before any other content in the message", t.first)
 			}
-			if !contains(open, b.ToolUseID) {
+			if !slices.Contains(open, b.ToolUseID) {
 				return fmt.Errorf("messages.%d: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", t.first, b.ToolUseID)
 			}
 			answered[b.ToolUseID] = true
@@ -307,13 +308,7 @@ func (anthropicWire) writeError(w http.ResponseWriter, status int, msg string) {
 
 func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Request, rep Reply, seq int, stop <-chan struct{}) {
 	calls := fillIDs(rep.ToolCalls, "toolu_wt", seq)
-	stopReason := rep.StopReason
-	if stopReason == "" {
-		stopReason = "end_turn"
-		if len(calls) > 0 {
-			stopReason = "tool_use"
-		}
-	}
+	stopReason := rep.stopReason("end_turn", "tool_use")
 	msgID := fmt.Sprintf("msg_wt%d", seq)
 	usage := map[string]any{"input_tokens": len(req.Body) / 4, "output_tokens": 0}
 	if !req.Stream {
@@ -380,13 +375,4 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 func isObject(raw json.RawMessage) bool {
 	var m map[string]json.RawMessage
 	return json.Unmarshal(raw, &m) == nil && m != nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

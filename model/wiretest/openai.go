@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -172,7 +173,7 @@ func (openaiWire) decode(body []byte, req *Request) error {
 			}
 			req.Messages = append(req.Messages, msg)
 		case "tool":
-			if !contains(open, m.ToolCallID) {
+			if !slices.Contains(open, m.ToolCallID) {
 				return fmt.Errorf("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls' (%s.tool_call_id %q)", where, m.ToolCallID)
 			}
 			open = remove(open, m.ToolCallID)
@@ -227,13 +228,7 @@ func (openaiWire) writeError(w http.ResponseWriter, status int, msg string) {
 
 func (openaiWire) writeReply(w http.ResponseWriter, r *http.Request, req Request, rep Reply, seq int, stop <-chan struct{}) {
 	calls := fillIDs(rep.ToolCalls, "call_wt", seq)
-	finish := rep.StopReason
-	if finish == "" {
-		finish = "stop"
-		if len(calls) > 0 {
-			finish = "tool_calls"
-		}
-	}
+	finish := rep.stopReason("stop", "tool_calls")
 	id := fmt.Sprintf("chatcmpl-wt%d", seq)
 	created := time.Now().Unix()
 	usage := map[string]any{"prompt_tokens": len(req.Body) / 4, "completion_tokens": max(1, len(rep.Text)/4)}

@@ -142,19 +142,9 @@ func CallToolThenAnswer(toolName string, args json.RawMessage) Script {
 }
 
 // ResultText is the text of a tool result: its text content items joined
-// by newlines, or Text when it has no content items.
-func ResultText(r model.ToolResult) string {
-	if len(r.Content) == 0 {
-		return r.Text
-	}
-	var parts []string
-	for _, c := range r.Content {
-		if c.Type == "text" {
-			parts = append(parts, c.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
+// by newlines, or Text when it has no content items. It is
+// r.PlainText(), kept for callers of this package.
+func ResultText(r model.ToolResult) string { return r.PlainText() }
 
 // wire is one provider's wire format.
 type wire interface {
@@ -356,6 +346,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// stopReason is rep.StopReason or, when that is empty, the one the API
+// derives: toolUse when the reply makes tool calls, endTurn otherwise.
+func (rep Reply) stopReason(endTurn, toolUse string) string {
+	switch {
+	case rep.StopReason != "":
+		return rep.StopReason
+	case len(rep.ToolCalls) > 0:
+		return toolUse
+	}
+	return endTurn
 }
 
 // fillIDs gives every tool call without an ID one of the form prefix+seq+n.
