@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/mattn/go-isatty"
+
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/config"
 	"github.com/gorap/gorap/runtime/store"
@@ -654,9 +656,11 @@ type secretFlag string
 func (v *secretFlag) String() string     { return "" }
 func (v *secretFlag) Set(s string) error { *v = secretFlag(s); return nil }
 
+// stdinIsTerminal reports whether stdin is a terminal (not a file, a pipe
+// or /dev/null, which is a character device too).
 func stdinIsTerminal() bool {
-	fi, err := os.Stdin.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	fd := os.Stdin.Fd()
+	return isatty.IsTerminal(fd) || isatty.IsCygwinTerminal(fd)
 }
 
 // threadWatch follows a thread's event stream: it prints every event and
@@ -716,16 +720,13 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 			return err
 		}
 		fmt.Fprintf(stdout, "thread %s (resume with: rap chat --thread %s)\n", threadID, threadID)
-	} else {
-		msgs, err := api.history(ctx, threadID)
-		if err != nil {
+	}
+	var earlier []store.Message
+	if opts.thread != "" {
+		if earlier, err = api.history(ctx, threadID); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "thread %s: %d earlier messages\n", threadID, len(msgs))
-		tr.history(msgs)
-		if p := pendingCalls(msgs); len(p) > 0 {
-			fmt.Fprintf(stdout, "  · %d tool call(s) still waiting for results\n", len(p))
-		}
+		fmt.Fprintf(stdout, "thread %s: %d earlier messages\n", threadID, len(earlier))
 	}
 
 	streamCtx, stopStream := context.WithCancel(ctx)
@@ -736,15 +737,33 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 	}
 	watch := &threadWatch{changed: make(chan struct{})}
 	readerDone := make(chan struct{})
+	first := make(chan struct{})
 	go func() {
 		defer close(readerDone)
+		var once sync.Once
+		defer once.Do(func() { close(first) })
 		for ev := range events {
 			printMu.Lock()
 			tr.event(ev)
 			printMu.Unlock()
 			watch.note(ev)
+			once.Do(func() { close(first) })
 		}
 	}()
+	// The stream starts with the session's toolsets: show them before the
+	// first prompt.
+	select {
+	case <-first:
+	case <-time.After(2 * time.Second):
+	}
+	if opts.thread != "" {
+		printMu.Lock()
+		tr.history(earlier)
+		if p := pendingCalls(earlier); len(p) > 0 {
+			fmt.Fprintf(stdout, "  · %d tool call(s) still waiting for results\n", len(p))
+		}
+		printMu.Unlock()
+	}
 
 	lines := make(chan inputLine)
 	readErr := make(chan error, 1)

@@ -169,6 +169,9 @@ func TestChatScriptedConversationAndResume(t *testing.T) {
 		"you: hello again",
 		"assistant: You said: hello again",
 	)
+	if i, j := strings.Index(out2, "toolsets loaded"), strings.Index(out2, "you: What time"); i < 0 || i > j {
+		t.Errorf("resume should show the session's toolsets before the history:\n%s", out2)
+	}
 	msgs, err := rt.History(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
