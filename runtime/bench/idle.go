@@ -192,8 +192,14 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 	rep.WakeTime = time.Since(start)
 	rep.Woken = int(tools.invoked.Load() - before)
 	e.closeIdleConnections()
-	time.Sleep(100 * time.Millisecond) // let connection goroutines exit
-	rep.GoroutinesAfterWake, _, _ = measure()
+	// Connection goroutines exit asynchronously: give them up to 5 s.
+	for end := time.Now().Add(5 * time.Second); ; {
+		rep.GoroutinesAfterWake = goroutines()
+		if rep.GoroutinesAfterWake <= rep.GoroutinesBefore || time.Now().After(end) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	rep.DBBytes = dbBytes(e.dir)
 	return rep, nil
 }
