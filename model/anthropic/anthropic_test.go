@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,21 +16,21 @@ import (
 	"github.com/gorap/gorap/model/wiretest"
 )
 
-// recorder is a model.Stream that keeps every delta.
-type recorder struct {
-	mu     sync.Mutex
-	deltas []string
-	onText func()
+// harness lets the shared provider tests of package wiretest drive this
+// provider.
+var harness = wiretest.Harness{
+	Start: wiretest.NewAnthropic,
+	New: func(tb testing.TB, srv *wiretest.Server, images bool) model.Provider {
+		p, err := anthropic.New(anthropic.Options{APIKey: "test-key", BaseURL: srv.URL, SupportsImages: &images})
+		if err != nil {
+			tb.Fatalf("New: %v", err)
+		}
+		return p
+	},
 }
 
-func (r *recorder) TextDelta(s string) {
-	r.mu.Lock()
-	r.deltas = append(r.deltas, s)
-	r.mu.Unlock()
-	if r.onText != nil {
-		r.onText()
-	}
-}
+// TestConformance runs the tests every provider must pass (RAP RT-1, RE-6).
+func TestConformance(t *testing.T) { wiretest.TestProvider(t, harness) }
 
 func newProvider(t *testing.T, srv *wiretest.Server, opts anthropic.Options) *anthropic.Provider {
 	t.Helper()
@@ -102,7 +101,7 @@ func TestStreamingText(t *testing.T) {
 	defer srv.Close()
 	p := newProvider(t, srv, anthropic.Options{Model: "claude-test"})
 
-	var rec recorder
+	var rec wiretest.Recorder
 	resp, err := p.Complete(ctx(t), model.Request{
 		System:   "Be brief.",
 		Messages: []model.Message{{Role: model.RoleUser, Text: "Hi"}},
@@ -116,8 +115,8 @@ func TestStreamingText(t *testing.T) {
 	if resp.StopReason != "end_turn" {
 		t.Errorf("StopReason = %q, want end_turn", resp.StopReason)
 	}
-	if len(rec.deltas) < 5 || strings.Join(rec.deltas, "") != resp.Text {
-		t.Errorf("deltas = %q; want several pieces that add up to the text", rec.deltas)
+	if len(rec.Deltas()) < 5 || strings.Join(rec.Deltas(), "") != resp.Text {
+		t.Errorf("deltas = %q; want several pieces that add up to the text", rec.Deltas())
 	}
 	reqs := srv.Requests()
 	if len(reqs) != 1 {
@@ -203,32 +202,6 @@ func TestToolCallArgumentsAcrossManyDeltas(t *testing.T) {
 	}
 	if schema["type"] != "object" || schema["additionalProperties"] != false || schema["required"] == nil || schema["properties"] == nil {
 		t.Errorf("input_schema = %s; want type, properties, required and additionalProperties kept", b.Tools[0].InputSchema)
-	}
-}
-
-func TestTwoToolCallsInOneTurn(t *testing.T) {
-	srv := wiretest.NewAnthropic(wiretest.Replies(wiretest.Reply{
-		ToolCalls: []model.ToolCall{
-			{Name: "a", Arguments: json.RawMessage(`{"x":1}`)},
-			{Name: "b", Arguments: json.RawMessage(`{"y":"two"}`)},
-		},
-		ChunkSize: 2,
-	}))
-	defer srv.Close()
-	p := newProvider(t, srv, anthropic.Options{})
-	resp, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "go"}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.ToolCalls) != 2 {
-		t.Fatalf("ToolCalls = %+v, want 2", resp.ToolCalls)
-	}
-	if resp.ToolCalls[0].Name != "a" || string(resp.ToolCalls[0].Arguments) != `{"x":1}` ||
-		resp.ToolCalls[1].Name != "b" || string(resp.ToolCalls[1].Arguments) != `{"y":"two"}` {
-		t.Errorf("ToolCalls = %+v", resp.ToolCalls)
-	}
-	if resp.ToolCalls[0].ID == "" || resp.ToolCalls[0].ID == resp.ToolCalls[1].ID {
-		t.Errorf("ids %q and %q must be distinct and non-empty", resp.ToolCalls[0].ID, resp.ToolCalls[1].ID)
 	}
 }
 
@@ -388,20 +361,6 @@ func TestHTTPErrors(t *testing.T) {
 			t.Errorf("errors.As(*anthropic.Error) failed or wrong status: %v", err)
 		}
 	})
-	t.Run("500 after retries", func(t *testing.T) {
-		srv := wiretest.NewAnthropic(func(wiretest.Request) wiretest.Reply {
-			return wiretest.Reply{Status: 500, Error: "boom", Header: http.Header{"Retry-After-Ms": {"1"}}}
-		})
-		defer srv.Close()
-		p := newProvider(t, srv, anthropic.Options{})
-		_, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, nil)
-		if err == nil || !strings.Contains(err.Error(), "500") || !strings.Contains(err.Error(), "retry later") || !strings.Contains(err.Error(), "boom") {
-			t.Errorf("error = %v; want status 500, the server's message and advice to retry later", err)
-		}
-		if n := len(srv.Requests()); n < 2 {
-			t.Errorf("server saw %d requests; the SDK retries 5xx", n)
-		}
-	})
 	t.Run("529 overloaded", func(t *testing.T) {
 		srv := wiretest.NewAnthropic(func(wiretest.Request) wiretest.Reply {
 			return wiretest.Reply{Status: 529, Error: "Overloaded", Header: http.Header{"X-Should-Retry": {"false"}}}
@@ -428,31 +387,6 @@ func TestHTTPErrors(t *testing.T) {
 			t.Errorf("error = %v; want advice to check the base URL", err)
 		}
 	})
-}
-
-func TestCancelMidStream(t *testing.T) {
-	srv := wiretest.NewAnthropic(wiretest.Replies(wiretest.Reply{Text: "first words", Hang: true}))
-	defer srv.Close()
-	p := newProvider(t, srv, anthropic.Options{})
-	c, cancel := context.WithCancel(ctx(t))
-	defer cancel()
-	rec := &recorder{onText: cancel}
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Complete(c, model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, rec)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("error = %v; want one wrapping context.Canceled", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Complete did not return after its context was cancelled")
-	}
-	if len(rec.deltas) == 0 {
-		t.Error("no delta arrived before the cancellation")
-	}
 }
 
 func TestBadInput(t *testing.T) {
@@ -518,43 +452,5 @@ func TestNew(t *testing.T) {
 	}
 	if got := srv.Requests()[0].Header.Get("x-api-key"); got != "from-env" {
 		t.Errorf("x-api-key = %q, want the value of %s", got, anthropic.EnvAPIKey)
-	}
-}
-
-// An error event in the middle of the stream fails the completion: no half
-// answer is returned (RAP RT-1).
-func TestErrorMidStream(t *testing.T) {
-	srv := wiretest.NewAnthropic(wiretest.Replies(wiretest.Reply{Text: "partial answer", StreamError: "Overloaded"}))
-	defer srv.Close()
-	p := newProvider(t, srv, anthropic.Options{})
-	var rec recorder
-	resp, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, &rec)
-	if err == nil || resp != nil {
-		t.Fatalf("resp=%+v err=%v; want only an error", resp, err)
-	}
-	if !strings.Contains(err.Error(), "Overloaded") || !strings.Contains(err.Error(), "retry later") {
-		t.Errorf("error = %v", err)
-	}
-	if len(rec.deltas) == 0 {
-		t.Error("the deltas before the error should still have streamed")
-	}
-}
-
-// RAP RE-6: a result delivered twice reaches the model once.
-func TestRedeliveredResultOnce(t *testing.T) {
-	srv := wiretest.NewAnthropic(nil)
-	defer srv.Close()
-	p := newProvider(t, srv, anthropic.Options{})
-	res := model.ToolResult{CallID: "toolu_1", Text: "unique-result-text"}
-	_, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{
-		{Role: model.RoleUser, Text: "go"},
-		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "toolu_1", Name: "t", Arguments: json.RawMessage(`{}`)}}},
-		{Role: model.RoleUser, ToolResults: []model.ToolResult{res, res}},
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(srv.Requests()[0].Body), "unique-result-text"); n != 1 {
-		t.Errorf("the result appears %d times in the request, want 1", n)
 	}
 }

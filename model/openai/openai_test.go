@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,20 +18,21 @@ import (
 	"github.com/gorap/gorap/model/wiretest"
 )
 
-type recorder struct {
-	mu     sync.Mutex
-	deltas []string
-	onText func()
+// harness lets the shared provider tests of package wiretest drive this
+// provider.
+var harness = wiretest.Harness{
+	Start: wiretest.NewOpenAI,
+	New: func(tb testing.TB, srv *wiretest.Server, images bool) model.Provider {
+		p, err := openai.New(openai.Options{BaseURL: srv.URL + "/v1", SupportsImages: &images})
+		if err != nil {
+			tb.Fatalf("New: %v", err)
+		}
+		return p
+	},
 }
 
-func (r *recorder) TextDelta(s string) {
-	r.mu.Lock()
-	r.deltas = append(r.deltas, s)
-	r.mu.Unlock()
-	if r.onText != nil {
-		r.onText()
-	}
-}
+// TestConformance runs the tests every provider must pass (RAP RT-1, RE-6).
+func TestConformance(t *testing.T) { wiretest.TestProvider(t, harness) }
 
 func newProvider(t *testing.T, srv *wiretest.Server, opts openai.Options) *openai.Provider {
 	t.Helper()
@@ -102,7 +102,7 @@ func TestStreamingText(t *testing.T) {
 	srv := wiretest.NewOpenAI(wiretest.Replies(wiretest.Reply{Text: "Hello from a local server, in pieces.", ChunkSize: 4}))
 	defer srv.Close()
 	p := newProvider(t, srv, openai.Options{Model: "llama3.1"})
-	var rec recorder
+	var rec wiretest.Recorder
 	resp, err := p.Complete(ctx(t), model.Request{
 		System:   "Be brief.",
 		Messages: []model.Message{{Role: model.RoleUser, Text: "Hi"}},
@@ -113,8 +113,8 @@ func TestStreamingText(t *testing.T) {
 	if resp.Text != "Hello from a local server, in pieces." || resp.StopReason != "end_turn" {
 		t.Errorf("Text=%q StopReason=%q", resp.Text, resp.StopReason)
 	}
-	if len(rec.deltas) < 5 || strings.Join(rec.deltas, "") != resp.Text {
-		t.Errorf("deltas = %q", rec.deltas)
+	if len(rec.Deltas()) < 5 || strings.Join(rec.Deltas(), "") != resp.Text {
+		t.Errorf("deltas = %q", rec.Deltas())
 	}
 	req := srv.Requests()[0]
 	b := decodeBody(t, req)
@@ -164,33 +164,6 @@ func TestToolCallArgumentsAcrossManyChunks(t *testing.T) {
 	if len(b.Tools) != 1 || b.Tools[0].Type != "function" || b.Tools[0].Function.Name != "forecast" ||
 		!strings.Contains(string(b.Tools[0].Function.Parameters), `"required":["city"]`) {
 		t.Errorf("tools = %+v", b.Tools)
-	}
-}
-
-func TestTwoToolCallsInOneTurn(t *testing.T) {
-	srv := wiretest.NewOpenAI(wiretest.Replies(wiretest.Reply{
-		Text: "Both.",
-		ToolCalls: []model.ToolCall{
-			{Name: "a", Arguments: json.RawMessage(`{"x":1}`)},
-			{Name: "b", Arguments: json.RawMessage(`{"y":"two"}`)},
-		},
-		ChunkSize: 2,
-	}))
-	defer srv.Close()
-	p := newProvider(t, srv, openai.Options{})
-	resp, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "go"}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.ToolCalls) != 2 || resp.Text != "Both." {
-		t.Fatalf("resp = %+v", resp)
-	}
-	if resp.ToolCalls[0].Name != "a" || string(resp.ToolCalls[0].Arguments) != `{"x":1}` ||
-		resp.ToolCalls[1].Name != "b" || string(resp.ToolCalls[1].Arguments) != `{"y":"two"}` {
-		t.Errorf("ToolCalls = %+v", resp.ToolCalls)
-	}
-	if resp.ToolCalls[0].ID == "" || resp.ToolCalls[0].ID == resp.ToolCalls[1].ID {
-		t.Errorf("ids %q, %q must be distinct and non-empty", resp.ToolCalls[0].ID, resp.ToolCalls[1].ID)
 	}
 }
 
@@ -393,20 +366,6 @@ func TestHTTPErrors(t *testing.T) {
 			t.Errorf("errors.As(*openai.Error) failed or wrong status: %v", err)
 		}
 	})
-	t.Run("500 after retries", func(t *testing.T) {
-		srv := wiretest.NewOpenAI(func(wiretest.Request) wiretest.Reply {
-			return wiretest.Reply{Status: 500, Error: "boom", Header: http.Header{"Retry-After-Ms": {"1"}}}
-		})
-		defer srv.Close()
-		p := newProvider(t, srv, openai.Options{})
-		_, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, nil)
-		if err == nil || !strings.Contains(err.Error(), "500") || !strings.Contains(err.Error(), "boom") || !strings.Contains(err.Error(), "retry later") {
-			t.Errorf("error = %v", err)
-		}
-		if n := len(srv.Requests()); n < 2 {
-			t.Errorf("server saw %d requests; the SDK retries 5xx", n)
-		}
-	})
 	t.Run("404 model", func(t *testing.T) {
 		srv := wiretest.NewOpenAI(func(wiretest.Request) wiretest.Reply {
 			return wiretest.Reply{Status: 404, Error: "model 'nope' not found"}
@@ -418,31 +377,6 @@ func TestHTTPErrors(t *testing.T) {
 			t.Errorf("error = %v", err)
 		}
 	})
-}
-
-func TestCancelMidStream(t *testing.T) {
-	srv := wiretest.NewOpenAI(wiretest.Replies(wiretest.Reply{Text: "first words", Hang: true}))
-	defer srv.Close()
-	p := newProvider(t, srv, openai.Options{})
-	c, cancel := context.WithCancel(ctx(t))
-	defer cancel()
-	rec := &recorder{onText: cancel}
-	done := make(chan error, 1)
-	go func() {
-		_, err := p.Complete(c, model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, rec)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("error = %v; want one wrapping context.Canceled", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Complete did not return after its context was cancelled")
-	}
-	if len(rec.deltas) == 0 {
-		t.Error("no delta arrived before the cancellation")
-	}
 }
 
 // A stream cut before its finish_reason must not pass for a whole answer
@@ -524,21 +458,6 @@ func TestNew(t *testing.T) {
 	}
 	if got := srv.Requests()[0].Header.Get("Authorization"); got != "Bearer from-env" {
 		t.Errorf("Authorization = %q", got)
-	}
-}
-
-// An error event in the middle of the stream fails the completion: no half
-// answer is returned (RAP RT-1).
-func TestErrorMidStream(t *testing.T) {
-	srv := wiretest.NewOpenAI(wiretest.Replies(wiretest.Reply{Text: "partial answer", StreamError: "the model crashed"}))
-	defer srv.Close()
-	p := newProvider(t, srv, openai.Options{})
-	resp, err := p.Complete(ctx(t), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, nil)
-	if err == nil || resp != nil {
-		t.Fatalf("resp=%+v err=%v; want only an error", resp, err)
-	}
-	if !strings.Contains(err.Error(), "the model crashed") || !strings.Contains(err.Error(), "retry later") {
-		t.Errorf("error = %v", err)
 	}
 }
 
