@@ -491,3 +491,27 @@ func TestSU9ClosedThreadAndTC1(t *testing.T) {
 		t.Fatal("a closed thread accepted a message")
 	}
 }
+
+// The system prompt names the thread and its stack, so a model (here the
+// scripted one, through "{{thread_stack}}" and "{{thread_id}}") can give
+// spawn_thread's child_of and close_thread's thread_id (RAP BT-2, BT-4).
+func TestScriptedSpawnAndCloseWithThreadLine(t *testing.T) {
+	e := newEnv(t, envOptions{tweak: func(c *Config) { c.System = "Be brief." }, turns: []scripted.Turn{
+		{AfterUser: "split", ToolCalls: []scripted.Call{call(BuiltinSpawnThread, `{"instructions": "count the words", "child_of": "{{thread_stack}}"}`)}},
+		{When: &scripted.When{LastResultContains: "Child thread spawned"}, Text: "child started"},
+		{When: &scripted.When{LastResultContains: "You are now inside"}, ToolCalls: []scripted.Call{call(BuiltinCloseThread, `{"thread_id": "{{thread_id}}", "report_to_parent": "42 words"}`)}},
+		{When: &scripted.When{LastResultContains: "42 words"}, Text: "the child counted 42 words"},
+	}})
+	root := e.newThread()
+	e.post(root, "split the work")
+	e.waitHistory(root, "the report", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "the child counted 42 words") })
+	kids := e.children(root)
+	if len(kids) != 1 {
+		t.Fatalf("%d children", len(kids))
+	}
+	poll(t, "the child to close", func() bool { return e.thread(kids[0].ID).Status == store.ThreadClosed })
+	req := e.model.requests()[0]
+	if !strings.HasPrefix(req.System, "Be brief.\n\n"+ThreadLinePrefix+root+". ") {
+		t.Fatalf("system prompt = %q", req.System)
+	}
+}

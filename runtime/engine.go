@@ -105,9 +105,13 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	var history []store.Message
 	var calls []store.Call
 	var authPending map[string]bool
+	var stack []string
 	load := func(tx store.Tx) error {
 		var err error
 		if th, err = tx.Thread(threadID); err != nil {
+			return err
+		}
+		if stack, err = threadStack(tx, th); err != nil {
 			return err
 		}
 		if items, err = tx.Queued(threadID); err != nil || len(items) == 0 {
@@ -170,6 +174,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	consumed := false
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
 		req := r.buildRequest(sess, append(append([]store.Message(nil), history...), pendingInputs...), placeholderFor(authPending))
+		req.System = withThreadLine(req.System, stack)
 		resp, err := r.model.Complete(ctx, req, deltaStream{r: r, threadID: threadID})
 		if err != nil {
 			if consumed {
@@ -205,6 +210,23 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		// built-in): let the model see the results now (RAP BT-7).
 	}
 	return true, fmt.Errorf("the model kept calling tools that answer at once %d times in a row; stopped this slice, send a message to continue", MaxLoopsPerSlice)
+}
+
+// ThreadLinePrefix starts the line the runtime appends to the system
+// prompt to tell the model which thread it is in, for spawn_thread's
+// child_of and close_thread's thread_id (RAP BT-2).
+const ThreadLinePrefix = "[runtime] You are thread "
+
+// withThreadLine appends the thread line to a system prompt.
+func withThreadLine(system string, stack []string) string {
+	if len(stack) == 0 {
+		return system
+	}
+	line := ThreadLinePrefix + stack[len(stack)-1] + ". Your thread stack, root first: " + jsonString(stack) + "."
+	if system == "" {
+		return line
+	}
+	return system + "\n\n" + line
 }
 
 // oauthKey marks a call whose tool asked for authorization (RAP OA-1);

@@ -278,17 +278,45 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 	stream(s, text)
 	resp := &model.Response{Text: text, StopReason: "end_turn"}
 	n := len(req.Messages)
+	id, stack := threadOf(req.System)
 	for j, c := range t.ToolCalls {
 		args := c.Arguments
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
+		args = json.RawMessage(strings.NewReplacer(`"{{thread_id}}"`, jsonString(id), `"{{thread_stack}}"`, stack).Replace(string(args)))
 		// Ids are unique within a conversation: the history length makes
 		// them differ from turn to turn.
 		resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: fmt.Sprintf("call_%d_%d_%d", n, i, j), Name: c.Name, Arguments: args})
 		resp.StopReason = "tool_use"
 	}
 	return resp, nil
+}
+
+// threadLinePrefix starts the line the runtime adds to the system prompt
+// to name the thread (runtime.ThreadLinePrefix).
+const threadLinePrefix = "[runtime] You are thread "
+
+// threadOf reads the thread id and stack from the runtime's thread line,
+// for the "{{thread_id}}" and "{{thread_stack}}" placeholders.
+func threadOf(system string) (id, stack string) {
+	i := strings.LastIndex(system, threadLinePrefix)
+	if i < 0 {
+		return "", "[]"
+	}
+	rest := system[i+len(threadLinePrefix):]
+	id, rest, _ = strings.Cut(rest, ". Your thread stack, root first: ")
+	stack, _, _ = strings.Cut(rest, "]")
+	var ids []string
+	if json.Unmarshal([]byte(stack+"]"), &ids) != nil {
+		return id, "[]"
+	}
+	return id, jsonString(ids)
+}
+
+func jsonString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // InjectedToolName is the runtime's reserved name of the synthetic calls

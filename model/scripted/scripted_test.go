@@ -175,3 +175,32 @@ func FuzzParse(f *testing.F) {
 		m.Complete(context.Background(), model.Request{Messages: msgs}, &deltas{})
 	})
 }
+
+// "{{thread_id}}" and "{{thread_stack}}" in arguments take the thread the
+// runtime names in the system prompt; assistant messages made only of
+// injected event calls are not replayed as script turns.
+func TestThreadPlaceholdersAndInjectedCalls(t *testing.T) {
+	m := New([]Turn{
+		{AfterUser: "go", ToolCalls: []Call{{Name: "close_thread", Arguments: []byte(`{"thread_id": "{{thread_id}}", "stack": "{{thread_stack}}"}`)}}},
+		{Text: "second"},
+	})
+	req := model.Request{System: "Be brief.\n\n[runtime] You are thread c1. Your thread stack, root first: [\"r\",\"c1\"].",
+		Messages: []model.Message{{Role: model.RoleUser, Text: "go"}}}
+	resp, err := m.Complete(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(resp.ToolCalls[0].Arguments); got != `{"thread_id": "c1", "stack": ["r","c1"]}` {
+		t.Fatalf("arguments = %s", got)
+	}
+	// An injected call in the history does not use up a turn.
+	m = New([]Turn{{Text: "first"}, {Text: "second"}})
+	req.Messages = []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "e1", Name: InjectedToolName, Arguments: []byte(`{}`)}}},
+		{Role: model.RoleUser, ToolResults: []model.ToolResult{{CallID: "e1", Text: "event"}}},
+	}
+	resp, err = m.Complete(context.Background(), req, nil)
+	if err != nil || resp.Text != "first" {
+		t.Fatalf("reply %+v %v: the injected call used up a turn", resp, err)
+	}
+}
