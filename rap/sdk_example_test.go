@@ -109,3 +109,56 @@ func ExampleAddSubscription() {
 	// {"remaining":1} false
 	// {"remaining":0} true
 }
+
+// A subscription that sets up before it is confirmed: with
+// ConfirmInHandler the handler opens what it watches first, and a setup
+// failure reaches the model as an ordinary "Error: " result instead of a
+// subscription that ends at once.
+func ExampleConfirmInHandler() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	feeds := map[string][]string{"news": {"headline 1", "headline 2"}}
+	s := rap.NewServer("feeds", &rap.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	rap.AddSubscription(s, &rap.Tool{Name: "follow", Description: "Follows a feed."},
+		func(ctx context.Context, sub *rap.Subscription, in struct {
+			Feed string `json:"feed"`
+		}) error {
+			items, ok := feeds[in.Feed] // the setup
+			if !ok {
+				return fmt.Errorf("Error: there is no feed %q; follow one of: news", in.Feed)
+			}
+			if err := sub.Confirm(ctx); err != nil {
+				return err
+			}
+			for _, it := range items {
+				if err := sub.Emit(ctx, fmt.Sprintf("%q", it)); err != nil {
+					return err
+				}
+			}
+			return sub.Final(ctx, `"end"`, false)
+		}, rap.ConfirmInHandler())
+	if err := s.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(ctx)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+
+	rt := raptest.NewRuntime()
+	defer rt.Close()
+	for _, feed := range []string{"sports", "news"} {
+		call, err := rt.Invoke(ctx, srv.URL, "follow", map[string]string{"feed": feed})
+		if err != nil {
+			panic(err)
+		}
+		res, err := call.Result(ctx)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(feed, res.Subscription, strings.HasPrefix(res.Text, "Error: "))
+	}
+	// Output:
+	// sports false true
+	// news true false
+}

@@ -1,8 +1,9 @@
 // Package durable keeps a RAP tool server's state in a SQLite file: the
 // outbox of callback messages not yet delivered and the active
-// subscriptions. A *Store satisfies rap.Store, so a tool server that passes
-// it to rap.SenderOptions.Outbox loses no result across a crash or restart
-// (RAP IN-4) and can resume its subscriptions (RAP SU-1).
+// subscriptions. A *Store satisfies rap.Store, so a tool server given it as
+// rap.ServerOptions.Store loses no result across a crash or restart
+// (RAP IN-4) and can resume its subscriptions (RAP SU-1); a bare
+// rap.Sender takes it as rap.SenderOptions.Outbox.
 //
 // The file uses SQLite's write-ahead log with synchronous=FULL: once
 // Enqueue returns, the message survives the process being killed and, as
