@@ -3,8 +3,10 @@ package rap
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -167,7 +169,15 @@ func decodeArgs[In any](args json.RawMessage) (In, error) {
 type argumentsError struct{ err error }
 
 func (e *argumentsError) Error() string {
-	return "Error: the arguments do not fit the tool's parameters: " + e.err.Error() + ". Fix the arguments to match the tool's inputSchema and call it again."
+	msg := strings.TrimSuffix(strings.TrimSpace(e.err.Error()), ".")
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	if errors.As(e.err, &typeErr) || errors.As(e.err, &syntaxErr) {
+		return "Error: the arguments do not fit the tool's parameters: " + msg + ". Fix the arguments to match the tool's inputSchema and call it again."
+	}
+	// A check of the argument type's own UnmarshalJSON, whose message
+	// says what to send instead (RAP IN-5, RE-4).
+	return "Error: invalid arguments: " + msg + ". Correct them and call the tool again."
 }
 
 func (e *argumentsError) Unwrap() error { return e.err }

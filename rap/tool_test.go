@@ -3,6 +3,7 @@ package rap_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -167,3 +168,64 @@ func TestHandlerErrorTextAndNilReply(t *testing.T) {
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// checkedIn refuses a value its UnmarshalJSON finds wrong, as a tool's own
+// input check (RAP IN-5) does.
+type checkedIn struct{ N int }
+
+func (c *checkedIn) UnmarshalJSON(b []byte) error {
+	var v struct {
+		N int `json:"n"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.N%2 != 0 {
+		return errors.New(`"n" must be even; send 2, 4 or another even number`)
+	}
+	c.N = v.N
+	return nil
+}
+
+// RAP IN-5, RE-4: arguments that pass the schema but fail the argument
+// type's decoding end in an "Error: " result; a check of the type's own
+// says what to send, and is not blamed on the inputSchema.
+func TestArgumentDecodingErrors(t *testing.T) {
+	sink := newSDKSink(t)
+	ran := make(chan struct{}, 4)
+	_, hs := newSDKServer(t, nil, func(s *rap.Server) {
+		schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":["integer","string"]}},"required":["n"]}`)
+		rap.AddTool(s, &rap.Tool{Name: "checked", Description: "d", InputSchema: schema},
+			func(context.Context, *rap.Call, checkedIn) (*rap.Reply, error) { ran <- struct{}{}; return rap.Text("ran"), nil })
+		rap.AddTool(s, &rap.Tool{Name: "typed", Description: "d", InputSchema: schema},
+			func(context.Context, *rap.Call, struct {
+				N int `json:"n"`
+			}) (*rap.Reply, error) {
+				ran <- struct{}{}
+				return rap.Text("ran"), nil
+			})
+	})
+	for _, tc := range []struct {
+		op, id string
+		args   any
+		want   []string
+	}{
+		{"checked", "odd", map[string]any{"n": 3}, []string{"Error: invalid arguments: \"n\" must be even; send 2, 4 or another even number. Correct them"}},
+		{"typed", "str", map[string]any{"n": "three"}, []string{"Error: the arguments do not fit the tool's parameters", "inputSchema"}},
+	} {
+		if status, _, _ := sdkPost(t, hs.URL, sdkInvocation(tc.op, tc.id, "t", sink.URL(), tc.args)); status != 200 {
+			t.Fatalf("%s: refused", tc.id)
+		}
+		res := sink.result(tc.id)
+		for _, w := range tc.want {
+			if !strings.Contains(res.Text, w) {
+				t.Errorf("%s: result %q lacks %q", tc.id, res.Text, w)
+			}
+		}
+	}
+	select {
+	case <-ran:
+		t.Error("a handler ran with arguments its type refused")
+	default:
+	}
+}
