@@ -196,7 +196,10 @@ func TestArgumentDecodingErrors(t *testing.T) {
 	_, hs := newSDKServer(t, nil, func(s *rap.Server) {
 		schema := json.RawMessage(`{"type":"object","properties":{"n":{"type":["integer","string"]}},"required":["n"]}`)
 		rap.AddTool(s, &rap.Tool{Name: "checked", Description: "d", InputSchema: schema},
-			func(context.Context, *rap.Call, checkedIn) (*rap.Reply, error) { ran <- struct{}{}; return rap.Text("ran"), nil })
+			func(context.Context, *rap.Call, checkedIn) (*rap.Reply, error) {
+				ran <- struct{}{}
+				return rap.Text("ran"), nil
+			})
 		rap.AddTool(s, &rap.Tool{Name: "typed", Description: "d", InputSchema: schema},
 			func(context.Context, *rap.Call, struct {
 				N int `json:"n"`
