@@ -289,6 +289,7 @@ type CallbackError struct {
 	Problem string
 }
 
+// Error says which call's callback was refused, with what status and why.
 func (e *CallbackError) Error() string {
 	if e.CallID == "" {
 		return fmt.Sprintf("raptest: callback answered %d: %s", e.Status, e.Problem)
@@ -377,6 +378,7 @@ type StatusError struct {
 	Body string
 }
 
+// Error names the URL, the status and the start of the answer's body.
 func (e *StatusError) Error() string {
 	msg := fmt.Sprintf("raptest: %s answered %d %s", e.URL, e.Status, http.StatusText(e.Status))
 	if b := strings.TrimSpace(e.Body); b != "" {
