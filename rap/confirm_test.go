@@ -179,3 +179,41 @@ func TestConfirmInHandlerShutdownDuringSetup(t *testing.T) {
 		t.Errorf("%d subscriptions stored; one that never confirmed must not resume", n)
 	}
 }
+
+// ServerOptions.MaxSubscriptions bounds the running subscriptions: a call
+// over the limit ends in an "Error: " result that says what to do (RAP
+// RE-4, IN-4), and a slot is free again once a subscription ends.
+func TestMaxSubscriptions(t *testing.T) {
+	sink := newSDKSink(t)
+	_, hs := newSDKServer(t, &rap.ServerOptions{MaxSubscriptions: 2}, func(s *rap.Server) { addSetupSub(s, nil) })
+	for _, id := range []string{"s1", "s2", "s3"} {
+		if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("setup", id, "thread_m", sink.URL(), map[string]any{"mode": "ok"})); status != 200 {
+			t.Fatalf("%s: refused", id)
+		}
+		res := sink.result(id)
+		if over := id == "s3"; over != strings.HasPrefix(res.Text, "Error: ") || over == res.Subscription {
+			t.Fatalf("%s: result %+v; want the first two confirmed and the third an Error result", id, res)
+		}
+		if id == "s3" && (!strings.Contains(res.Text, "limit of 2 subscriptions") || !strings.Contains(res.Text, "Cancel a subscription")) {
+			t.Errorf("over-limit result %q does not name the limit and what to do", res.Text)
+		}
+	}
+	if status, _, _ := sdkPost(t, hs.URL+"/cancel_tool_call", []byte(`{"thread_id":"thread_m","tool_call_id":"s1"}`)); status != 200 {
+		t.Fatal("cancel refused")
+	}
+	// The slot frees once s1's handler has returned: retry until then.
+	deadline := time.Now().Add(sdkWait)
+	for i := 0; ; i++ {
+		id := "s4_" + string(rune('a'+i%26)) + time.Now().Format("150405.000000")
+		if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("setup", id, "thread_m", sink.URL(), map[string]any{"mode": "ok"})); status != 200 {
+			t.Fatal("refused")
+		}
+		if res := sink.result(id); res.Subscription {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no subscription slot came free after a cancellation")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -28,6 +28,9 @@ const (
 	DefaultQueue = 1024
 	// DefaultMaxBodyBytes is ServerOptions.MaxBodyBytes when it is zero.
 	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxSubscriptions is ServerOptions.MaxSubscriptions when it is
+	// zero.
+	DefaultMaxSubscriptions = 10000
 	// MaxIDBytes is the longest thread or tool call id that /close_thread
 	// and /cancel_tool_call act on (RAP TC-2).
 	MaxIDBytes = 256
@@ -73,6 +76,12 @@ type ServerOptions struct {
 	// means DefaultQueue. When workers and queue are full, invocations get
 	// 503 with Retry-After and the runtime retries them (RAP TR-3).
 	Queue int
+	// MaxSubscriptions bounds the subscriptions that run at once, each a
+	// goroutine with what its handler holds; zero means
+	// DefaultMaxSubscriptions. A subscribing call over the limit gets an
+	// "Error: " result that says so. Subscriptions resumed by Start count
+	// but are never refused.
+	MaxSubscriptions int
 	// MaxBodyBytes bounds every request body; zero means
 	// DefaultMaxBodyBytes. Larger bodies get 413.
 	MaxBodyBytes int64
@@ -138,6 +147,7 @@ type Server struct {
 	active   map[string]map[string]*activeCall // group_id → id → call
 	choices  map[string]*pendingChoice         // invocation id → pending AskUser
 	subsWG   sync.WaitGroup                    // running subscription handlers; Add only under mu while !closing
+	nsubs    int                               // subscriptions holding a slot (MaxSubscriptions)
 }
 
 // activeCall is an invocation or subscription whose context is live.
@@ -157,6 +167,9 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	}
 	if o.Queue <= 0 {
 		o.Queue = DefaultQueue
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = DefaultMaxSubscriptions
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes

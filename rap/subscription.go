@@ -257,15 +257,25 @@ func (s *Server) startSubscription(ctx context.Context, cancel context.CancelCau
 		c.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, err, nil)})
 		return false
 	}
+	if !s.takeSubscriptionSlot(false) {
+		s.log.Warn("rap: subscription refused: the server is at its limit", "toolset", s.name, "operation", inv.Operation,
+			"group_id", inv.GroupID, "id", inv.ID, "max_subscriptions", s.opts.MaxSubscriptions)
+		c.finish(s.deliverCtx, errorResult(fmt.Sprintf(
+			"%q cannot start: the tool server already runs its limit of %d subscriptions. Cancel a subscription that is no longer needed, or try again later.",
+			inv.Operation, s.opts.MaxSubscriptions)))
+		return false
+	}
 	rec := SubscriptionRecord{Invocation: *inv, Created: time.Now().UTC()}
 	sub := &Subscription{srv: s, inv: *inv, ctx: ctx, call: c, rec: rec}
 	if !e.confirmInHandler {
 		if err := sub.Confirm(ctx); err != nil {
+			s.releaseSubscriptionSlot()
 			c.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, err, nil)})
 			return false
 		}
 	}
 	if !s.goSubscription(sub, run, cancel) {
+		s.releaseSubscriptionSlot()
 		sub.mu.Lock()
 		defer sub.mu.Unlock()
 		if !sub.confirmed {
@@ -278,6 +288,25 @@ func (s *Server) startSubscription(ctx context.Context, cancel context.CancelCau
 		return false
 	}
 	return true
+}
+
+// takeSubscriptionSlot counts one more running subscription. Unless
+// always is set it refuses (false) when MaxSubscriptions are running.
+func (s *Server) takeSubscriptionSlot(always bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !always && s.nsubs >= s.opts.MaxSubscriptions {
+		return false
+	}
+	s.nsubs++
+	return true
+}
+
+// releaseSubscriptionSlot gives back a slot taken by takeSubscriptionSlot.
+func (s *Server) releaseSubscriptionSlot() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nsubs--
 }
 
 // goSubscription runs a subscription handler in the background unless the
@@ -296,6 +325,7 @@ func (s *Server) goSubscription(sub *Subscription, run func(context.Context, *Su
 
 func (s *Server) runSubscription(sub *Subscription, run func(context.Context, *Subscription) error, cancel context.CancelCauseFunc) {
 	defer s.subsWG.Done()
+	defer s.releaseSubscriptionSlot()
 	inv := &sub.inv
 	defer func() {
 		s.unregister(inv.GroupID, inv.ID)
@@ -399,7 +429,9 @@ func (s *Server) resumeSubscriptions(ctx context.Context, recs []SubscriptionRec
 			cancel(nil)
 			continue
 		}
+		s.takeSubscriptionSlot(true)
 		if !s.goSubscription(sub, run, cancel) {
+			s.releaseSubscriptionSlot()
 			s.unregister(inv.GroupID, inv.ID)
 			cancel(nil)
 		}
