@@ -361,26 +361,17 @@ func jsonString(v any) string {
 	return string(b)
 }
 
-// createChild creates child and copies the parent's history into it: a
-// child inherits the conversation up to its spawn point and never sees the
-// parent's later messages.
+// createChild creates child so that it inherits the parent's history up to
+// now: it sees the conversation up to its spawn point and never the
+// parent's later messages. The inherited part is shared in the store, not
+// copied (store.Thread.InheritSeq).
 func (r *Runtime) createChild(tx store.Tx, child store.Thread, parentID string) error {
-	if err := tx.CreateThread(child); err != nil {
-		return err
-	}
-	hist, err := tx.History(parentID)
+	last, err := tx.LastSeq(parentID)
 	if err != nil {
 		return err
 	}
-	for i := range hist {
-		hist[i].ThreadID, hist[i].Seq = child.ID, 0
-	}
-	if len(hist) > 0 {
-		if _, err := tx.AppendMessages(child.ID, hist); err != nil {
-			return err
-		}
-	}
-	return nil
+	child.InheritSeq = last
+	return tx.CreateThread(child)
 }
 
 // report enqueues a child's report in its parent's inbox (RAP BT-3). It

@@ -80,6 +80,11 @@ type Thread struct {
 	OriginTool string `json:"origin_tool,omitempty"`
 	// OriginArgs are the arguments of OriginCallID.
 	OriginArgs json.RawMessage `json:"origin_args,omitempty"`
+	// InheritSeq, for a child thread, is how much of its parent's history
+	// it inherits: History returns the parent's messages up to this Seq
+	// (with the parent's ThreadID), then the child's own, whose Seqs
+	// continue from it. The inherited part is shared, not copied.
+	InheritSeq int64 `json:"inherit_seq,omitempty"`
 }
 
 // Threads stores the thread tree.
@@ -148,8 +153,12 @@ type Messages interface {
 	// AppendMessages appends msgs to the thread's history, assigning Seq
 	// (and Created when zero), and returns them as stored.
 	AppendMessages(threadID string, msgs []Message) ([]Message, error)
-	// History returns the thread's messages in order.
+	// History returns the thread's messages in order, the part inherited
+	// from its ancestors (see Thread.InheritSeq) first.
 	History(threadID string) ([]Message, error)
+	// LastSeq returns the Seq of the thread's last message, inherited ones
+	// included; 0 for an empty history.
+	LastSeq(threadID string) (int64, error)
 }
 
 // InboxKind says what an inbox item carries. Kinds are extensible: a later

@@ -8,7 +8,9 @@
 //
 // Writes go through a single connection (SQLite allows one writer at a time
 // anyway) and take the write lock when they begin, so concurrent writers
-// queue instead of failing with SQLITE_BUSY; reads use a small pool of
+// queue instead of failing with SQLITE_BUSY. Concurrent Update calls are
+// grouped into one transaction, each in its own savepoint, so that one
+// fsync makes many threads' writes durable. Reads use a small pool of
 // read-only connections and see the last committed state.
 package sqlite
 
@@ -31,6 +33,7 @@ type Store struct {
 	path   string
 	writer *sql.DB
 	reader *sql.DB
+	group  *committer // runs Update calls in shared transactions
 }
 
 var _ store.Store = (*Store)(nil)
@@ -56,7 +59,7 @@ func Open(path string) (*Store, error) {
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetConnMaxIdleTime(0)
-	s := &Store{path: abs, writer: writer}
+	s := &Store{path: abs, writer: writer, group: &committer{db: writer, path: abs}}
 	if err := s.migrate(context.Background()); err != nil {
 		writer.Close()
 		return nil, err
@@ -79,9 +82,12 @@ func (s *Store) Close() error {
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }
 
-// Update implements store.Store.
+// Update implements store.Store. Concurrent calls share transactions
+// (group commit, see committer): fn runs in a savepoint of its own, so its
+// failure rolls back only its own writes, and Update returns once the
+// transaction holding fn's writes has committed.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.run(ctx, s.writer, false, fn)
+	return s.group.update(ctx, fn)
 }
 
 // View implements store.Store.
@@ -205,6 +211,8 @@ var migrations = []string{
 		created INTEGER NOT NULL,
 		PRIMARY KEY (thread_id, call_id)
 	);`,
+	// 3: child threads share their inherited history instead of copying it.
+	`ALTER TABLE threads ADD COLUMN inherit_seq INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this package writes.

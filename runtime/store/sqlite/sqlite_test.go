@@ -487,3 +487,64 @@ func BenchmarkSliceCommit(b *testing.B) {
 		}
 	}
 }
+
+// A child thread shares its parent's history up to InheritSeq: it sees
+// that prefix, then its own messages numbered after it, and never the
+// parent's later messages; grandchildren inherit through their parent.
+func TestInheritedHistory(t *testing.T) {
+	s, _ := open(t)
+	mkThread(t, s, "p", "")
+	msg := func(text string) store.Message { return store.Message{Role: store.RoleUser, Text: text} }
+	update(t, s, func(tx store.Tx) error {
+		if _, err := tx.AppendMessages("p", []store.Message{msg("p1"), msg("p2")}); err != nil {
+			return err
+		}
+		if err := tx.CreateThread(store.Thread{ID: "c", ParentID: "p", InheritSeq: 2}); err != nil {
+			return err
+		}
+		if _, err := tx.AppendMessages("p", []store.Message{msg("p3 later")}); err != nil {
+			return err
+		}
+		if _, err := tx.AppendMessages("c", []store.Message{msg("c3")}); err != nil {
+			return err
+		}
+		if err := tx.CreateThread(store.Thread{ID: "g", ParentID: "c", InheritSeq: 3}); err != nil {
+			return err
+		}
+		_, err := tx.AppendMessages("g", []store.Message{msg("g4")})
+		return err
+	})
+	texts := func(h []store.Message) string {
+		var out []string
+		for _, m := range h {
+			out = append(out, fmt.Sprintf("%s:%d:%s", m.ThreadID, m.Seq, m.Text))
+		}
+		return strings.Join(out, " ")
+	}
+	view(t, s, func(tx store.Tx) error {
+		for id, want := range map[string]string{
+			"p": "p:1:p1 p:2:p2 p:3:p3 later",
+			"c": "p:1:p1 p:2:p2 c:3:c3",
+			"g": "p:1:p1 p:2:p2 c:3:c3 g:4:g4",
+		} {
+			h, err := tx.History(id)
+			if err != nil {
+				return err
+			}
+			if got := texts(h); got != want {
+				t.Errorf("History(%s) = %q, want %q", id, got, want)
+			}
+			last, err := tx.LastSeq(id)
+			if err != nil || last != h[len(h)-1].Seq {
+				t.Errorf("LastSeq(%s) = %d, %v", id, last, err)
+			}
+		}
+		return nil
+	})
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		return tx.CreateThread(store.Thread{ID: "orphan", InheritSeq: 1})
+	})
+	if err == nil || !strings.Contains(err.Error(), "needs a parent") {
+		t.Fatalf("inherit_seq without a parent: %v", err)
+	}
+}

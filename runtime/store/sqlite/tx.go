@@ -83,21 +83,24 @@ func (t *tx) CreateThread(th store.Thread) error {
 	if len(th.OriginArgs) > 0 {
 		originArgs = string(th.OriginArgs)
 	}
-	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)), th.OriginCallID, th.OriginTool, originArgs)
+	if th.InheritSeq < 0 || (th.InheritSeq > 0 && th.ParentID == "") {
+		return fmt.Errorf("create thread %s: inherit_seq %d needs a parent and must not be negative", th.ID, th.InheritSeq)
+	}
+	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)), th.OriginCallID, th.OriginTool, originArgs, th.InheritSeq)
 	if err != nil {
 		return fmt.Errorf("create thread %s: %w", th.ID, err)
 	}
 	return nil
 }
 
-const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, COALESCE(origin_args, '')`
+const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, COALESCE(origin_args, ''), inherit_seq`
 
 func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
 	var th store.Thread
 	var created int64
 	var args string
-	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created, &th.OriginCallID, &th.OriginTool, &args)
+	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created, &th.OriginCallID, &th.OriginTool, &args, &th.InheritSeq)
 	th.Created = fromNanos(created)
 	if args != "" {
 		th.OriginArgs = json.RawMessage(args)
@@ -160,11 +163,22 @@ func marshalOrNull(v any, empty bool) (any, error) {
 	return string(b), nil
 }
 
+// LastSeq implements store.Messages.
+func (t *tx) LastSeq(threadID string) (int64, error) {
+	var last, inherit int64
+	err := t.tx.QueryRow(`SELECT COALESCE((SELECT MAX(seq) FROM messages WHERE thread_id = ?), 0), COALESCE((SELECT inherit_seq FROM threads WHERE id = ?), 0)`,
+		threadID, threadID).Scan(&last, &inherit)
+	if err != nil {
+		return 0, fmt.Errorf("read the last seq of thread %s: %w", threadID, err)
+	}
+	return max(last, inherit), nil
+}
+
 // AppendMessages implements store.Messages.
 func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Message, error) {
-	var last int64
-	if err := t.tx.QueryRow(`SELECT COALESCE(MAX(seq), 0) FROM messages WHERE thread_id = ?`, threadID).Scan(&last); err != nil {
-		return nil, fmt.Errorf("append to thread %s: read last seq: %w", threadID, err)
+	last, err := t.LastSeq(threadID)
+	if err != nil {
+		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
 	}
 	out := make([]store.Message, len(msgs))
 	for i, m := range msgs {
@@ -189,9 +203,49 @@ func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Mess
 	return out, nil
 }
 
-// History implements store.Messages.
+// maxInheritDepth bounds the ancestor chain History follows.
+const maxInheritDepth = 1000
+
+// History implements store.Messages: the inherited prefix (the parent's
+// history up to inherit_seq, recursively), then the thread's own messages.
 func (t *tx) History(threadID string) ([]store.Message, error) {
-	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = ? ORDER BY seq`, threadID)
+	return t.history(threadID, -1, 0)
+}
+
+// history returns the thread's messages with seq <= upTo (all when upTo
+// is negative).
+func (t *tx) history(threadID string, upTo int64, depth int) ([]store.Message, error) {
+	if depth > maxInheritDepth {
+		return nil, fmt.Errorf("read history of thread %s: more than %d inherited levels (a cycle in the store?)", threadID, maxInheritDepth)
+	}
+	var parent string
+	var inherit int64
+	err := t.tx.QueryRow(`SELECT COALESCE(parent_id, ''), inherit_seq FROM threads WHERE id = ?`, threadID).Scan(&parent, &inherit)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
+	}
+	var out []store.Message
+	if parent != "" && inherit > 0 {
+		limit := inherit
+		if upTo >= 0 {
+			limit = min(limit, upTo)
+		}
+		if out, err = t.history(parent, limit, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	own, err := t.ownHistory(threadID, upTo)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, own...), nil
+}
+
+func (t *tx) ownHistory(threadID string, upTo int64) ([]store.Message, error) {
+	if upTo < 0 {
+		upTo = 1<<63 - 1
+	}
+	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = ? AND seq <= ? ORDER BY seq`, threadID, upTo)
 	if err != nil {
 		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
 	}
