@@ -55,6 +55,12 @@ func (r *Runtime) notifyServers(path string, body any) {
 // before a new user input is added (so the history stays valid for every
 // model API), and sends /cancel_tool_call for each (RAP CA-1). Late
 // results of these calls are ignored (RAP CA-2).
+//
+// A call whose invocation the tool has not accepted yet (state new: its
+// dispatch is on its way, or is redone after a restart) is left to finish:
+// cancelling it would race its own invocation, which could reach the tool
+// after the cancellation. The model sees a placeholder for it, and its
+// result where it arrives.
 func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.Call, b *batch) error {
 	answered := map[string]bool{}
 	for _, res := range b.results {
@@ -62,7 +68,7 @@ func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.
 	}
 	var pending []store.Call
 	for _, c := range calls {
-		if c.State.Pending() && !answered[c.CallID] {
+		if c.State == store.CallDispatched && !answered[c.CallID] {
 			pending = append(pending, c)
 		}
 	}
@@ -75,7 +81,7 @@ func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.
 		cancelled, appended = nil, nil
 		var results []store.ToolResult
 		for _, c := range pending {
-			changed, err := tx.SetCallState(threadID, c.CallID, store.CallCancelled, store.CallNew, store.CallDispatched)
+			changed, err := tx.SetCallState(threadID, c.CallID, store.CallCancelled, store.CallDispatched)
 			if err != nil {
 				return err
 			}
