@@ -43,6 +43,21 @@
 // ("Result of the earlier call …"). The history sent to a model therefore
 // always has a result for every tool call, as Anthropic and OpenAI require.
 //
+// # Threads, subscriptions and built-in tools
+//
+// A thread may have child threads (see docs/threads.md). A child inherits
+// its parent's history up to its creation (shared in the store, not
+// copied), runs concurrently with it, and reports back through the
+// parent's inbox as a synthetic call of InjectedToolName. Children are made
+// by the built-in spawn_thread and, one per event, for every subscription
+// event not marked associative (RAP SU-6); associative events are injected
+// inline. The built-in tools (BuiltinTools, RAP BT-1 to BT-7) run inside the
+// slice's commit transaction: the synchronous ones answer at once and the
+// model runs again in the same slice; sleep and sleep_until leave a pending
+// call and a durable timer row whose firing delivers the result exactly
+// once. A user message first interrupts the thread's pending calls (RAP
+// CA-1); closing a thread tells every tool server (RAP TC-1).
+//
 // # Durability and scale-out
 //
 // Every write that matters is one store transaction: accepting a message
@@ -56,7 +71,8 @@
 // invocation twice and answer it once.
 //
 // Inside one process a thread has at most one worker. Nothing about a
-// thread lives only in memory except that claim and the cached catalogs,
+// thread lives only in memory except that claim, the cached catalogs and
+// the OAuth links shown to clients (never stored, RAP OA-1),
 // so several processes sharing a PostgreSQL store need only turn the claim
 // into a lease row (a later issue); deadlines are rows too.
 package runtime
