@@ -22,8 +22,9 @@ const maxGroup = 256
 // idle becomes the leader and runs groups until the queue is empty, while
 // the callers that arrive meanwhile wait for their group.
 type committer struct {
-	db   *sql.DB
-	path string
+	db    *sql.DB
+	path  string
+	cache *stmtCache
 
 	mu      sync.Mutex
 	queue   []*groupCall
@@ -69,6 +70,7 @@ func (c *committer) lead() {
 		c.queue = c.queue[n:]
 		c.mu.Unlock()
 		c.run(group)
+		c.cache.prepareWanted() // between transactions, the connection is free
 	}
 }
 
@@ -96,7 +98,7 @@ func (c *committer) run(group []*groupCall) {
 			fail(fmt.Errorf("sqlite store %s: savepoint: %w", c.path, err))
 			return
 		}
-		if results[i] = call.fn(&tx{tx: sqlTx, now: time.Now().UTC()}); results[i] != nil {
+		if results[i] = call.fn(&tx{tx: stmtTx{sqlTx, c.cache}, now: time.Now().UTC()}); results[i] != nil {
 			_, err = sqlTx.Exec("ROLLBACK TO call")
 			if err == nil {
 				_, err = sqlTx.Exec("RELEASE call")

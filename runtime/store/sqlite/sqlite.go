@@ -34,6 +34,7 @@ type Store struct {
 	writer *sql.DB
 	reader *sql.DB
 	group  *committer // runs Update calls in shared transactions
+	rcache *stmtCache // prepared statements of the readers
 }
 
 var _ store.Store = (*Store)(nil)
@@ -59,7 +60,7 @@ func Open(path string) (*Store, error) {
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetConnMaxIdleTime(0)
-	s := &Store{path: abs, writer: writer, group: &committer{db: writer, path: abs}}
+	s := &Store{path: abs, writer: writer, group: &committer{db: writer, path: abs, cache: newStmtCache(writer)}}
 	if err := s.migrate(context.Background()); err != nil {
 		writer.Close()
 		return nil, err
@@ -71,6 +72,7 @@ func Open(path string) (*Store, error) {
 	}
 	reader.SetMaxOpenConns(4)
 	s.reader = reader
+	s.rcache = newStmtCache(reader)
 	return s, nil
 }
 
@@ -79,6 +81,8 @@ func (s *Store) Path() string { return s.path }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.rcache.close()
+	s.group.cache.close()
 	return errors.Join(s.reader.Close(), s.writer.Close())
 }
 
@@ -92,26 +96,14 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 
 // View implements store.Store.
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
-	return s.run(ctx, s.reader, true, fn)
-}
-
-func (s *Store) run(ctx context.Context, db *sql.DB, readOnly bool, fn func(store.Tx) error) error {
-	sqlTx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: readOnly})
+	sqlTx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("sqlite store %s: begin transaction: %w", s.path, err)
 	}
-	t := &tx{tx: sqlTx, now: time.Now().UTC()}
-	if err := fn(t); err != nil {
-		sqlTx.Rollback()
-		return err
-	}
-	if readOnly {
-		return sqlTx.Rollback()
-	}
-	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("sqlite store %s: commit: %w", s.path, err)
-	}
-	return nil
+	err = fn(&tx{tx: stmtTx{sqlTx, s.rcache}, now: time.Now().UTC()})
+	sqlTx.Rollback()
+	s.rcache.prepareWanted()
+	return err
 }
 
 // migrations are applied in order; migration i brings the schema to version

@@ -13,7 +13,7 @@ import (
 
 // tx implements store.Tx on one database/sql transaction.
 type tx struct {
-	tx  *sql.Tx
+	tx  stmtTx
 	now time.Time
 }
 
