@@ -77,11 +77,11 @@ func (c *Call) AskUser(ctx context.Context, prompt string, choices []string, def
 	case len(choices) == 0:
 		return def, errors.New("rap: AskUser: choices is empty; offer at least one choice (RAP UC-1)")
 	case len(choices) > MaxChoices:
-		return def, fmt.Errorf("rap: AskUser: %d choices is over the limit of %d", len(choices), MaxChoices)
+		return def, fmt.Errorf("rap: AskUser: %d choices is over the limit of %d; offer fewer choices", len(choices), MaxChoices)
 	case def < 0 || def >= len(choices):
-		return def, fmt.Errorf("rap: AskUser: default index %d is out of range for %d choices (RAP UC-1)", def, len(choices))
+		return def, fmt.Errorf("rap: AskUser: default index %d is out of range for %d choices; pass an index from 0 to %d (RAP UC-1)", def, len(choices), len(choices)-1)
 	case len(prompt) > MaxPromptBytes:
-		return def, fmt.Errorf("rap: AskUser: prompt is %d bytes, over the limit of %d", len(prompt), MaxPromptBytes)
+		return def, fmt.Errorf("rap: AskUser: prompt is %d bytes, over the limit of %d; shorten it", len(prompt), MaxPromptBytes)
 	}
 	if c.sent.Load() {
 		return def, c.afterResult("AskUser")

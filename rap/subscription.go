@@ -218,7 +218,7 @@ func (s *Subscription) send(ctx context.Context, text string, associative, final
 		return fmt.Errorf("rap: subscription %s already sent its final event; nothing can be emitted after it (RAP SU-4)", s.inv.ID)
 	}
 	if s.ctx.Err() != nil {
-		return fmt.Errorf("rap: subscription %s cannot emit: %w", s.inv.ID, context.Cause(s.ctx))
+		return fmt.Errorf("rap: subscription %s cannot emit, it has been stopped (return from the handler): %w", s.inv.ID, context.Cause(s.ctx))
 	}
 	if err := s.confirmLocked(ctx); err != nil {
 		return err
