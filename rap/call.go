@@ -58,6 +58,12 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 	}
 	inv := c.Invocation
 	r.GroupID, r.ID, r.CallID = inv.GroupID, inv.ID, inv.CallID
+	if c.srv.opts.Store != nil {
+		// Storing the result is a quick local write: do it even when a
+		// handler outlived Shutdown's deadline, so that the next Start
+		// delivers it (RAP IN-4).
+		ctx = context.WithoutCancel(ctx)
+	}
 	if err := c.srv.sender.Send(ctx, inv.CallbackURL, r); err != nil {
 		c.srv.log.ErrorContext(ctx, "rap: could not deliver tool result",
 			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)

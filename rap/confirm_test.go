@@ -217,3 +217,51 @@ func TestMaxSubscriptions(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// RAP IN-4: with a Store, the result of a handler that outlives
+// Shutdown's deadline still goes into the outbox, and the next Start on
+// the same store delivers it.
+func TestResultAfterShutdownDeadlineIsKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tool.db")
+	st := sdkStore(t, path)
+	sink := newSDKSink(t)
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	s1 := rap.NewServer("sdk_test", &rap.ServerOptions{Store: st, Logger: sdkQuiet(), Retry: sdkFastRetry})
+	rap.AddTool(s1, &rap.Tool{Name: "stubborn", Description: "Ignores cancellation."},
+		func(ctx context.Context, c *rap.Call, _ struct{}) (*rap.Reply, error) {
+			started <- struct{}{}
+			<-release
+			return rap.Text("late but kept"), nil
+		})
+	ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
+	defer cancel()
+	if err := s1.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs := newSDKHTTP(t, s1)
+	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("stubborn", "late_1", "thread_l", sink.URL(), map[string]any{})); status != 200 {
+		t.Fatal("refused")
+	}
+	<-started
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	err := s1.Shutdown(short)
+	cancelShort()
+	if err == nil || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("Shutdown returned %v, want an error saying an invocation was still running", err)
+	}
+	close(release)
+	sdkPoll(t, "the late result in the outbox", func() bool {
+		msgs, err := st.Pending(ctx, 10)
+		return err == nil && len(msgs) == 1
+	})
+
+	s2 := rap.NewServer("sdk_test", &rap.ServerOptions{Store: st, Logger: sdkQuiet(), Retry: sdkFastRetry})
+	if err := s2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s2.Shutdown(ctx) }()
+	if res := sink.result("late_1"); res.Text != "late but kept" {
+		t.Errorf("result %+v, want the late handler's result", res)
+	}
+}
