@@ -16,6 +16,10 @@
 // HTTP 400: a tool call left without its result, a result that answers no
 // call, an empty text block, and so on. A provider that passes these checks
 // sends conversations the real APIs accept.
+//
+// The tests every provider must pass are written here once: a provider
+// describes itself in a Harness and calls TestProvider, FuzzConversation
+// and BenchmarkComplete from its own tests.
 package wiretest
 
 import (
