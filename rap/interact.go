@@ -169,6 +169,13 @@ func (s *Server) serveUserChoiceResponse(w http.ResponseWriter, r *http.Request)
 	s.mu.Lock()
 	p := s.choices[resp.ID]
 	s.mu.Unlock()
+	if p == nil && s.opts.BearerToken != "" && !s.bearerOK(r) {
+		// Whether a choice is pending is the server's state: with a token
+		// configured, only an authenticated caller learns it.
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+		http.Error(w, "user choice response not authenticated: POST to the response_url exactly as sent (it carries the key), or send the tool server's bearer token", http.StatusUnauthorized)
+		return
+	}
 	if p == nil {
 		http.Error(w, fmt.Sprintf("no user choice is pending for id %q: it was already answered, timed out, or never asked", resp.ID), http.StatusBadRequest)
 		return

@@ -121,6 +121,15 @@ func TestAskUserWithBearerToken(t *testing.T) {
 			t.Errorf("result %q", res.Text)
 		}
 	}
+	// Whether a choice is pending is not told to a caller without the
+	// token or a valid key; an authenticated one learns it.
+	bare := hs.URL + "/user_choice_response"
+	if status, body, _ := sdkPost(t, bare, []byte(`{"id":"ask_b0","selected":0}`)); status != 401 || strings.Contains(body, "pending") {
+		t.Errorf("unauthenticated response for an answered choice: %d %q, want 401 that tells nothing about it", status, body)
+	}
+	if status, body, _ := sdkPost(t, bare, []byte(`{"id":"ask_b0","selected":0}`), auth...); status != 400 || !strings.Contains(body, "no user choice is pending") {
+		t.Errorf("authenticated response for an answered choice: %d %q, want 400 saying none is pending", status, body)
+	}
 }
 
 // A dismissed or unanswered prompt yields the default (RAP UC-2): AskUser
