@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -172,4 +173,55 @@ func BenchmarkThreadedEvent(b *testing.B) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}
+
+// The flow of `rap demo`, played by the scripted model against an SDK
+// subscription server: each event wakes the agent in a child thread that
+// reports back and closes, a sleep wakes the thread, and a
+// cancel_subscription stops the events (RAP SU-6, BT-1, BT-4, SU-7).
+func TestScriptedDemoFlow(t *testing.T) {
+	src := newEventSource(t, "feed")
+	e := newEnv(t, envOptions{servers: []string{src.url}, turns: []scripted.Turn{
+		{AfterUser: "watch", ToolCalls: []scripted.Call{call("watch_feed", `{"topic": "news"}`)}},
+		{When: &scripted.When{LastResultContains: "Subscribed", LastInput: "tool_result"}, Text: "Watching.",
+			ToolCalls: []scripted.Call{call(BuiltinSleepUntilEventOrUser, `{}`)}},
+		{When: &scripted.When{UserContains: "was started to handle", LastInput: "user"}, Repeat: true,
+			ToolCalls: []scripted.Call{call(BuiltinCloseThread, `{"thread_id": "{{thread_id}}", "report_to_parent": "an event was handled"}`)}},
+		{When: &scripted.When{LastResultContains: "an event was handled", LastInput: "tool_result"}, Text: "A child handled an event.", Repeat: true},
+		{AfterUser: "nap", ToolCalls: []scripted.Call{call(BuiltinSleep, `{"seconds": 1}`)}},
+		{When: &scripted.When{LastResultContains: "Woke up", LastInput: "tool_result"}, Text: "Rested."},
+		{AfterUser: "stop", ToolCalls: []scripted.Call{call(BuiltinCancelSubscription, `{"tool_call_id": "{{call_id:watch_feed}}"}`)}},
+		{When: &scripted.When{LastResultContains: "is cancelled", LastInput: "tool_result"}, Text: "Stopped watching."},
+		{Text: "ok", Repeat: true},
+	}})
+	th := e.newThread()
+	e.post(th, "watch the news")
+	e.waitHistory(th, "watching", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "Watching.") })
+	src.push("news", sourceEvent{text: "RAW-A"}, sourceEvent{text: "RAW-B"})
+	e.waitHistory(th, "two reports", func(h []store.Message) bool { return countAssistant(h, "A child handled an event.") == 2 })
+	e.idle(th)
+	e.post(th, "nap a second")
+	e.waitHistory(th, "the wake-up", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "Rested.") })
+	e.idle(th)
+	e.post(th, "stop watching")
+	h := e.waitHistory(th, "the cancellation", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "Stopped watching.") })
+	select {
+	case req := <-src.cancel:
+		if req.ThreadID != th {
+			t.Fatalf("cancel_tool_call for thread %s", req.ThreadID)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the tool server got no /cancel_tool_call")
+	}
+	if strings.Contains(dump(h), "RAW-") {
+		t.Fatalf("raw event text in the parent:\n%s", dump(h))
+	}
+	for _, k := range e.children(th) {
+		if k.Status != store.ThreadClosed {
+			t.Fatalf("child %s is still open", k.ID)
+		}
+	}
+	if n := len(e.children(th)); n != 2 {
+		t.Fatalf("%d children, want 2", n)
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 
@@ -285,6 +286,9 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 			args = json.RawMessage("{}")
 		}
 		args = json.RawMessage(strings.NewReplacer(`"{{thread_id}}"`, jsonString(id), `"{{thread_stack}}"`, stack).Replace(string(args)))
+		args = json.RawMessage(callIDRe.ReplaceAllStringFunc(string(args), func(m string) string {
+			return jsonString(lastCallID(req.Messages, callIDRe.FindStringSubmatch(m)[1]))
+		}))
 		// Ids are unique within a conversation: the history length makes
 		// them differ from turn to turn.
 		resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: fmt.Sprintf("call_%d_%d_%d", n, i, j), Name: c.Name, Arguments: args})
@@ -317,6 +321,22 @@ func threadOf(system string) (id, stack string) {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// callIDRe matches the "{{call_id:TOOL}}" placeholder of arguments.
+var callIDRe = regexp.MustCompile(`"\{\{call_id:([^"{}]+)\}\}"`)
+
+// lastCallID returns the id of the latest call to tool in msgs, or "".
+func lastCallID(msgs []model.Message, tool string) string {
+	id := ""
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			if c.Name == tool {
+				id = c.ID
+			}
+		}
+	}
+	return id
 }
 
 // InjectedToolName is the runtime's reserved name of the synthetic calls

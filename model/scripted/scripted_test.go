@@ -193,6 +193,18 @@ func TestThreadPlaceholdersAndInjectedCalls(t *testing.T) {
 	if got := string(resp.ToolCalls[0].Arguments); got != `{"thread_id": "c1", "stack": ["r","c1"]}` {
 		t.Fatalf("arguments = %s", got)
 	}
+	// "{{call_id:TOOL}}" is the id of the latest call to TOOL.
+	m = New([]Turn{{ToolCalls: []Call{{Name: "cancel_subscription", Arguments: []byte(`{"tool_call_id": "{{call_id:watch}}", "none": "{{call_id:nope}}"}`)}}, Repeat: true}})
+	req.Messages = []model.Message{
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "w1", Name: "watch"}}},
+		{Role: model.RoleUser, ToolResults: []model.ToolResult{{CallID: "w1", Text: "subscribed"}}},
+		{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{ID: "w2", Name: "watch"}}},
+		{Role: model.RoleUser, ToolResults: []model.ToolResult{{CallID: "w2", Text: "subscribed"}}, Text: "stop"},
+	}
+	resp, err = m.Complete(context.Background(), req, nil)
+	if err != nil || len(resp.ToolCalls) != 1 || string(resp.ToolCalls[0].Arguments) != `{"tool_call_id": "w2", "none": ""}` {
+		t.Fatalf("call_id placeholder: %+v %v", resp, err)
+	}
 	// An injected call in the history does not use up a turn.
 	m = New([]Turn{{Text: "first"}, {Text: "second"}})
 	req.Messages = []model.Message{
