@@ -265,3 +265,36 @@ func TestResultAfterShutdownDeadlineIsKept(t *testing.T) {
 		t.Errorf("result %+v, want the late handler's result", res)
 	}
 }
+
+// panicky is an argument type whose decoding panics.
+type panicky struct{}
+
+func (*panicky) UnmarshalJSON([]byte) error { panic("decoder bug") }
+
+// A stored subscription whose arguments make the decoder panic does not
+// crash Start (which would crash every restart): it is ended with a
+// final "Error: " event and forgotten (RAP IN-4, SU-4).
+func TestResumeSurvivesPanickingDecoder(t *testing.T) {
+	st := sdkStore(t, filepath.Join(t.TempDir(), "tool.db"))
+	sink := newSDKSink(t)
+	ctx, cancel := context.WithTimeout(context.Background(), sdkWait)
+	defer cancel()
+	rec := rap.SubscriptionRecord{Created: time.Now().UTC(), Invocation: rap.Invocation{
+		Operation: "boom", Arguments: []byte(`{}`), ID: "sub_p", GroupID: "thread_p", CallbackURL: sink.URL(),
+	}}
+	if err := st.SaveSubscription(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	s := rap.NewServer("sdk_test", &rap.ServerOptions{Store: st, Logger: sdkQuiet(), Retry: sdkFastRetry})
+	rap.AddSubscription(s, &rap.Tool{Name: "boom", Description: "d", InputSchema: rap.EmptyObjectSchema},
+		func(context.Context, *rap.Subscription, panicky) error { return nil })
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Shutdown(ctx) }()
+	msgs := sink.waitFor("sub_p", "a final event", func(m []rap.Callback) bool { return len(sdkEvents(m)) == 1 })
+	if ev := sdkEvents(msgs)[0]; !ev.Final || !strings.HasPrefix(ev.Text, "Error: ") || strings.Contains(ev.Text, "decoder bug") {
+		t.Errorf("event %+v, want a final Error event without internals", ev)
+	}
+	sdkPoll(t, "the record to be deleted", func() bool { return len(sdkStored(t, st)) == 0 })
+}

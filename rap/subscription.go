@@ -407,7 +407,7 @@ func (s *Server) resumeSubscriptions(ctx context.Context, recs []SubscriptionRec
 		}
 		subCtx, cancel := context.WithCancelCause(s.baseCtx)
 		sub := &Subscription{srv: s, inv: inv, resumed: true, confirmed: true, ctx: subCtx, rec: rec}
-		run, perr := e.prepare(inv.Arguments)
+		run, perr := s.safePrepare(e, inv.Arguments)
 		if perr == nil {
 			perr = e.schema.Validate(inv.Arguments)
 		}
@@ -437,6 +437,20 @@ func (s *Server) resumeSubscriptions(ctx context.Context, recs []SubscriptionRec
 		}
 		s.log.Info("rap: subscription resumed", "toolset", s.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID)
 	}
+}
+
+// safePrepare is e.prepare with a panic (in an argument type's
+// UnmarshalJSON, say) turned into an error, so that one bad stored record
+// cannot crash every Start.
+func (s *Server) safePrepare(e *toolEntry, args json.RawMessage) (run func(context.Context, *Subscription) error, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("rap: decoding a stored subscription's arguments panicked", "toolset", s.name, "operation", e.tool.Name,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			run, err = nil, errors.New("decoding them failed inside the tool server")
+		}
+	}()
+	return e.prepare(args)
 }
 
 // memorySubscriptions is the SubscriptionStore of a server without a
