@@ -434,6 +434,7 @@ func (s *Server) resumeSubscriptions(ctx context.Context, recs []SubscriptionRec
 			s.releaseSubscriptionSlot()
 			s.unregister(inv.GroupID, inv.ID)
 			cancel(nil)
+			continue // shutting down: it stays stored for the next Start
 		}
 		s.log.Info("rap: subscription resumed", "toolset", s.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID)
 	}
