@@ -124,8 +124,9 @@ func forgeToken(thread, call string) string {
 	return r.callbackToken(thread, call)
 }
 
-// RAP RE-6: a redelivered result is answered 200 and appears once; an
-// Idempotency-Key replay is recognised too.
+// RAP RE-6, RE-7: a result is answered 200 on receipt; a redelivered one is
+// answered 200 too and appears once; an Idempotency-Key replay is
+// recognised as well.
 func TestRE6DuplicateResultAddedOnce(t *testing.T) {
 	e, th, inv := pendingCall(t)
 	res := rap.ToolResult{GroupID: th, ID: inv.ID, Text: "42"}

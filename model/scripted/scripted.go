@@ -191,7 +191,7 @@ func inputOf(msgs []model.Message) input {
 			continue
 		}
 		for _, r := range msg.ToolResults {
-			in.lastResult = resultText(r)
+			in.lastResult = r.PlainText()
 			in.lastKind = "tool_result"
 		}
 		if msg.Text != "" {
@@ -200,19 +200,6 @@ func inputOf(msgs []model.Message) input {
 		}
 	}
 	return in
-}
-
-func resultText(r model.ToolResult) string {
-	if len(r.Content) == 0 {
-		return r.Text
-	}
-	var parts []string
-	for _, c := range r.Content {
-		if c.Type == "text" {
-			parts = append(parts, c.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
 }
 
 func (t *Turn) matches(in input) bool {
