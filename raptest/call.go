@@ -239,6 +239,7 @@ type Call struct {
 	next      int           // Next's cursor into msgs
 	eventsOut int           // events already returned by Events
 	results   int           // tool_results received
+	confirmed bool          // a tool_result with subscription: true arrived
 	final     bool          // a final event arrived
 }
 
@@ -290,9 +291,16 @@ func (c *Call) add(msg rap.Callback) {
 		c.results++
 		if c.results > 1 {
 			problem = fmt.Sprintf("tool_result number %d for one call; a call gets exactly one result (RAP SU-5, IN-4)", c.results)
+		} else if m.Subscription {
+			c.confirmed = true
 		}
 	case *rap.SubscriptionEvent:
-		if c.final {
+		switch {
+		case c.results == 0:
+			problem = "subscription_event before the confirming tool_result; a runtime discards events of a subscription it does not know yet, so confirm first (RAP SU-1, SU-3, SU-4)"
+		case !c.confirmed:
+			problem = "subscription_event for a call whose tool_result did not say subscription: true; a runtime discards it (RAP SU-1, SU-4)"
+		case c.final:
 			problem = "subscription_event after the final event; a tool sends nothing after final (RAP SU-4)"
 		}
 		if m.Final {

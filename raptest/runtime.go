@@ -25,10 +25,13 @@
 //
 // The runtime is strict where the protocol is: every callback is decoded
 // with rap.DecodeCallback, must carry Content-Type application/json, must
-// echo the invocation's group_id, id and call_id, and must not follow a
-// final subscription event or a first tool_result. A message that breaks
-// these rules is answered with a 4xx status and recorded; Errors reports
-// the records so that a test can fail on them.
+// echo the invocation's group_id, id and call_id. A message that breaks
+// these rules is answered with a 4xx status and recorded. A message in the
+// wrong order (a second tool_result, an event after the final one, or an
+// event before the confirming tool_result with subscription: true) is
+// accepted, as a runtime would answer it before discarding it, and
+// recorded too. Errors reports the records so that a test can fail on
+// them.
 //
 // Runtime is also usable outside tests: the "rap invoke" command uses it as
 // its one-call runtime.

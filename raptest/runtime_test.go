@@ -477,6 +477,55 @@ func TestCursorsAndOrderRules(t *testing.T) {
 	}
 }
 
+// RAP SU-1, SU-3, SU-4: an event is recorded as an error when it comes
+// before the confirming tool_result, or after a result that did not say
+// subscription: true, since a runtime would discard it.
+func TestEventsNeedAConfirmation(t *testing.T) {
+	ctx := testContext(t)
+	for _, tc := range []struct {
+		name         string
+		subscription bool
+		eventFirst   bool
+		want         string
+	}{
+		{"event before the confirmation", true, true, "before the confirming tool_result"},
+		{"event after a plain result", false, false, "did not say subscription: true"},
+		{"event after the confirmation", true, false, ""},
+	} {
+		ft := newFakeTool(t, func(inv *rap.Invocation, post func(any) int) {
+			r := result(inv, "done")
+			r.Subscription = tc.subscription
+			ev := rap.SubscriptionEvent{GroupID: inv.GroupID, ToolCallID: inv.ID, Text: `{"n":1}`}
+			if tc.eventFirst {
+				post(ev)
+				post(r)
+			} else {
+				post(r)
+				post(ev)
+			}
+		})
+		rt := NewRuntime()
+		call, err := rt.Invoke(ctx, ft.srv.URL, "watch", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := call.Events(ctx, 1); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if _, err := call.Result(ctx); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		errs := rt.Errors()
+		switch {
+		case tc.want == "" && len(errs) != 0:
+			t.Errorf("%s: Errors = %v, want none", tc.name, errs)
+		case tc.want != "" && (len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want)):
+			t.Errorf("%s: Errors = %v, want one naming %q", tc.name, errs, tc.want)
+		}
+		rt.Close()
+	}
+}
+
 func TestCancelCloseThreadChoose(t *testing.T) {
 	ctx := testContext(t)
 	choices := make(chan *rap.Invocation, 1)
