@@ -118,16 +118,17 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: http.DefaultTransport}}
 	}
 	rt, err := runtime.New(runtime.Config{
-		Store:              st,
-		Model:              mdl,
-		ToolServers:        toolServers,
-		PublicURL:          publicURL,
-		Secret:             secret,
-		HTTPClient:         hc,
-		Logger:             log,
-		System:             s.System,
-		DefaultToolTimeout: s.ToolTimeout,
-		DisplayText:        displayText,
+		Store:                     st,
+		Model:                     mdl,
+		ToolServers:               toolServers,
+		PublicURL:                 publicURL,
+		Secret:                    secret,
+		HTTPClient:                hc,
+		Logger:                    log,
+		System:                    s.System,
+		DefaultToolTimeout:        s.ToolTimeout,
+		MaxSubscriptionsPerThread: s.MaxSubscriptions,
+		DisplayText:               displayText,
 	})
 	if err != nil {
 		return err

@@ -41,7 +41,7 @@ func (s *syncBuffer) String() string {
 // provider environment.
 func clearRAPEnv(t *testing.T) {
 	for _, k := range []string{config.EnvConfig, config.EnvListen, config.EnvPublicURL, config.EnvDataDir, config.EnvModel,
-		config.EnvToken, config.EnvToolToken, config.EnvLogLevel, config.EnvSystem, config.EnvToolTimeout,
+		config.EnvToken, config.EnvToolToken, config.EnvLogLevel, config.EnvSystem, config.EnvToolTimeout, config.EnvMaxSubscriptions,
 		"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"} {
 		t.Setenv(k, "")
 	}
@@ -238,6 +238,10 @@ func TestServeConfigErrors(t *testing.T) {
 		{"bad env", []string{"--model", "scripted:" + script}, map[string]string{config.EnvToolTimeout: "forever"}, 2,
 			[]string{config.EnvToolTimeout}},
 		{"extra argument", []string{"now"}, nil, 2, []string{`unexpected argument "now"`}},
+		{"bad max subscriptions env", []string{"--model", "scripted:" + script}, map[string]string{config.EnvMaxSubscriptions: "lots"}, 2,
+			[]string{config.EnvMaxSubscriptions + `="lots"`}},
+		{"negative max subscriptions", []string{"--model", "scripted:" + script, "--max-subscriptions", "-1"}, nil, 2,
+			[]string{"max subscriptions -1", "--max-subscriptions N"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -401,4 +405,56 @@ func TestServeHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	wantLines(t, errOut.String(), "-config FILE", "-listen ADDR", "-public-url URL", "-data-dir DIR", "-model PROVIDER:MODEL", "-log-level", config.EnvToken)
+}
+
+// RAP SU-8: --max-subscriptions reaches the runtime: with a limit of 1,
+// the second of two subscriptions of one thread gets an error result and
+// the first stays active.
+func TestServeMaxSubscriptions(t *testing.T) {
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	script := writeScript(t, dir, `{"turns": [
+  {"after_user": "two clocks", "tool_calls": [
+    {"name": "subscribe_clock", "arguments": {"interval_seconds": 3600, "count": 1}},
+    {"name": "subscribe_clock", "arguments": {"interval_seconds": 3600, "count": 1}}]},
+  {"when": {"last_input": "tool_result"}, "text": "Both answered."},
+  {"text": "ok", "repeat": true}
+]}`)
+	var errOut bytes.Buffer
+	args := []string{"--config", writeConfig(t, dir, startGettime(t, nil)), "--model", "scripted:" + script,
+		"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--max-subscriptions", "1"}
+	// Parse the flags as runServe does, then serve in-process.
+	s, err := config.FromEnv(getenvOS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := newFlagSet(commands["serve"], &errOut)
+	s.RegisterFlags(fs)
+	if _, err := parseInterspersed(fs, args); err != nil {
+		t.Fatalf("flags: %v\n%s", err, errOut.String())
+	}
+	if s.MaxSubscriptions != 1 {
+		t.Fatalf("--max-subscriptions 1 parsed as %d", s.MaxSubscriptions)
+	}
+	info, _, _, _ := runningServe(t, s)
+	var th struct {
+		ID string `json:"id"`
+	}
+	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
+	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "two clocks please"}, nil)
+	msgs := waitAnswer(t, info.URL, th.ID, "Both answered.")
+	var subscribed, refused int
+	for _, m := range msgs {
+		for _, r := range m.ToolResults {
+			switch {
+			case r.Subscription && !r.IsError:
+				subscribed++
+			case r.IsError && strings.Contains(r.Text, "already has 1 active subscriptions"):
+				refused++
+			}
+		}
+	}
+	if subscribed != 1 || refused != 1 {
+		t.Fatalf("with --max-subscriptions 1: %d confirmed and %d refused subscriptions, want 1 and 1; history: %s", subscribed, refused, jsonString(msgs))
+	}
 }

@@ -372,3 +372,57 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// RAP SU-8: the per-thread subscription limit comes from
+// RAP_MAX_SUBSCRIPTIONS and --max-subscriptions (the flag wins); 0 keeps
+// the runtime's default; a malformed or out-of-range value is an error
+// naming the variable or the flag.
+func TestMaxSubscriptions(t *testing.T) {
+	env := map[string]string{EnvMaxSubscriptions: "4"}
+	s, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.MaxSubscriptions != 4 {
+		t.Fatalf("MaxSubscriptions from env = %d, want 4", s.MaxSubscriptions)
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(new(bytes.Buffer))
+	s.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--max-subscriptions", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if s.MaxSubscriptions != 2 {
+		t.Fatalf("MaxSubscriptions after the flag = %d, want 2 (flags win)", s.MaxSubscriptions)
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("settings", "settings", s)
+	if !strings.Contains(logs.String(), "settings.max_subscriptions=2") {
+		t.Errorf("the start-up log should show the limit: %s", logs.String())
+	}
+
+	if d := Defaults(func(string) string { return "" }); d.MaxSubscriptions != 0 {
+		t.Errorf("default MaxSubscriptions = %d, want 0 (the runtime's default)", d.MaxSubscriptions)
+	}
+	for _, bad := range []string{"many", "-1", "1.5", "99999999"} {
+		_, err := FromEnv(func(k string) string {
+			if k == EnvMaxSubscriptions {
+				return bad
+			}
+			return ""
+		})
+		if err == nil || !strings.Contains(err.Error(), EnvMaxSubscriptions) || !strings.Contains(err.Error(), fmt.Sprintf("%q", bad)) {
+			t.Errorf("%s=%q: err = %v, want one naming the variable and the value", EnvMaxSubscriptions, bad, err)
+		}
+	}
+	for _, n := range []int{-3, MaxSubscriptionsLimit + 1} {
+		s := Defaults(func(string) string { return "/h" })
+		s.MaxSubscriptions = n
+		if err := s.Check(); err == nil || !strings.Contains(err.Error(), "--max-subscriptions") {
+			t.Errorf("Check with MaxSubscriptions %d: err = %v, want one naming --max-subscriptions", n, err)
+		}
+	}
+}

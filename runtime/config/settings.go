@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -26,7 +27,15 @@ const (
 	EnvLogLevel    = "RAP_LOG_LEVEL"    // debug, info, warn or error
 	EnvSystem      = "RAP_SYSTEM"       // system prompt
 	EnvToolTimeout = "RAP_TOOL_TIMEOUT" // default per-tool timeout (Go duration), 0 = none
+	// EnvMaxSubscriptions is the most active subscriptions one thread may
+	// have (RAP SU-8); 0 = the runtime's default.
+	EnvMaxSubscriptions = "RAP_MAX_SUBSCRIPTIONS"
 )
+
+// MaxSubscriptionsLimit is the largest accepted MaxSubscriptions: a bound
+// on the work one thread can ask of its tool servers, far above any real
+// need.
+const MaxSubscriptionsLimit = 1 << 16
 
 // DefaultListen is the listen address when neither --listen nor RAP_LISTEN
 // is given.
@@ -59,6 +68,11 @@ type Settings struct {
 	System string
 	// ToolTimeout is the default per-tool timeout; 0 means none (RAP RT-5).
 	ToolTimeout time.Duration
+	// MaxSubscriptions is the most active subscriptions one thread may
+	// have (RAP SU-8); 0 means the runtime's default
+	// (runtime.DefaultMaxSubscriptionsPerThread). It maps to
+	// runtime.Config.MaxSubscriptionsPerThread.
+	MaxSubscriptions int
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -110,6 +124,13 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.ToolTimeout = d
 	}
+	if v := getenv(EnvMaxSubscriptions); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n > MaxSubscriptionsLimit {
+			return s, fmt.Errorf("%s=%q: want a whole number from 1 to %d (or 0 for the default)", EnvMaxSubscriptions, v, MaxSubscriptionsLimit)
+		}
+		s.MaxSubscriptions = n
+	}
 	return s, nil
 }
 
@@ -127,6 +148,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log `LEVEL`: debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.StringVar(&s.System, "system", s.System, "system `PROMPT` for the model (env "+EnvSystem+")")
 	fs.DurationVar(&s.ToolTimeout, "tool-timeout", s.ToolTimeout, "default per-tool `TIMEOUT` after which a pending call gets an error result; 0 = none (env "+EnvToolTimeout+")")
+	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
 // Check validates the settings and returns an error naming the first bad
@@ -152,6 +174,9 @@ func (s *Settings) Check() error {
 	}
 	if s.ToolTimeout < 0 {
 		return fmt.Errorf("tool timeout %v: must not be negative", s.ToolTimeout)
+	}
+	if s.MaxSubscriptions < 0 || s.MaxSubscriptions > MaxSubscriptionsLimit {
+		return fmt.Errorf("max subscriptions %d: want a number from 1 to %d, or 0 for the default; pass --max-subscriptions N or set %s", s.MaxSubscriptions, MaxSubscriptionsLimit, EnvMaxSubscriptions)
 	}
 	return nil
 }
@@ -232,6 +257,7 @@ func (s Settings) LogValue() slog.Value {
 		slog.String("log_level", s.LogLevel),
 		slog.Int("system_prompt_chars", len(s.System)),
 		slog.Duration("tool_timeout", s.ToolTimeout),
+		slog.Int("max_subscriptions", s.MaxSubscriptions),
 	)
 }
 
