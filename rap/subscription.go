@@ -269,8 +269,10 @@ func (s *Server) startSubscription(ctx context.Context, cancel context.CancelCau
 	sub := &Subscription{srv: s, inv: *inv, ctx: ctx, call: c, rec: rec}
 	if !e.confirmInHandler {
 		if err := sub.Confirm(ctx); err != nil {
+			// The store failed, or the call was cancelled before it
+			// could be confirmed: one error result either way (RAP IN-4).
 			s.releaseSubscriptionSlot()
-			c.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, err, nil)})
+			c.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, err, context.Cause(ctx))})
 			return false
 		}
 	}
