@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/rap/durable"
 )
 
 type setupIn struct {
@@ -297,4 +298,51 @@ func TestResumeSurvivesPanickingDecoder(t *testing.T) {
 		t.Errorf("event %+v, want a final Error event without internals", ev)
 	}
 	sdkPoll(t, "the record to be deleted", func() bool { return len(sdkStored(t, st)) == 0 })
+}
+
+// failingSubs is a durable store whose subscription writes fail.
+type failingSubs struct{ *durable.Store }
+
+func (failingSubs) SaveSubscription(context.Context, rap.SubscriptionRecord) error {
+	return errors.New("disk full")
+}
+
+// RAP SU-1, IN-4: when the subscription cannot be stored, no confirmation
+// is sent: the call ends in one "Error: " result that says to try again,
+// whether the server confirms or the handler does.
+func TestSubscriptionStoreFailure(t *testing.T) {
+	st := failingSubs{sdkStore(t, filepath.Join(t.TempDir(), "tool.db"))}
+	sink := newSDKSink(t)
+	ran := make(chan struct{}, 1)
+	_, hs := newSDKServer(t, &rap.ServerOptions{Store: st}, func(s *rap.Server) {
+		rap.AddSubscription(s, &rap.Tool{Name: "plain", Description: "d"},
+			func(ctx context.Context, sub *rap.Subscription, _ struct{}) error { ran <- struct{}{}; return nil })
+		addSetupSub(s, nil)
+	})
+	for _, tc := range []struct {
+		op, id string
+		args   map[string]any
+	}{{"plain", "f_plain", map[string]any{}}, {"setup", "f_setup", map[string]any{"mode": "ok"}}} {
+		if status, _, _ := sdkPost(t, hs.URL, sdkInvocation(tc.op, tc.id, "thread_f", sink.URL(), tc.args)); status != 200 {
+			t.Fatalf("%s: refused", tc.id)
+		}
+		res := sink.result(tc.id)
+		if res.Subscription || !strings.HasPrefix(res.Text, "Error: ") || !strings.Contains(res.Text, "failed to store the subscription") || !strings.Contains(res.Text, "Try again") {
+			t.Errorf("%s: result %+v, want an Error result about storing that says to try again", tc.id, res)
+		}
+		if strings.Contains(res.Text, "disk full") {
+			t.Errorf("%s: result %q shows the store's internals (RAP RE-4)", tc.id, res.Text)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	for _, id := range []string{"f_plain", "f_setup"} {
+		if got := sink.forID(id); len(got) != 1 {
+			t.Errorf("%s: %d messages, want only the error result: %s", id, len(got), sdkDescribe(got))
+		}
+	}
+	select {
+	case <-ran:
+		t.Error("the handler ran although its subscription could not be stored")
+	default:
+	}
 }

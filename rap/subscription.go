@@ -130,7 +130,7 @@ func (s *Subscription) confirmLocked(ctx context.Context) error {
 	inv := &s.inv
 	if err := s.srv.subs.SaveSubscription(ctx, s.rec); err != nil {
 		s.srv.log.Error("rap: could not store a subscription", "toolset", s.srv.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
-		return fmt.Errorf("Error: %q could not start: the tool server failed to store the subscription (%v). Try again in a moment.", inv.Operation, err)
+		return &subscriptionStoreError{op: inv.Operation, err: err}
 	}
 	s.confirmed = true
 	// RAP SU-1: confirm with subscription: true, naming the id.
@@ -166,6 +166,20 @@ func (s *Subscription) State() json.RawMessage {
 	defer s.mu.Unlock()
 	return append(json.RawMessage(nil), s.rec.State...)
 }
+
+// subscriptionStoreError is Confirm's error when the record could not be
+// stored. Its text is a complete error result without the store's
+// internals (RAP RE-4), which the server has logged; Unwrap gives them.
+type subscriptionStoreError struct {
+	op  string
+	err error
+}
+
+func (e *subscriptionStoreError) Error() string {
+	return fmt.Sprintf("Error: %q could not start: the tool server failed to store the subscription. Try again in a moment.", e.op)
+}
+
+func (e *subscriptionStoreError) Unwrap() error { return e.err }
 
 // SaveState stores state (any JSON value) with the subscription's record,
 // durably when the server has a Store, so that a resumed handler can read
