@@ -57,7 +57,12 @@ var spawnedThreadID = regexp.MustCompile(`This thread \(([A-Za-z0-9_-]+)\)|threa
 const (
 	demoAskTime  = "What time is it in Tokyo?"
 	demoAskClock = "Start the clock: wake me on each tick, and stop it after the second tick."
+	demoAskNap   = "Take a nap of one second, then tell me when you wake up."
 )
+
+// demoNap is how long the demo's sleep step sleeps (the script's
+// sleep {"seconds": 1}).
+const demoNap = time.Second
 
 func init() {
 	register(&command{
@@ -492,6 +497,29 @@ func (p *demoPlayer) play(ctx context.Context) ([]string, error) {
 			check(false, "", "subscription: it did not end")
 		}
 	}
+	// 4. A sleep: the built-in sleep is a durable timer; the thread wakes
+	// once when it is due (RAP BT-1).
+	p.say("\n── a sleep ──\n")
+	if err := p.post(ctx, demoAskNap); err != nil {
+		return append(report, "✗ sleep: "+err.Error()), err
+	}
+	msgs = mustHistory(ctx, p.api, p.threadID)
+	sleepCall, sleepRes, slept := findCall(msgs, runtime.BuiltinSleep)
+	wakes := 0
+	if sleepCall != nil {
+		wakes = countResults(msgs, sleepCall.ID)
+	}
+	switch {
+	case sleepCall != nil && sleepRes != nil && !sleepRes.IsError && slept >= demoNap*9/10 && wakes == 1:
+		report = append(report, fmt.Sprintf("✓ sleep: the agent called the built-in sleep, the thread hibernated and its timer woke it once, %v later: %q", slept.Round(10*time.Millisecond), sleepRes.Text))
+	case p.strict && sleepCall != nil && sleepRes != nil:
+		check(false, "", fmt.Sprintf("sleep: %d result(s); the first, %q, came %v after the call; want one wake-up after about %v", wakes, oneLine(sleepRes.Text, 200), slept, demoNap))
+	case p.strict:
+		check(false, "", "sleep: no sleep call with a result in the history")
+	default:
+		report = append(report, "– sleep: the model did not call the built-in sleep")
+	}
+
 	if len(failures) > 0 {
 		return report, errors.New(strings.Join(failures, "; "))
 	}
@@ -616,6 +644,19 @@ func countInjected(msgs []store.Message) int {
 	for _, m := range msgs {
 		for _, c := range m.ToolCalls {
 			if c.Name == runtime.InjectedToolName {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// countResults counts the results of call id in msgs.
+func countResults(msgs []store.Message, id string) int {
+	n := 0
+	for _, m := range msgs {
+		for _, r := range m.ToolResults {
+			if r.CallID == id {
 				n++
 			}
 		}

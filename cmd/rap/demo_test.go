@@ -42,6 +42,12 @@ func TestDemo(t *testing.T) {
 		`"n":1`,
 		"Tick 1 woke me up",
 		"cancel_subscription",
+		"── a sleep ──",
+		"you: " + demoAskNap,
+		`→ sleep({"seconds":1,`, // RAP BT-1: the built-in sleep
+		"← sleep: Woke up after sleeping 1s.",
+		"assistant: The timer woke me up",
+		"✓ sleep: the agent called the built-in sleep, the thread hibernated and its timer woke it once",
 		"What the demo showed:",
 		"✓ discovery",
 		"✓ asynchronous tool call: get_time_in_zone",
@@ -55,7 +61,8 @@ func TestDemo(t *testing.T) {
 		t.Errorf("the cancellation step is not reported:\n%s", got)
 	}
 	// The transcript keeps the order of the conversation.
-	order := []string{"you: " + demoAskTime, "→ Time in Asia/Tokyo", "← get_time_in_zone", "In Tokyo it is", "you: " + demoAskClock, "← event:", "What the demo showed:"}
+	order := []string{"you: " + demoAskTime, "→ Time in Asia/Tokyo", "← get_time_in_zone", "In Tokyo it is", "you: " + demoAskClock, "← event:",
+		"you: " + demoAskNap, "→ sleep(", "← sleep: Woke up", "The timer woke me up", "What the demo showed:"}
 	last := -1
 	for _, s := range order {
 		i := strings.Index(got, s)
@@ -81,7 +88,7 @@ func TestDemoBadModel(t *testing.T) {
 
 // The embedded script parses and names the steps the demo relies on.
 func TestDemoScriptEmbedded(t *testing.T) {
-	for _, w := range []string{"get_time_in_zone", "subscribe_clock", "cancel_subscription", subscriptionIDPlaceholder} {
+	for _, w := range []string{"get_time_in_zone", "subscribe_clock", "cancel_subscription", `"sleep"`, subscriptionIDPlaceholder} {
 		if !bytes.Contains(demoScript, []byte(w)) {
 			t.Errorf("demo script lacks %q", w)
 		}
