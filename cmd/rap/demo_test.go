@@ -43,7 +43,7 @@ func TestDemo(t *testing.T) {
 		"Tick 1 woke me up",
 		"cancel_subscription",
 		"── a sleep ──",
-		"you: " + demoAskNap,
+		"you: "+demoAskNap,
 		`→ sleep({"seconds":1,`, // RAP BT-1: the built-in sleep
 		"← sleep: Woke up after sleeping 1s.",
 		"assistant: The timer woke me up",
