@@ -282,7 +282,7 @@ func run(ctx context.Context, sub *rap.Subscription, c Command, lim Limits) erro
 		outR.Close()
 		errR.Close()
 		// Not confirmed yet: the call ends in an error result (RAP RE-4).
-		return fmt.Errorf("Error: could not start %s: %v. Check the program name (it must be on the server's PATH or an absolute path) and dir, then call again", filepath.Base(c.Argv[0]), err)
+		return fmt.Errorf("Error: could not start %s: %v. Check the program name (it must be on the server's PATH or an absolute path) and dir, then call again.", filepath.Base(c.Argv[0]), err)
 	}
 	// The program runs: confirm the subscription (RAP SU-1) before its
 	// first output line is sent.
