@@ -346,3 +346,22 @@ func TestSubscriptionStoreFailure(t *testing.T) {
 	default:
 	}
 }
+
+// RAP IN-4: a ConfirmInHandler handler that returns nil without
+// confirming, on a server whose store fails, still ends its call in one
+// error result.
+func TestConfirmInHandlerNilReturnStoreFailure(t *testing.T) {
+	st := failingSubs{sdkStore(t, filepath.Join(t.TempDir(), "tool.db"))}
+	sink := newSDKSink(t)
+	_, hs := newSDKServer(t, &rap.ServerOptions{Store: st}, func(s *rap.Server) { addSetupSub(s, nil) })
+	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("setup", "n_fail", "thread_n", sink.URL(), map[string]any{"mode": "nil"})); status != 200 {
+		t.Fatal("refused")
+	}
+	if res := sink.result("n_fail"); res.Subscription || !strings.HasPrefix(res.Text, "Error: ") {
+		t.Errorf("result %+v, want an Error result", res)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := sink.forID("n_fail"); len(got) != 1 {
+		t.Errorf("%d messages, want only the error result: %s", len(got), sdkDescribe(got))
+	}
+}

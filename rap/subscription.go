@@ -350,8 +350,13 @@ func (s *Server) runSubscription(sub *Subscription, run func(context.Context, *S
 	err := s.callSubscription(sub, run)
 	cause := context.Cause(sub.ctx)
 	sub.mu.Lock()
-	confirmed := sub.confirmed
-	if !confirmed && (err != nil || sub.ctx.Err() != nil) {
+	if !sub.confirmed && err == nil && sub.ctx.Err() == nil {
+		// Returned nil without confirming: confirm, then end it below
+		// with a final event. If even that fails, the call gets an error
+		// result instead.
+		err = sub.confirmLocked(s.deliverCtx)
+	}
+	if !sub.confirmed && (err != nil || sub.ctx.Err() != nil) {
 		// The handler failed, panicked or was stopped during its setup:
 		// the call ends in an ordinary error result and nothing was
 		// stored (RAP IN-4, RE-4).
