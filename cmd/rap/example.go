@@ -25,7 +25,7 @@ func init() {
 	register(&command{
 		name:    "example",
 		summary: "run an example tool server: get-time, exec or fswatch",
-		usage:   "rap example NAME [--listen ADDR] [--token T] [--data-dir DIR]",
+		usage:   "rap example NAME [--listen ADDR] [--token T] [--data-dir DIR] [--public-url URL] [--log-level LEVEL]",
 		run:     runExample,
 	})
 }
