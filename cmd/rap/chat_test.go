@@ -337,27 +337,40 @@ func TestReadSSE(t *testing.T) {
 	}
 }
 
+// RAP RE-3: a client renders the first display_as segment of a type it
+// supports (text, diff, image), skips unknown ones, and falls back to the
+// text; results are shortened without splitting a character, and a result
+// already shown is not shown again.
 func TestTranscriptResults(t *testing.T) {
 	var b bytes.Buffer
 	tr := newTranscript(&b)
 	tr.maxResultLines, tr.maxResultChars = 3, 40
-	tr.toolResult(store.ToolResult{CallID: "1", Name: "diff", Text: "model text", DisplayAs: []rap.DisplaySegment{rap.DiffSegment("a", "p"), rap.TextSegment("for people")}})
-	tr.toolResult(store.ToolResult{CallID: "1", Name: "diff", Text: "duplicate"})
+	unknown := rap.DisplaySegment{Type: "hologram", Content: json.RawMessage(`{"x":1}`)}
+	tr.toolResult(store.ToolResult{CallID: "1", Name: "edit", Text: "model text",
+		DisplayAs: []rap.DisplaySegment{unknown, rap.DiffSegment("a.go", "@@ -1 +1 @@\n-a\n+b\n"), rap.TextSegment("for people")}})
+	tr.toolResult(store.ToolResult{CallID: "1", Name: "edit", Text: "duplicate"})
 	tr.toolResult(store.ToolResult{CallID: "2", Name: "long", Text: "l1\nl2\nl3\nl4\nl5"})
 	tr.toolResult(store.ToolResult{CallID: "3", Name: "wide", Text: strings.Repeat("é", 50), IsError: true})
 	tr.toolResult(store.ToolResult{CallID: "4", Name: "img", Content: []rap.ContentItem{rap.TextContent("see"), rap.ImageContent("AAAA", "image/png")}})
+	tr.toolResult(store.ToolResult{CallID: "5", Name: "odd", Text: "plain fallback", DisplayAs: []rap.DisplaySegment{unknown}})
+	tr.toolResult(store.ToolResult{CallID: "6", Name: "shot", Text: "a screenshot", DisplayAs: []rap.DisplaySegment{rap.ImageSegment("QUJD", "image/webp"), rap.TextSegment("later")}})
+	tr.toolResult(store.ToolResult{CallID: "7", Name: "say", Text: "model", DisplayAs: []rap.DisplaySegment{rap.TextSegment("for people")}})
+	tr.toolResult(store.ToolResult{CallID: "8", Name: "esc", Text: "red \x1b[31malert\x1b[0m\r"})
 	out := b.String()
 	wantLines(t, out,
-		"← diff: for people", // RAP RE-3: the text segment, not the model's text
+		"← edit: diff a.go\n      @@ -1 +1 @@\n      -a\n      +b\n", // the diff: its path and patch lines
 		"← long: l1\n      l2\n      l3 … (shortened)",
 		"← wide (error): ",
 		"← img: see\n      [image image/png]",
+		"← odd: plain fallback",        // only an unknown segment: the text
+		"← shot: [image image/webp]\n", // the image segment, never its bytes
+		"← say: for people",
+		"← esc: red \uFFFD[31malert\uFFFD[0m\n", // no terminal escape sequences pass
 	)
-	if strings.Contains(out, "duplicate") {
-		t.Error("a result for an already shown call was printed again")
-	}
-	if strings.Contains(out, "AAAA") {
-		t.Error("image bytes were printed")
+	for _, bad := range []string{"duplicate", "AAAA", "QUJD", "model text", "hologram", "later", "\x1b", "\r"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("output contains %q:\n%s", bad, out)
+		}
 	}
 	for _, line := range strings.Split(out, "\n") {
 		if !utf8Valid(line) {

@@ -311,7 +311,8 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 }
 
 // demoSession is the demo's client of the runtime: a thread and its event
-// stream printed as a transcript.
+// stream printed as a transcript, with the child threads it starts
+// followed and printed under it.
 type demoSession struct {
 	api      *apiClient
 	threadID string
@@ -320,8 +321,9 @@ type demoSession struct {
 		Errors []string `json:"errors"`
 	}
 	watch  *threadWatch
-	mu     sync.Mutex // guards tr
+	mu     sync.Mutex // guards the output
 	tr     *transcript
+	f      *follower
 	cancel context.CancelFunc
 	done   chan struct{}
 	out    io.Writer
@@ -332,7 +334,7 @@ func startDemoSession(ctx context.Context, base string, out io.Writer) (*demoSes
 	if err != nil {
 		return nil, err
 	}
-	d := &demoSession{api: api, watch: &threadWatch{changed: make(chan struct{})}, tr: newTranscript(out), done: make(chan struct{}), out: out}
+	d := &demoSession{api: api, tr: newTranscript(out), done: make(chan struct{}), out: out}
 	d.tr.echoUser = true
 	var created struct {
 		ID       string          `json:"id"`
@@ -348,6 +350,9 @@ func startDemoSession(ctx context.Context, base string, out io.Writer) (*demoSes
 	fmt.Fprintf(out, "thread %s\n", d.threadID)
 	sctx, cancel := context.WithCancel(ctx)
 	d.cancel = cancel
+	d.f = newFollower(sctx, api, &d.mu, io.Discard)
+	root := d.f.root(d.threadID, d.tr)
+	d.watch = root.watch
 	events, _, err := api.events(sctx, d.threadID)
 	if err != nil {
 		cancel()
@@ -359,10 +364,7 @@ func startDemoSession(ctx context.Context, base string, out io.Writer) (*demoSes
 		var once sync.Once
 		defer once.Do(func() { close(first) })
 		for ev := range events {
-			d.mu.Lock()
-			d.tr.event(ev)
-			d.mu.Unlock()
-			d.watch.note(ev)
+			d.f.handle(root, ev)
 			once.Do(func() { close(first) })
 		}
 	}()
@@ -392,6 +394,7 @@ func (d *demoSession) say(format string, args ...any) {
 func (d *demoSession) close() {
 	d.cancel()
 	<-d.done
+	d.f.wg.Wait()
 }
 
 // demoPlayer plays the conversation. In strict mode (the scripted model)
@@ -406,7 +409,7 @@ type demoPlayer struct {
 // post sends a user message and waits until the thread has processed it
 // and no tool call is pending.
 func (p *demoPlayer) post(ctx context.Context, text string) error {
-	_, idles, errs, _ := p.watch.snapshot()
+	ws := p.watch.snapshot()
 	before, err := countUserText(ctx, p.api, p.threadID, text)
 	if err != nil {
 		return err
@@ -414,7 +417,8 @@ func (p *demoPlayer) post(ctx context.Context, text string) error {
 	if err := p.api.postMessage(ctx, p.threadID, text); err != nil {
 		return err
 	}
-	return waitSettled(ctx, p.api, p.watch, p.threadID, text, before, idles, errs, true, p.timeout)
+	goal := settleGoal{text: text, countBefore: before, needIdle: true, idlesBefore: ws.idles, errsBefore: ws.errs, allCalls: true}
+	return waitSettled(ctx, p.api, p.watch, p.threadID, goal, p.timeout)
 }
 
 // play runs the steps and returns the report lines.
@@ -545,8 +549,8 @@ func (p *demoPlayer) waitSubscriptionEnded(ctx context.Context, callID string) (
 				state = string(s.State)
 			}
 		}
-		running, _, _, changed := p.watch.snapshot()
-		if state != "" && state != string(store.SubscriptionActive) && info.Queued == 0 && len(info.PendingCalls) == 0 && running != "running" {
+		ws := p.watch.snapshot()
+		if state != "" && state != string(store.SubscriptionActive) && info.Queued == 0 && len(info.PendingCalls) == 0 && !ws.running {
 			busy, err := p.childrenBusy(ctx)
 			if err != nil {
 				return "", err
@@ -559,7 +563,7 @@ func (p *demoPlayer) waitSubscriptionEnded(ctx context.Context, callID string) (
 			return "", fmt.Errorf("the subscription was still %q after %v (queued %d, pending calls %d)", orNone(state), p.timeout, info.Queued, len(info.PendingCalls))
 		}
 		select {
-		case <-changed:
+		case <-ws.changed:
 		case <-time.After(200 * time.Millisecond):
 		case <-ctx.Done():
 			return "", ctx.Err()
