@@ -322,6 +322,10 @@ const (
 	maxTreeDepth    = 64      // levels of the thread tree
 	maxViewSummary  = 200     // of a view's one-line summary
 	quietPoll       = 250 * time.Millisecond
+	// primeGap and primeWait bound the wait for the events a stream sends
+	// on connect (views, authorization links) when a thread is resumed.
+	primeGap  = 150 * time.Millisecond
+	primeWait = 1500 * time.Millisecond
 )
 
 // lineState is shared by the transcripts that write to one output: the
@@ -1220,11 +1224,11 @@ func threadLine(th store.Thread, mark string) string {
 	if th.ParentID != "" && th.OriginCallID != "" {
 		origin += " (call " + th.OriginCallID + ")"
 	}
-	line := fmt.Sprintf("%s  %s  %s", th.ID, orNone(string(th.Status)), origin)
+	line := oneLine(clean(th.ID), 100) + "  " + oneLine(clean(orNone(string(th.Status))), 40) + "  " + oneLine(clean(origin), 200)
 	if th.ID == mark {
 		line += "  ← this chat"
 	}
-	return oneLine(clean(line), 400)
+	return line
 }
 
 func init() {
@@ -1333,6 +1337,24 @@ type watchState struct {
 	closed      bool
 	changed     <-chan struct{} // closed at the next event
 	running     bool
+}
+
+// quietFor waits until no event arrived for gap, or at most max.
+func (w *threadWatch) quietFor(gap, max time.Duration) {
+	limit := time.NewTimer(max)
+	defer limit.Stop()
+	for {
+		t := time.NewTimer(gap)
+		select {
+		case <-w.snapshot().changed:
+			t.Stop()
+		case <-t.C:
+			return
+		case <-limit.C:
+			t.Stop()
+			return
+		}
+	}
 }
 
 func (w *threadWatch) snapshot() watchState {
@@ -1478,14 +1500,20 @@ func (f *follower) catchUp(ctx context.Context, t *followedThread) <-chan sseEve
 		close(ch)
 		return ch
 	}
-	msgs, herr := f.api.history(ctx, t.id)
+	// The state first: when it says closed, the history read after it is
+	// complete.
 	st, serr := f.api.status(ctx, t.id)
+	msgs, herr := f.api.history(ctx, t.id)
 	if herr == nil {
 		f.mu.Lock()
 		t.tr.history(msgs)
 		f.mu.Unlock()
 	}
 	if serr == nil {
+		// Its open choices now, so that the next line can answer them.
+		for _, ev := range st.choiceEvents() {
+			f.handle(t, ev)
+		}
 		for _, k := range st.Children {
 			f.follow(k, t.tr)
 		}
@@ -1728,6 +1756,19 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 		}
 	}
 	close(gate)
+	if opts.thread != "" {
+		// The stream sends the thread's current views, open choices and
+		// authorization links first: show them before reading input, so
+		// that a line answers a choice that was open before the chat
+		// started. The choices come from the thread's state (exactly); the
+		// rest is given a moment to arrive.
+		if st, err := api.status(ctx, threadID); err == nil {
+			for _, ev := range st.choiceEvents() {
+				f.handle(root, ev)
+			}
+		}
+		root.watch.quietFor(primeGap, primeWait)
+	}
 
 	lines := make(chan inputLine)
 	readErr := make(chan error, 1)
@@ -1983,6 +2024,24 @@ type threadStatus struct {
 		ToolName string `json:"tool_name"`
 	} `json:"pending_calls"`
 	Children []string `json:"children"`
+	Choices  []struct {
+		CallID   string   `json:"call_id"`
+		ToolName string   `json:"tool_name"`
+		Prompt   string   `json:"prompt"`
+		Choices  []string `json:"choices"`
+		Default  int      `json:"default"`
+	} `json:"choices"`
+}
+
+// choiceEvents returns the thread's open choices as user_choice events,
+// as the event stream sends them on connect.
+func (st *threadStatus) choiceEvents() []sseEvent {
+	var out []sseEvent
+	for _, c := range st.Choices {
+		out = append(out, sseEvent{Type: "user_choice", Data: mustJSON(map[string]any{
+			"call_id": c.CallID, "name": c.ToolName, "prompt": c.Prompt, "choices": c.Choices, "default": c.Default})})
+	}
+	return out
 }
 
 // status reads the thread's state, queue length, pending calls and

@@ -433,3 +433,370 @@ func TestTranscriptStreaming(t *testing.T) {
 		t.Errorf("transcript:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// interactTools is an SDK tool server whose tools use the interactive
+// parts of RAP: deploy asks the user (RAP UC-1), login needs an
+// authorization (RAP OA-1), render updates views and returns display_as
+// segments (RAP VU-1, RE-3), and watch is a subscription whose one event,
+// sent when the test fires it, is handled in a child thread (RAP SU-6).
+type interactTools struct {
+	URL     string
+	picked  chan int      // what deploy's AskUser returned (RAP UC-2)
+	granted chan struct{} // closed: login's authorization is granted
+	fire    chan string   // the text of watch's event
+}
+
+const testAuthURL = "https://auth.example.com/authorize?client=gorap&state=SECRET-STATE-42"
+
+func startInteractTools(t *testing.T) *interactTools {
+	t.Helper()
+	it := &interactTools{picked: make(chan int, 10), granted: make(chan struct{}), fire: make(chan string, 1)}
+	srv := rap.NewServer("interact", &rap.ServerOptions{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	rap.AddTool(srv, &rap.Tool{Name: "deploy", Description: "deploys after asking where"}, func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) {
+		i, err := c.AskUser(ctx, "Deploy where?", []string{"staging", "production"}, 0, 0)
+		if err != nil {
+			return nil, err
+		}
+		it.picked <- i
+		return rap.Text("deployed to " + []string{"staging", "production"}[i]), nil
+	})
+	rap.AddTool(srv, &rap.Tool{Name: "login", Description: "logs in"}, func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) {
+		if err := c.RequestOAuth(ctx, testAuthURL); err != nil {
+			return nil, err
+		}
+		select {
+		case <-it.granted:
+			return rap.Text("logged in as ada"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	rap.AddTool(srv, &rap.Tool{Name: "render", Description: "renders"}, func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) {
+		for _, pct := range []int{50, 100} {
+			if err := c.UpdateView(ctx, "progress", map[string]int{"pct": pct}); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.UpdateView(ctx, "summary", map[string]any{"files": []string{"a.go", "b.go"}, "title": "two files"}); err != nil {
+			return nil, err
+		}
+		return &rap.Reply{Text: "rendered 2 files",
+			DisplayAs: []rap.DisplaySegment{rap.DiffSegment("a.go", "@@ -1 +1 @@\n-old line\n+new line\n"), rap.TextSegment("2 files")}}, nil
+	})
+	rap.AddSubscription(srv, &rap.Tool{Name: "watch", Description: "watches the news"}, func(ctx context.Context, sub *rap.Subscription, in struct{}) error {
+		select {
+		case text := <-it.fire:
+			return sub.Final(ctx, text, false)
+		case <-ctx.Done():
+			return nil
+		}
+	})
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		hs.Close()
+	})
+	it.URL = hs.URL
+	return it
+}
+
+// interactScript plays the conversations of the interactive tests.
+func interactScript() *scripted.Model {
+	call := func(name, args string) []scripted.Call {
+		return []scripted.Call{{Name: name, Arguments: json.RawMessage(args)}}
+	}
+	return scripted.New([]scripted.Turn{
+		// A child thread started for a watch event closes with a report.
+		{When: &scripted.When{UserContains: "was started to handle", LastInput: "user"}, Repeat: true,
+			ToolCalls: call("close_thread", `{"thread_id": "{{thread_id}}", "report_to_parent": "the news was handled"}`)},
+		{When: &scripted.When{LastResultContains: "the news was handled", LastInput: "tool_result"}, Text: "A child handled the news.", Repeat: true},
+		{When: &scripted.When{UserContains: "deploy", LastInput: "user"}, ToolCalls: call("deploy", `{}`), Repeat: true},
+		{When: &scripted.When{LastResultContains: "deployed to", LastInput: "tool_result"}, Text: "Result: {{last_result}}", Repeat: true},
+		{When: &scripted.When{UserContains: "asked the user to authorize", LastInput: "user"}, Text: "Please open the link."},
+		{When: &scripted.When{UserContains: "logged in as ada"}, Text: "You are in."},
+		{AfterUser: "log me in", ToolCalls: call("login", `{}`)},
+		{AfterUser: "render", ToolCalls: call("render", `{}`)},
+		{When: &scripted.When{LastResultContains: "rendered", LastInput: "tool_result"}, Text: "Rendered."},
+		{AfterUser: "watch", ToolCalls: call("watch", `{}`)},
+		{When: &scripted.When{LastResultContains: "Subscribed", LastInput: "tool_result"}, Text: "Watching."},
+		{Text: "ok", Repeat: true},
+	})
+}
+
+// chatDriver runs a chat whose stdin is a pipe, so that a test can write
+// a line after it saw the output it waits for.
+type chatDriver struct {
+	in          *io.PipeWriter
+	out, errOut *syncBuffer
+	done        chan error
+}
+
+func startChat(t *testing.T, opts chatOptions, interactive bool) *chatDriver {
+	t.Helper()
+	if opts.wait == 0 {
+		opts.wait = 30 * time.Second
+	}
+	pr, pw := io.Pipe()
+	d := &chatDriver{in: pw, out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan error, 1)}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	go func() {
+		defer cancel()
+		d.done <- chat(ctx, opts, pr, interactive, d.out, d.errOut)
+	}()
+	t.Cleanup(func() { pw.Close(); <-d.done })
+	return d
+}
+
+func (d *chatDriver) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(d.in, line+"\n"); err != nil {
+		t.Fatalf("write %q to the chat: %v", line, err)
+	}
+}
+
+// waitOut waits until the output contains want.
+func (d *chatDriver) waitOut(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(d.out.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the chat's output within 30s; output:\n%s\nstderr:\n%s", want, d.out.String(), d.errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// finish ends the input and returns chat's error.
+func (d *chatDriver) finish(t *testing.T) error {
+	t.Helper()
+	d.in.Close()
+	select {
+	case err := <-d.done:
+		d.done <- err // for the cleanup
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("chat did not return within 60s of the end of its input")
+		return nil
+	}
+}
+
+// RAP UC-1, UC-2: a tool's question is shown as a numbered picker; a
+// number answers it (the tool gets the 0-based index), a line that is not
+// an answer is refused and the question stays open, and an empty line
+// dismisses it, which sends the default. Piped input works line by line.
+func TestChatUserChoicePicker(t *testing.T) {
+	tools := startInteractTools(t)
+	rt := startTestRuntime(t, interactScript(), tools.URL)
+	out, errOut, err := runChatFor(t, chatOptions{server: rt.URL}, "deploy please\n7\n2\ndeploy again\n\n")
+	if err != nil {
+		t.Fatalf("chat: %v\nstderr: %s", err, errOut)
+	}
+	wantLines(t, out,
+		"? deploy asks: Deploy where?\n      1) staging  (default)\n      2) production\n",
+		"Answer with a number from 1 to 2",
+		"· deploy's question answered: 2) production",
+		"Result: deployed to production",
+		"· deploy's question was dismissed; the tool gets its default, 1) staging",
+		"Result: deployed to staging",
+	)
+	if !strings.Contains(errOut, `"7" is not an answer: type a number from 1 to 2`) || !strings.Contains(errOut, "the question stays open") {
+		t.Errorf("a bad answer should be refused, keeping the question open; stderr: %q", errOut)
+	}
+	// The tool got index 1 for "2", then the default 0 for the dismissal.
+	for i, want := range []int{1, 0} {
+		select {
+		case got := <-tools.picked:
+			if got != want {
+				t.Errorf("answer %d: the tool got index %d, want %d", i+1, got, want)
+			}
+		default:
+			t.Fatalf("answer %d did not reach the tool", i+1)
+		}
+	}
+	// The transcript keeps the order: question, answer, result, next question.
+	order := []string{"Deploy where?", "answered: 2) production", "deployed to production", "you: deploy again", "was dismissed", "deployed to staging"}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(out[last+1:], s)
+		if i < 0 {
+			t.Fatalf("%q missing or out of order in:\n%s", s, out)
+		}
+		last += 1 + i
+	}
+	// "7" and "2" were answers, not messages.
+	threads, _ := rt.Threads(context.Background())
+	msgs, _ := rt.History(context.Background(), threads[0].ID)
+	if countUser(msgs, "7") != 0 || countUser(msgs, "2") != 0 {
+		t.Errorf("an answer was sent as a message: %+v", msgs)
+	}
+}
+
+// In a terminal the picker changes the prompt, and the answer goes to the
+// tool.
+func TestChatUserChoiceInteractive(t *testing.T) {
+	tools := startInteractTools(t)
+	rt := startTestRuntime(t, interactScript(), tools.URL)
+	d := startChat(t, chatOptions{server: rt.URL}, true)
+	d.waitOut(t, "you> ")
+	d.send(t, "deploy please")
+	d.waitOut(t, "choice 1-2, d to dismiss> ")
+	d.send(t, "d")
+	d.waitOut(t, "Result: deployed to staging")
+	if err := d.finish(t); err != nil {
+		t.Fatalf("chat: %v\nstderr: %s", err, d.errOut.String())
+	}
+	select {
+	case got := <-tools.picked:
+		if got != 0 {
+			t.Errorf("dismissal sent index %d, want the default 0 (RAP UC-2)", got)
+		}
+	default:
+		t.Fatal("the dismissal did not reach the tool")
+	}
+}
+
+// RAP OA-1: the authorization link is shown clearly, also when the chat
+// resumes the thread while the call still waits; the chat does not wait
+// for a call that waits for the user; the link never goes to stderr (the
+// log of a chat); after the grant the result arrives as usual.
+func TestChatOAuthLink(t *testing.T) {
+	tools := startInteractTools(t)
+	rt := startTestRuntime(t, interactScript(), tools.URL)
+	out, errOut, err := runChatFor(t, chatOptions{server: rt.URL}, "log me in\n")
+	if err != nil {
+		t.Fatalf("chat: %v\nstderr: %s", err, errOut)
+	}
+	wantLines(t, out, "🔐 login needs your authorization", "Authorize at: "+testAuthURL+"\n", "assistant: Please open the link.")
+	if n := strings.Count(out, "Authorize at:"); n != 1 {
+		t.Errorf("the link is shown %d times, want once:\n%s", n, out)
+	}
+	if !strings.Contains(errOut, "login waits for your authorization") {
+		t.Errorf("at the end of input the chat should say the call waits for the user; stderr: %q", errOut)
+	}
+	if strings.Contains(errOut, "SECRET-STATE") {
+		t.Errorf("the authorization link reached stderr: %q", errOut)
+	}
+	threads, _ := rt.Threads(context.Background())
+	id := threads[0].ID
+
+	// Resuming shows the link again: it is replayed on connect.
+	out2, errOut2, err := runChatFor(t, chatOptions{server: rt.URL, thread: id}, "")
+	if err != nil {
+		t.Fatalf("resume: %v\nstderr: %s", err, errOut2)
+	}
+	wantLines(t, out2, "Authorize at: "+testAuthURL)
+
+	close(tools.granted)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		msgs, _ := rt.History(context.Background(), id)
+		if n := len(msgs); n > 0 && msgs[n-1].Text == "You are in." {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the result of the authorized call did not arrive: %+v", msgs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out3, _, err := runChatFor(t, chatOptions{server: rt.URL, thread: id}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out3, "Authorize at:") {
+		t.Errorf("the link is still shown after the result arrived:\n%s", out3)
+	}
+	wantLines(t, out3, "← login: logged in as ada", "assistant: You are in.")
+}
+
+// RAP VU-1, VU-2, RE-3: view updates are shown as one-line summaries, the
+// latest of each view is shown again on resume, and a result's diff
+// segment is shown with its path and patch lines.
+func TestChatViewsAndDisplaySegments(t *testing.T) {
+	tools := startInteractTools(t)
+	rt := startTestRuntime(t, interactScript(), tools.URL)
+	out, errOut, err := runChatFor(t, chatOptions{server: rt.URL}, "render it\n")
+	if err != nil {
+		t.Fatalf("chat: %v\nstderr: %s", err, errOut)
+	}
+	wantLines(t, out,
+		"· view progress: pct: 50\n",
+		"· view progress: pct: 100\n",
+		`· view summary: files: [2 items], title: "two files"`,
+		"← render: diff a.go\n      @@ -1 +1 @@\n      -old line\n      +new line\n",
+		"assistant: Rendered.",
+	)
+	if strings.Contains(out, "rendered 2 files") {
+		t.Errorf("the model's text was shown instead of the display segment:\n%s", out)
+	}
+	threads, _ := rt.Threads(context.Background())
+	out2, _, err := runChatFor(t, chatOptions{server: rt.URL, thread: threads[0].ID}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLines(t, out2, "· view progress: pct: 100", "· view summary: ")
+	if strings.Contains(out2, "pct: 50") {
+		t.Errorf("resume replayed an old view content:\n%s", out2)
+	}
+}
+
+// RAP SU-6: an event handled in a child thread is followed: the chat
+// opens the child's event stream and prints what it does, prefixed with
+// its short id; /threads and --tree print the tree from parent_id.
+func TestChatFollowsChildThreadsAndTree(t *testing.T) {
+	tools := startInteractTools(t)
+	rt := startTestRuntime(t, interactScript(), tools.URL)
+	d := startChat(t, chatOptions{server: rt.URL}, false)
+	d.send(t, "watch the news")
+	d.waitOut(t, "assistant: Watching.")
+	tools.fire <- `{"headline":"RAW-EVENT"}`
+	d.waitOut(t, "assistant: A child handled the news.")
+	d.send(t, "/threads")
+	d.waitOut(t, "← this chat")
+	if err := d.finish(t); err != nil {
+		t.Fatalf("chat: %v\nstderr: %s", err, d.errOut.String())
+	}
+	threads, err := rt.Threads(context.Background())
+	if err != nil || len(threads) != 2 {
+		t.Fatalf("threads = %+v, %v; want the root and one child", threads, err)
+	}
+	root, child := threads[0], threads[1]
+	if child.ParentID != root.ID {
+		root, child = child, root
+	}
+	p := "  [" + shortID(child.ID) + "] "
+	out := d.out.String()
+	wantLines(t, out,
+		"· child thread "+shortID(child.ID)+" started (subscription event of watch)",
+		p+"  ← event: {\"headline\":\"RAW-EVENT\"}", // the event, in the child only
+		p+"» [runtime] This thread ("+child.ID+") was started",
+		p+"  → close_thread(",
+		"· thread "+shortID(child.ID)+" closed",
+		"← event: Final report from child thread "+child.ID,
+		// The tree: /threads.
+		root.ID+"  active  session  ← this chat\n└─ "+child.ID+"  closed  event of watch (call "+child.OriginCallID+")\n",
+	)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "RAW-EVENT") && !strings.HasPrefix(line, p) {
+			t.Errorf("the raw event shows outside the child's lines: %q", line)
+		}
+	}
+
+	// rap chat --tree prints the same tree and exits; an unknown thread is
+	// an error naming it.
+	tree, errOut, err := runChatFor(t, chatOptions{server: rt.URL, tree: true}, "")
+	if err != nil {
+		t.Fatalf("--tree: %v\n%s", err, errOut)
+	}
+	if want := root.ID + "  active  session\n└─ " + child.ID + "  closed  event of watch (call " + child.OriginCallID + ")\n"; tree != want {
+		t.Errorf("--tree printed:\n%s\nwant:\n%s", tree, want)
+	}
+	_, _, err = runChatFor(t, chatOptions{server: rt.URL, tree: true, thread: "nope"}, "")
+	if err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("--tree --thread nope: err = %v", err)
+	}
+}
