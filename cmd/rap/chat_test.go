@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -798,5 +799,193 @@ func TestChatFollowsChildThreadsAndTree(t *testing.T) {
 	_, _, err = runChatFor(t, chatOptions{server: rt.URL, tree: true, thread: "nope"}, "")
 	if err == nil || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("--tree --thread nope: err = %v", err)
+	}
+}
+
+// RAP UC-1, UC-2: a choice still open when a chat ends is shown again by
+// the next chat on the thread, whose first line answers it; a choice
+// answered by another client is shown as answered and the next line is a
+// message again.
+func TestChatUserChoiceAcrossClients(t *testing.T) {
+	tools := startInteractTools(t)
+	rt := startTestRuntime(t, interactScript(), tools.URL)
+	out, errOut, err := runChatFor(t, chatOptions{server: rt.URL}, "deploy please\n")
+	if err != nil {
+		t.Fatalf("chat: %v\nstderr: %s", err, errOut)
+	}
+	wantLines(t, out, "? deploy asks: Deploy where?")
+	if !strings.Contains(errOut, "deploy waits for your choice") || !strings.Contains(errOut, "rap chat --thread ") {
+		t.Errorf("the chat should say a choice is left open and how to answer it; stderr: %q", errOut)
+	}
+	threads, _ := rt.Threads(context.Background())
+	id := threads[0].ID
+
+	out2, errOut2, err := runChatFor(t, chatOptions{server: rt.URL, thread: id}, "2\n")
+	if err != nil {
+		t.Fatalf("resume: %v\nstderr: %s", err, errOut2)
+	}
+	wantLines(t, out2, "? deploy asks: Deploy where?", "answered: 2) production", "Result: deployed to production")
+	if got := <-tools.picked; got != 1 {
+		t.Errorf("the tool got index %d, want 1", got)
+	}
+
+	// Another client answers while this chat shows the question.
+	d := startChat(t, chatOptions{server: rt.URL, thread: id}, false)
+	d.send(t, "deploy once more")
+	d.waitOut(t, "Answer with a number from 1 to 2")
+	choices, err := rt.PendingChoices(context.Background(), id)
+	if err != nil || len(choices) != 1 {
+		t.Fatalf("pending choices = %+v, %v", choices, err)
+	}
+	sel := 0
+	if _, err := rt.AnswerChoice(context.Background(), id, choices[0].CallID, &sel); err != nil {
+		t.Fatal(err)
+	}
+	d.waitOut(t, "answered: 1) staging")
+	d.waitOut(t, "Result: deployed to staging")
+	d.send(t, "thanks")
+	d.waitOut(t, "assistant: ok")
+	if err := d.finish(t); err != nil {
+		t.Fatalf("chat: %v\nstderr: %s", err, d.errOut.String())
+	}
+	msgs, _ := rt.History(context.Background(), id)
+	if countUser(msgs, "thanks") != 1 {
+		t.Errorf("after the other client's answer the next line should be a message; history: %+v", msgs)
+	}
+}
+
+func TestParseChoiceAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		want    int // -1: dismissal
+		wantErr bool
+	}{
+		{"1", 0, false}, {" 3 ", 2, false}, {"", -1, false}, {"d", -1, false}, {"D", -1, false},
+		{"0", 0, true}, {"4", 0, true}, {"-1", 0, true}, {"two", 0, true}, {"1.5", 0, true}, {"99999999999999999999", 0, true},
+	} {
+		got, err := parseChoiceAnswer(tt.in, 3)
+		switch {
+		case tt.wantErr:
+			if err == nil || !strings.Contains(err.Error(), "from 1 to 3") {
+				t.Errorf("%q: err = %v, want one saying to type 1 to 3", tt.in, err)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tt.in, err)
+		case tt.want < 0 && got != nil, tt.want >= 0 && (got == nil || *got != tt.want):
+			t.Errorf("%q = %v, want %d", tt.in, got, tt.want)
+		}
+	}
+}
+
+// The picker, the authorization link and the answer render once each,
+// with control characters neutralised; a child's own closing is left to
+// its parent.
+func TestTranscriptInteractEvents(t *testing.T) {
+	var b bytes.Buffer
+	tr := newTranscript(&b)
+	ev := func(typ, data string) { tr.event(sseEvent{Type: typ, Data: json.RawMessage(data)}) }
+	ev("user_choice", `{"call_id":"c1","name":"deploy","prompt":"Where?\nPick one.","choices":["staging","prod\u001b[2J"],"default":1}`)
+	ev("user_choice", `{"call_id":"c1","name":"deploy","prompt":"Where?","choices":["staging","prod"],"default":1}`) // replayed
+	ev("user_choice", `{"call_id":"c2","name":"bad","prompt":"?","choices":[],"default":0}`)                         // no choices: ignored
+	ev("choice_answered", `{"call_id":"c1","selected":0,"dismissed":false}`)
+	ev("choice_answered", `{"call_id":"zz","selected":1,"dismissed":true}`)
+	ev("oauth", `{"call_id":"c3","name":"login","auth_url":"https://a.example/x?s=1"}`)
+	ev("oauth", `{"call_id":"c3","name":"login","auth_url":"https://a.example/x?s=1"}`) // replayed
+	ev("view", `{"view_type":"progress","content":{"pct":5,"nested":{"a":1},"list":[1,2],"label":"half"}}`)
+	ev("thread_spawned", `{"thread_id":"0123456789abcdef","parent_id":"p","origin_call_id":"c4","origin_tool":"spawn_thread","reason":"spawn_thread"}`)
+	ev("thread_closed", `{"thread_id":"0123456789abcdef"}`)
+	want := "  ? deploy asks: Where?\n" +
+		"      Pick one.\n" +
+		"      1) staging\n" +
+		"      2) prod\uFFFD[2J  (default)\n" +
+		"    Answer with a number from 1 to 2; d or an empty line dismisses the question (the tool then gets 2).\n" +
+		"  · deploy's question answered: 1) staging\n" +
+		"  · the question of call zz was dismissed; the tool gets its default, choice 2\n" +
+		"  🔐 login needs your authorization; its call waits until you grant it.\n" +
+		"     Authorize at: https://a.example/x?s=1\n" +
+		"  · view progress: label: \"half\", list: [2 items], nested: {1 members}, pct: 5\n" +
+		"  · child thread 01234567 started (spawn thread)\n" +
+		"  · thread 01234567 closed\n"
+	if b.String() != want {
+		t.Errorf("transcript:\n%s\nwant:\n%s", b.String(), want)
+	}
+
+	// A followed child: prefixed lines, inputs shortened, its own closing
+	// and the session's toolsets not repeated.
+	b.Reset()
+	c := tr.forChild("0123456789abcdef")
+	cev := func(typ, data string) { c.event(sseEvent{Type: typ, Data: json.RawMessage(data)}) }
+	cev("toolsets", `{"loaded":["x"],"errors":[]}`)
+	cev("message", `{"thread_id":"0123456789abcdef","seq":4,"role":"user","text":"[runtime] `+strings.Repeat("long ", 60)+`"}`)
+	cev("message", `{"thread_id":"0123456789abcdef","seq":4,"role":"user","text":"again"}`) // seen seq
+	cev("message", `{"thread_id":"0123456789abcdef","seq":5,"role":"assistant","text":"done"}`)
+	cev("thread_closed", `{"thread_id":"0123456789abcdef"}`)
+	got := b.String()
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "  [01234567] » [runtime] long long") || !strings.HasSuffix(lines[0], "…") ||
+		lines[1] != "  [01234567] assistant: done" {
+		t.Errorf("child transcript:\n%s", got)
+	}
+}
+
+func TestPrintThreadTree(t *testing.T) {
+	threads := []store.Thread{
+		{ID: "R1", Status: store.ThreadActive},
+		{ID: "A", ParentID: "R1", Status: store.ThreadClosed, OriginTool: "watch", OriginCallID: "c1"},
+		{ID: "B", ParentID: "R1", Status: store.ThreadActive, OriginTool: "spawn_thread", OriginCallID: "c2"},
+		{ID: "B1", ParentID: "B", Status: store.ThreadActive, OriginTool: "spawn_thread", OriginCallID: "c3"},
+		{ID: "R2", Status: store.ThreadClosed},
+		{ID: "O", ParentID: "gone", Status: store.ThreadActive, OriginTool: "watch"}, // its parent is not listed
+	}
+	var b bytes.Buffer
+	if err := printThreadTree(&b, threads, "", "B1"); err != nil {
+		t.Fatal(err)
+	}
+	want := "R1  active  session\n" +
+		"├─ A  closed  event of watch (call c1)\n" +
+		"└─ B  active  spawn_thread (call c2)\n" +
+		"   └─ B1  active  spawn_thread (call c3)  ← this chat\n" +
+		"R2  closed  session\n" +
+		"O  active  event of watch\n"
+	if b.String() != want {
+		t.Errorf("tree:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	if err := printThreadTree(&b, threads, "B1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(b.String(), "R1  active  session\n") || strings.Contains(b.String(), "R2") {
+		t.Errorf("the tree of B1's session:\n%s", b.String())
+	}
+	b.Reset()
+	if err := printThreadTree(&b, nil, "", ""); err != nil || !strings.Contains(b.String(), "no threads yet") {
+		t.Errorf("empty tree: %q, %v", b.String(), err)
+	}
+
+	// A deep chain stops at maxTreeDepth levels.
+	var chain []store.Thread
+	for i := 0; i <= maxTreeDepth+5; i++ {
+		th := store.Thread{ID: fmt.Sprintf("t%d", i), Status: store.ThreadActive}
+		if i > 0 {
+			th.ParentID = fmt.Sprintf("t%d", i-1)
+		}
+		chain = append(chain, th)
+	}
+	b.Reset()
+	if err := printThreadTree(&b, chain, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "deeper than 64 levels not shown") || strings.Contains(b.String(), fmt.Sprintf("t%d ", maxTreeDepth+2)) {
+		t.Errorf("deep tree not cut:\n%s", b.String())
+	}
+}
+
+func TestPrefixWriter(t *testing.T) {
+	var b bytes.Buffer
+	p := &prefixWriter{w: &b, prefix: "> "}
+	fmt.Fprint(p, "a\nb")
+	fmt.Fprint(p, "c\n\nd\n")
+	if want := "> a\n> bc\n> \n> d\n"; b.String() != want {
+		t.Errorf("got %q, want %q", b.String(), want)
 	}
 }
