@@ -326,6 +326,9 @@ const (
 	// on connect (views, authorization links) when a thread is resumed.
 	primeGap  = 150 * time.Millisecond
 	primeWait = 1500 * time.Millisecond
+	// childCatchUp bounds how long a parent's thread_closed event for a
+	// child waits for the child's own stream to be printed.
+	childCatchUp = 2 * time.Second
 )
 
 // lineState is shared by the transcripts that write to one output: the
@@ -1410,6 +1413,24 @@ func (f *follower) root(id string, tr *transcript) *followedThread {
 
 // handle shows one event of thread t and follows the children it starts.
 func (f *follower) handle(t *followedThread, ev sseEvent) {
+	if ev.Type == "thread_closed" {
+		// A child closed: let its own stream finish printing first, so
+		// that its lines come before the parent's part of the story.
+		var c struct {
+			ThreadID string `json:"thread_id"`
+		}
+		if json.Unmarshal(ev.Data, &c) == nil && c.ThreadID != t.id {
+			if k := f.followed(c.ThreadID); k != nil {
+				timer := time.NewTimer(childCatchUp)
+				select {
+				case <-k.done:
+				case <-timer.C:
+				case <-f.ctx.Done():
+				}
+				timer.Stop()
+			}
+		}
+	}
 	f.mu.Lock()
 	t.tr.event(ev)
 	f.mu.Unlock()
@@ -1474,11 +1495,14 @@ func (f *follower) follow(id string, parent *transcript) {
 		defer f.wg.Done()
 		defer close(t.done)
 		defer cancel()
+		if t.watch.snapshot().closed {
+			return // closed before it was opened: its history said it all
+		}
 		for ev := range events {
+			f.handle(t, ev)
 			if t.watch.snapshot().closed {
 				return
 			}
-			f.handle(t, ev)
 		}
 	}()
 }

@@ -40,6 +40,12 @@ func TestDemo(t *testing.T) {
 		"← subscribe_clock (subscription): Subscribed",
 		"← event: ", // inline (RAP SU-5) or a child thread's report (RAP SU-6)
 		`"n":1`,
+		// RAP SU-6: each tick is handled by a child thread, followed and
+		// printed under its short id, which reports back and closes.
+		"· child thread ",
+		"] » [runtime] This thread (",
+		"]   → close_thread(",
+		"← event: Final report from child thread ",
 		"Tick 1 woke me up",
 		"cancel_subscription",
 		"── a sleep ──",
@@ -56,12 +62,10 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(got, "✗") {
 		t.Errorf("a step failed:\n%s", got)
 	}
-	// Cancellation is either done or honestly reported as not offered.
-	if !strings.Contains(got, "✓ cancellation") && !strings.Contains(got, "– cancellation: this runtime does not offer") {
-		t.Errorf("the cancellation step is not reported:\n%s", got)
-	}
+	// RAP SU-7: the built-in cancel_subscription ends the clock.
+	wantLines(t, got, "✓ cancellation: cancel_subscription stopped the clock")
 	// The transcript keeps the order of the conversation.
-	order := []string{"you: " + demoAskTime, "→ Time in Asia/Tokyo", "← get_time_in_zone", "In Tokyo it is", "you: " + demoAskClock, "← event:",
+	order := []string{"you: " + demoAskTime, "→ Time in Asia/Tokyo", "← get_time_in_zone", "In Tokyo it is", "you: " + demoAskClock, "] » [runtime] This thread (", "← event: Final report", "Tick 1 woke me up",
 		"you: " + demoAskNap, "→ sleep(", "← sleep: Woke up", "The timer woke me up", "What the demo showed:"}
 	last := -1
 	for _, s := range order {
