@@ -1595,7 +1595,12 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 		list = append(list, t)
 	}
 	f.tmu.Unlock()
-	sort.Slice(list, func(i, j int) bool { return list[i] == root || list[j] != root && list[i].id < list[j].id })
+	sort.Slice(list, func(i, j int) bool { // the root first, then by id
+		if list[i] == root || list[j] == root {
+			return list[i] == root && list[j] != root
+		}
+		return list[i].id < list[j].id
+	})
 	open, _ := f.asks.count()
 	var busy []string
 	for _, t := range list {

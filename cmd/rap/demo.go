@@ -291,7 +291,7 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 	fmt.Fprintf(stdout, "  runtime:     %s (store %s)\n\n", rtURL, filepath.Join(dataDir, storeFile))
 
 	// The conversation, through the runtime's HTTP client API.
-	d, err := startDemoSession(ctx, rtURL, stdout)
+	d, err := startDemoSession(ctx, rtURL, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -329,7 +329,7 @@ type demoSession struct {
 	out    io.Writer
 }
 
-func startDemoSession(ctx context.Context, base string, out io.Writer) (*demoSession, error) {
+func startDemoSession(ctx context.Context, base string, out, errOut io.Writer) (*demoSession, error) {
 	api, err := newAPIClient(base, "")
 	if err != nil {
 		return nil, err
@@ -350,7 +350,7 @@ func startDemoSession(ctx context.Context, base string, out io.Writer) (*demoSes
 	fmt.Fprintf(out, "thread %s\n", d.threadID)
 	sctx, cancel := context.WithCancel(ctx)
 	d.cancel = cancel
-	d.f = newFollower(sctx, api, &d.mu, io.Discard)
+	d.f = newFollower(sctx, api, &d.mu, errOut)
 	root := d.f.root(d.threadID, d.tr)
 	d.watch = root.watch
 	events, _, err := api.events(sctx, d.threadID)
