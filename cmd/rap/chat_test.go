@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -987,5 +988,52 @@ func TestPrefixWriter(t *testing.T) {
 	fmt.Fprint(p, "c\n\nd\n")
 	if want := "> a\n> bc\n> \n> d\n"; b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
+	}
+}
+
+// An answer the runtime refuses keeps the question open (502: the tool
+// did not take it, answer again); one for a question no longer open
+// (404) drops it. Each says so on stderr.
+func TestAnswerChoiceRefused(t *testing.T) {
+	for _, tt := range []struct {
+		status   int
+		msg      string
+		wantOpen bool
+		wantErr  string
+	}{
+		{http.StatusBadGateway, "the tool did not accept the answer", true, "answer not delivered"},
+		{http.StatusNotFound, "no choice is waiting for call c1", false, "is no longer open"},
+	} {
+		t.Run(http.StatusText(tt.status), func(t *testing.T) {
+			var got []byte
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got, _ = io.ReadAll(r.Body)
+				if r.Method != http.MethodPost || r.URL.Path != "/v1/threads/th/choices/c1" {
+					http.Error(w, "unexpected "+r.Method+" "+r.URL.Path, http.StatusTeapot)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tt.status)
+				json.NewEncoder(w).Encode(map[string]string{"error": tt.msg})
+			}))
+			defer srv.Close()
+			api, _ := newAPIClient(srv.URL, "")
+			var errOut bytes.Buffer
+			var mu sync.Mutex
+			f := newFollower(context.Background(), api, &mu, &errOut)
+			f.asks.note("th", sseEvent{Type: "user_choice", Data: json.RawMessage(`{"call_id":"c1","name":"deploy","prompt":"?","choices":["a","b"],"default":0}`)})
+			c, _ := f.asks.next()
+			say := func(w io.Writer, format string, args ...any) { fmt.Fprintf(w, format, args...) }
+			answerChoice(context.Background(), api, f, c, "2", false, time.Second, say)
+			if string(got) != `{"selected":1}` {
+				t.Errorf("body = %s, want {\"selected\":1}", got)
+			}
+			if _, open := f.asks.next(); open != tt.wantOpen {
+				t.Errorf("question open = %v, want %v", open, tt.wantOpen)
+			}
+			if !strings.Contains(errOut.String(), tt.wantErr) || !strings.Contains(errOut.String(), tt.msg) {
+				t.Errorf("stderr = %q, want %q and the server's message", errOut.String(), tt.wantErr)
+			}
+		})
 	}
 }
