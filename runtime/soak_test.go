@@ -198,7 +198,18 @@ func TestScriptedDemoFlow(t *testing.T) {
 	e.post(th, "watch the news")
 	e.waitHistory(th, "watching", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "Watching.") })
 	src.push("news", sourceEvent{text: "RAW-A"}, sourceEvent{text: "RAW-B"})
-	e.waitHistory(th, "two reports", func(h []store.Message) bool { return countAssistant(h, "A child handled an event.") == 2 })
+	// Both reports reach the parent; when they arrive together they are one
+	// batch (one slice, one answer), so count the reports, not the answers.
+	e.waitHistory(th, "two reports", func(h []store.Message) bool {
+		_, res := injected(h)
+		reports := 0
+		for _, r := range res {
+			if strings.Contains(r.Text, "an event was handled") {
+				reports++
+			}
+		}
+		return reports == 2 && hasText(h, store.RoleAssistant, "A child handled an event.")
+	})
 	e.idle(th)
 	e.post(th, "nap a second")
 	e.waitHistory(th, "the wake-up", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "Rested.") })
