@@ -131,6 +131,8 @@ type Error struct {
 	Problem string
 }
 
+// Error formats the problem as "FILE[:LINE]: [PATH: ]PROBLEM"; the file is
+// called "config" when it has no name.
 func (e *Error) Error() string {
 	var b strings.Builder
 	name := e.File
