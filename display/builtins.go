@@ -347,13 +347,8 @@ func bIndexOf(in *interp, p Pos, a []value) (value, error) {
 	if !ok {
 		return nil, errNoMatch
 	}
-	var find string
-	switch f := a[1].(type) {
-	case string:
-		find = f
-	case charT:
-		find = string(rune(f))
-	default:
+	find, isText := textArg(a[1])
+	if !isText {
 		return nil, errNoMatch
 	}
 	if s == "" {
@@ -642,13 +637,8 @@ func bStartsEnds(start bool) builtinFn {
 		if !ok {
 			return nil, errNoMatch
 		}
-		var t string
-		switch x := a[1].(type) {
-		case string:
-			t = x
-		case charT:
-			t = string(rune(x))
-		default:
+		t, isText := textArg(a[1])
+		if !isText {
 			return nil, errNoMatch
 		}
 		if start {
@@ -829,17 +819,8 @@ func bReplace(in *interp, p Pos, a []value) (value, error) {
 	if !ok {
 		return nil, errNoMatch
 	}
-	str := func(v value) (string, bool) {
-		switch x := v.(type) {
-		case string:
-			return x, true
-		case charT:
-			return string(rune(x)), true
-		}
-		return "", false
-	}
-	find, ok1 := str(a[1])
-	sub, ok2 := str(a[2])
+	find, ok1 := textArg(a[1])
+	sub, ok2 := textArg(a[2])
 	if !ok1 || !ok2 {
 		return nil, errNoMatch
 	}
@@ -887,13 +868,8 @@ func bPad(in *interp, p Pos, a []value) (value, error) {
 		}
 		return unit, nil
 	case string:
-		var pad string
-		switch y := a[2].(type) {
-		case string:
-			pad = y
-		case charT:
-			pad = string(rune(y))
-		default:
+		pad, isText := textArg(a[2])
+		if !isText {
 			return nil, errNoMatch
 		}
 		if n <= 0 {
@@ -996,14 +972,11 @@ func bRemove(in *interp, p Pos, a []value) (value, error) {
 	}
 	switch x := a[0].(type) {
 	case string:
-		switch y := a[1].(type) {
-		case string:
-			a[0] = strings.ReplaceAll(x, y, "")
-		case charT:
-			a[0] = strings.ReplaceAll(x, string(rune(y)), "")
-		default:
+		y, ok := textArg(a[1])
+		if !ok {
 			return nil, errNoMatch
 		}
+		a[0] = strings.ReplaceAll(x, y, "")
 		return unit, nil
 	case *array:
 		i, ok := a[1].(int64)
@@ -1644,4 +1617,16 @@ func bRadix(base int) builtinFn {
 		}
 		return strconv.FormatUint(uint64(i), base), nil
 	}
+}
+
+// textArg reads a string or character argument as a string, the way Rhai's
+// string functions accept either.
+func textArg(v value) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case charT:
+		return string(rune(x)), true
+	}
+	return "", false
 }
