@@ -313,6 +313,15 @@ func RedactURL(raw string) string {
 	return u.String()
 }
 
+// redactedURL is a callback URL that logs and prints as RedactURL does,
+// computed only when a record or error actually needs it.
+type redactedURL string
+
+func (u redactedURL) String() string { return RedactURL(string(u)) }
+
+// LogValue implements slog.LogValuer.
+func (u redactedURL) LogValue() slog.Value { return slog.StringValue(u.String()) }
+
 // sendNow is Send without an outbox.
 func (s *Sender) sendNow(ctx context.Context, callbackURL, key string, body []byte) error {
 	s.mu.Lock()
@@ -359,14 +368,16 @@ func (r sendOutcome) ok() bool { return r.err == nil }
 
 // attempt POSTs body once and logs the outcome.
 func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []byte, n int) sendOutcome {
-	redacted := RedactURL(callbackURL)
+	// Redacting parses the URL: do it only for a log record that is
+	// written or an error that is returned, not on every delivery.
+	redacted := redactedURL(callbackURL)
 	actx, cancel := context.WithTimeout(ctx, s.attemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodPost, callbackURL, bytes.NewReader(body))
 	if err != nil {
 		// checkCallbackURL ran before, so this is not expected; treat as
 		// permanent since the same URL fails the same way again.
-		de := &DeliveryError{URL: redacted, Permanent: true, Err: stripURLError(err)}
+		de := &DeliveryError{URL: redacted.String(), Permanent: true, Err: stripURLError(err)}
 		s.log.Error("rap: callback request could not be built", "url", redacted, "key", key, "error", de.Err)
 		return sendOutcome{err: de}
 	}
@@ -381,7 +392,7 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 	t0 := time.Now()
 	resp, err := s.client.Do(req)
 	if err != nil {
-		de := &DeliveryError{URL: redacted, Err: stripURLError(err)}
+		de := &DeliveryError{URL: redacted.String(), Err: stripURLError(err)}
 		if ctx.Err() == nil {
 			s.log.Warn("rap: callback attempt failed; will retry", "url", redacted, "key", key, "attempt", n, "error", de.Err, "elapsed", time.Since(t0))
 		}
@@ -402,7 +413,7 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 	case resp.StatusCode >= 500:
 		s.log.Warn("rap: callback attempt failed; will retry", "url", redacted, "key", key, "attempt", n, "status", resp.StatusCode, "elapsed", time.Since(t0))
 		return sendOutcome{
-			err:        &DeliveryError{URL: redacted, Status: resp.StatusCode, Body: string(snippet)},
+			err:        &DeliveryError{URL: redacted.String(), Status: resp.StatusCode, Body: string(snippet)},
 			retryAfter: parseRetryAfter(resp.Header.Get("Retry-After")),
 		}
 	default:
@@ -412,7 +423,7 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 		// treated the same way: the message was not accepted, and
 		// repeating it will not change that.
 		s.log.Error("rap: callback refused; not retrying", "url", redacted, "key", key, "attempt", n, "status", resp.StatusCode, "elapsed", time.Since(t0))
-		return sendOutcome{err: &DeliveryError{URL: redacted, Status: resp.StatusCode, Body: string(snippet), Permanent: true}}
+		return sendOutcome{err: &DeliveryError{URL: redacted.String(), Status: resp.StatusCode, Body: string(snippet), Permanent: true}}
 	}
 }
 
