@@ -64,7 +64,8 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 		// delivers it (RAP IN-4).
 		ctx = context.WithoutCancel(ctx)
 	}
-	if err := c.srv.sender.Send(ctx, inv.CallbackURL, r); err != nil {
+	// The server checked callback_url when it accepted the invocation.
+	if err := c.srv.sender.send(ctx, inv.CallbackURL, r); err != nil {
 		c.srv.log.ErrorContext(ctx, "rap: could not deliver tool result",
 			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
 	}

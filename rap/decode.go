@@ -209,3 +209,228 @@ func jsonKind(v json.RawMessage) string {
 		return "invalid JSON"
 	}
 }
+
+// decodeInvocationFast decodes the common shape of an invocation in one
+// pass without building a map: every member DecodeInvocation reads is a
+// string without escapes (or, for arguments, an object; for
+// thread_ancestors, an array of such strings), and the body is valid UTF-8
+// JSON. It reports false for anything else, and DecodeInvocation then takes
+// its strict path, which gives the same result for what both accept and
+// names the field for what it rejects. The strings share one copy of data.
+func decodeInvocationFast(data []byte) (*Invocation, bool) {
+	if !utf8.Valid(data) || !json.Valid(data) {
+		return nil, false
+	}
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		return nil, false
+	}
+	text := string(data) // one copy; the fields are substrings of it
+	var (
+		inv                              Invocation
+		args, ancestors                  []byte
+		haveOp, haveArgs, haveID         bool
+		haveCallback, haveGroup, haveAnc bool
+	)
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return nil, false
+	}
+	for {
+		// The member's name: a string without escapes.
+		ks, ke, ok := plainString(data, i)
+		if !ok {
+			return nil, false
+		}
+		i = skipSpace(data, ke+1)
+		if i >= len(data) || data[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(data, i+1)
+		vs := i
+		i = skipValue(data, i)
+		if i < 0 {
+			return nil, false
+		}
+		val := data[vs:i]
+		str := func(dst *string, seen *bool) bool {
+			s, e, ok := plainString(data, vs)
+			if !ok || e+1 != i {
+				return false // not a plain string: let the strict path judge it
+			}
+			*dst = text[s:e]
+			if seen != nil {
+				*seen = true
+			}
+			return true
+		}
+		switch string(data[ks:ke]) {
+		case "operation":
+			ok = str(&inv.Operation, &haveOp)
+		case "id":
+			ok = str(&inv.ID, &haveID)
+		case "callback_url":
+			ok = str(&inv.CallbackURL, &haveCallback)
+		case "group_id":
+			ok = str(&inv.GroupID, &haveGroup)
+		case "call_id":
+			ok = str(&inv.CallID, nil)
+		case "user_id":
+			ok = str(&inv.UserID, nil)
+		case "arguments":
+			args, haveArgs, ok = val, true, val[0] == '{'
+		case "thread_ancestors":
+			ancestors, haveAnc, ok = val, true, val[0] == '['
+		}
+		if !ok {
+			return nil, false
+		}
+		i = skipSpace(data, i)
+		if i >= len(data) {
+			return nil, false
+		}
+		if data[i] == '}' {
+			break
+		}
+		if data[i] != ',' {
+			return nil, false
+		}
+		i = skipSpace(data, i+1)
+	}
+	if !haveOp || !haveArgs || !haveID || !haveCallback || !haveGroup ||
+		inv.Operation == "" || inv.ID == "" || inv.CallbackURL == "" || inv.GroupID == "" {
+		return nil, false
+	}
+	if bytes.IndexByte(args, ' ') >= 0 || bytes.ContainsAny(args, "\t\r\n") {
+		// Whitespace to remove: json.Compact does it as the strict path does.
+		var buf bytes.Buffer
+		if json.Compact(&buf, args) != nil {
+			return nil, false
+		}
+		inv.Arguments = buf.Bytes()
+	} else {
+		inv.Arguments = append(json.RawMessage(nil), args...)
+	}
+	if haveAnc {
+		list, ok := plainStrings(ancestors)
+		if !ok {
+			return nil, false
+		}
+		inv.ThreadAncestors = list
+	}
+	return &inv, true
+}
+
+// plainStrings reads a JSON array of strings without escapes; an empty
+// array gives nil, as DecodeInvocation makes it.
+func plainStrings(data []byte) ([]string, bool) {
+	i := skipSpace(data, 1)
+	if i < len(data) && data[i] == ']' {
+		return nil, true
+	}
+	var out []string
+	for {
+		s, e, ok := plainString(data, i)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, string(data[s:e]))
+		i = skipSpace(data, e+1)
+		if i >= len(data) {
+			return nil, false
+		}
+		if data[i] == ']' {
+			return out, true
+		}
+		if data[i] != ',' {
+			return nil, false
+		}
+		i = skipSpace(data, i+1)
+	}
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// plainString reports the bounds [s, e) of the contents of the JSON string
+// that starts at data[i], and false when there is none or it has escapes;
+// data[e] is its closing quote.
+func plainString(data []byte, i int) (s, e int, ok bool) {
+	if i >= len(data) || data[i] != '"' {
+		return 0, 0, false
+	}
+	j := bytes.IndexByte(data[i+1:], '"')
+	if j < 0 {
+		return 0, 0, false
+	}
+	s, e = i+1, i+1+j
+	if bytes.IndexByte(data[s:e], '\\') >= 0 {
+		return 0, 0, false
+	}
+	return s, e, true
+}
+
+// skipValue returns the index just after the JSON value that starts at
+// data[i], which is known to be valid JSON, or -1.
+func skipValue(data []byte, i int) int {
+	if i >= len(data) {
+		return -1
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				i = skipString(data, i)
+				if i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	default: // number, true, false, null
+		for i < len(data) {
+			switch data[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}
+
+// skipString returns the index just after the JSON string that starts at
+// data[i], or -1.
+func skipString(data []byte, i int) int {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return -1
+}

@@ -55,6 +55,15 @@ func (inv Invocation) MarshalJSON() ([]byte, error) {
 // or a member of the wrong JSON type is an error that names the field.
 // Unknown members are ignored.
 func DecodeInvocation(data []byte) (*Invocation, error) {
+	if inv, ok := decodeInvocationFast(data); ok {
+		return inv, nil
+	}
+	return decodeInvocationStrict(data)
+}
+
+// decodeInvocationStrict is DecodeInvocation member by member, for the
+// bodies decodeInvocationFast leaves to it.
+func decodeInvocationStrict(data []byte) (*Invocation, error) {
 	o, err := parseObject(data, "")
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package rap
 
 import (
+	"context"
 	"sync"
 )
 
@@ -10,8 +11,8 @@ import (
 // handing the job over after the acknowledgement never blocks.
 type pool struct {
 	workers  int
-	capacity int         // workers + queue: the most jobs outstanding at once
-	jobs     chan func() // buffered to capacity, so a reserved submit never blocks
+	capacity int      // workers + queue: the most jobs outstanding at once
+	jobs     chan job // buffered to capacity, so a reserved submit never blocks
 
 	mu          sync.Mutex
 	idle        *sync.Cond // signalled when outstanding drops to zero
@@ -27,7 +28,7 @@ func newPool(workers, queue int) *pool {
 	p := &pool{
 		workers:  workers,
 		capacity: workers + queue,
-		jobs:     make(chan func(), workers+queue),
+		jobs:     make(chan job, workers+queue),
 	}
 	p.idle = sync.NewCond(&p.mu)
 	return p
@@ -55,10 +56,22 @@ func (p *pool) release() {
 	p.mu.Unlock()
 }
 
+// job is one accepted invocation, passed to a worker by value so that the
+// hand-off allocates nothing.
+type job struct {
+	s       *Server
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	c       *Call
+	invalid error
+}
+
+func (j *job) run() { j.s.runCall(j.ctx, j.cancel, j.c, j.invalid) }
+
 // submit hands a job to the workers. The caller must hold a slot from
 // reserve; the slot is released when the job returns. The job must not
 // panic (the server recovers inside every job).
-func (p *pool) submit(job func()) {
+func (p *pool) submit(j job) {
 	p.mu.Lock()
 	if !p.started {
 		p.started = true
@@ -70,13 +83,13 @@ func (p *pool) submit(job func()) {
 	p.mu.Unlock()
 	// jobs is still open: close waits for every reserved slot first, and
 	// the buffer holds capacity jobs, so this send never blocks.
-	p.jobs <- job
+	p.jobs <- j
 }
 
 func (p *pool) work() {
 	defer p.workersDone.Done()
-	for job := range p.jobs {
-		job()
+	for j := range p.jobs {
+		j.run()
 		p.release()
 	}
 }

@@ -157,7 +157,8 @@ type Sender struct {
 
 	mu       sync.Mutex
 	inflight int           // direct sends under way
-	progress chan struct{} // closed and replaced whenever something finishes
+	progress chan struct{} // closed and replaced whenever something finishes that a Flush waits for
+	watched  bool          // a Flush holds progress: the next signal must close it
 }
 
 // NewSender returns a Sender configured by opts.
@@ -240,10 +241,16 @@ func (s *Sender) Send(ctx context.Context, callbackURL string, msg Callback) err
 	if err := checkCallbackURL(callbackURL); err != nil {
 		return err
 	}
+	return s.send(ctx, callbackURL, msg)
+}
+
+// send is Send for a callback URL that already passed checkCallbackURL
+// (or the server's equivalent check of an invocation's callback_url).
+func (s *Sender) send(ctx context.Context, callbackURL string, msg Callback) error {
 	if msg == nil {
 		return errors.New("rap: Send: msg is nil; pass a *ToolResult, *SubscriptionEvent, *OAuth, *UserChoice or *ViewUpdate")
 	}
-	body, err := json.Marshal(msg)
+	body, err := encodeCallback(msg)
 	if err != nil {
 		return fmt.Errorf("rap: Send: encoding %s message: %w", msg.MessageType(), err)
 	}
@@ -260,6 +267,17 @@ func (s *Sender) Send(ctx context.Context, callbackURL string, msg Callback) err
 	}
 	s.notify()
 	return nil
+}
+
+// encodeCallback is json.Marshal(msg). A tool result, the message of every
+// call, is encoded by its own MarshalJSON directly: that already returns
+// compact JSON with HTML characters escaped, which json.Marshal would only
+// copy after checking it again.
+func encodeCallback(msg Callback) ([]byte, error) {
+	if r, ok := msg.(*ToolResult); ok && r != nil {
+		return r.MarshalJSON()
+	}
+	return json.Marshal(msg)
 }
 
 // checkCallbackURL rejects URLs that cannot be POSTed to. The URL is
@@ -386,8 +404,8 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 			req.Header.Add(k, v)
 		}
 	}
-	req.Header.Set("Content-Type", "application/json") // RAP TR-1
-	req.Header.Set(IdempotencyKeyHeader, key)
+	req.Header["Content-Type"] = jsonContentType // RAP TR-1; set, not added to
+	req.Header[IdempotencyKeyHeader] = []string{key}
 
 	t0 := time.Now()
 	resp, err := s.client.Do(req)
@@ -399,7 +417,10 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 		return sendOutcome{err: de}
 	}
 	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, callbackErrorBodyLimit))
+	var snippet []byte
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		snippet, _ = io.ReadAll(io.LimitReader(resp.Body, callbackErrorBodyLimit))
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // let the connection be reused
 
 	switch {
@@ -426,6 +447,10 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 		return sendOutcome{err: &DeliveryError{URL: redacted.String(), Status: resp.StatusCode, Body: string(snippet), Permanent: true}}
 	}
 }
+
+// jsonContentType is the Content-Type of every callback, shared by all
+// requests: net/http only reads header values.
+var jsonContentType = []string{"application/json"}
 
 // stripURLError removes the *url.Error wrapper, whose message repeats the
 // full URL, token included.
@@ -492,9 +517,15 @@ func (s *Sender) notify() {
 }
 
 // signalLocked wakes every Flush waiting for progress. s.mu must be held.
+// When no Flush took the channel since the last signal, there is nobody to
+// wake, and the channel is kept.
 func (s *Sender) signalLocked() {
+	if !s.watched {
+		return
+	}
 	close(s.progress)
 	s.progress = make(chan struct{})
+	s.watched = false
 }
 
 func (s *Sender) signal() {
@@ -512,6 +543,7 @@ func (s *Sender) Flush(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		progress := s.progress
+		s.watched = true
 		idle := s.inflight == 0
 		s.mu.Unlock()
 		if s.outbox != nil && idle {

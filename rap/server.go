@@ -135,7 +135,9 @@ type Server struct {
 	deliverCtx   context.Context
 	stopDelivery context.CancelFunc
 
-	started atomic.Bool // Start completed: invocations are served
+	started   atomic.Bool // Start completed: invocations are served
+	lastBase  atomic.Pointer[baseCache]
+	emptyArgs sync.Map // *Schema → emptyArgsResult: see validateArgs
 
 	mu       sync.Mutex
 	runStop  context.CancelFunc // stops the sender loop; set by Start
@@ -144,10 +146,11 @@ type Server struct {
 	closing  bool
 	tools    map[string]*toolEntry
 	order    []string
-	active   map[string]map[string]*activeCall // group_id → id → call
-	choices  map[string]*pendingChoice         // invocation id → pending AskUser
-	subsWG   sync.WaitGroup                    // running subscription handlers; Add only under mu while !closing
-	nsubs    int                               // subscriptions holding a slot (MaxSubscriptions)
+	active   map[string]map[string]activeCall // group_id → id → call
+	idleMaps []map[string]activeCall          // emptied per-group maps, reused by register
+	choices  map[string]*pendingChoice        // invocation id → pending AskUser
+	subsWG   sync.WaitGroup                   // running subscription handlers; Add only under mu while !closing
+	nsubs    int                              // subscriptions holding a slot (MaxSubscriptions)
 }
 
 // activeCall is an invocation or subscription whose context is live.
@@ -184,7 +187,7 @@ func NewServer(name string, opts *ServerOptions) *Server {
 		log:     o.Logger,
 		pool:    newPool(o.Workers, o.Queue),
 		tools:   map[string]*toolEntry{},
-		active:  map[string]map[string]*activeCall{},
+		active:  map[string]map[string]activeCall{},
 		choices: map[string]*pendingChoice{},
 	}
 	client := o.HTTPClient
@@ -415,6 +418,67 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 	return body, true
 }
 
+// Invocation bodies are read into pooled buffers: the decoded invocation
+// copies what it keeps, so the buffer goes back to the pool as soon as the
+// body is parsed. Buffers that grew past bodyPoolMax are left to the
+// garbage collector rather than kept.
+const (
+	bodyPoolInitial = 2 << 10
+	bodyPoolMax     = 64 << 10
+)
+
+var bodyPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, bodyPoolInitial)
+	return &b
+}}
+
+// readPooledBody is readBody into a buffer from bodyPool, which the caller
+// gives back with putBody once nothing refers to the bytes any more. The
+// MaxBodyBytes limit and its 413 answer are those of readBody.
+func (s *Server) readPooledBody(w http.ResponseWriter, r *http.Request) (*[]byte, bool) {
+	limit := s.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		_, ok := s.readBody(w, r) // answers 413 as it always has
+		return nil, ok
+	}
+	bp := bodyPool.Get().(*[]byte)
+	b := (*bp)[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+		n, err := r.Body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if int64(len(b)) > limit {
+			*bp = b
+			putBody(bp)
+			// Like http.MaxBytesReader: the rest of the body is not read,
+			// so the connection cannot be reused.
+			w.Header().Set("Connection", "close")
+			http.Error(w, fmt.Sprintf("request body is over the %d-byte limit of this tool server", limit), http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			*bp = b
+			putBody(bp)
+			http.Error(w, "could not read the request body: "+err.Error(), http.StatusBadRequest)
+			return nil, false
+		}
+	}
+	*bp = b
+	return bp, true
+}
+
+func putBody(bp *[]byte) {
+	if cap(*bp) <= bodyPoolMax {
+		*bp = (*bp)[:0]
+		bodyPool.Put(bp)
+	}
+}
+
 // serveDiscovery answers GET /.well-known/rap-toolset (RAP TS-4).
 func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 	endpoint := s.opts.Endpoint
@@ -442,16 +506,39 @@ func requestBase(r *http.Request) string {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	if p := strings.ToLower(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0])); p == "http" || p == "https" {
-		scheme = p
+	if fp := r.Header.Get("X-Forwarded-Proto"); fp != "" {
+		first, _, _ := strings.Cut(fp, ",")
+		if p := strings.ToLower(strings.TrimSpace(first)); p == "http" || p == "https" {
+			scheme = p
+		}
 	}
 	prefix := ""
-	if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
-		if p, ok := strings.CutSuffix(u.Path, r.URL.Path); ok {
-			prefix = strings.TrimSuffix(p, "/")
+	if r.RequestURI != r.URL.Path { // else nothing was stripped: no prefix
+		if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
+			if p, ok := strings.CutSuffix(u.Path, r.URL.Path); ok {
+				prefix = strings.TrimSuffix(p, "/")
+			}
 		}
 	}
 	return scheme + "://" + r.Host + prefix
+}
+
+// baseCache remembers the last base URL built by invocationBase, since
+// consecutive invocations almost always reach the same one.
+type baseCache struct{ host, base string }
+
+// invocationBase is requestBase for an invocation, reusing the previous
+// invocation's string when the parts are the same.
+func (s *Server) invocationBase(r *http.Request) string {
+	if r.TLS != nil || r.RequestURI != r.URL.Path || r.Header.Get("X-Forwarded-Proto") != "" {
+		return requestBase(r)
+	}
+	if c := s.lastBase.Load(); c != nil && c.host == r.Host {
+		return c.base
+	}
+	base := requestBase(r)
+	s.lastBase.Store(&baseCache{host: r.Host, base: base})
+	return base
 }
 
 // serveInvoke answers POST / (RAP IN-3): 400 for a payload without a
@@ -462,11 +549,12 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "tool server not started: the program must call (*rap.Server).Start before serving", http.StatusServiceUnavailable)
 		return
 	}
-	body, ok := s.readBody(w, r)
+	bp, ok := s.readPooledBody(w, r)
 	if !ok {
 		return
 	}
-	inv, invalid, err := parseInvocation(body)
+	inv, invalid, err := parseInvocation(*bp)
+	putBody(bp) // inv holds copies of what it keeps
 	if err != nil {
 		http.Error(w, "invalid invocation: "+err.Error(), http.StatusBadRequest)
 		return
@@ -492,16 +580,24 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	}
 	base := s.opts.PublicURL
 	if base == "" {
-		base = requestBase(r)
+		base = s.invocationBase(r)
 	}
 	c := &Call{Invocation: inv, srv: s, baseURL: base}
 	// Acknowledge first, and only then hand the work over (RAP TR-2, IN-3).
 	// An explicit empty length makes the flushed header the whole answer.
-	w.Header().Set("Content-Length", "0")
+	w.Header()["Content-Length"] = contentLengthZero
 	w.WriteHeader(http.StatusOK)
-	_ = http.NewResponseController(w).Flush()
-	s.pool.submit(func() { s.runCall(ctx, cancel, c, invalid) })
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	} else {
+		_ = http.NewResponseController(w).Flush() // a wrapped ResponseWriter
+	}
+	s.pool.submit(job{s: s, ctx: ctx, cancel: cancel, c: c, invalid: invalid})
 }
+
+// contentLengthZero is the value of the acknowledgement's Content-Length
+// header, shared by every answer: net/http only reads it.
+var contentLengthZero = []string{"0"}
 
 // parseInvocation decodes an invocation. err is set when the payload
 // cannot be answered at all: it does not parse, or callback_url, group_id
@@ -589,15 +685,24 @@ func (s *Server) register(group, id string, cancel context.CancelCauseFunc) bool
 	defer s.mu.Unlock()
 	calls := s.active[group]
 	if calls == nil {
-		calls = map[string]*activeCall{}
+		if n := len(s.idleMaps); n > 0 {
+			calls = s.idleMaps[n-1]
+			s.idleMaps = s.idleMaps[:n-1]
+		} else {
+			calls = map[string]activeCall{}
+		}
 		s.active[group] = calls
 	}
 	if _, dup := calls[id]; dup {
 		return false
 	}
-	calls[id] = &activeCall{cancel: cancel}
+	calls[id] = activeCall{cancel: cancel}
 	return true
 }
+
+// maxIdleMaps bounds the emptied per-group maps kept for reuse: a thread
+// whose calls come one at a time would otherwise allocate a map per call.
+const maxIdleMaps = 64
 
 func (s *Server) unregister(group, id string) {
 	s.mu.Lock()
@@ -606,6 +711,9 @@ func (s *Server) unregister(group, id string) {
 		delete(calls, id)
 		if len(calls) == 0 {
 			delete(s.active, group)
+			if len(s.idleMaps) < maxIdleMaps {
+				s.idleMaps = append(s.idleMaps, calls)
+			}
 		}
 	}
 }
@@ -648,7 +756,7 @@ func (s *Server) runCall(ctx context.Context, cancel context.CancelCauseFunc, c 
 			inv.Operation, s.name, strings.Join(s.toolNames(), ", "))))
 		return
 	}
-	if err := e.schema.Validate(inv.Arguments); err != nil {
+	if err := s.validateArgs(e.schema, inv.Arguments); err != nil {
 		// RAP IN-3, IN-5, TS-10: arguments made against another schema.
 		detail := err.Error()
 		var ae *ArgumentsError
@@ -671,6 +779,24 @@ func (s *Server) runCall(ctx context.Context, cancel context.CancelCauseFunc, c 
 		return
 	}
 	c.finish(s.deliverCtx, replyResult(rep))
+}
+
+// emptyArgsResult is a schema's verdict on the arguments {}.
+type emptyArgsResult struct{ err error }
+
+// validateArgs is schema.Validate(args). The verdict on {}, the arguments
+// of every call to a tool without parameters, depends on the schema alone,
+// so it is computed once per schema and remembered.
+func (s *Server) validateArgs(schema *Schema, args json.RawMessage) error {
+	if string(args) != "{}" {
+		return schema.Validate(args)
+	}
+	if v, ok := s.emptyArgs.Load(schema); ok {
+		return v.(emptyArgsResult).err
+	}
+	err := schema.Validate(args)
+	s.emptyArgs.Store(schema, emptyArgsResult{err})
+	return err
 }
 
 func opName(op string) string {
@@ -748,12 +874,12 @@ func (s *Server) serveCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	a := s.active[req.ThreadID][req.ToolCallID]
+	a, found := s.active[req.ThreadID][req.ToolCallID]
 	s.mu.Unlock()
-	if a != nil {
+	if found {
 		a.cancel(ErrCallCancelled)
 	}
-	s.log.Info("rap: tool call cancelled", "toolset", s.name, "thread_id", req.ThreadID, "tool_call_id", req.ToolCallID, "found", a != nil)
+	s.log.Info("rap: tool call cancelled", "toolset", s.name, "thread_id", req.ThreadID, "tool_call_id", req.ToolCallID, "found", found)
 }
 
 // serveMigrate answers POST /migrate (RAP MI-1): 200 only once the

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/examples/gettime"
+	"github.com/gorap/gorap/internal/cpustat"
 	"github.com/gorap/gorap/rap"
 )
 
@@ -28,7 +28,7 @@ func init() {
 	register(&command{
 		name:    "loadtest",
 		summary: "measure how fast a tool server acknowledges invocations",
-		usage:   "rap loadtest ack [--url BASE] [--rate N] [--duration D] [--concurrency C]",
+		usage:   "rap loadtest ack [--url BASE | --server-proc] [--rate N] [--duration D] [--warmup D] [--concurrency C]",
 		run:     runLoadtest,
 	})
 }
@@ -50,8 +50,10 @@ type loadConfig struct {
 	args        json.RawMessage
 	rate        int
 	duration    time.Duration
+	warmup      time.Duration // sent before the measured run, not reported
 	concurrency int
 	token       string
+	serverProc  bool // run the gettime example as a child process
 }
 
 // loadReport is what a run measured.
@@ -63,12 +65,23 @@ type loadReport struct {
 	failed     int64 // transport errors
 	firstErr   string
 	elapsed    time.Duration
-	latencies  []time.Duration // of acknowledged sends
-	maxLag     time.Duration   // open loop: worst delay of a send behind its schedule
-	callbacks  int64           // received during the run
-	drained    int64           // received by the end of the drain
-	badCallbks int64           // callbacks that were not JSON objects
-	cpu        time.Duration   // CPU time of this process during the run, if known
+	latencies  []time.Duration      // of acknowledged sends
+	maxLag     time.Duration        // open loop: worst delay of a send behind its schedule
+	lagP99     time.Duration        // open loop: 99th percentile of that delay
+	callbacks  int64                // received during the run
+	drained    int64                // received by the end of the drain
+	badCallbks int64                // callbacks that were not JSON objects
+	cpu        time.Duration        // CPU time of this process during the run, if known
+	mallocs    uint64               // heap objects this process allocated during the run
+	allocBytes uint64               // and their bytes
+	gcs        uint32               // garbage collections of this process during the run
+	gcPause    time.Duration        // their total stop-the-world pause
+	machine    cpustat.MachineTimes // the whole machine's CPU time during the run
+	machineOK  bool
+	// serverCPU is the CPU time of the child tool server (--server-proc)
+	// over its whole life, when serverCPUKnown.
+	serverCPU      time.Duration
+	serverCPUKnown bool
 }
 
 func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -80,24 +93,32 @@ func runLoadtest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	argsFlag := fs.String("args", "{}", "JSON arguments of each invocation")
 	fs.IntVar(&cfg.rate, "rate", 1000, "invocations per second on a fixed (open-loop) schedule; 0 sends flat out from --concurrency workers")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long to send")
+	fs.DurationVar(&cfg.warmup, "warmup", time.Second, "how long to send the same load before the measured run, which is not reported (0: none)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 32, "workers for --rate 0; for a fixed rate, the most requests in flight at once")
 	fs.StringVar(&cfg.token, "token", "", "bearer token for the tool server (default $"+envToolToken+")")
+	fs.BoolVar(&cfg.serverProc, "server-proc", false, "run the gettime example as a child process (this binary's \"example get-time\") instead of in this process")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (load generator and in-process server) to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: %s
 
-Sends invocations to a tool server and measures time-to-acknowledge: from
-sending the invocation to its 200 answer (RAP TR-2). With --rate N it sends
-N per second on a fixed schedule however slow the answers are (open loop),
-and reports the latency percentiles; with --rate 0 it sends flat out from
---concurrency workers and reports acknowledgements per second. Callbacks go
-to a receiver on a local port, which counts them.
+Sends invocations to a tool server and measures time-to-acknowledge (RAP
+TR-2): from just before the invocation's first byte is written to the
+socket to just after the answer's status line and headers have been read
+(the whole answer, for a 200 with an empty body). Connections are opened
+before the clock starts and kept alive; each worker owns one. With --rate N
+it sends N per second on a fixed schedule however slow the answers are
+(open loop) and reports the latency percentiles and how late sends started
+behind their schedule (not counted in the latency); with --rate 0 it sends
+flat out from --concurrency workers and reports acknowledgements per
+second. A warm-up at the same load (--warmup) comes first and is not
+reported. Callbacks go to a minimal receiver on a local port, which counts
+them and answers 200.
 
-Without --url it starts the gettime example in this process and invokes
-get_current_time, so the numbers measure the gorap tool-server SDK. The
-callback receiver listens on 127.0.0.1: a tool server on another machine
-cannot reach it, so its acknowledgements are measured but its callbacks are
-not counted.
+Without --url it starts the gettime example in this process (or, with
+--server-proc, as a child process) and invokes get_current_time, so the
+numbers measure the gorap tool-server SDK. The callback receiver listens on
+127.0.0.1: a tool server on another machine cannot reach it, so its
+acknowledgements are measured but its callbacks are not counted.
 
 Flags:
 `, c.usage)
@@ -115,8 +136,12 @@ Flags:
 		return fmt.Errorf("%w: --rate must be 0 to %d", errUsage, maxLoadRate)
 	case cfg.duration <= 0 || cfg.duration > maxLoadDuration:
 		return fmt.Errorf("%w: --duration must be positive and at most %v", errUsage, maxLoadDuration)
+	case cfg.warmup < 0 || cfg.warmup > maxLoadDuration:
+		return fmt.Errorf("%w: --warmup must be 0 to %v", errUsage, maxLoadDuration)
 	case cfg.concurrency < 1 || cfg.concurrency > maxLoadConcurrency:
 		return fmt.Errorf("%w: --concurrency must be 1 to %d", errUsage, maxLoadConcurrency)
+	case cfg.url != "" && cfg.serverProc:
+		return fmt.Errorf("%w: --server-proc starts its own server; it cannot be combined with --url", errUsage)
 	case cfg.url != "" && !isURL(cfg.url):
 		return fmt.Errorf("%w: --url %q must start with http:// or https://", errUsage, cfg.url)
 	}
@@ -149,28 +174,44 @@ Flags:
 	return nil
 }
 
+// loadWorker is one sender's share of a run. Each worker owns a
+// connection and its own preallocated buffers, so recording a result takes
+// no lock and allocates nothing.
+type loadWorker struct {
+	conn      ackConn
+	latencies []time.Duration // of acknowledged sends
+	lags      []time.Duration // open loop: how late each send started
+	sent      int64
+	acked     int64
+	refused   int64
+	failed    int64
+	maxLag    time.Duration
+}
+
+// latencyPrealloc bounds the room reserved up front for each worker's
+// latencies; a longer run grows the slice as it goes.
+const latencyPrealloc = 1 << 20
+
 // loadAck runs the load and measures it.
 func loadAck(ctx context.Context, cfg loadConfig, stderr io.Writer) (*loadReport, error) {
 	rep := &loadReport{target: cfg.url}
 
 	// The callback receiver counts every callback.
-	var received, bad atomic.Int64
-	cbLn, err := net.Listen("tcp", "127.0.0.1:0")
+	cb, err := newCallbackReceiver()
 	if err != nil {
-		return nil, fmt.Errorf("listening for callbacks: %w", err)
+		return nil, err
 	}
-	cbSrv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if len(body) == 0 || body[0] != '{' {
-			bad.Add(1)
-		}
-		received.Add(1)
-	})}
-	go cbSrv.Serve(cbLn) //nolint:errcheck // ends with Close
-	defer cbSrv.Close()
-	callbackBase := "http://" + cbLn.Addr().String() + "/cb"
+	defer cb.close()
 
-	if cfg.url == "" {
+	if cfg.url == "" && cfg.serverProc {
+		child, err := startServerProcess(ctx, stderr)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { rep.serverCPU, rep.serverCPUKnown = child.stop() }()
+		cfg.url = child.url
+		rep.target = cfg.url + " (gettime in a child process)"
+	} else if cfg.url == "" {
 		// The tool server under test, in this process. Its logs would
 		// cost more than the work measured: only warnings are shown.
 		log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -194,141 +235,188 @@ func loadAck(ctx context.Context, cfg loadConfig, stderr io.Writer) (*loadReport
 		rep.target = cfg.url + " (in-process gettime)"
 	}
 
-	client := &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			MaxIdleConns:        cfg.concurrency * 2,
-			MaxIdleConnsPerHost: cfg.concurrency * 2,
-			MaxConnsPerHost:     cfg.concurrency,
-			IdleConnTimeout:     90 * time.Second,
-		},
-	}
-	defer client.CloseIdleConnections()
 	ts, _, err := rap.FetchToolset(ctx, bearerClient(cfg.token, 30*time.Second), cfg.url)
 	if err != nil {
 		return nil, err
 	}
-	endpoint := ts.Endpoint
+	callbackURL := cb.url()
+	target, err := newAckTarget(ts.Endpoint, cfg.token, func(id string) []byte {
+		b, _ := json.Marshal(rap.Invocation{
+			Operation:   cfg.op,
+			Arguments:   cfg.args,
+			ID:          "lt-" + id,
+			CallbackURL: callbackURL,
+			GroupID:     "loadtest",
+		})
+		return b
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// Every worker's connection is opened before the clock starts.
+	var total int64 // open loop: the number of sends
+	var interval time.Duration
+	if cfg.rate > 0 {
+		interval = time.Second / time.Duration(cfg.rate)
+		total = int64(cfg.duration / interval)
+	}
+	workers := make([]*loadWorker, cfg.concurrency)
+	for i := range workers {
+		w := &loadWorker{conn: ackConn{t: target}}
+		room := int64(latencyPrealloc)
+		if total > 0 {
+			room = min(room, total/int64(cfg.concurrency)+total/8+16)
+			var release func()
+			w.lags, release = durationBuffer(int(room))
+			defer release()
+		}
+		var release func()
+		w.latencies, release = durationBuffer(int(room))
+		defer release()
+		if err := w.conn.dial(ctx); err != nil {
+			for _, o := range workers[:i] {
+				o.conn.close()
+			}
+			return nil, fmt.Errorf("connecting to the tool server at %s: %w", target.addr, err)
+		}
+		workers[i] = w
+	}
+	defer func() {
+		for _, w := range workers {
+			w.conn.close()
+		}
+	}()
 
 	var (
-		mu        sync.Mutex
-		latencies = make([]time.Duration, 0, 1024)
-		seq       atomic.Int64
+		errMu sync.Mutex
+		seq   atomic.Int64 // numbers the invocations' ids, warm-up included
 	)
-	record := func(d time.Duration, status int, err error) {
+	send := func(w *loadWorker, n int64) {
+		w.sent++
+		d, status, err := w.conn.send(ctx, n)
 		switch {
 		case err != nil:
-			if rep.failed == 0 {
-				mu.Lock()
+			w.failed++
+			errMu.Lock()
+			if rep.firstErr == "" {
 				rep.firstErr = err.Error()
-				mu.Unlock()
 			}
-			atomic.AddInt64(&rep.failed, 1)
+			errMu.Unlock()
 		case status != http.StatusOK:
-			mu.Lock()
+			w.refused++
+			errMu.Lock()
 			if rep.firstErr == "" {
 				rep.firstErr = "status " + strconv.Itoa(status)
 			}
-			mu.Unlock()
-			atomic.AddInt64(&rep.refused, 1)
+			errMu.Unlock()
 		default:
-			atomic.AddInt64(&rep.acked, 1)
-			mu.Lock()
-			latencies = append(latencies, d)
-			mu.Unlock()
+			w.acked++
+			w.latencies = append(w.latencies, d)
 		}
-	}
-	send := func(ctx context.Context) {
-		n := seq.Add(1)
-		body, _ := json.Marshal(rap.Invocation{
-			Operation:   cfg.op,
-			Arguments:   cfg.args,
-			ID:          "lt-" + strconv.FormatInt(n, 10),
-			CallbackURL: callbackBase,
-			GroupID:     "loadtest",
-		})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-		if err != nil {
-			record(0, 0, err)
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if cfg.token != "" {
-			req.Header.Set("Authorization", "Bearer "+cfg.token)
-		}
-		atomic.AddInt64(&rep.sent, 1)
-		start := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			record(0, 0, err)
-			return
-		}
-		d := time.Since(start)
-		io.Copy(io.Discard, resp.Body) //nolint:errcheck // drain for reuse
-		resp.Body.Close()
-		record(d, resp.StatusCode, nil)
 	}
 
-	runCtx, cancel := context.WithTimeout(ctx, cfg.duration)
-	defer cancel()
-	cpu0, cpuOK := processCPU()
-	start := time.Now()
-	var wg sync.WaitGroup
-	if cfg.rate == 0 {
-		for range cfg.concurrency {
-			wg.Go(func() {
-				for runCtx.Err() == nil {
-					send(ctx) // a send under way when time is up still counts
-				}
-			})
+	// run sends for d and returns when the last send is answered.
+	run := func(d time.Duration) {
+		var (
+			wg   sync.WaitGroup
+			stop atomic.Bool
+			slot atomic.Int64
+		)
+		start := time.Now()
+		if cfg.rate == 0 {
+			timer := time.AfterFunc(d, func() { stop.Store(true) })
+			defer timer.Stop()
+			for _, w := range workers {
+				wg.Go(func() {
+					for !stop.Load() && ctx.Err() == nil {
+						send(w, seq.Add(1)) // a send under way when time is up still counts
+					}
+				})
+			}
+		} else {
+			// Open loop: send n is due at start + n/rate whatever the
+			// answers do, and all rate×d sends are made. Each worker takes
+			// the next due send, sleeps until it is due and makes it, so at
+			// most --concurrency are in flight and no goroutine is started
+			// per send.
+			total := int64(d / interval)
+			for _, w := range workers {
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						n := slot.Add(1) - 1
+						if n >= total {
+							return
+						}
+						due := start.Add(time.Duration(n) * interval)
+						if d := time.Until(due); d > 0 {
+							time.Sleep(d)
+						}
+						lag := max(0, time.Since(due))
+						w.lags = append(w.lags, lag)
+						w.maxLag = max(w.maxLag, lag)
+						send(w, seq.Add(1))
+					}
+				})
+			}
 		}
-	} else {
-		// Open loop: the n-th send is due at start + n/rate whatever the
-		// answers do, and all rate×duration sends are made; a semaphore
-		// bounds the requests in flight.
-		slots := make(chan struct{}, cfg.concurrency)
-		interval := time.Second / time.Duration(cfg.rate)
-		total := int(cfg.duration / interval)
-	schedule:
-		for i := range total {
-			due := start.Add(time.Duration(i) * interval)
-			if d := time.Until(due); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-ctx.Done():
-					break schedule
-				}
-			}
-			select {
-			case slots <- struct{}{}:
-			case <-ctx.Done():
-				break schedule
-			}
-			if lag := time.Since(due); lag > rep.maxLag {
-				rep.maxLag = lag
-			}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				send(ctx)
-			})
+		wg.Wait()
+	}
+
+	// The warm-up brings the server to its steady state (worker goroutines
+	// started, callback connections open) and is not reported.
+	var warmAcked int64
+	if cfg.warmup > 0 {
+		run(cfg.warmup)
+		for _, w := range workers {
+			warmAcked += w.acked
+			latencies, lags := w.latencies[:0], w.lags[:0]
+			*w = loadWorker{conn: w.conn, latencies: latencies, lags: lags}
 		}
 	}
-	wg.Wait()
+
+	var ms0, ms1 goruntime.MemStats
+	goruntime.ReadMemStats(&ms0)
+	cpu0, cpuOK := cpustat.Process()
+	mach0, machOK := cpustat.Machine()
+	start := time.Now()
+	run(cfg.duration)
 	rep.elapsed = time.Since(start)
-	rep.callbacks = received.Load()
-	if cpu1, ok := processCPU(); ok && cpuOK {
+	if mach1, ok := cpustat.Machine(); ok && machOK {
+		rep.machine = mach1.Sub(mach0)
+		rep.machineOK = true
+	}
+	goruntime.ReadMemStats(&ms1)
+	rep.mallocs = ms1.Mallocs - ms0.Mallocs
+	rep.allocBytes = ms1.TotalAlloc - ms0.TotalAlloc
+	rep.gcs = ms1.NumGC - ms0.NumGC
+	rep.gcPause = time.Duration(ms1.PauseTotalNs - ms0.PauseTotalNs)
+	rep.callbacks = cb.received.Load() - warmAcked
+	if cpu1, ok := cpustat.Process(); ok && cpuOK {
 		rep.cpu = cpu1 - cpu0
+	}
+
+	var lags []time.Duration
+	for _, w := range workers {
+		rep.sent += w.sent
+		rep.acked += w.acked
+		rep.refused += w.refused
+		rep.failed += w.failed
+		rep.maxLag = max(rep.maxLag, w.maxLag)
+		rep.latencies = append(rep.latencies, w.latencies...)
+		lags = append(lags, w.lags...)
 	}
 
 	// Wait for the callbacks still on their way.
 	deadline := time.Now().Add(callbackDrain)
-	for received.Load() < atomic.LoadInt64(&rep.acked) && time.Now().Before(deadline) && ctx.Err() == nil {
+	for cb.received.Load() < warmAcked+rep.acked && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	rep.drained = received.Load()
-	rep.badCallbks = bad.Load()
-	slices.Sort(latencies)
-	rep.latencies = latencies
+	rep.drained = cb.received.Load() - warmAcked
+	rep.badCallbks = cb.bad.Load()
+	slices.Sort(rep.latencies)
+	slices.Sort(lags)
+	rep.lagP99 = percentile(lags, 99)
 	if ctx.Err() != nil {
 		return rep, errors.New("interrupted")
 	}
@@ -347,6 +435,18 @@ func machine() string {
 	return s
 }
 
+// gcSettings reports the GOGC and GOMEMLIMIT this process runs with (and,
+// with --server-proc, the child it starts, which inherits them).
+func gcSettings() string {
+	v := func(name, def string) string {
+		if s := os.Getenv(name); s != "" {
+			return name + "=" + s
+		}
+		return name + " unset (" + def + ")"
+	}
+	return v("GOGC", "Go's default, 100") + ", " + v("GOMEMLIMIT", "no limit")
+}
+
 // percentile returns the p-th percentile (0..100) of sorted durations.
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
@@ -358,6 +458,14 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
 
+// processWhat names what runs in this process for a run against target.
+func processWhat(target string) string {
+	if strings.Contains(target, "(in-process") {
+		return "load generator, tool server and callback receiver"
+	}
+	return "load generator and callback receiver"
+}
+
 func printLoadReport(w io.Writer, cfg loadConfig, r *loadReport) {
 	secs := r.elapsed.Seconds()
 	mode := fmt.Sprintf("open loop at %d/s, at most %d in flight", cfg.rate, cfg.concurrency)
@@ -367,7 +475,12 @@ func printLoadReport(w io.Writer, cfg loadConfig, r *loadReport) {
 	row := func(k, v string) { fmt.Fprintf(w, "  %-20s %s\n", k, v) }
 	fmt.Fprintf(w, "rap loadtest ack: %s %s\n", cfg.op, r.target)
 	row("machine", machine())
-	row("mode", fmt.Sprintf("%s for %v", mode, cfg.duration))
+	row("garbage collector", gcSettings())
+	warm := "no warm-up"
+	if cfg.warmup > 0 {
+		warm = fmt.Sprintf("after a %v warm-up at the same load, not reported", cfg.warmup)
+	}
+	row("mode", fmt.Sprintf("%s for %v, %s", mode, cfg.duration, warm))
 	row("sent", strconv.FormatInt(r.sent, 10))
 	row("acknowledged (200)", fmt.Sprintf("%d  (%.0f/s)", r.acked, float64(r.acked)/secs))
 	row("refused (non-200)", strconv.FormatInt(r.refused, 10))
@@ -376,21 +489,36 @@ func printLoadReport(w io.Writer, cfg loadConfig, r *loadReport) {
 		row("first problem", r.firstErr)
 	}
 	l := r.latencies
+	row("measured", "time to ack: request's first byte written → 200's headers read, on an open connection")
 	row("time to ack p50", ms(percentile(l, 50)))
 	row("time to ack p90", ms(percentile(l, 90)))
 	row("time to ack p99", ms(percentile(l, 99)))
 	row("time to ack max", ms(percentile(l, 100)))
 	if cfg.rate > 0 {
+		row("schedule lag p99", ms(r.lagP99)+" (how late sends started; not in the latency)")
 		row("worst schedule lag", ms(r.maxLag))
 	}
 	row("callbacks received", fmt.Sprintf("%d during the run (%.0f/s); %d after a %v drain", r.callbacks, float64(r.callbacks)/secs, r.drained, callbackDrain))
 	if r.cpu > 0 && r.acked > 0 {
-		what := "load generator and callback receiver"
-		if strings.Contains(r.target, "in-process") {
-			what = "load generator, tool server and callback receiver"
-		}
 		row("CPU per invocation", fmt.Sprintf("%.0f µs (%s; %.2f CPU-seconds over %.1f s)",
-			float64(r.cpu.Microseconds())/float64(r.acked), what, r.cpu.Seconds(), secs))
+			float64(r.cpu.Microseconds())/float64(r.acked), processWhat(r.target), r.cpu.Seconds(), secs))
+	}
+	if r.acked > 0 {
+		row("heap allocations", fmt.Sprintf("%.0f objects, %.1f KB per invocation (%s); %d GCs, %s stop-the-world in total",
+			float64(r.mallocs)/float64(r.acked), float64(r.allocBytes)/1024/float64(r.acked), processWhat(r.target), r.gcs, ms(r.gcPause)))
+	}
+	if r.machineOK && secs > 0 {
+		// Time the hypervisor runs something else on the machine's virtual
+		// CPUs is time this process may be waiting to run: a busy host shows
+		// up here and in the tail latencies.
+		// /proc/stat samples at each clock tick, so short bursts are
+		// missed: the figures are rough, unlike the process's own.
+		row("machine CPU", fmt.Sprintf("about %.2f cores busy (all processes, /proc/stat), %.2f cores stolen by the hypervisor",
+			r.machine.Busy.Seconds()/secs, r.machine.Steal.Seconds()/secs))
+	}
+	if r.serverCPUKnown && r.acked > 0 {
+		row("server CPU per inv.", fmt.Sprintf("%.0f µs (child tool server over its whole life; %.2f CPU-seconds)",
+			float64(r.serverCPU.Microseconds())/float64(r.acked), r.serverCPU.Seconds()))
 	}
 	if r.badCallbks > 0 {
 		row("malformed callbacks", strconv.FormatInt(r.badCallbks, 10))

@@ -1,15 +1,15 @@
 //go:build unix
 
-package main
+package cpustat
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time (user and system) this process has used,
-// and true where the platform reports it.
-func processCPU() (time.Duration, bool) {
+// Process returns the CPU time (user and system) the process has used,
+// and false where the platform does not report it.
+func Process() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
