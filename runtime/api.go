@@ -120,6 +120,10 @@ type threadInfo struct {
 	PendingCalls  []store.Call         `json:"pending_calls"`
 	Subscriptions []store.Subscription `json:"subscriptions"`
 	Queued        int                  `json:"queued"`
+	// LastSeq is the Seq of the thread's last saved message. Events are
+	// published after the save, so a client compares it with the last
+	// message event it saw to know its stream has caught up.
+	LastSeq int64 `json:"last_seq"`
 	// Children are the ids of the thread's child threads, oldest first.
 	Children []string `json:"children"`
 	// Choices are the user choices waiting for an answer (RAP UC-1).
@@ -166,7 +170,11 @@ func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 		}
 		info.Choices = append(info.Choices, choices...)
 		q, err := tx.Queued(id)
+		if err != nil {
+			return err
+		}
 		info.Queued = len(q)
+		info.LastSeq, err = tx.LastSeq(id)
 		return err
 	})
 	if err != nil {

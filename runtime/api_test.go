@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -65,6 +66,11 @@ func TestClientAPI(t *testing.T) {
 	status, body = do(t, "GET", base+"/threads/"+created.ID, "")
 	if status != 200 || !strings.Contains(body, `"pending_calls":[]`) || !strings.Contains(body, `"queued":0`) {
 		t.Fatalf("thread info: %d %s", status, body)
+	}
+	// last_seq is the Seq of the last saved message: a client compares it
+	// with the message events it saw.
+	if want := fmt.Sprintf(`"last_seq":%d`, hist.Messages[1].Seq); !strings.Contains(body, want) {
+		t.Fatalf("thread info lacks %s: %s", want, body)
 	}
 }
 

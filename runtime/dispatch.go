@@ -17,8 +17,9 @@ import (
 )
 
 // dispatchAsync sends the call's invocation in the background. The call is
-// already persisted (RAP RT-1).
-func (r *Runtime) dispatchAsync(c store.Call) {
+// already persisted (RAP RT-1). ancestors are the thread's ancestors, root
+// first (RAP IN-1); nil means they are looked up in the store.
+func (r *Runtime) dispatchAsync(c store.Call, ancestors []string) {
 	r.mu.Lock()
 	if r.stopping {
 		r.mu.Unlock()
@@ -27,7 +28,7 @@ func (r *Runtime) dispatchAsync(c store.Call) {
 	r.inflight[c.ThreadID]++
 	r.wg.Add(1)
 	r.mu.Unlock()
-	go func() {
+	r.workers.Go(func() {
 		defer func() {
 			r.mu.Lock()
 			if r.inflight[c.ThreadID]--; r.inflight[c.ThreadID] <= 0 {
@@ -37,8 +38,8 @@ func (r *Runtime) dispatchAsync(c store.Call) {
 			r.mu.Unlock()
 			r.wg.Done()
 		}()
-		r.dispatch(r.baseCtx, c)
-	}()
+		r.dispatch(r.baseCtx, c, ancestors)
+	})
 }
 
 // resultKey is the inbox dedup key of a call's result: a real result, a
@@ -52,9 +53,9 @@ func resultDedupKey(threadID, callID string) string {
 // errors and 5xx answers with exponential backoff but never a 4xx
 // (RAP TR-3). A final failure becomes an error result (RAP TR-4). Every
 // invocation is logged for audit (RAP RT-6).
-func (r *Runtime) dispatch(ctx context.Context, c store.Call) {
+func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string) {
 	start := time.Now()
-	inv, err := r.invocation(ctx, c)
+	inv, err := r.invocation(ctx, c, ancestors)
 	var attempts int
 	var status int
 	if err == nil {
@@ -76,12 +77,14 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call) {
 		"duration", time.Since(start), "attempts", attempts, "status", status, "outcome", outcome,
 		"error", errString(err))
 	if err == nil {
-		uerr := r.store.Update(ctx, func(tx store.Tx) error {
+		// Concurrent marks share a transaction and a sync through the
+		// store's group commit.
+		err := r.store.Update(ctx, func(tx store.Tx) error {
 			_, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew)
 			return err
 		})
-		if uerr != nil {
-			r.log.Error("record dispatched call", "thread", c.ThreadID, "call_id", c.CallID, "err", uerr)
+		if err != nil {
+			r.log.Error("record dispatched call", "thread", c.ThreadID, "call_id", c.CallID, "err", err)
 		}
 		return
 	}
@@ -114,10 +117,13 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 }
 
 // invocation builds the message for c. The thread's ancestors are looked up
-// for child threads (RAP IN-1).
-func (r *Runtime) invocation(ctx context.Context, c store.Call) ([]byte, error) {
-	var ancestors []string
+// when not given (RAP IN-1).
+func (r *Runtime) invocation(ctx context.Context, c store.Call, ancestors []string) ([]byte, error) {
+	if ancestors != nil {
+		return r.encodeInvocation(c, ancestors)
+	}
 	err := r.store.View(ctx, func(tx store.Tx) error {
+		ancestors = ancestors[:0]
 		th, err := tx.Thread(c.ThreadID)
 		if err != nil {
 			return err
@@ -134,6 +140,14 @@ func (r *Runtime) invocation(ctx context.Context, c store.Call) ([]byte, error) 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("load thread %s for the invocation: %w", c.ThreadID, err)
+	}
+	return r.encodeInvocation(c, ancestors)
+}
+
+// encodeInvocation encodes the invocation message of c.
+func (r *Runtime) encodeInvocation(c store.Call, ancestors []string) ([]byte, error) {
+	if len(ancestors) == 0 {
+		ancestors = nil // a root thread's invocation has no thread_ancestors
 	}
 	inv := rap.Invocation{
 		Operation:       c.ToolName,

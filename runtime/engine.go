@@ -31,14 +31,16 @@ func (r *Runtime) wake(threadID string) {
 	r.threads[threadID] = &threadState{}
 	delete(r.failed, threadID)
 	r.signalLocked()
-	r.wg.Add(1)
-	go r.work(threadID)
+	r.workers.Go(func() { r.work(threadID) })
 }
 
-// work is a thread's worker: it runs slices while the thread has inbox rows
-// and exits when it has none.
+// workerLinger is how long a slice worker or dispatcher that finished waits
+// for the next job before it exits (see lingerPool).
+const workerLinger = 100 * time.Millisecond
+
+// work runs slices of the thread while it has inbox rows and returns when
+// it has none.
 func (r *Runtime) work(threadID string) {
-	defer r.wg.Done()
 	r.emit(threadID, EventStatus, map[string]string{"state": "running"})
 	for {
 		r.mu.Lock()
@@ -103,7 +105,8 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	var th store.Thread
 	var items []store.InboxItem
 	var history []store.Message
-	var calls []store.Call
+	var pending []store.Call        // the thread's calls still waiting for a result
+	var known map[string]store.Call // pending calls and the calls the batch refers to
 	var authPending map[string]bool
 	var stack []string
 	load := func(tx store.Tx) error {
@@ -117,15 +120,35 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		if items, err = tx.Queued(threadID); err != nil || len(items) == 0 {
 			return err
 		}
-		if history, err = tx.History(threadID); err != nil {
+		if history, err = r.hist.load(tx, threadID); err != nil {
 			return err
 		}
-		if calls, err = tx.ThreadCalls(threadID); err != nil {
+		if pending, err = tx.PendingCalls(threadID); err != nil {
 			return err
+		}
+		known = make(map[string]store.Call, len(pending))
+		for _, c := range pending {
+			known[c.CallID] = c
+		}
+		// A result's call matters only to tell whether its turn still waits
+		// for another pending call; an event's call always (its tool name
+		// and arguments go with the event).
+		for _, id := range referencedCalls(items, len(pending) > 0) {
+			if _, ok := known[id]; ok {
+				continue
+			}
+			c, err := tx.Call(threadID, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			known[id] = c
 		}
 		authPending = map[string]bool{}
-		for _, c := range calls {
-			if !c.State.Pending() || c.Toolset == builtinToolset {
+		for _, c := range pending {
+			if c.Toolset == builtinToolset {
 				continue
 			}
 			seen, err := tx.SeenKey(oauthKey(threadID, c.CallID))
@@ -136,7 +159,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		}
 		return nil
 	}
-	if err = r.store.View(ctx, load); err != nil {
+	if err = r.store.QuickView(ctx, load); err != nil {
 		return false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
 	}
 	if len(items) == 0 {
@@ -145,9 +168,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	if th.Status == store.ThreadClosed {
 		return r.discardClosed(ctx, th, items)
 	}
-	b := r.decodeBatch(threadID, items, calls)
+	b := r.decodeBatch(threadID, items, known)
 
-	if !needsCompletion(b, calls) {
+	if !needsCompletion(b, pending, known) {
 		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil)
 		if err != nil {
 			return false, err
@@ -157,13 +180,13 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	}
 	if b.interrupts {
 		// RAP CA-1: close the pending calls before the user input is added.
-		if err := r.interrupt(ctx, threadID, calls, b); err != nil {
+		if err := r.interrupt(ctx, threadID, pending, b); err != nil {
 			return false, err
 		}
-		if err = r.store.View(ctx, load); err != nil {
+		if err = r.store.QuickView(ctx, load); err != nil {
 			return false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
 		}
-		b = r.decodeBatch(threadID, items, calls)
+		b = r.decodeBatch(threadID, items, known)
 	}
 
 	sess, err := r.sessionOf(ctx, th.RootID)
@@ -173,7 +196,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	pendingInputs := b.messages()
 	consumed := false
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
-		req := r.buildRequest(sess, append(append([]store.Message(nil), history...), pendingInputs...), placeholderFor(authPending))
+		req := r.buildRequest(sess, history, pendingInputs, placeholderFor(authPending))
 		req.System = withThreadLine(req.System, stack)
 		resp, err := r.model.Complete(ctx, req, deltaStream{r: r, threadID: threadID})
 		if err != nil {
@@ -182,7 +205,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 			}
 			return false, fmt.Errorf("model %s failed; your message is kept and is retried with the next message (RAP RT-4): %w", r.model.Name(), err)
 		}
-		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, usedCallIDs(history, calls))
+		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
+			return callIDUsed(id, history, pending)
+		})
 		var inputs *batch
 		if !consumed {
 			inputs = b
@@ -193,21 +218,22 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		}
 		consumed = true
 		pendingInputs = nil
-		history = append(history, appended...)
 		r.announce(threadID, appended)
 		r.apply(fx)
+		ancestors := stack[:len(stack)-1]
 		for i := range accepted {
 			accepted[i].TurnSeq = turnSeq(appended)
-			r.dispatchAsync(accepted[i])
+			r.dispatchAsync(accepted[i], ancestors)
 		}
-		calls = append(calls, accepted...)
-		calls = append(calls, fx.calls...)
+		pending = append(pending, accepted...)
+		pending = append(pending, fx.calls...)
 		immediate := len(rejected) + len(builtins) - len(fx.calls)
 		if len(accepted) > 0 || len(fx.calls) > 0 || fx.stop || immediate == 0 {
 			return true, nil
 		}
 		// Every call was answered at once (rejected, or a synchronous
 		// built-in): let the model see the results now (RAP BT-7).
+		history = append(history, appended...)
 	}
 	return true, fmt.Errorf("the model kept calling tools that answer at once %d times in a row; stopped this slice, send a message to continue", MaxLoopsPerSlice)
 }
@@ -262,19 +288,25 @@ func (r *Runtime) discardClosed(ctx context.Context, th store.Thread, items []st
 	return true, nil
 }
 
-// usedCallIDs returns every call id of the thread so far: recorded calls
-// and the calls in the history (rejected and injected ones included).
-func usedCallIDs(history []store.Message, calls []store.Call) map[string]bool {
-	used := map[string]bool{}
-	for _, c := range calls {
-		used[c.CallID] = true
-	}
-	for _, m := range history {
-		for _, c := range m.ToolCalls {
-			used[c.ID] = true
+// callIDUsed reports whether a call of the thread already has id: a call
+// in the history (every recorded call is in its turn; rejected and
+// injected ones too) or a pending call. A scan, not a map: it runs once per
+// call id a model proposes, and building a set of the whole history for it
+// cost more.
+func callIDUsed(id string, history []store.Message, pending []store.Call) bool {
+	for _, c := range pending {
+		if c.CallID == id {
+			return true
 		}
 	}
-	return used
+	for i := range history {
+		for _, c := range history[i].ToolCalls {
+			if c.ID == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // turnSeq returns the Seq of the assistant message among appended.
@@ -290,7 +322,9 @@ func turnSeq(appended []store.Message) int64 {
 // needsCompletion reports whether the batch should be answered by the
 // model now. A batch of only tool results waits while another call of the
 // same turn is still pending, so the model sees a turn's results together.
-func needsCompletion(b *batch, calls []store.Call) bool {
+// pending are the thread's pending calls; known holds them and the calls
+// the batch's results answer.
+func needsCompletion(b *batch, pending []store.Call, known map[string]store.Call) bool {
 	if len(b.users) > 0 || len(b.events) > 0 || b.wake {
 		return true
 	}
@@ -299,45 +333,55 @@ func needsCompletion(b *batch, calls []store.Call) bool {
 	}
 	answered := map[string]bool{}
 	turns := map[int64]bool{}
-	byID := map[string]store.Call{}
-	for _, c := range calls {
-		byID[c.CallID] = c
-	}
+	unrecorded := false
 	for _, res := range b.results {
 		answered[res.CallID] = true
-		if c, ok := byID[res.CallID]; ok {
+		if c, ok := known[res.CallID]; ok {
 			turns[c.TurnSeq] = true
+		} else {
+			unrecorded = true
 		}
 	}
-	for _, c := range calls {
-		if turns[c.TurnSeq] && c.State.Pending() && !answered[c.CallID] {
+	for _, c := range pending {
+		if turns[c.TurnSeq] && !answered[c.CallID] {
 			delete(turns, c.TurnSeq) // this turn still waits for a result
 		}
 	}
 	// Run the model if some turn is now complete, or if a result belongs to
 	// no recorded call (it cannot wait for anything).
-	return len(turns) > 0 || len(answered) > countRecorded(answered, byID)
+	return len(turns) > 0 || unrecorded
 }
 
-func countRecorded(ids map[string]bool, byID map[string]store.Call) int {
-	n := 0
-	for id := range ids {
-		if _, ok := byID[id]; ok {
-			n++
+// referencedCalls returns the call ids the inbox rows belong to: those of
+// subscription events, and those of tool results when withResults, so the
+// slice can load those calls. Undecodable rows are skipped here and
+// reported by decodeBatch.
+func referencedCalls(items []store.InboxItem, withResults bool) []string {
+	var ids []string
+	for _, it := range items {
+		var ref struct {
+			CallID     string `json:"call_id"`
+			ToolCallID string `json:"tool_call_id"`
+		}
+		switch {
+		case it.Kind == store.KindToolResult && withResults:
+			if json.Unmarshal(it.Payload, &ref) == nil && ref.CallID != "" {
+				ids = append(ids, ref.CallID)
+			}
+		case it.Kind == store.KindSubscriptionEvent:
+			if json.Unmarshal(it.Payload, &ref) == nil && ref.ToolCallID != "" {
+				ids = append(ids, ref.ToolCallID)
+			}
 		}
 	}
-	return n
+	return ids
 }
 
 // decodeBatch turns inbox rows into history messages. A row that cannot be
 // decoded (which only a bug or a hand-edited database produces) is
 // consumed and reported instead of blocking the thread forever.
-func (r *Runtime) decodeBatch(threadID string, items []store.InboxItem, calls []store.Call) *batch {
+func (r *Runtime) decodeBatch(threadID string, items []store.InboxItem, byID map[string]store.Call) *batch {
 	b := &batch{}
-	byID := map[string]store.Call{}
-	for _, c := range calls {
-		byID[c.CallID] = c
-	}
 	bad := func(it store.InboxItem, err error) {
 		r.log.Error("dropping undecodable inbox row", "thread", threadID, "inbox_id", it.ID, "kind", it.Kind, "err", err)
 	}
@@ -421,7 +465,11 @@ func nonEmptyJSON(b json.RawMessage) json.RawMessage {
 // planTurn turns the model's response into an assistant message, error
 // results for calls that must not be dispatched (unknown tool, invalid
 // arguments: RAP IN-2) and the calls to dispatch.
-func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response, used map[string]bool) (store.Message, []store.ToolResult, []store.Call, []store.ToolCall) {
+//
+// used reports whether the thread already has a call with an id; it is
+// asked only about ids the model gave.
+func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response, used func(id string) bool) (store.Message, []store.ToolResult, []store.Call, []store.ToolCall) {
+	kept := map[string]bool{} // ids of this turn
 	turn := store.Message{Role: store.RoleAssistant, Text: resp.Text}
 	var rejected []store.ToolResult
 	var accepted []store.Call
@@ -430,10 +478,10 @@ func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response,
 		id := mc.ID
 		// IN-2: use the model's call id, or make a unique one when it is
 		// missing or already used in this thread.
-		if id == "" || used[id] {
-			id = "call_" + strings.ReplaceAll(uuid.NewString(), "-", "")
+		if id == "" || kept[id] || used(id) {
+			id = "call_" + strings.ReplaceAll(uuid.NewString(), "-", "") // unique by construction
 		}
-		used[id] = true
+		kept[id] = true
 		args := mc.Arguments
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
@@ -576,14 +624,20 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	if err != nil {
 		return nil, nil, fmt.Errorf("save turn of thread %s (RAP RT-4: nothing was saved, the inputs stay queued): %w", threadID, err)
 	}
-	if len(accepted) > 0 {
-		r.kickTimer()
+	for _, c := range accepted {
+		if !c.Deadline.IsZero() {
+			r.kickTimer() // a new deadline may be the earliest (RAP RT-5)
+			break
+		}
 	}
 	return appended, fx, nil
 }
 
 // announce publishes appended messages and their calls and results.
 func (r *Runtime) announce(threadID string, msgs []store.Message) {
+	if !r.hub.watched(threadID) {
+		return
+	}
 	for _, m := range msgs {
 		r.emit(threadID, EventMessage, m)
 		for _, c := range m.ToolCalls {

@@ -108,6 +108,13 @@ func (h *hub) subscribe(threadID string, prime []Event) (<-chan Event, func()) {
 	return s.ch, cancel
 }
 
+// watched reports whether the thread has a subscriber now.
+func (h *hub) watched(threadID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[threadID]) > 0
+}
+
 // publish sends e to the thread's subscribers without blocking; a
 // subscriber whose buffer is full is disconnected.
 func (h *hub) publish(e Event) {
@@ -144,6 +151,9 @@ func (r *Runtime) Subscribe(threadID string) (events <-chan Event, cancel func()
 
 // emit publishes an event with a JSON-encoded payload.
 func (r *Runtime) emit(threadID, typ string, data any) {
+	if !r.hub.watched(threadID) {
+		return // nobody listens: skip the encoding
+	}
 	b, err := json.Marshal(data)
 	if err != nil {
 		r.log.Error("encode event", "type", typ, "thread", threadID, "err", err)

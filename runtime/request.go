@@ -19,7 +19,10 @@ const pendingResultText = "The tool is still running; its result has not arrived
 // tools are the session's toolset tools and the built-in tools (a toolset
 // tool named like a built-in is hidden); the reserved injected tool name
 // is never offered (RAP SU-5).
-func (r *Runtime) buildRequest(sess *session, history []store.Message, placeholder func(callID string) string) model.Request {
+//
+// The conversation is history followed by more (inputs not yet saved),
+// read in place: the history is not copied.
+func (r *Runtime) buildRequest(sess *session, history, more []store.Message, placeholder func(callID string) string) model.Request {
 	req := model.Request{System: r.cfg.System, MaxTokens: r.cfg.MaxTokens}
 	for _, t := range sess.catalog.Tools() {
 		if isBuiltin(t.Tool.Name) || t.Tool.Name == InjectedToolName {
@@ -28,7 +31,7 @@ func (r *Runtime) buildRequest(sess *session, history []store.Message, placehold
 		req.Tools = append(req.Tools, model.ToolSpec{Name: t.Tool.Name, Description: t.Tool.Description, InputSchema: t.Tool.InputSchema})
 	}
 	req.Tools = append(req.Tools, builtinSpecs...)
-	req.Messages = arrangeHistoryWith(history, r.model.SupportsImages(), placeholder)
+	req.Messages = arrangeHistoryWith(joined{history, more}, r.model.SupportsImages(), placeholder)
 	return req
 }
 
@@ -37,36 +40,30 @@ func (r *Runtime) buildRequest(sess *session, history []store.Message, placehold
 // result gets a placeholder, and a result arriving later is shown as a user
 // note where it arrived.
 func arrangeHistory(history []store.Message, images bool) []model.Message {
-	return arrangeHistoryWith(history, images, nil)
+	return arrangeHistoryWith(joined{history, nil}, images, nil)
+}
+
+// joined is two message lists read as one, head first, without copying.
+type joined struct{ head, tail []store.Message }
+
+func (h joined) len() int { return len(h.head) + len(h.tail) }
+
+func (h joined) at(i int) *store.Message {
+	if i < len(h.head) {
+		return &h.head[i]
+	}
+	return &h.tail[i-len(h.head)]
 }
 
 // arrangeHistoryWith is arrangeHistory with the placeholder text of each
 // call whose result is missing given by placeholder (nil: the default).
-func arrangeHistoryWith(history []store.Message, images bool, placeholder func(callID string) string) []model.Message {
+func arrangeHistoryWith(history joined, images bool, placeholder func(callID string) string) []model.Message {
 	if placeholder == nil {
 		placeholder = func(string) string { return pendingResultText }
 	}
-	var out []model.Message
-	// owner maps a call id to the index of the assistant message that made
-	// it; inTime marks the calls whose result is placed right after it.
-	owner := map[string]int{}
-	inTime := map[string]bool{}
-	for i, m := range history {
-		if m.Role != store.RoleAssistant || len(m.ToolCalls) == 0 {
-			continue
-		}
-		for _, c := range m.ToolCalls {
-			owner[c.ID] = i
-		}
-		for j := i + 1; j < len(history) && history[j].Role == store.RoleTool; j++ {
-			for _, res := range history[j].ToolResults {
-				if k, ok := owner[res.CallID]; ok && k == i {
-					inTime[res.CallID] = true
-				}
-			}
-		}
-	}
-	callNames := map[string]string{}
+	// This runs for every completion over the whole history, so it keeps
+	// no index of the calls: the few lookups it needs scan a short stretch.
+	out := make([]model.Message, 0, history.len())
 	addUserText := func(text string) {
 		// Consecutive user content is merged into one message, so roles
 		// alternate as every provider expects.
@@ -79,8 +76,8 @@ func arrangeHistoryWith(history []store.Message, images bool, placeholder func(c
 		}
 		out = append(out, model.Message{Role: model.RoleUser, Text: text})
 	}
-	for i := 0; i < len(history); i++ {
-		m := history[i]
+	for i := 0; i < history.len(); i++ {
+		m := history.at(i)
 		switch m.Role {
 		case store.RoleUser:
 			addUserText(m.Text)
@@ -89,9 +86,11 @@ func arrangeHistoryWith(history []store.Message, images bool, placeholder func(c
 				continue // an empty reply: providers refuse empty messages
 			}
 			am := model.Message{Role: model.RoleAssistant, Text: m.Text}
+			if len(m.ToolCalls) > 0 {
+				am.ToolCalls = make([]model.ToolCall, 0, len(m.ToolCalls))
+			}
 			for _, c := range m.ToolCalls {
 				am.ToolCalls = append(am.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-				callNames[c.ID] = c.Name
 			}
 			if n := len(out); n > 0 && out[n-1].Role == model.RoleAssistant && len(out[n-1].ToolCalls) == 0 {
 				// An injected event call right after a text-only reply: one
@@ -105,17 +104,9 @@ func arrangeHistoryWith(history []store.Message, images bool, placeholder func(c
 				continue
 			}
 			// Gather the results that arrived in time, in call order.
-			got := map[string]store.ToolResult{}
-			for j := i + 1; j < len(history) && history[j].Role == store.RoleTool; j++ {
-				for _, res := range history[j].ToolResults {
-					if _, dup := got[res.CallID]; !dup {
-						got[res.CallID] = res
-					}
-				}
-			}
-			um := model.Message{Role: model.RoleUser}
+			um := model.Message{Role: model.RoleUser, ToolResults: make([]model.ToolResult, 0, len(m.ToolCalls))}
 			for _, c := range m.ToolCalls {
-				res, ok := got[c.ID]
+				res, ok := resultInTime(history, i, c.ID)
 				if !ok {
 					um.ToolResults = append(um.ToolResults, model.ToolResult{CallID: c.ID, Text: placeholder(c.ID)})
 					continue
@@ -126,11 +117,12 @@ func arrangeHistoryWith(history []store.Message, images bool, placeholder func(c
 		case store.RoleTool:
 			// Results placed after their call are skipped here; late ones
 			// become a note where they arrived.
+			owner := runOwner(history, i)
 			for _, res := range m.ToolResults {
-				if inTime[res.CallID] {
+				if owner != nil && hasCall(owner, res.CallID) {
 					continue
 				}
-				name := callNames[res.CallID]
+				name := callName(history, i, res.CallID)
 				if name == "" {
 					name = res.Name
 				}
@@ -140,6 +132,57 @@ func arrangeHistoryWith(history []store.Message, images bool, placeholder func(c
 		}
 	}
 	return out
+}
+
+// runOwner returns the assistant message with tool calls that directly
+// precedes the run of tool messages holding history[i], or nil.
+func runOwner(history joined, i int) *store.Message {
+	for k := i - 1; k >= 0; k-- {
+		m := history.at(k)
+		if m.Role == store.RoleTool {
+			continue
+		}
+		if m.Role == store.RoleAssistant && len(m.ToolCalls) > 0 {
+			return m
+		}
+		return nil
+	}
+	return nil
+}
+
+func hasCall(m *store.Message, callID string) bool {
+	for _, c := range m.ToolCalls {
+		if c.ID == callID {
+			return true
+		}
+	}
+	return false
+}
+
+// callName returns the tool name of callID from the latest call before
+// history[i] that has it, or "".
+func callName(history joined, i int, callID string) string {
+	for k := i - 1; k >= 0; k-- {
+		for _, c := range history.at(k).ToolCalls {
+			if c.ID == callID {
+				return c.Name
+			}
+		}
+	}
+	return ""
+}
+
+// resultInTime returns the first result of callID among the tool messages
+// that directly follow history[i].
+func resultInTime(history joined, i int, callID string) (store.ToolResult, bool) {
+	for j := i + 1; j < history.len() && history.at(j).Role == store.RoleTool; j++ {
+		for _, res := range history.at(j).ToolResults {
+			if res.CallID == callID {
+				return res, true
+			}
+		}
+	}
+	return store.ToolResult{}, false
 }
 
 // modelResult converts a stored result for the model. Without image

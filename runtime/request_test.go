@@ -59,6 +59,9 @@ func TestArrangeHistory(t *testing.T) {
 		{"late result becomes a note where it arrived",
 			[]store.Message{user("go"), asst("", "a"), user("status?"), asst("waiting"), res("a", "A")},
 			"u:go | a:[a] | u:status?{a=PENDING} | a:waiting | u:Result of the earlier call a (tool_a), which arrived after the conversation moved on:\nA"},
+		{"a late result among the results of a later turn",
+			[]store.Message{user("go"), asst("", "a"), user("more"), asst("", "b"), res("b", "B"), res("a", "A")},
+			"u:go | a:[a] | u:more{a=PENDING} | a:[b] | u:Result of the earlier call a (tool_a), which arrived after the conversation moved on:\nA{b=B}"},
 		{"consecutive user messages merge",
 			[]store.Message{user("one"), user("two")},
 			"u:one\n\ntwo"},
@@ -125,8 +128,16 @@ func TestNeedsCompletion(t *testing.T) {
 		{"a user message", &batch{ids: []int64{1}, users: []store.Message{user("hi")}}, true},
 		{"nothing decodable", &batch{ids: []int64{1}}, false},
 	}
+	known := map[string]store.Call{}
+	var pending []store.Call
+	for _, c := range calls {
+		known[c.CallID] = c
+		if c.State.Pending() {
+			pending = append(pending, c)
+		}
+	}
 	for _, c := range cases {
-		if got := needsCompletion(c.b, calls); got != c.want {
+		if got := needsCompletion(c.b, pending, known); got != c.want {
 			t.Errorf("%s: needsCompletion = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -180,6 +180,22 @@ type Config struct {
 	// subscription over the limit is cancelled at once and the model gets
 	// an error result saying so.
 	MaxSubscriptionsPerThread int
+	// HistoryCacheThreads is how many threads' histories the engine keeps
+	// in memory, so that a slice reads only what was added since the
+	// thread's previous slice; zero means 1024, negative turns the cache off.
+	HistoryCacheThreads int
+}
+
+// NewTransport returns the HTTP transport the runtime uses when
+// Config.HTTPClient is nil: net/http's default transport, but keeping up to
+// 256 idle connections per tool server instead of 2. Many threads invoking
+// one tool server at once would otherwise open (and leave in TIME_WAIT) a
+// new TCP connection for most invocations.
+func NewTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	return t
 }
 
 // DefaultMaxSubscriptionsPerThread is the per-thread subscription limit
@@ -197,11 +213,13 @@ type Runtime struct {
 	http  *http.Client
 	retry RetryPolicy
 	hub   *hub
+	hist  *historyCache
 
 	mu        sync.Mutex
 	started   bool
 	stopping  bool
 	threads   map[string]*threadState  // threads with a live worker
+	workers   *lingerPool              // runs threads' slices and dispatches
 	inflight  map[string]int           // dispatches in flight per thread
 	failed    map[string]error         // threads whose last slice failed, kept queued
 	changed   chan struct{}            // closed and replaced on any state change
@@ -265,6 +283,7 @@ func New(cfg Config) (*Runtime, error) {
 		http:      cfg.HTTPClient,
 		retry:     cfg.DispatchRetry.withDefaults(),
 		hub:       newHub(),
+		hist:      newHistoryCache(cfg.HistoryCacheThreads),
 		threads:   map[string]*threadState{},
 		inflight:  map[string]int{},
 		failed:    map[string]error{},
@@ -278,9 +297,10 @@ func New(cfg Config) (*Runtime, error) {
 		r.log = slog.Default()
 	}
 	if r.http == nil {
-		r.http = &http.Client{}
+		r.http = &http.Client{Transport: NewTransport()}
 	}
 	r.baseCtx, r.cancel = context.WithCancel(context.Background())
+	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
 	return r, nil
 }
 
@@ -356,7 +376,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.log.Info("runtime starting", "model", r.model.Name(), "tool_servers", len(r.cfg.ToolServers),
 		"threads_with_queued_messages", len(queued), "calls_to_dispatch", len(undispatched))
 	for _, c := range undispatched {
-		r.dispatchAsync(c)
+		r.dispatchAsync(c, nil)
 	}
 	for _, id := range queued {
 		r.wake(id)

@@ -281,6 +281,9 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 	if selected != nil {
 		sel = *selected
 	}
+	// Announced before the POST: the tool may send its result before the
+	// POST returns, and clients should see the answer before the result.
+	r.emit(threadID, EventChoiceAnswered, map[string]any{"call_id": callID, "selected": sel, "dismissed": selected == nil})
 	body, _ := json.Marshal(rap.UserChoiceResponse{ID: callID, Selected: sel})
 	status, err := r.postChoice(ctx, ch.ResponseURL, body)
 	r.log.Info("user choice answered", "audit", true, "thread", threadID, "call_id", callID, "selected", sel,
@@ -289,10 +292,11 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 		// Put it back so the user can answer again.
 		if perr := r.store.Update(ctx, func(tx store.Tx) error { return tx.PutChoice(ch) }); perr != nil {
 			r.log.Error("restore user choice", "thread", threadID, "call_id", callID, "err", perr)
+		} else {
+			r.emit(threadID, EventUserChoice, choiceEvent(ch)) // asked again: the answer did not arrive
 		}
 		return sel, fmt.Errorf("%w: %v; the choice is still open, answer again later", ErrChoiceDelivery, err)
 	}
-	r.emit(threadID, EventChoiceAnswered, map[string]any{"call_id": callID, "selected": sel, "dismissed": selected == nil})
 	return sel, nil
 }
 

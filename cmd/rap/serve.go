@@ -115,7 +115,7 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 
 	var hc *http.Client
 	if s.ToolToken != "" {
-		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: http.DefaultTransport}}
+		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: runtime.NewTransport()}}
 	}
 	rt, err := runtime.New(runtime.Config{
 		Store:                     st,

@@ -19,6 +19,7 @@
 package scripted
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -262,7 +263,10 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 	if t.Error != "" {
 		return nil, fmt.Errorf("scripted model: turns[%d]: %s", i, t.Error)
 	}
-	text := strings.NewReplacer("{{last_result}}", in.lastResult, "{{last_user}}", in.lastUser).Replace(t.Text)
+	text := t.Text
+	if strings.Contains(text, "{{") {
+		text = strings.NewReplacer("{{last_result}}", in.lastResult, "{{last_user}}", in.lastUser).Replace(text)
+	}
 	stream(s, text)
 	resp := &model.Response{Text: text, StopReason: "end_turn"}
 	n := len(req.Messages)
@@ -272,10 +276,12 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 		if len(args) == 0 {
 			args = json.RawMessage("{}")
 		}
-		args = json.RawMessage(strings.NewReplacer(`"{{thread_id}}"`, jsonString(id), `"{{thread_stack}}"`, stack).Replace(string(args)))
-		args = json.RawMessage(callIDRe.ReplaceAllStringFunc(string(args), func(m string) string {
-			return jsonString(lastCallID(req.Messages, callIDRe.FindStringSubmatch(m)[1]))
-		}))
+		if bytes.Contains(args, []byte("{{")) {
+			args = json.RawMessage(strings.NewReplacer(`"{{thread_id}}"`, jsonString(id), `"{{thread_stack}}"`, stack).Replace(string(args)))
+			args = json.RawMessage(callIDRe.ReplaceAllStringFunc(string(args), func(m string) string {
+				return jsonString(lastCallID(req.Messages, callIDRe.FindStringSubmatch(m)[1]))
+			}))
+		}
 		// Ids are unique within a conversation: the history length makes
 		// them differ from turn to turn.
 		resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: fmt.Sprintf("call_%d_%d_%d", n, i, j), Name: c.Name, Arguments: args})

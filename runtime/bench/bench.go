@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorap/gorap/internal/cpustat"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
@@ -301,12 +302,46 @@ type CycleReport struct {
 	Failures int64
 	// Goroutines is the process's goroutine count at the end of the run.
 	Goroutines int
+	// CPUPerCycle is the process's CPU time (user and system, runtime,
+	// tool server and load generator together) per cycle; zero where the
+	// platform does not report CPU time.
+	CPUPerCycle time.Duration
+	// Machine is the whole machine's CPU time during the measurement
+	// (zero where /proc/stat is not there): its Steal is time the
+	// hypervisor took from the virtual CPUs, which explains most of the
+	// run-to-run variation on a virtual machine.
+	Machine cpustat.MachineTimes
+	// Writer is what the store's single writer did during the measurement:
+	// Writer.Updates/Writer.Transactions Update calls shared each commit.
+	Writer sqlite.WriterStats
 }
 
 // String formats the report as a small table.
 func (r *CycleReport) String() string {
-	return fmt.Sprintf("threads      %d\nduration     %v\ncycles       %d\ncycles/s     %.0f\nlatency p50  %v\nlatency p90  %v\nlatency p99  %v\nlatency max  %v\nfailures     %d\n",
+	s := fmt.Sprintf("threads      %d\nduration     %v\ncycles       %d\ncycles/s     %.0f\nlatency p50  %v\nlatency p90  %v\nlatency p99  %v\nlatency max  %v\nfailures     %d\n",
 		r.Threads, r.Duration, r.Cycles, r.PerSecond, r.P50, r.P90, r.P99, r.Max, r.Failures)
+	if r.CPUPerCycle > 0 {
+		s += fmt.Sprintf("cpu/cycle    %v (whole process: runtime, tool server, load)\n", r.CPUPerCycle.Round(time.Microsecond))
+	}
+	if m := r.Machine; m.Total > 0 && r.Duration > 0 {
+		s += fmt.Sprintf("machine CPU  %.2f cores busy (all processes), %.2f cores stolen by the hypervisor\n",
+			m.Busy.Seconds()/r.Duration.Seconds(), m.Steal.Seconds()/r.Duration.Seconds())
+	}
+	if w := r.Writer; w.Transactions > 0 && r.Duration > 0 {
+		s += fmt.Sprintf("store writer %.0f commits/s, %.1f updates/commit, %.2f ms/commit (%.2f ms appending to the WAL), busy %.0f%%\n",
+			float64(w.Transactions)/r.Duration.Seconds(), float64(w.Updates)/float64(w.Transactions),
+			float64(w.Busy)/float64(w.Transactions)/1e6, float64(w.Commit)/float64(w.Transactions)/1e6,
+			100*w.Busy.Seconds()/r.Duration.Seconds())
+		if w.QuickViews > 0 {
+			s += fmt.Sprintf("store reads  %.0f/s on the writer (slice loads), %.0f µs each\n",
+				float64(w.QuickViews)/r.Duration.Seconds(), float64(w.QuickViewTime.Microseconds())/float64(w.QuickViews))
+		}
+		if w.Syncs > 0 {
+			s += fmt.Sprintf("store syncs  %.0f/s, %.2f ms each (off the writer); %d checkpoints\n",
+				float64(w.Syncs)/r.Duration.Seconds(), float64(w.Sync)/float64(w.Syncs)/1e6, w.Checkpoints)
+		}
+	}
+	return s
 }
 
 // RunCycles measures the runtime's loop with Threads threads for Duration.
@@ -343,6 +378,9 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	}
 	tools.startMeasuring()
 	start := time.Now()
+	cpu0, cpuOK := cpustat.Process()
+	mach0, machOK := cpustat.Machine()
+	w0 := e.st.WriterStats()
 	if opts.Cycles > 0 {
 		deadline := time.Now().Add(opts.Duration)
 		for tools.measured() < opts.Cycles {
@@ -358,9 +396,22 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	}
 	cycles, lat := tools.result()
 	elapsed := time.Since(start)
+	cpu1, _ := cpustat.Process()
+	mach1, _ := cpustat.Machine()
+	w1 := e.st.WriterStats()
 	tools.stop()
 	rep := &CycleReport{Threads: opts.Threads, Duration: elapsed, Cycles: cycles,
-		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: tools.failures.Load(), Goroutines: goroutines()}
+		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: tools.failures.Load(), Goroutines: goroutines(),
+		Writer: sqlite.WriterStats{Transactions: w1.Transactions - w0.Transactions, Updates: w1.Updates - w0.Updates,
+			Busy: w1.Busy - w0.Busy, Commit: w1.Commit - w0.Commit, Syncs: w1.Syncs - w0.Syncs, Sync: w1.Sync - w0.Sync,
+			Checkpoints: w1.Checkpoints - w0.Checkpoints, QuickViews: w1.QuickViews - w0.QuickViews,
+			QuickViewTime: w1.QuickViewTime - w0.QuickViewTime}}
+	if cpuOK && cycles > 0 {
+		rep.CPUPerCycle = (cpu1 - cpu0) / time.Duration(cycles)
+	}
+	if machOK {
+		rep.Machine = mach1.Sub(mach0)
+	}
 	rep.P50, rep.P90, rep.P99, rep.Max = percentiles(lat)
 	return rep, nil
 }

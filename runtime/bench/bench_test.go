@@ -27,6 +27,15 @@ func BenchmarkRuntimeCycle(b *testing.B) {
 			b.ReportMetric(float64(rep.P50.Microseconds()), "p50-µs")
 			b.ReportMetric(float64(rep.P99.Microseconds()), "p99-µs")
 			b.ReportMetric(float64(rep.Duration.Nanoseconds())/float64(rep.Cycles), "ns/cycle")
+			if rep.CPUPerCycle > 0 {
+				b.ReportMetric(float64(rep.CPUPerCycle.Microseconds()), "cpu-µs/cycle")
+			}
+			if rep.Machine.Total > 0 {
+				b.ReportMetric(rep.Machine.Steal.Seconds()/rep.Duration.Seconds(), "stolen-cores")
+			}
+			if rep.Writer.Transactions > 0 {
+				b.ReportMetric(float64(rep.Writer.Updates)/float64(rep.Writer.Transactions), "updates/commit")
+			}
 		})
 	}
 }

@@ -34,6 +34,12 @@ type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	// View runs fn in a read-only transaction.
 	View(ctx context.Context, fn func(Tx) error) error
+	// QuickView is View for a few indexed reads on the engine's hot path
+	// (loading a slice's inputs). It sees the last committed state, like
+	// View, but a store may run it where reads are cheapest: the SQLite
+	// store runs it on its writer connection, whose page cache is warm,
+	// just before a group of writes. fn must only read, and must be quick.
+	QuickView(ctx context.Context, fn func(Tx) error) error
 	// Close releases the store's resources.
 	Close() error
 }
@@ -156,6 +162,11 @@ type Messages interface {
 	// History returns the thread's messages in order, the part inherited
 	// from its ancestors (see Thread.InheritSeq) first.
 	History(threadID string) ([]Message, error)
+	// HistorySince returns the messages History would return whose Seq is
+	// greater than after. Histories are append-only and each thread's Seqs
+	// are contiguous, so a prefix read earlier plus HistorySince(last Seq of
+	// that prefix) is the whole history: callers may cache the prefix.
+	HistorySince(threadID string, after int64) ([]Message, error)
 	// LastSeq returns the Seq of the thread's last message, inherited ones
 	// included; 0 for an empty history.
 	LastSeq(threadID string) (int64, error)
@@ -290,6 +301,9 @@ type Calls interface {
 	CallsInState(s CallState) ([]Call, error)
 	// ThreadCalls returns the calls of one thread, oldest first.
 	ThreadCalls(threadID string) ([]Call, error)
+	// PendingCalls returns the calls of one thread that still wait for a
+	// result (CallState.Pending), oldest first.
+	PendingCalls(threadID string) ([]Call, error)
 	// DueCalls returns pending calls whose deadline is at or before now.
 	DueCalls(now time.Time) ([]Call, error)
 	// NextDeadline returns the earliest deadline of a pending call.

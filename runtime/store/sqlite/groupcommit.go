@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -14,39 +15,122 @@ import (
 const maxGroup = 256
 
 // committer runs Update calls of many goroutines in shared transactions, so
-// that one fsync makes a whole group durable (group commit). Each call runs
-// inside its own savepoint: a call whose function fails is rolled back alone
-// and the others commit. A call returns only once its group has committed.
+// that one fsync makes a whole group durable (group commit). A call whose
+// function fails is rolled back alone and the others commit (see run). A
+// call returns only once its group has committed and been synced.
 //
 // There is no background goroutine: the first caller to find the committer
 // idle becomes the leader and runs groups until the queue is empty, while
 // the callers that arrive meanwhile wait for their group.
 type committer struct {
-	db    *sql.DB
-	path  string
-	cache *stmtCache
+	db      *sql.DB
+	path    string
+	cache   *stmtCache
+	syncer  *walSyncer   // makes each committed group durable before it returns
+	choices *atomic.Bool // see tx.choices
+	// arrived is signalled when a call is queued while a leader runs.
+	arrived chan struct{}
 
 	mu      sync.Mutex
 	queue   []*groupCall
 	leading bool
+	stats   writerStats
+}
+
+// WriterStats counts the work of a store's writer since it was opened.
+type WriterStats struct {
+	// Transactions is how many write transactions ran.
+	Transactions int64
+	// Updates is how many Update calls they held (group commit: Updates /
+	// Transactions calls share one fsync on average).
+	Updates int64
+	// Busy is the time the writer spent in transactions, commits included.
+	Busy time.Duration
+	// Commit is the part of Busy spent committing: appending the
+	// transaction to the WAL.
+	Commit time.Duration
+	// Syncs is how many times the WAL was synced to disk; each sync makes
+	// every transaction committed before it durable.
+	Syncs int64
+	// Sync is the time spent syncing, off the writer (see walSyncer).
+	Sync time.Duration
+	// Checkpoints is how many times the WAL was copied into the database
+	// file, off the writer.
+	Checkpoints int64
+	// QuickViews is how many QuickView calls the writer ran, and
+	// QuickViewTime the time it spent on them.
+	QuickViews    int64
+	QuickViewTime time.Duration
+}
+
+type writerStats struct {
+	mu sync.Mutex
+	s  WriterStats
+}
+
+func (w *writerStats) record(updates int, busy, commit time.Duration) {
+	w.mu.Lock()
+	w.s.Transactions++
+	w.s.Updates += int64(updates)
+	w.s.Busy += busy
+	w.s.Commit += commit
+	w.mu.Unlock()
+}
+
+func (w *writerStats) recordSync(d time.Duration) {
+	w.mu.Lock()
+	w.s.Syncs++
+	w.s.Sync += d
+	w.mu.Unlock()
+}
+
+func (w *writerStats) recordReads(n int, d time.Duration) {
+	w.mu.Lock()
+	w.s.QuickViews += int64(n)
+	w.s.QuickViewTime += d
+	w.mu.Unlock()
+}
+
+func (w *writerStats) recordCheckpoint() {
+	w.mu.Lock()
+	w.s.Checkpoints++
+	w.mu.Unlock()
+}
+
+func (w *writerStats) get() WriterStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.s
 }
 
 type groupCall struct {
 	ctx  context.Context
 	fn   func(store.Tx) error
 	done chan error
+	read bool // a QuickView: runs before the group's writes, returns at once
 }
 
 func (c *committer) update(ctx context.Context, fn func(store.Tx) error) error {
+	return c.enqueue(ctx, fn, false)
+}
+
+// enqueue runs fn in the next group and waits for its outcome.
+func (c *committer) enqueue(ctx context.Context, fn func(store.Tx) error, read bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	call := &groupCall{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	call := &groupCall{ctx: ctx, fn: fn, done: make(chan error, 1), read: read}
 	c.mu.Lock()
 	c.queue = append(c.queue, call)
 	lead := !c.leading
 	c.leading = true
 	c.mu.Unlock()
+	if !lead {
+		select {
+		case c.arrived <- struct{}{}:
+		default:
+		}
+	}
 	if lead {
 		c.lead()
 	}
@@ -75,52 +159,173 @@ func (c *committer) lead() {
 }
 
 // run executes one group in one transaction and reports to each call.
+//
+// QuickView calls run first, on the last committed state, and return at
+// once. The writes then run one after the other in one transaction, with no
+// savepoint between them (two statements per call, a measurable part of a
+// runtime cycle). When a write's function fails, the transaction is rolled
+// back, that call gets its error, and the other writes run again from the
+// start: store.Store allows a function to run more than once, and failures
+// are rare (a bug, a constraint violation, a full disk).
+//
+// While the previous group's sync is still in flight, writes that arrive
+// meanwhile join this transaction before it commits: they would wait for
+// the next sync anyway, and a bigger group writes each hot page to the WAL
+// once instead of once per group.
 func (c *committer) run(group []*groupCall) {
-	results := make([]error, len(group))
-	fail := func(err error) {
-		for _, call := range group {
-			call.done <- err
-		}
-	}
-	sqlTx, err := c.db.BeginTx(context.Background(), nil)
-	if err != nil {
-		fail(fmt.Errorf("sqlite store %s: begin transaction: %w", c.path, err))
+	if err := c.syncer.broken(); err != nil {
+		deliver(group, make([]error, len(group)), err)
 		return
 	}
-	ran := 0
-	for i, call := range group {
-		if err := call.ctx.Err(); err != nil {
-			results[i] = err
+	start := time.Now()
+	sqlTx, err := c.db.BeginTx(context.Background(), nil)
+	if err != nil {
+		deliver(group, make([]error, len(group)), fmt.Errorf("sqlite store %s: begin transaction: %w", c.path, err))
+		return
+	}
+	// The reads run first in the transaction the writes then use: one
+	// BEGIN and one COMMIT (each taking and releasing SQLite's locks) per
+	// group rather than per read and per write group.
+	group = c.runReads(sqlTx, group)
+	if len(group) == 0 {
+		sqlTx.Rollback()
+		return
+	}
+	results := make([]error, len(group))
+	decided := make([]bool, len(group)) // results[i] is final
+	updates := len(group)               // counted once, however many attempts
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			start = time.Now()
+			if sqlTx, err = c.db.BeginTx(context.Background(), nil); err != nil {
+				deliver(group, results, fmt.Errorf("sqlite store %s: begin transaction: %w", c.path, err))
+				return
+			}
+		}
+		st := stmtTx{sqlTx, c.cache}
+		ran, failed := 0, false
+		exec := func(from int) {
+			for i := from; i < len(group) && !failed; i++ {
+				if decided[i] {
+					continue
+				}
+				call := group[i]
+				if err := call.ctx.Err(); err != nil {
+					results[i], decided[i] = err, true
+					continue
+				}
+				if err := call.fn(&tx{tx: st, now: time.Now().UTC(), choices: c.choices}); err != nil {
+					results[i], decided[i] = err, true
+					failed = true
+					return
+				}
+				ran++
+			}
+		}
+		exec(0)
+		for !failed && len(group) < maxGroup {
+			more := c.joinWhileSyncing(maxGroup - len(group))
+			if len(more) == 0 {
+				break
+			}
+			from := len(group)
+			group = append(group, more...)
+			results = append(results, make([]error, len(more))...)
+			decided = append(decided, make([]bool, len(more))...)
+			updates += len(more)
+			exec(from)
+		}
+		if failed || ran == 0 {
+			err := sqlTx.Rollback()
+			c.stats.record(updates, time.Since(start), 0)
+			updates = 0
+			if failed && err == nil {
+				continue // run the others again without the failed call
+			}
+			if err != nil {
+				err = fmt.Errorf("sqlite store %s: roll back: %w", c.path, err)
+			}
+			deliver(group, results, err)
+			return
+		}
+		t := time.Now()
+		err = sqlTx.Commit()
+		c.stats.record(updates, time.Since(start), time.Since(t))
+		if err != nil {
+			deliver(group, results, fmt.Errorf("sqlite store %s: commit: %w", c.path, err))
+			return
+		}
+		// Committed but maybe not yet on disk: the calls return once the
+		// syncer has synced the WAL, while this goroutine runs the next
+		// group.
+		c.syncer.after(func(err error) { deliver(group, results, err) })
+		return
+	}
+}
+
+// runReads runs the group's QuickView calls in sqlTx, which has not
+// written anything yet, and returns the other calls.
+func (c *committer) runReads(sqlTx *sql.Tx, group []*groupCall) []*groupCall {
+	writes := group[:0:0]
+	for _, call := range group {
+		if !call.read {
+			writes = append(writes, call)
+		}
+	}
+	if len(writes) == len(group) {
+		return group
+	}
+	start := time.Now()
+	reads := 0
+	for _, call := range group {
+		if !call.read {
 			continue
 		}
-		if _, err := sqlTx.Exec("SAVEPOINT call"); err != nil {
-			sqlTx.Rollback()
-			fail(fmt.Errorf("sqlite store %s: savepoint: %w", c.path, err))
-			return
+		reads++
+		if err := call.ctx.Err(); err != nil {
+			call.done <- err
+			continue
 		}
-		if results[i] = call.fn(&tx{tx: stmtTx{sqlTx, c.cache}, now: time.Now().UTC()}); results[i] != nil {
-			_, err = sqlTx.Exec("ROLLBACK TO call")
-			if err == nil {
-				_, err = sqlTx.Exec("RELEASE call")
+		call.done <- call.fn(&tx{tx: stmtTx{sqlTx, c.cache}, now: time.Now().UTC(), choices: c.choices})
+	}
+	c.stats.recordReads(reads, time.Since(start))
+	return writes
+}
+
+// joinWhileSyncing waits, while a sync is in flight, for writes queued
+// after the group was taken, and removes up to max of them from the queue.
+// It returns nothing once no sync is in flight.
+func (c *committer) joinWhileSyncing(max int) []*groupCall {
+	for {
+		c.mu.Lock()
+		var more []*groupCall
+		rest := c.queue[:0:0]
+		for _, call := range c.queue {
+			if !call.read && len(more) < max {
+				more = append(more, call)
+			} else {
+				rest = append(rest, call)
 			}
-		} else {
-			ran++
-			_, err = sqlTx.Exec("RELEASE call")
 		}
-		if err != nil {
-			sqlTx.Rollback()
-			fail(fmt.Errorf("sqlite store %s: end savepoint: %w", c.path, err))
-			return
+		if len(more) > 0 {
+			c.queue = rest
+		}
+		c.mu.Unlock()
+		if len(more) > 0 {
+			return more
+		}
+		if !c.syncer.waitWhileSyncing(c.arrived) {
+			return nil
 		}
 	}
-	if ran == 0 {
-		err = sqlTx.Rollback()
-	} else {
-		err = sqlTx.Commit()
-	}
+}
+
+// deliver reports each call's outcome: its own error, or else err, the
+// error of its group's transaction or sync.
+func deliver(group []*groupCall, results []error, err error) {
 	for i, call := range group {
-		if results[i] == nil && err != nil {
-			results[i] = fmt.Errorf("sqlite store %s: commit: %w", c.path, err)
+		if results[i] == nil {
+			results[i] = err
 		}
 		call.done <- results[i]
 	}

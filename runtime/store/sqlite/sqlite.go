@@ -1,17 +1,19 @@
 // Package sqlite implements the runtime store (package runtime/store) on an
 // embedded SQLite database file, using the pure-Go modernc.org/sqlite driver.
 //
-// The database runs in WAL mode with synchronous=FULL, so a committed
-// transaction survives a crash or power loss; foreign keys are enforced and
-// the schema is versioned: Open applies every migration the file has not
-// seen yet, in order, each in its own transaction.
+// The database runs in WAL mode and Update returns only once its writes
+// are synced to disk, so a completed Update survives a crash or power
+// loss; foreign keys are enforced and the schema is versioned: Open
+// applies every migration the file has not seen yet, in order, each in its
+// own transaction.
 //
 // Writes go through a single connection (SQLite allows one writer at a time
 // anyway) and take the write lock when they begin, so concurrent writers
 // queue instead of failing with SQLITE_BUSY. Concurrent Update calls are
 // grouped into one transaction, each in its own savepoint, so that one
-// fsync makes many threads' writes durable. Reads use a small pool of
-// read-only connections and see the last committed state.
+// fsync makes many threads' writes durable, and the fsync of one group
+// overlaps the execution of the next (see walSyncer). Reads use a small
+// pool of read-only connections and see the last committed state.
 package sqlite
 
 import (
@@ -21,6 +23,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -35,19 +38,40 @@ type Store struct {
 	reader *sql.DB
 	group  *committer // runs Update calls in shared transactions
 	rcache *stmtCache // prepared statements of the readers
+	ckpt   *sql.DB    // the connection checkpoints run on
 }
 
 var _ store.Store = (*Store)(nil)
 
+// readers is the number of read connections; Views beyond it wait.
+const readers = 4
+
 // Open opens (creating if needed) the SQLite database at path and brings its
 // schema up to date.
 func Open(path string) (*Store, error) {
+	return openWith(path, openOptions{})
+}
+
+// openOptions are the knobs tests turn.
+type openOptions struct {
+	sync func() error // replaces the WAL sync
+}
+
+func openWith(path string, opts openOptions) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: resolve path %q: %w", path, err)
 	}
 	pragmas := url.Values{}
-	for _, p := range []string{"busy_timeout(15000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
+	// synchronous=NORMAL: COMMIT does not sync the WAL; the store's syncer
+	// does, before Update returns (walsync.go), and a checkpoint syncs
+	// both files as always. Checkpoints run on their own connection, started
+	// by the syncer, not inside the writer's COMMIT; the writer checkpoints
+	// itself only when a burst of large transactions outruns them
+	// (wal_autocheckpoint at 10,000 pages instead of 1,000), and
+	// journal_size_limit gives the WAL file back beyond 64 MiB when it
+	// restarts.
+	for _, p := range []string{"busy_timeout(15000)", "temp_store(MEMORY)", "cache_size(-16000)", "journal_mode(WAL)", "synchronous(NORMAL)", "wal_autocheckpoint(10000)", "journal_size_limit(67108864)", "foreign_keys(1)"} {
 		pragmas.Add("_pragma", p)
 	}
 	wq := url.Values{"_txlock": {"immediate"}}
@@ -60,38 +84,87 @@ func Open(path string) (*Store, error) {
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetConnMaxIdleTime(0)
-	s := &Store{path: abs, writer: writer, group: &committer{db: writer, path: abs, cache: newStmtCache(writer)}}
+	s := &Store{path: abs, writer: writer, group: &committer{db: writer, path: abs, cache: newStmtCache(writer), arrived: make(chan struct{}, 1)}}
+	s.group.syncer = newWALSyncer(abs, &s.group.stats, opts.sync)
+	s.group.choices = new(atomic.Bool)
 	if err := s.migrate(context.Background()); err != nil {
+		s.group.syncer.close()
+		writer.Close()
+		return nil, err
+	}
+	var waiting bool
+	if err := writer.QueryRow(`SELECT EXISTS (SELECT 1 FROM choices)`).Scan(&waiting); err != nil {
+		s.group.syncer.close()
+		writer.Close()
+		return nil, fmt.Errorf("sqlite store %s: look for waiting user choices: %w", abs, err)
+	}
+	s.group.choices.Store(waiting)
+	// The migrations committed without a sync; make them durable now.
+	synced := make(chan error, 1)
+	s.group.syncer.after(func(err error) { synced <- err })
+	if err := <-synced; err != nil {
+		s.group.syncer.close()
 		writer.Close()
 		return nil, err
 	}
 	reader, err := sql.Open("sqlite", "file:"+abs+"?"+pragmas.Encode())
 	if err != nil {
+		s.group.syncer.close()
 		writer.Close()
 		return nil, fmt.Errorf("sqlite store: open %s for reading: %w", abs, err)
 	}
-	reader.SetMaxOpenConns(4)
+	// Every reader connection stays open: one closed and reopened loses its
+	// prepared statements and runs the connection pragmas again.
+	reader.SetMaxOpenConns(readers)
+	reader.SetMaxIdleConns(readers)
 	s.reader = reader
 	s.rcache = newStmtCache(reader)
+	ckpt, err := sql.Open("sqlite", "file:"+abs+"?"+pragmas.Encode())
+	if err != nil {
+		s.group.syncer.close()
+		reader.Close()
+		writer.Close()
+		return nil, fmt.Errorf("sqlite store: open %s for checkpoints: %w", abs, err)
+	}
+	ckpt.SetMaxOpenConns(1)
+	s.ckpt = ckpt
+	s.group.syncer.setCheckpoint(func() {
+		// PASSIVE: copy what no reader still needs, never wait for anyone.
+		// A failure only leaves the WAL longer until the next one.
+		ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+	})
 	return s, nil
 }
+
+// WriterStats returns what the store's writer did since Open, for
+// benchmarks and metrics.
+func (s *Store) WriterStats() WriterStats { return s.group.stats.get() }
 
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.group.syncer.close()
 	s.rcache.close()
 	s.group.cache.close()
-	return errors.Join(s.reader.Close(), s.writer.Close())
+	return errors.Join(s.ckpt.Close(), s.reader.Close(), s.writer.Close())
 }
 
 // Update implements store.Store. Concurrent calls share transactions
-// (group commit, see committer): fn runs in a savepoint of its own, so its
-// failure rolls back only its own writes, and Update returns once the
-// transaction holding fn's writes has committed.
+// (group commit, see committer); a call whose fn fails is rolled back
+// alone, and Update returns once the transaction holding fn's writes has
+// committed and the WAL is synced to disk.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	return s.group.update(ctx, fn)
+}
+
+// QuickView implements store.Store: fn runs on the writer connection
+// before the next group of writes (see committer.run), where the page cache
+// stays warm; a reader connection must re-read every page after each write
+// (SQLite resets a connection's cache when the WAL changed).
+func (s *Store) QuickView(ctx context.Context, fn func(store.Tx) error) error {
+	return s.group.enqueue(ctx, fn, true)
 }
 
 // View implements store.Store.
@@ -100,7 +173,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("sqlite store %s: begin transaction: %w", s.path, err)
 	}
-	err = fn(&tx{tx: stmtTx{sqlTx, s.rcache}, now: time.Now().UTC()})
+	err = fn(&tx{tx: stmtTx{sqlTx, s.rcache}, now: time.Now().UTC(), choices: s.group.choices})
 	sqlTx.Rollback()
 	s.rcache.prepareWanted()
 	return err
@@ -205,6 +278,8 @@ var migrations = []string{
 	);`,
 	// 3: child threads share their inherited history instead of copying it.
 	`ALTER TABLE threads ADD COLUMN inherit_seq INTEGER NOT NULL DEFAULT 0;`,
+	// 4: a slice reads only its thread's pending calls.
+	`CREATE INDEX calls_thread_state ON calls(thread_id, state);`,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,8 +46,9 @@ func mkThread(t *testing.T, s *Store, id, parent string) {
 	update(t, s, func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: id, ParentID: parent}) })
 }
 
-// Open sets WAL, synchronous=FULL and foreign keys, records the schema
-// version, and reopening applies nothing twice.
+// Open sets WAL, synchronous=NORMAL (the store's syncer syncs the WAL
+// before Update returns; see TestUpdateWaitsForSync) and foreign keys,
+// records the schema version, and reopening applies nothing twice.
 func TestOpenPragmasAndMigrations(t *testing.T) {
 	s, path := open(t)
 	var mode string
@@ -55,7 +57,7 @@ func TestOpenPragmasAndMigrations(t *testing.T) {
 	s.writer.QueryRow(`PRAGMA synchronous`).Scan(&sync)
 	s.writer.QueryRow(`PRAGMA foreign_keys`).Scan(&fk)
 	s.writer.QueryRow(`SELECT version FROM schema_version`).Scan(&version)
-	if mode != "wal" || sync != 2 || fk != 1 || version != SchemaVersion {
+	if mode != "wal" || sync != 1 || fk != 1 || version != SchemaVersion {
 		t.Fatalf("journal_mode=%s synchronous=%d foreign_keys=%d version=%d", mode, sync, fk, version)
 	}
 	mkThread(t, s, "t1", "")
@@ -546,5 +548,443 @@ func TestInheritedHistory(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "needs a parent") {
 		t.Fatalf("inherit_seq without a parent: %v", err)
+	}
+}
+
+// HistorySince returns exactly the messages History would return after a
+// Seq, across the inherited prefix of a child thread, so a cached prefix
+// plus HistorySince is the whole history.
+func TestHistorySince(t *testing.T) {
+	s, _ := open(t)
+	mkThread(t, s, "p", "")
+	msg := func(text string) store.Message { return store.Message{Role: store.RoleUser, Text: text} }
+	update(t, s, func(tx store.Tx) error {
+		if _, err := tx.AppendMessages("p", []store.Message{msg("p1"), msg("p2"), msg("p3")}); err != nil {
+			return err
+		}
+		if err := tx.CreateThread(store.Thread{ID: "c", ParentID: "p", InheritSeq: 2}); err != nil {
+			return err
+		}
+		_, err := tx.AppendMessages("c", []store.Message{msg("c3"), msg("c4")})
+		return err
+	})
+	view(t, s, func(tx store.Tx) error {
+		for _, id := range []string{"p", "c", "nobody"} {
+			all, err := tx.History(id)
+			if err != nil {
+				return err
+			}
+			for after := int64(-1); after <= 5; after++ {
+				got, err := tx.HistorySince(id, after)
+				if err != nil {
+					return err
+				}
+				var want []store.Message
+				for _, m := range all {
+					if m.Seq > after {
+						want = append(want, m)
+					}
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Errorf("HistorySince(%s, %d) = %v, want %v", id, after, got, want)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// PendingCalls lists only the calls still waiting for a result, of one
+// thread, oldest first.
+func TestPendingCalls(t *testing.T) {
+	s, _ := open(t)
+	mkThread(t, s, "a", "")
+	mkThread(t, s, "b", "")
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	update(t, s, func(tx store.Tx) error {
+		var calls []store.Call
+		for i, st := range []store.CallState{store.CallNew, store.CallDispatched, store.CallDone, store.CallCancelled, store.CallDispatched} {
+			calls = append(calls, store.Call{ThreadID: "a", CallID: fmt.Sprintf("c%d", i), ToolName: "t", State: st, Created: base.Add(time.Duration(5-i) * time.Second)})
+		}
+		calls = append(calls, store.Call{ThreadID: "b", CallID: "x", ToolName: "t", State: store.CallNew})
+		return tx.PutCalls(calls)
+	})
+	view(t, s, func(tx store.Tx) error {
+		got, err := tx.PendingCalls("a")
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for _, c := range got {
+			ids = append(ids, c.CallID+":"+string(c.State))
+		}
+		if want := "c4:dispatched c1:dispatched c0:new"; strings.Join(ids, " ") != want {
+			t.Errorf("PendingCalls(a) = %v, want %s", ids, want)
+		}
+		return nil
+	})
+}
+
+// WriterStats counts every Update and the transactions that held them.
+func TestWriterStats(t *testing.T) {
+	s, _ := open(t)
+	before := s.WriterStats()
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			update(t, s, func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: fmt.Sprintf("t%d", i)}) })
+		}()
+	}
+	wg.Wait()
+	// One Update that fails still counts; its transaction rolls back.
+	s.Update(context.Background(), func(tx store.Tx) error { return errors.New("no") })
+	got := s.WriterStats()
+	if n := got.Updates - before.Updates; n != 21 {
+		t.Fatalf("Updates = %d, want 21", n)
+	}
+	if n := got.Transactions - before.Transactions; n < 2 || n > 21 {
+		t.Fatalf("Transactions = %d, want 2..21", n)
+	}
+	if got.Busy <= before.Busy || got.Commit <= before.Commit || got.Commit > got.Busy {
+		t.Fatalf("Busy %v, Commit %v (before %v, %v)", got.Busy, got.Commit, before.Busy, before.Commit)
+	}
+}
+
+// A choice is taken at most once, and taking it removes it.
+func TestTakeChoiceOnce(t *testing.T) {
+	s, _ := open(t)
+	mkThread(t, s, "a", "")
+	update(t, s, func(tx store.Tx) error {
+		return tx.PutChoice(store.Choice{ThreadID: "a", CallID: "c1", ToolName: "t", Prompt: "pick", Choices: []string{"x", "y"}, Default: 1, ResponseURL: "http://h/r"})
+	})
+	update(t, s, func(tx store.Tx) error {
+		c, err := tx.TakeChoice("a", "c1")
+		if err != nil || c.Prompt != "pick" || len(c.Choices) != 2 || c.Default != 1 || c.ResponseURL != "http://h/r" {
+			t.Fatalf("first take: %+v, %v", c, err)
+		}
+		if _, err := tx.TakeChoice("a", "c1"); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("second take: %v, want ErrNotFound", err)
+		}
+		left, err := tx.ThreadChoices("a")
+		if err != nil || len(left) != 0 {
+			t.Fatalf("left: %v, %v", left, err)
+		}
+		return nil
+	})
+}
+
+// Update returns only after a sync of the WAL that began after its commit,
+// and the writer goes on with other groups meanwhile; a failed sync fails
+// the Updates it covered and every later one, and loses nothing that was
+// acknowledged before.
+func TestUpdateWaitsForSync(t *testing.T) {
+	var mu sync.Mutex
+	gate := make(chan struct{})
+	open := true // syncs pass until the gate is installed
+	var fail error
+	syncs := 0
+	s, err := openWith(filepath.Join(t.TempDir(), "rap.db"), openOptions{sync: func() error {
+		mu.Lock()
+		g, o, f := gate, open, fail
+		syncs++
+		mu.Unlock()
+		if !o {
+			<-g
+		}
+		return f
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mkThread(t, s, "a", "")
+
+	mu.Lock()
+	open = false
+	mu.Unlock()
+	returned := make(chan error, 1)
+	go func() {
+		returned <- s.Update(context.Background(), func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: "b"}) })
+	}()
+	// The thread is committed (a reader sees it) but Update has not returned.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var err error
+		s.View(context.Background(), func(tx store.Tx) error { _, err = tx.Thread("b"); return nil })
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Update was never committed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-returned:
+		t.Fatalf("Update returned (%v) before the WAL was synced", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	// The next Update's function runs while the first sync is in flight;
+	// it commits after that sync and returns after its own.
+	second := make(chan error, 1)
+	ranC := make(chan struct{})
+	go func() {
+		second <- s.Update(context.Background(), func(tx store.Tx) error {
+			defer close(ranC)
+			return tx.CreateThread(store.Thread{ID: "c"})
+		})
+	}()
+	select {
+	case <-ranC:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer did not run the next group while a sync was in flight")
+	}
+	select {
+	case err := <-second:
+		t.Fatalf("the second Update returned (%v) before any sync after its commit", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	mu.Lock()
+	open = true
+	fail = nil
+	close(gate)
+	mu.Unlock()
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+
+	// A failed sync: the Update reports it, and later ones fail at once.
+	mu.Lock()
+	fail = errors.New("EIO")
+	mu.Unlock()
+	err = s.Update(context.Background(), func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: "d"}) })
+	if err == nil || !strings.Contains(err.Error(), "EIO") || !strings.Contains(err.Error(), "restart") {
+		t.Fatalf("Update after a failed sync: %v", err)
+	}
+	mu.Lock()
+	fail = nil
+	before := syncs
+	mu.Unlock()
+	ran := false
+	err = s.Update(context.Background(), func(tx store.Tx) error { ran = true; return nil })
+	if err == nil || ran || !strings.Contains(err.Error(), "EIO") {
+		t.Fatalf("the store accepted a write after a failed sync: ran=%v err=%v", ran, err)
+	}
+	mu.Lock()
+	after := syncs
+	mu.Unlock()
+	if after != before {
+		t.Fatalf("a refused write synced (%d -> %d)", before, after)
+	}
+	// What was acknowledged before the failure is still there.
+	view(t, s, func(tx store.Tx) error {
+		for _, id := range []string{"a", "b", "c"} {
+			if _, err := tx.Thread(id); err != nil {
+				t.Errorf("thread %s: %v", id, err)
+			}
+		}
+		return nil
+	})
+}
+
+// In a group of concurrent Updates, the ones whose function fails leave
+// nothing behind and get their own error; every other one commits exactly
+// once, even though the group is run again after each failure.
+func TestGroupFailuresAreIsolated(t *testing.T) {
+	s, _ := open(t)
+	mkThread(t, s, "t", "")
+	const n = 60
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Go(func() {
+			errs[i] = s.Update(context.Background(), func(tx store.Tx) error {
+				if _, err := tx.Enqueue(store.InboxItem{ThreadID: "t", Kind: store.KindUserMessage, DedupKey: fmt.Sprintf("k%d", i)}); err != nil {
+					return err
+				}
+				if i%7 == 3 {
+					return fmt.Errorf("update %d refuses", i)
+				}
+				return nil
+			})
+		})
+	}
+	wg.Wait()
+	want := map[string]bool{}
+	for i, err := range errs {
+		switch {
+		case i%7 == 3 && (err == nil || err.Error() != fmt.Sprintf("update %d refuses", i)):
+			t.Errorf("update %d: err = %v, want its own error", i, err)
+		case i%7 != 3 && err != nil:
+			t.Errorf("update %d: %v", i, err)
+		case i%7 != 3:
+			want[fmt.Sprintf("k%d", i)] = true
+		}
+	}
+	view(t, s, func(tx store.Tx) error {
+		q, err := tx.Queued("t")
+		if err != nil {
+			return err
+		}
+		got := map[string]bool{}
+		for _, it := range q {
+			if got[it.DedupKey] {
+				t.Errorf("%s enqueued twice", it.DedupKey)
+			}
+			got[it.DedupKey] = true
+		}
+		if len(got) != len(want) {
+			t.Errorf("%d items, want %d", len(got), len(want))
+		}
+		for k := range want {
+			if !got[k] {
+				t.Errorf("%s missing", k)
+			}
+		}
+		for i := 3; i < n; i += 7 {
+			if seen, _ := tx.SeenKey(fmt.Sprintf("k%d", i)); seen {
+				t.Errorf("the failed update %d left its key behind", i)
+			}
+		}
+		return nil
+	})
+}
+
+// A choice waiting in the file is found after a reopen, before any new
+// choice is put (the store's "no choices" shortcut starts from the file).
+func TestTakeChoiceAfterReopen(t *testing.T) {
+	s, path := open(t)
+	mkThread(t, s, "a", "")
+	if _, err := func() (store.Choice, error) {
+		var c store.Choice
+		err := s.View(context.Background(), func(tx store.Tx) error {
+			var err error
+			c, err = tx.TakeChoice("a", "c1")
+			return err
+		})
+		return c, err
+	}(); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("empty table: %v", err)
+	}
+	update(t, s, func(tx store.Tx) error {
+		return tx.PutChoice(store.Choice{ThreadID: "a", CallID: "c1", ToolName: "t", Prompt: "pick", Choices: []string{"x"}})
+	})
+	s.Close()
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	update(t, s2, func(tx store.Tx) error {
+		c, err := tx.TakeChoice("a", "c1")
+		if err != nil || c.Prompt != "pick" {
+			t.Fatalf("after reopen: %+v, %v", c, err)
+		}
+		return nil
+	})
+}
+
+// Checkpoints run on their own connection as writes go on, and the data
+// they copy stays readable after a reopen.
+func TestCheckpointsRunOffTheWriter(t *testing.T) {
+	s, path := open(t)
+	mkThread(t, s, "t", "")
+	for i := 0; i < 3*checkpointEvery; i++ {
+		update(t, s, func(tx store.Tx) error {
+			_, err := tx.Enqueue(store.InboxItem{ThreadID: "t", Kind: store.KindUserMessage, DedupKey: fmt.Sprintf("k%d", i)})
+			return err
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.WriterStats().Checkpoints < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoints after %d synced updates: %d", 3*checkpointEvery, s.WriterStats().Checkpoints)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Close()
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	view(t, s2, func(tx store.Tx) error {
+		q, err := tx.Queued("t")
+		if len(q) != 3*checkpointEvery {
+			t.Errorf("%d items after reopen, want %d", len(q), 3*checkpointEvery)
+		}
+		return err
+	})
+}
+
+// QuickView sees what committed Updates wrote, never the writes of an
+// Update that fails, returns its function's error, and refuses a
+// cancelled context.
+func TestQuickView(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	mkThread(t, s, "a", "")
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var dirty, missing atomic.Int64
+	for i := 0; i < 4; i++ {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s.QuickView(ctx, func(tx store.Tx) error {
+					if _, err := tx.Thread("ghost"); err == nil {
+						dirty.Add(1)
+					}
+					if _, err := tx.Thread("a"); err != nil {
+						missing.Add(1)
+					}
+					return nil
+				})
+			}
+		})
+	}
+	for i := 0; i < 50; i++ {
+		// Fails after writing: its thread must never be seen.
+		s.Update(ctx, func(tx store.Tx) error {
+			if err := tx.CreateThread(store.Thread{ID: "ghost"}); err != nil {
+				return err
+			}
+			return errors.New("changed my mind")
+		})
+		update(t, s, func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: fmt.Sprintf("t%d", i)}) })
+	}
+	close(stop)
+	wg.Wait()
+	if dirty.Load() != 0 || missing.Load() != 0 {
+		t.Fatalf("QuickView saw a rolled-back thread %d times and missed a committed one %d times", dirty.Load(), missing.Load())
+	}
+	var n int
+	if err := s.QuickView(ctx, func(tx store.Tx) error {
+		th, err := tx.ListThreads()
+		n = len(th)
+		return err
+	}); err != nil || n != 51 {
+		t.Fatalf("QuickView after the writes: %d threads, %v", n, err)
+	}
+	boom := errors.New("boom")
+	if err := s.QuickView(ctx, func(store.Tx) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("QuickView error: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := s.QuickView(cctx, func(store.Tx) error { t.Error("ran with a cancelled context"); return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled QuickView: %v", err)
+	}
+	if st := s.WriterStats(); st.QuickViews < 3 {
+		t.Fatalf("QuickViews counted: %d", st.QuickViews)
 	}
 }

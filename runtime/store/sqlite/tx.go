@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -15,6 +16,9 @@ import (
 type tx struct {
 	tx  stmtTx
 	now time.Time
+	// choices is false while the choices table is known to be empty, so
+	// that TakeChoice, which every tool result runs, costs no query.
+	choices *atomic.Bool
 }
 
 var _ store.Tx = (*tx)(nil)
@@ -174,13 +178,18 @@ func (t *tx) LastSeq(threadID string) (int64, error) {
 	return max(last, inherit), nil
 }
 
-// AppendMessages implements store.Messages.
+// AppendMessages implements store.Messages. The messages are inserted with
+// one statement.
 func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Message, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
 	last, err := t.LastSeq(threadID)
 	if err != nil {
 		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
 	}
 	out := make([]store.Message, len(msgs))
+	args := make([]any, 0, 7*len(msgs))
 	for i, m := range msgs {
 		last++
 		m.ThreadID = threadID
@@ -194,13 +203,35 @@ func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Mess
 		if err != nil {
 			return nil, fmt.Errorf("append to thread %s: encode tool results: %w", threadID, err)
 		}
-		if _, err := t.tx.Exec(`INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			threadID, m.Seq, string(m.Role), m.Text, calls, results, nanos(m.Created)); err != nil {
-			return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
-		}
+		args = append(args, threadID, m.Seq, string(m.Role), m.Text, calls, results, nanos(m.Created))
 		out[i] = m
 	}
+	if _, err := t.tx.Exec(insertMessagesSQL(len(msgs)), args...); err != nil {
+		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
+	}
 	return out, nil
+}
+
+// insertMessagesSQL returns the statement inserting n messages; the texts
+// for small n are built once, so they stay prepared.
+func insertMessagesSQL(n int) string {
+	if n <= len(insertMessagesTexts) {
+		return insertMessagesTexts[n-1]
+	}
+	return buildInsertMessages(n)
+}
+
+var insertMessagesTexts = func() []string {
+	texts := make([]string, 8)
+	for i := range texts {
+		texts[i] = buildInsertMessages(i + 1)
+	}
+	return texts
+}()
+
+func buildInsertMessages(n int) string {
+	return `INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created) VALUES ` +
+		strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?), `, n), ", ")
 }
 
 // maxInheritDepth bounds the ancestor chain History follows.
@@ -210,6 +241,34 @@ const maxInheritDepth = 1000
 // history up to inherit_seq, recursively), then the thread's own messages.
 func (t *tx) History(threadID string) ([]store.Message, error) {
 	return t.history(threadID, -1, 0)
+}
+
+// HistorySince implements store.Messages. The thread's own rows after
+// `after` are read first through the (thread_id, seq) key; only when they
+// do not start right after `after` can inherited messages be missing, and
+// only then is the thread's inherited prefix consulted.
+func (t *tx) HistorySince(threadID string, after int64) ([]store.Message, error) {
+	own, err := t.ownHistory(threadID, after, -1)
+	if err != nil || (len(own) > 0 && own[0].Seq == after+1) {
+		return own, err
+	}
+	var inherit int64
+	err = t.tx.QueryRow(`SELECT inherit_seq FROM threads WHERE id = ?`, threadID).Scan(&inherit)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
+	}
+	if after >= inherit {
+		return own, nil
+	}
+	all, err := t.History(threadID)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(all) && all[i].Seq <= after {
+		i++
+	}
+	return all[i:], nil
 }
 
 // history returns the thread's messages with seq <= upTo (all when upTo
@@ -234,18 +293,20 @@ func (t *tx) history(threadID string, upTo int64, depth int) ([]store.Message, e
 			return nil, err
 		}
 	}
-	own, err := t.ownHistory(threadID, upTo)
+	own, err := t.ownHistory(threadID, 0, upTo)
 	if err != nil {
 		return nil, err
 	}
 	return append(out, own...), nil
 }
 
-func (t *tx) ownHistory(threadID string, upTo int64) ([]store.Message, error) {
+// ownHistory returns the thread's own messages with after < seq <= upTo
+// (no upper bound when upTo is negative).
+func (t *tx) ownHistory(threadID string, after, upTo int64) ([]store.Message, error) {
 	if upTo < 0 {
 		upTo = 1<<63 - 1
 	}
-	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = ? AND seq <= ? ORDER BY seq`, threadID, upTo)
+	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? ORDER BY seq`, threadID, after, upTo)
 	if err != nil {
 		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
 	}
@@ -467,6 +528,12 @@ func (t *tx) ThreadCalls(threadID string) ([]store.Call, error) {
 		`SELECT `+callCols+` FROM calls WHERE thread_id = ? ORDER BY created, call_id`, threadID)
 }
 
+// PendingCalls implements store.Calls.
+func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
+	return t.queryCalls("list pending calls of thread "+threadID,
+		`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND state IN ('new', 'dispatched') ORDER BY created, call_id`, threadID)
+}
+
 // DueCalls implements store.Calls.
 func (t *tx) DueCalls(now time.Time) ([]store.Call, error) {
 	return t.queryCalls("list calls past their deadline",
@@ -686,6 +753,7 @@ func (t *tx) LatestToolset(baseURL string) (store.CachedToolset, error) {
 
 // PutChoice implements store.Choices.
 func (t *tx) PutChoice(c store.Choice) error {
+	t.choices.Store(true) // before the insert: a rollback leaves it true, which is safe
 	choices, err := json.Marshal(c.Choices)
 	if err != nil {
 		return fmt.Errorf("store user choice %s of thread %s: encode choices: %w", c.CallID, c.ThreadID, err)
@@ -718,15 +786,17 @@ func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
 
 // TakeChoice implements store.Choices.
 func (t *tx) TakeChoice(threadID, callID string) (store.Choice, error) {
-	c, err := scanChoice(t.tx.QueryRow(`SELECT `+choiceCols+` FROM choices WHERE thread_id = ? AND call_id = ?`, threadID, callID))
+	if !t.choices.Load() {
+		return store.Choice{}, notFound("user choice", threadID, callID)
+	}
+	// One statement: SQLite makes the deletion in the first step and
+	// returns the deleted row.
+	c, err := scanChoice(t.tx.QueryRow(`DELETE FROM choices WHERE thread_id = ? AND call_id = ? RETURNING `+choiceCols, threadID, callID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, notFound("user choice", threadID, callID)
 	}
 	if err != nil {
-		return c, fmt.Errorf("read user choice %s of thread %s: %w", callID, threadID, err)
-	}
-	if _, err := t.tx.Exec(`DELETE FROM choices WHERE thread_id = ? AND call_id = ?`, threadID, callID); err != nil {
-		return c, fmt.Errorf("delete user choice %s of thread %s: %w", callID, threadID, err)
+		return c, fmt.Errorf("take user choice %s of thread %s: %w", callID, threadID, err)
 	}
 	return c, nil
 }

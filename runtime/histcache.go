@@ -1,0 +1,122 @@
+package runtime
+
+import (
+	"container/list"
+	"slices"
+	"sync"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// defaultHistoryCacheThreads is how many threads' histories the engine
+// keeps in memory when Config.HistoryCacheThreads is zero.
+const defaultHistoryCacheThreads = 1024
+
+// historyCache keeps the histories of recently active threads in memory so
+// that a slice reads only the messages added since the thread's previous
+// slice, not its whole history (store.Messages.HistorySince). A history is
+// append-only and every prefix a read transaction returns is complete, so a
+// cached prefix is never stale, only short: there is nothing to invalidate.
+// The least recently used thread is dropped when the cache is full.
+type historyCache struct {
+	mu      sync.Mutex
+	max     int
+	lru     *list.List // of *historyEntry, most recent first
+	entries map[string]*list.Element
+}
+
+type historyEntry struct {
+	thread string
+	msgs   []store.Message
+}
+
+func newHistoryCache(max int) *historyCache {
+	if max == 0 {
+		max = defaultHistoryCacheThreads
+	}
+	return &historyCache{max: max, lru: list.New(), entries: map[string]*list.Element{}}
+}
+
+// get returns the cached prefix of the thread's history, nil when none.
+// The result has no spare capacity, so appending to it never writes into
+// the cache.
+func (c *historyCache) get(thread string) []store.Message {
+	if c == nil || c.max < 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[thread]
+	if !ok {
+		return nil
+	}
+	c.lru.MoveToFront(el)
+	return slices.Clip(el.Value.(*historyEntry).msgs)
+}
+
+// put records msgs as the thread's history prefix. A shorter prefix than
+// the one cached is ignored (a slower reader must not undo a faster one).
+func (c *historyCache) put(thread string, msgs []store.Message) {
+	if c == nil || c.max < 0 || len(msgs) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[thread]; ok {
+		e := el.Value.(*historyEntry)
+		if len(msgs) >= len(e.msgs) {
+			e.msgs = msgs
+		}
+		c.lru.MoveToFront(el)
+		return
+	}
+	c.entries[thread] = c.lru.PushFront(&historyEntry{thread: thread, msgs: msgs})
+	for c.lru.Len() > c.max {
+		last := c.lru.Back()
+		c.lru.Remove(last)
+		delete(c.entries, last.Value.(*historyEntry).thread)
+	}
+}
+
+// load returns the thread's whole history as of tx: the cached prefix plus
+// what was appended since, or a full read when nothing is cached. It
+// refreshes the cache. The result has no spare capacity.
+func (c *historyCache) load(tx store.Tx, thread string) ([]store.Message, error) {
+	prefix := c.get(thread)
+	if len(prefix) == 0 {
+		h, err := tx.History(thread)
+		if err != nil {
+			return nil, err
+		}
+		c.put(thread, h)
+		return slices.Clip(h), nil
+	}
+	tail, err := tx.HistorySince(thread, prefix[len(prefix)-1].Seq)
+	if err != nil || len(tail) == 0 {
+		return prefix, err
+	}
+	return c.extend(thread, prefix, tail), nil
+}
+
+// extend appends tail to the cached history of thread, which was prefix
+// when read, in place when the cached array has room: every slice handed
+// out ends at or before its old length, so none of them sees the change.
+func (c *historyCache) extend(thread string, prefix, tail []store.Message) []store.Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[thread]
+	if !ok || c.max < 0 {
+		return append(prefix, tail...)
+	}
+	e := el.Value.(*historyEntry)
+	if len(e.msgs) != len(prefix) {
+		// Another reader extended it meanwhile; keep the longer one.
+		h := append(prefix, tail...)
+		if len(h) > len(e.msgs) {
+			e.msgs = h
+		}
+		return slices.Clip(h)
+	}
+	e.msgs = append(e.msgs, tail...)
+	return slices.Clip(e.msgs)
+}

@@ -1,0 +1,97 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/sqlite"
+)
+
+// The history cache returns the same history as a full read after writes
+// made by anyone, hands out slices that appending cannot corrupt, and
+// drops the least recently used thread when full.
+func TestHistoryCache(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "rap.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendText := func(thread, text string) {
+		must(st.Update(ctx, func(tx store.Tx) error {
+			_, err := tx.AppendMessages(thread, []store.Message{{Role: store.RoleUser, Text: text}})
+			return err
+		}))
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		must(st.Update(ctx, func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: id}) }))
+	}
+	c := newHistoryCache(2)
+	load := func(thread string) []store.Message {
+		t.Helper()
+		var h []store.Message
+		must(st.View(ctx, func(tx store.Tx) error {
+			var err error
+			h, err = c.load(tx, thread)
+			return err
+		}))
+		return h
+	}
+	full := func(thread string) string {
+		var h []store.Message
+		must(st.View(ctx, func(tx store.Tx) error {
+			var err error
+			h, err = tx.History(thread)
+			return err
+		}))
+		return fmt.Sprint(h)
+	}
+	if h := load("a"); len(h) != 0 {
+		t.Fatalf("empty thread: %v", h)
+	}
+	appendText("a", "a1")
+	appendText("a", "a2")
+	h := load("a")
+	if fmt.Sprint(h) != full("a") || len(h) != 2 {
+		t.Fatalf("first load = %v, want %s", h, full("a"))
+	}
+	// A caller appending to what it got must not write into the cache.
+	_ = append(h, store.Message{Text: "local only"})
+	appendText("a", "a3")
+	if got := load("a"); fmt.Sprint(got) != full("a") || len(got) != 3 {
+		t.Fatalf("after an append elsewhere = %v, want %s", got, full("a"))
+	}
+	// Capacity 2: using b and c drops a.
+	appendText("b", "b1")
+	appendText("c", "c1")
+	load("b")
+	load("c")
+	if c.get("a") != nil || c.get("b") == nil || c.get("c") == nil {
+		t.Fatalf("LRU: a=%v b=%v c=%v", c.get("a"), c.get("b"), c.get("c"))
+	}
+	appendText("a", "a4")
+	if got := load("a"); fmt.Sprint(got) != full("a") || len(got) != 4 {
+		t.Fatalf("reload after eviction = %v, want %s", got, full("a"))
+	}
+	// Turned off, it still loads correctly and keeps nothing.
+	off := newHistoryCache(-1)
+	must(st.View(ctx, func(tx store.Tx) error {
+		got, err := off.load(tx, "a")
+		if fmt.Sprint(got) != full("a") {
+			t.Errorf("cache off: %v", got)
+		}
+		return err
+	}))
+	if off.get("a") != nil {
+		t.Fatal("a disabled cache kept a history")
+	}
+}
