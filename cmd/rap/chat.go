@@ -1298,6 +1298,7 @@ type threadWatch struct {
 	idles   int    // idle events seen
 	errors  int    // error events seen
 	closed  bool   // the thread was closed
+	seq     int64  // the Seq of the last message shown
 	changed chan struct{}
 }
 
@@ -1321,6 +1322,13 @@ func (w *threadWatch) note(ev sseEvent) {
 		}
 	case "error":
 		w.errors++
+	case "message":
+		var m struct {
+			Seq int64 `json:"seq"`
+		}
+		if json.Unmarshal(ev.Data, &m) == nil && m.Seq > w.seq {
+			w.seq = m.Seq
+		}
 	case "thread_closed":
 		var c struct {
 			ThreadID string `json:"thread_id"`
@@ -1331,6 +1339,47 @@ func (w *threadWatch) note(ev sseEvent) {
 	}
 	close(w.changed)
 	w.changed = make(chan struct{})
+}
+
+// shown records that the messages up to seq were shown (from a history).
+func (w *threadWatch) shown(msgs []store.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := msgs[len(msgs)-1].Seq; s > w.seq {
+		w.seq = s
+	}
+}
+
+// catchUpGrace bounds how long a client waits for the event stream to
+// show a message the runtime already reports saved.
+const catchUpGrace = 3 * time.Second
+
+// caughtUp waits until the stream showed the message with Seq seq: the
+// runtime saves a turn before it publishes it, so a status read can be
+// ahead of the stream. It gives up after catchUpGrace (a message appended
+// while no stream was open is never published) and reports whether the
+// stream caught up.
+func (w *threadWatch) caughtUp(ctx context.Context, seq int64) bool {
+	limit := time.NewTimer(catchUpGrace)
+	defer limit.Stop()
+	for {
+		w.mu.Lock()
+		done, changed := w.seq >= seq, w.changed
+		w.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-limit.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // watchState is a snapshot of a threadWatch.
@@ -1532,6 +1581,7 @@ func (f *follower) catchUp(ctx context.Context, t *followedThread) <-chan sseEve
 		f.mu.Lock()
 		t.tr.history(msgs)
 		f.mu.Unlock()
+		t.watch.shown(msgs)
 	}
 	if serr == nil {
 		// Its open choices now, so that the next line can answer them.
@@ -1651,6 +1701,9 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 			sort.Strings(names)
 			busy = append(busy, fmt.Sprintf("%s has %d tool call(s) still pending (%s)", name, len(names), strings.Join(names, ", ")))
 		default:
+			// The runtime publishes a turn after saving it: let the
+			// stream show what the status says was saved.
+			t.watch.caughtUp(ctx, st.LastSeq)
 			for _, k := range st.Children {
 				f.tmu.Lock()
 				known := f.known[k] || f.capped
@@ -1766,6 +1819,7 @@ func chat(ctx context.Context, opts chatOptions, in io.Reader, interactive bool,
 	case <-time.After(2 * time.Second):
 	}
 	if opts.thread != "" {
+		root.watch.shown(earlier)
 		printMu.Lock()
 		tr.history(earlier)
 		if p := pendingCalls(earlier); len(p) > 0 {
@@ -2048,6 +2102,7 @@ func countUserText(ctx context.Context, api *apiClient, threadID, text string) (
 type threadStatus struct {
 	Status       string `json:"status"`
 	Queued       int    `json:"queued"`
+	LastSeq      int64  `json:"last_seq"`
 	PendingCalls []struct {
 		CallID   string `json:"call_id"`
 		ToolName string `json:"tool_name"`
@@ -2135,6 +2190,9 @@ func waitSettled(ctx context.Context, api *apiClient, w *threadWatch, threadID s
 				return nil
 			}
 			if st.Queued == 0 && (!g.allCalls || len(st.PendingCalls) == 0 || open > 0) {
+				// What the status says was saved is shown before the
+				// caller goes on.
+				w.caughtUp(ctx, st.LastSeq)
 				if g.text == "" {
 					return nil
 				}
