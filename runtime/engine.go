@@ -196,7 +196,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	pendingInputs := b.messages()
 	consumed := false
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
-		req := r.buildRequest(sess, history, pendingInputs, placeholderFor(authPending))
+		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholderFor(authPending))
 		req.System = withThreadLine(req.System, stack)
 		resp, err := r.model.Complete(ctx, req, deltaStream{r: r, threadID: threadID})
 		if err != nil {

@@ -28,6 +28,7 @@ type historyCache struct {
 type historyEntry struct {
 	thread string
 	msgs   []store.Message
+	arr    *arranged // the model form of a settled prefix of msgs, or nil
 }
 
 func newHistoryCache(max int) *historyCache {
@@ -119,4 +120,32 @@ func (c *historyCache) extend(thread string, prefix, tail []store.Message) []sto
 	}
 	e.msgs = append(e.msgs, tail...)
 	return slices.Clip(e.msgs)
+}
+
+// arranged returns the model form of the settled prefix of the thread's
+// history kept by setArranged, nil when none.
+func (c *historyCache) arranged(thread string) *arranged {
+	if c == nil || c.max < 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[thread]; ok {
+		return el.Value.(*historyEntry).arr
+	}
+	return nil
+}
+
+// setArranged keeps a as the model form of the settled prefix of the
+// thread's history, when the thread's history is cached (a is worth
+// nothing without it: it is found again only while the thread is active).
+func (c *historyCache) setArranged(thread string, a *arranged) {
+	if c == nil || c.max < 0 || a == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.entries[thread]; ok {
+		el.Value.(*historyEntry).arr = a
+	}
 }

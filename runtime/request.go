@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gorap/gorap/model"
@@ -22,7 +23,11 @@ const pendingResultText = "The tool is still running; its result has not arrived
 //
 // The conversation is history followed by more (inputs not yet saved),
 // read in place: the history is not copied.
-func (r *Runtime) buildRequest(sess *session, history, more []store.Message, placeholder func(callID string) string) model.Request {
+//
+// The model form of the thread's history up to its last closed turn is
+// kept with the history cache, so a completion arranges only the messages
+// added since (see arrangeFrom).
+func (r *Runtime) buildRequest(threadID string, sess *session, history, more []store.Message, placeholder func(callID string) string) model.Request {
 	req := model.Request{System: r.cfg.System, MaxTokens: r.cfg.MaxTokens}
 	for _, t := range sess.catalog.Tools() {
 		if isBuiltin(t.Tool.Name) || t.Tool.Name == InjectedToolName {
@@ -31,7 +36,9 @@ func (r *Runtime) buildRequest(sess *session, history, more []store.Message, pla
 		req.Tools = append(req.Tools, model.ToolSpec{Name: t.Tool.Name, Description: t.Tool.Description, InputSchema: t.Tool.InputSchema})
 	}
 	req.Tools = append(req.Tools, builtinSpecs...)
-	req.Messages = arrangeHistoryWith(joined{history, more}, r.model.SupportsImages(), placeholder)
+	var next *arranged
+	req.Messages, next = arrangeFrom(joined{history, more}, r.model.SupportsImages(), placeholder, r.hist.arranged(threadID))
+	r.hist.setArranged(threadID, next)
 	return req
 }
 
@@ -58,12 +65,67 @@ func (h joined) at(i int) *store.Message {
 // arrangeHistoryWith is arrangeHistory with the placeholder text of each
 // call whose result is missing given by placeholder (nil: the default).
 func arrangeHistoryWith(history joined, images bool, placeholder func(callID string) string) []model.Message {
+	out, _ := arrangeFrom(history, images, placeholder, nil)
+	return out
+}
+
+// arranged is the model form of a prefix of a thread's saved history that
+// later messages cannot change: every turn in it is followed by a message
+// that is not a tool result, so its results in time are all known. Only
+// the placeholders of missing results can read differently later (an
+// authorization starts or ends), so they are kept as holes and filled on
+// each use. The last message can still be merged into by the next user
+// text; the copy handed out is, the arranged prefix is not.
+type arranged struct {
+	upto   int             // history messages covered
+	images bool            // whether images were kept (RAP RE-2)
+	msgs   []model.Message // the model form; never handed out, only copied
+	holes  []hole
+}
+
+// hole is a placeholder result: msgs[msg].ToolResults[res] stands for the
+// missing result of callID.
+type hole struct {
+	msg, res int
+	callID   string
+}
+
+// arrangeFrom arranges history for the model, starting from prev, the
+// arranged form of a prefix of the same history (nil: from the start),
+// and returns the messages and the arranged form of the longest prefix of
+// history.head now settled, for the next call. The messages returned are
+// the caller's own.
+func arrangeFrom(history joined, images bool, placeholder func(callID string) string, prev *arranged) ([]model.Message, *arranged) {
 	if placeholder == nil {
 		placeholder = func(string) string { return pendingResultText }
 	}
-	// This runs for every completion over the whole history, so it keeps
-	// no index of the calls: the few lookups it needs scan a short stretch.
+	if prev != nil && (prev.images != images || prev.upto > len(history.head)) {
+		prev = nil
+	}
+	// This runs for every completion, so it keeps no index of the calls:
+	// the few lookups it needs scan a short stretch.
 	out := make([]model.Message, 0, history.len())
+	var holes []hole
+	start := 0
+	if prev != nil {
+		start = prev.upto
+		out = append(out, prev.msgs...)
+		holes = append(holes, prev.holes...)
+		for _, h := range prev.holes {
+			if text := placeholder(h.callID); out[h.msg].ToolResults[h.res].Text != text {
+				// The arranged prefix shares its results: change a copy.
+				out[h.msg].ToolResults = append([]model.ToolResult(nil), out[h.msg].ToolResults...)
+				out[h.msg].ToolResults[h.res].Text = text
+			}
+		}
+	}
+	// The settled prefix: history[:cut] arranges to out[:cutLen-1] plus
+	// last, the last message as it was before later ones merged into it.
+	cut, cutLen, cutHoles := start, len(out), len(holes)
+	var last model.Message
+	if cutLen > 0 {
+		last = out[cutLen-1]
+	}
 	addUserText := func(text string) {
 		// Consecutive user content is merged into one message, so roles
 		// alternate as every provider expects.
@@ -76,8 +138,16 @@ func arrangeHistoryWith(history joined, images bool, placeholder func(callID str
 		}
 		out = append(out, model.Message{Role: model.RoleUser, Text: text})
 	}
-	for i := 0; i < history.len(); i++ {
+	for i := start; i < history.len(); i++ {
 		m := history.at(i)
+		if i > cut && i < len(history.head) && m.Role != store.RoleTool {
+			// Every turn before i has all the results it will have in
+			// time: what came before is settled.
+			cut, cutLen, cutHoles = i, len(out), len(holes)
+			if cutLen > 0 {
+				last = out[cutLen-1]
+			}
+		}
 		switch m.Role {
 		case store.RoleUser:
 			addUserText(m.Text)
@@ -108,6 +178,7 @@ func arrangeHistoryWith(history joined, images bool, placeholder func(callID str
 			for _, c := range m.ToolCalls {
 				res, ok := resultInTime(history, i, c.ID)
 				if !ok {
+					holes = append(holes, hole{msg: len(out), res: len(um.ToolResults), callID: c.ID})
 					um.ToolResults = append(um.ToolResults, model.ToolResult{CallID: c.ID, Text: placeholder(c.ID)})
 					continue
 				}
@@ -131,7 +202,24 @@ func arrangeHistoryWith(history joined, images bool, placeholder func(callID str
 			}
 		}
 	}
-	return out
+	if prev != nil && cut == prev.upto {
+		return out, prev // nothing newly settled
+	}
+	next := &arranged{upto: cut, images: images, holes: slices.Clip(holes[:cutHoles])}
+	if cutLen > 0 {
+		// Extend prev's array in place: its last message may have been
+		// merged into since, so it is written again. Slices of a thread
+		// never overlap (RAP RT-2) and prev was copied above, so nobody
+		// reads it meanwhile; the cache keeps only next.
+		keep := 0
+		if prev != nil && len(prev.msgs) > 0 {
+			keep = len(prev.msgs) - 1
+			next.msgs = prev.msgs[:keep]
+		}
+		next.msgs = append(next.msgs, out[keep:cutLen-1]...)
+		next.msgs = append(next.msgs, last)
+	}
+	return out, next
 }
 
 // runOwner returns the assistant message with tool calls that directly

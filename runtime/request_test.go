@@ -2,6 +2,9 @@ package runtime
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -139,6 +142,95 @@ func TestNeedsCompletion(t *testing.T) {
 	for _, c := range cases {
 		if got := needsCompletion(c.b, pending, known); got != c.want {
 			t.Errorf("%s: needsCompletion = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// randomHistory builds a history of n messages mixing user text, replies,
+// turns of up to three calls, results in time, late, twice or never.
+func randomHistory(rng *rand.Rand, n int) []store.Message {
+	var h []store.Message
+	var open []string // calls without a result yet
+	next := 0
+	for len(h) < n {
+		switch k := rng.IntN(10); {
+		case k < 2:
+			h = append(h, user(fmt.Sprintf("u%d", len(h))))
+		case k < 3:
+			h = append(h, asst(fmt.Sprintf("t%d", len(h))))
+		case k < 6:
+			var ids []string
+			for range 1 + rng.IntN(3) {
+				next++
+				ids = append(ids, fmt.Sprintf("c%d", next))
+			}
+			open = append(open, ids...)
+			h = append(h, asst("", ids...))
+		default:
+			if len(open) == 0 {
+				h = append(h, user(fmt.Sprintf("u%d", len(h))))
+				continue
+			}
+			i := rng.IntN(len(open))
+			h = append(h, res(open[i], fmt.Sprintf("r%d", len(h))))
+			if rng.IntN(8) > 0 { // sometimes a result comes twice
+				open = append(open[:i], open[i+1:]...)
+			}
+		}
+	}
+	return h
+}
+
+// Arranging from the settled prefix of an earlier completion gives exactly
+// what arranging the whole history gives, whatever was appended since and
+// whichever placeholders apply now; what the caller does with the messages
+// it got never changes the next arrangement.
+func TestArrangeFromSettledPrefix(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		h := randomHistory(rng, 5+rng.IntN(60))
+		images := rng.IntN(2) == 0
+		var prev *arranged
+		for k := 0; k <= len(h); k += 1 + rng.IntN(4) {
+			more := h[k:min(len(h), k+rng.IntN(3))]
+			auth := map[string]bool{}
+			for i := range 40 {
+				if rng.IntN(3) == 0 {
+					auth[fmt.Sprintf("c%d", i)] = true
+				}
+			}
+			hist := joined{h[:k:k], more}
+			want := arrangeHistoryWith(hist, images, placeholderFor(auth))
+			got, next := arrangeFrom(hist, images, placeholderFor(auth), prev)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d, %d saved + %d new messages:\nfrom the settled prefix %s\nfrom the start         %s",
+					seed, k, len(more), render(got), render(want))
+			}
+			if next != nil && next.upto > k {
+				t.Fatalf("seed %d: the settled prefix covers %d messages of %d saved", seed, next.upto, k)
+			}
+			// The caller owns what it got.
+			for i := range got {
+				got[i].Text += " changed"
+				got[i].Role = model.RoleAssistant
+			}
+			prev = next
+		}
+	}
+}
+
+// A history that grows by one closed turn per completion settles all but
+// its last turn, so each completion arranges only what is new.
+func TestArrangeFromSettlesClosedTurns(t *testing.T) {
+	h := []store.Message{user("go")}
+	var prev *arranged
+	for i := range 50 {
+		id := fmt.Sprintf("c%d", i)
+		h = append(h, asst("", id))
+		_, prev = arrangeFrom(joined{h, []store.Message{res(id, "r")}}, false, nil, prev)
+		h = append(h, res(id, "r"))
+		if prev == nil || prev.upto != len(h)-2 {
+			t.Fatalf("turn %d: settled %+v of %d messages, want all but the last turn", i, prev, len(h))
 		}
 	}
 }
