@@ -206,7 +206,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 			return false, fmt.Errorf("model %s failed; your message is kept and is retried with the next message (RAP RT-4): %w", r.model.Name(), err)
 		}
 		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
-			return callIDUsed(id, history, pending)
+			return r.hist.callIDUsed(threadID, id, history, pending)
 		})
 		var inputs *batch
 		if !consumed {
@@ -290,16 +290,15 @@ func (r *Runtime) discardClosed(ctx context.Context, th store.Thread, items []st
 
 // callIDUsed reports whether a call of the thread already has id: a call
 // in the history (every recorded call is in its turn; rejected and
-// injected ones too) or a pending call. A scan, not a map: it runs once per
-// call id a model proposes, and building a set of the whole history for it
-// cost more.
-func callIDUsed(id string, history []store.Message, pending []store.Call) bool {
+// injected ones too) or a pending call. The history is scanned from
+// history[from] on; the caller knows the part before.
+func callIDUsed(id string, history []store.Message, from int, pending []store.Call) bool {
 	for _, c := range pending {
 		if c.CallID == id {
 			return true
 		}
 	}
-	for i := range history {
+	for i := from; i < len(history); i++ {
 		for _, c := range history[i].ToolCalls {
 			if c.ID == id {
 				return true

@@ -29,6 +29,9 @@ type historyEntry struct {
 	thread string
 	msgs   []store.Message
 	arr    *arranged // the model form of a settled prefix of msgs, or nil
+	// ids holds the tool call ids of msgs[:idsUpTo], indexed as needed.
+	ids     map[string]struct{}
+	idsUpTo int
 }
 
 func newHistoryCache(max int) *historyCache {
@@ -148,4 +151,45 @@ func (c *historyCache) setArranged(thread string, a *arranged) {
 	if el, ok := c.entries[thread]; ok {
 		el.Value.(*historyEntry).arr = a
 	}
+}
+
+// callIDUsed reports whether a call of the thread already has id (see
+// the function callIDUsed): the cached part of history is looked up in an
+// index extended as the history grows, the rest is scanned.
+func (c *historyCache) callIDUsed(thread, id string, history []store.Message, pending []store.Call) bool {
+	from := c.lookupCallID(thread, id, history)
+	if from < 0 {
+		return true
+	}
+	return callIDUsed(id, history, from, pending)
+}
+
+// lookupCallID returns -1 when id is a call id of the thread's cached
+// history, else how much of history that index covers.
+func (c *historyCache) lookupCallID(thread, id string, history []store.Message) int {
+	if c == nil || c.max < 0 {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[thread]
+	if !ok {
+		return 0
+	}
+	e := el.Value.(*historyEntry)
+	// Histories are append-only, so e.msgs and history agree on their
+	// common prefix; an index a little ahead of history is still right
+	// (the ids it holds are the thread's).
+	if e.ids == nil {
+		e.ids = map[string]struct{}{}
+	}
+	for ; e.idsUpTo < min(len(history), len(e.msgs)); e.idsUpTo++ {
+		for _, call := range e.msgs[e.idsUpTo].ToolCalls {
+			e.ids[call.ID] = struct{}{}
+		}
+	}
+	if _, ok := e.ids[id]; ok {
+		return -1
+	}
+	return min(e.idsUpTo, len(history))
 }

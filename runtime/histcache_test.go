@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -93,5 +94,37 @@ func TestHistoryCache(t *testing.T) {
 	}))
 	if off.get("a") != nil {
 		t.Fatal("a disabled cache kept a history")
+	}
+}
+
+// The call ids of a thread are found in its cached history (indexed as it
+// grows), in messages beyond the cached part, and among pending calls;
+// another thread's ids are not its own.
+func TestHistoryCacheCallIDUsed(t *testing.T) {
+	c := newHistoryCache(4)
+	h := []store.Message{user("go"), asst("", "a1", "a2"), res("a1", "x")}
+	c.put("t", h)
+	pending := []store.Call{{CallID: "p1"}}
+	for _, id := range []string{"a1", "a2", "p1"} {
+		if !c.callIDUsed("t", id, h, pending) {
+			t.Errorf("%s: not found", id)
+		}
+	}
+	if c.callIDUsed("t", "b1", h, pending) || c.callIDUsed("other", "a1", nil, nil) {
+		t.Error("an unused id was reported used")
+	}
+	// Appended after the cached part: scanned, then indexed once cached.
+	h2 := append(slices.Clip(h), asst("", "b1"))
+	if !c.callIDUsed("t", "b1", h2, nil) {
+		t.Error("b1 beyond the cached part: not found")
+	}
+	c.put("t", h2)
+	if !c.callIDUsed("t", "b1", h2, nil) || c.callIDUsed("t", "b2", h2, nil) {
+		t.Error("after caching h2")
+	}
+	// Without a cache every lookup scans.
+	var none *historyCache
+	if !none.callIDUsed("t", "a2", h, nil) || none.callIDUsed("t", "zz", h, nil) {
+		t.Error("nil cache")
 	}
 }

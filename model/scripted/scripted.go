@@ -185,19 +185,27 @@ type input struct {
 	lastKind   string // "user" or "tool_result"
 }
 
+// inputOf reads the latest user text and tool result of msgs, scanning
+// from the end (a message's text comes after its results).
 func inputOf(msgs []model.Message) input {
 	var in input
-	for _, msg := range msgs {
+	haveUser, haveResult := false, false
+	for i := len(msgs) - 1; i >= 0 && !(haveUser && haveResult); i-- {
+		msg := &msgs[i]
 		if msg.Role != model.RoleUser {
 			continue
 		}
-		for _, r := range msg.ToolResults {
-			in.lastResult = r.PlainText()
-			in.lastKind = "tool_result"
+		if msg.Text != "" && !haveUser {
+			in.lastUser, haveUser = msg.Text, true
+			if in.lastKind == "" {
+				in.lastKind = "user"
+			}
 		}
-		if msg.Text != "" {
-			in.lastUser = msg.Text
-			in.lastKind = "user"
+		if n := len(msg.ToolResults); n > 0 && !haveResult {
+			in.lastResult, haveResult = msg.ToolResults[n-1].PlainText(), true
+			if in.lastKind == "" {
+				in.lastKind = "tool_result"
+			}
 		}
 	}
 	return in

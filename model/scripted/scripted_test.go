@@ -216,3 +216,41 @@ func TestThreadPlaceholdersAndInjectedCalls(t *testing.T) {
 		t.Fatalf("reply %+v %v: the injected call used up a turn", resp, err)
 	}
 }
+
+// The input a turn is matched against is the latest user text, the latest
+// tool result, and which of the two came last (a message's text comes
+// after its results).
+func TestInputOf(t *testing.T) {
+	res := func(texts ...string) []model.ToolResult {
+		var out []model.ToolResult
+		for _, s := range texts {
+			out = append(out, model.ToolResult{CallID: "c", Text: s})
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		msgs []model.Message
+		want input
+	}{
+		{"empty", nil, input{}},
+		{"user only", []model.Message{{Role: model.RoleUser, Text: "hi"}}, input{lastUser: "hi", lastKind: "user"}},
+		{"result after user", []model.Message{
+			{Role: model.RoleUser, Text: "hi"}, {Role: model.RoleAssistant, Text: "x"},
+			{Role: model.RoleUser, ToolResults: res("r1", "r2")}},
+			input{lastUser: "hi", lastResult: "r2", lastKind: "tool_result"}},
+		{"text after results in one message", []model.Message{
+			{Role: model.RoleUser, Text: "later", ToolResults: res("r1")}},
+			input{lastUser: "later", lastResult: "r1", lastKind: "user"}},
+		{"older result, newer user", []model.Message{
+			{Role: model.RoleUser, ToolResults: res("old")}, {Role: model.RoleAssistant},
+			{Role: model.RoleUser, Text: "new"}, {Role: model.RoleAssistant},
+			{Role: model.RoleUser, Text: "newest"}},
+			input{lastUser: "newest", lastResult: "old", lastKind: "user"}},
+	}
+	for _, c := range cases {
+		if got := inputOf(c.msgs); got != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
