@@ -122,6 +122,8 @@ type Provider interface {
 	// (RAP RE-2: otherwise each image becomes a text placeholder).
 	SupportsImages() bool
 	// Complete runs one completion, calling s (which may be nil) with text
-	// deltas as they stream.
+	// deltas as they stream. Like io.Writer's Write with its buffer,
+	// Complete must not modify req nor keep any part of it after it
+	// returns: the runtime reuses the array of req.Messages.
 	Complete(ctx context.Context, req Request, s Stream) (*Response, error)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,8 @@ type recorder struct {
 }
 
 func (r *recorder) Complete(ctx context.Context, req model.Request, s model.Stream) (*model.Response, error) {
+	// A provider must not keep req: keep a copy of its messages.
+	req.Messages = slices.Clone(req.Messages)
 	r.mu.Lock()
 	r.reqs = append(r.reqs, req)
 	r.mu.Unlock()

@@ -81,6 +81,11 @@ type arranged struct {
 	images bool            // whether images were kept (RAP RE-2)
 	msgs   []model.Message // the model form; never handed out, only copied
 	holes  []hole
+	// buf is the array the thread's previous request was built in, reused
+	// for the next one: a model does not keep a request after Complete
+	// returns (model.Provider), and a thread runs one slice at a time
+	// (RAP RT-2), so it is free by then.
+	buf *[]model.Message
 }
 
 // hole is a placeholder result: msgs[msg].ToolResults[res] stands for the
@@ -104,7 +109,15 @@ func arrangeFrom(history joined, images bool, placeholder func(callID string) st
 	}
 	// This runs for every completion, so it keeps no index of the calls:
 	// the few lookups it needs scan a short stretch.
-	out := make([]model.Message, 0, history.len())
+	var out []model.Message
+	buf := new([]model.Message)
+	if prev != nil && prev.buf != nil && cap(*prev.buf) >= history.len() {
+		buf = prev.buf
+		out = (*buf)[:0]
+	} else {
+		// Room to grow by a few turns before the next allocation.
+		out = make([]model.Message, 0, history.len()+history.len()/4+8)
+	}
 	var holes []hole
 	start := 0
 	if prev != nil {
@@ -202,10 +215,12 @@ func arrangeFrom(history joined, images bool, placeholder func(callID string) st
 			}
 		}
 	}
+	*buf = out[:0]
 	if prev != nil && cut == prev.upto {
+		prev.buf = buf
 		return out, prev // nothing newly settled
 	}
-	next := &arranged{upto: cut, images: images, holes: slices.Clip(holes[:cutHoles])}
+	next := &arranged{upto: cut, images: images, holes: slices.Clip(holes[:cutHoles]), buf: buf}
 	if cutLen > 0 {
 		// Extend prev's array in place: its last message may have been
 		// merged into since, so it is written again. Slices of a thread
