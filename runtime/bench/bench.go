@@ -9,7 +9,7 @@
 //   - the idle cost of many hibernating threads, each with a pending tool
 //     call: goroutines and resident memory (RunIdle; "rap bench-idle").
 //
-// Both run a real runtime with the SQLite store (WAL, synchronous=FULL) in
+// Both run a real runtime with the SQLite store (WAL, each commit synced before it is acknowledged) in
 // a data directory and real HTTP over loopback.
 package bench
 
