@@ -30,9 +30,10 @@ type Call struct {
 	// modify it.
 	Invocation *Invocation
 
-	srv     *Server
-	baseURL string // public base URL of this server, for response_url
-	sent    atomic.Bool
+	srv       *Server
+	baseURL   string // public base URL of this server, for response_url
+	journaled bool   // recorded in the server's CallJournal until finished
+	sent      atomic.Bool
 }
 
 // ToolName returns the operation being invoked.
@@ -64,8 +65,16 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 		// delivers it (RAP IN-4).
 		ctx = context.WithoutCancel(ctx)
 	}
-	// The server checked callback_url when it accepted the invocation.
-	if err := c.srv.sender.send(ctx, inv.CallbackURL, r); err != nil {
+	// The server checked callback_url when it accepted the invocation. A
+	// journaled call is forgotten as its result is stored; if storing
+	// fails it stays recorded, and the next Start answers it.
+	var err error
+	if c.journaled {
+		err = c.srv.sender.sendEnding(ctx, inv.CallbackURL, r, inv.GroupID, inv.ID)
+	} else {
+		err = c.srv.sender.send(ctx, inv.CallbackURL, r)
+	}
+	if err != nil {
 		c.srv.log.ErrorContext(ctx, "rap: could not deliver tool result",
 			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
 	}

@@ -247,6 +247,13 @@ func (s *Sender) Send(ctx context.Context, callbackURL string, msg Callback) err
 // send is Send for a callback URL that already passed checkCallbackURL
 // (or the server's equivalent check of an invocation's callback_url).
 func (s *Sender) send(ctx context.Context, callbackURL string, msg Callback) error {
+	return s.sendEnding(ctx, callbackURL, msg, "", "")
+}
+
+// sendEnding is send for a message that answers the journaled call
+// (endsGroup, endsID): the outbox forgets the call as it stores the
+// message (OutboxMessage.EndsGroupID).
+func (s *Sender) sendEnding(ctx context.Context, callbackURL string, msg Callback, endsGroup, endsID string) error {
 	if msg == nil {
 		return errors.New("rap: Send: msg is nil; pass a *ToolResult, *SubscriptionEvent, *OAuth, *UserChoice or *ViewUpdate")
 	}
@@ -261,7 +268,7 @@ func (s *Sender) send(ctx context.Context, callbackURL string, msg Callback) err
 	if s.outbox == nil {
 		return s.sendNow(ctx, callbackURL, key, body)
 	}
-	m := OutboxMessage{Key: key, URL: callbackURL, Body: body, Created: time.Now()}
+	m := OutboxMessage{Key: key, URL: callbackURL, Body: body, Created: time.Now(), EndsGroupID: endsGroup, EndsID: endsID}
 	if err := s.outbox.Enqueue(ctx, m); err != nil {
 		return fmt.Errorf("rap: Send: storing %s message for %s in the outbox: %w", msg.MessageType(), RedactURL(callbackURL), err)
 	}

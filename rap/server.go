@@ -70,6 +70,14 @@ type ServerOptions struct {
 	// through a durable outbox delivered in the background, and
 	// subscriptions resume after a restart.
 	Store Store
+	// NoCallJournal, with a Store that keeps a CallJournal (rap/durable
+	// does), leaves it unused. By default every invocation is recorded,
+	// synced to disk, before it is acknowledged, so that a call running
+	// when the process dies is answered with an error result by the next
+	// Start instead of leaving the runtime waiting for ever; that costs
+	// the acknowledgement a sync (docs/benchmarks.md). Set it when a lost
+	// call is acceptable, or the runtime's per-tool timeout covers it.
+	NoCallJournal bool
 	// Workers is how many handlers run at once; zero means DefaultWorkers.
 	Workers int
 	// Queue is how many accepted invocations may wait for a worker; zero
@@ -124,7 +132,10 @@ type Server struct {
 	log    *slog.Logger
 	sender *Sender
 	subs   SubscriptionStore
-	pool   *pool
+	// journal records accepted calls until their result is stored, when
+	// the Store keeps one (CallJournal).
+	journal CallJournal
+	pool    *pool
 
 	// baseCtx is the parent of every handler and subscription context;
 	// Shutdown cancels it with ErrServerShutdown.
@@ -200,6 +211,9 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	if o.Store != nil {
 		so.Outbox = o.Store
 		s.subs = o.Store
+		if !o.NoCallJournal {
+			s.journal, _ = o.Store.(CallJournal)
+		}
 	} else {
 		s.subs = newMemorySubscriptions()
 	}
@@ -243,6 +257,14 @@ func (s *Server) Start(ctx context.Context) error {
 			s.log.Error("rap: callback delivery loop stopped", "toolset", s.name, "error", err)
 		}
 	}()
+	if err := s.answerUnfinished(ctx, recs); err != nil {
+		runStop()
+		<-runDone
+		s.mu.Lock()
+		s.runStop, s.runDone = nil, nil
+		s.mu.Unlock()
+		return fmt.Errorf("rap: Start: answering the calls that were running when toolset %q last stopped: %w; check that the Store is reachable, then call Start again", s.name, err)
+	}
 	s.resumeSubscriptions(ctx, recs)
 	s.started.Store(true)
 	return nil
@@ -578,11 +600,22 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	journaled, err := s.beginCall(r.Context(), inv)
+	if err != nil {
+		s.unregister(inv.GroupID, inv.ID)
+		s.pool.release()
+		cancel(nil)
+		s.log.Error("rap: could not record an invocation in the call journal; answered 503", "toolset", s.name,
+			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "tool server could not record the call durably; retry later", http.StatusServiceUnavailable)
+		return
+	}
 	base := s.opts.PublicURL
 	if base == "" {
 		base = s.invocationBase(r)
 	}
-	c := &Call{Invocation: inv, srv: s, baseURL: base}
+	c := &Call{Invocation: inv, srv: s, baseURL: base, journaled: journaled}
 	// Acknowledge first, and only then hand the work over (RAP TR-2, IN-3).
 	// An explicit empty length makes the flushed header the whole answer.
 	w.Header()["Content-Length"] = contentLengthZero
@@ -593,6 +626,71 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).Flush() // a wrapped ResponseWriter
 	}
 	s.pool.submit(job{s: s, ctx: ctx, cancel: cancel, c: c, invalid: invalid})
+}
+
+// MaxJournalIDBytes bounds the group id, id and call id of a call the
+// server records in its CallJournal; an invocation with a longer one runs
+// unrecorded (rap/durable refuses longer ids).
+const MaxJournalIDBytes = 1024
+
+// beginCall records inv in the call journal, when there is one, before
+// the invocation is acknowledged; it reports whether inv was recorded.
+func (s *Server) beginCall(ctx context.Context, inv *Invocation) (bool, error) {
+	if s.journal == nil {
+		return false, nil
+	}
+	if len(inv.GroupID) > MaxJournalIDBytes || len(inv.ID) > MaxJournalIDBytes || len(inv.CallID) > MaxJournalIDBytes {
+		s.log.Warn("rap: an id of the invocation is too long for the call journal; the call runs unrecorded", "toolset", s.name,
+			"limit", MaxJournalIDBytes)
+		return false, nil
+	}
+	op := inv.Operation
+	if len(op) > MaxJournalIDBytes {
+		op = op[:MaxJournalIDBytes] // only named in the error result
+	}
+	err := s.journal.BeginCall(ctx, CallRecord{GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID, Operation: op,
+		CallbackURL: inv.CallbackURL, Accepted: time.Now()})
+	return err == nil, err
+}
+
+// answerUnfinished answers each call the journal still holds, a call that
+// was running when the previous process stopped, with an error result,
+// and forgets it. A call that became a stored subscription is forgotten
+// only: the subscription resumes.
+func (s *Server) answerUnfinished(ctx context.Context, subs []SubscriptionRecord) error {
+	// The store's journal, even with NoCallJournal: calls recorded before
+	// it was set still get their answer.
+	journal, ok := s.opts.Store.(CallJournal)
+	if !ok {
+		return nil
+	}
+	recs, err := journal.UnfinishedCalls(ctx)
+	if err != nil {
+		return err
+	}
+	subscribed := make(map[[2]string]bool, len(subs))
+	for _, r := range subs {
+		subscribed[[2]string{r.Invocation.GroupID, r.Invocation.ID}] = true
+	}
+	for _, r := range recs {
+		if !subscribed[[2]string{r.GroupID, r.ID}] {
+			res := errorResult(fmt.Sprintf("the tool server stopped (it crashed or was restarted) while %s was running, accepted at %s, so the call has no result. "+
+				"Its work may be partly done: check before calling it again.", opName(r.Operation), r.Accepted.UTC().Format(time.RFC3339)))
+			res.GroupID, res.ID, res.CallID = r.GroupID, r.ID, r.CallID
+			if err := s.sender.sendEnding(ctx, r.CallbackURL, res, r.GroupID, r.ID); err != nil {
+				s.log.Error("rap: could not store the error result of a call interrupted by a restart; it is retried at the next Start", "toolset", s.name,
+					"operation", r.Operation, "group_id", r.GroupID, "id", r.ID, "error", err)
+				continue
+			}
+			s.log.Warn("rap: a call was running when the tool server stopped; it was answered with an error result", "toolset", s.name,
+				"operation", r.Operation, "group_id", r.GroupID, "id", r.ID)
+			continue
+		}
+		if err := journal.EndCall(ctx, r.GroupID, r.ID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // contentLengthZero is the value of the acknowledgement's Content-Length

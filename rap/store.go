@@ -18,6 +18,12 @@ type OutboxMessage struct {
 	Attempts int
 	// Created is when the message was first enqueued.
 	Created time.Time
+	// EndsGroupID and EndsID, when set, name the call this message
+	// answers: an Outbox that is also a CallJournal forgets that call in
+	// the transaction that stores the message, so that no crash can leave
+	// a call both answered and recorded as unfinished. Only Enqueue reads
+	// them.
+	EndsGroupID, EndsID string
 }
 
 // Outbox keeps callback messages durably until they are delivered, so that a
@@ -61,4 +67,36 @@ type SubscriptionStore interface {
 type Store interface {
 	Outbox
 	SubscriptionStore
+}
+
+// CallRecord is what a CallJournal keeps about an accepted invocation: what
+// a restarted tool server needs to answer it. The arguments are not kept.
+type CallRecord struct {
+	GroupID     string `json:"group_id"`
+	ID          string `json:"id"`
+	CallID      string `json:"call_id,omitempty"`
+	Operation   string `json:"operation,omitempty"`
+	CallbackURL string `json:"callback_url"`
+	// Accepted is when the invocation was acknowledged.
+	Accepted time.Time `json:"accepted"`
+}
+
+// CallJournal is an optional part of a Store. A server whose Store has it
+// records every invocation before acknowledging it, and forgets it once its
+// result is in the outbox. A call still recorded when the server starts was
+// running when the previous process died: Start answers it with an error
+// result, so that the runtime stops waiting for it and the model can decide
+// whether to call again, instead of the call staying pending for ever.
+// A Store with a CallJournal must forget the call named by an
+// OutboxMessage's EndsGroupID and EndsID in the transaction of Enqueue.
+// Package rap/durable implements it.
+type CallJournal interface {
+	// BeginCall records r. It returns only once r is durable.
+	BeginCall(ctx context.Context, r CallRecord) error
+	// EndCall forgets the call (group id, id); unknown ids are not an error.
+	// (The server ends a call when it enqueues its result, through
+	// OutboxMessage.EndsGroupID and EndsID; EndCall is for the rest.)
+	EndCall(ctx context.Context, groupID, id string) error
+	// UnfinishedCalls returns every recorded call, oldest first.
+	UnfinishedCalls(ctx context.Context) ([]CallRecord, error)
 }

@@ -39,7 +39,7 @@ import (
 
 // Environment of the helper process.
 const (
-	helperModeEnv  = "GORAP_DURABLE_CRASH_HELPER" // "enqueue" or "deliver"
+	helperModeEnv  = "GORAP_DURABLE_CRASH_HELPER" // "enqueue", "deliver" or "serve"
 	helperDBEnv    = "GORAP_DURABLE_CRASH_DB"
 	helperURLEnv   = "GORAP_DURABLE_CRASH_URL"
 	helperCountEnv = "GORAP_DURABLE_CRASH_N"
@@ -74,6 +74,9 @@ func crashHelper(mode string) int {
 	}
 	defer st.Close()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if mode == "serve" {
+		return serveHelper(st, logger) // its server has its own sender
+	}
 	s := rap.NewSender(rap.SenderOptions{
 		Outbox: st,
 		Retry:  rap.RetryPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond},
@@ -220,7 +223,8 @@ type callbackEndpoint struct {
 
 	mu       sync.Mutex
 	handle   func(r *http.Request, id string, laneAccepted int) int
-	received map[string]int   // call id -> times accepted
+	received map[string]int // call id -> times accepted
+	last     map[string]*rap.ToolResult
 	order    map[string][]int // lane -> call sequence numbers as first accepted
 	attempts int
 	bad      []string
@@ -228,7 +232,7 @@ type callbackEndpoint struct {
 }
 
 func newCallbackEndpoint(t *testing.T, handle func(r *http.Request, id string, laneAccepted int) int) *callbackEndpoint {
-	e := &callbackEndpoint{handle: handle, received: map[string]int{}, order: map[string][]int{}, changed: make(chan struct{})}
+	e := &callbackEndpoint{handle: handle, received: map[string]int{}, last: map[string]*rap.ToolResult{}, order: map[string][]int{}, changed: make(chan struct{})}
 	e.srv = httptest.NewServer(e)
 	t.Cleanup(e.srv.Close)
 	return e
@@ -263,6 +267,7 @@ func (e *callbackEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer e.mu.Unlock()
 	if status == http.StatusOK {
 		e.received[res.ID]++
+		e.last[res.ID] = res
 		if e.received[res.ID] == 1 {
 			seq, _ := strconv.Atoi(strings.TrimPrefix(res.ID, "call-"))
 			e.order[r.URL.Path] = append(e.order[r.URL.Path], seq)
@@ -478,5 +483,96 @@ func TestCrashMidDeliveryLosesNothing(t *testing.T) {
 	}
 	if got := pendingCount(t, db); got != 0 {
 		t.Errorf("outbox still holds %d messages", got)
+	}
+}
+
+// serveHelper runs a tool server on the store: "quick" answers at once,
+// "build" never returns. It prints "listening URL" and serves until its
+// stdin closes (or it is killed).
+func serveHelper(st *durable.Store, logger *slog.Logger) int {
+	srv := rap.NewServer("crash", &rap.ServerOptions{Store: st, Logger: logger,
+		Retry: rap.RetryPolicy{Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond}})
+	rap.AddTool(srv, &rap.Tool{Name: "quick", Description: "Answers at once."}, func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) {
+		return rap.Text("quick done"), nil
+	})
+	rap.AddTool(srv, &rap.Tool{Name: "build", Description: "Never finishes."}, func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) {
+		select {} // the process is killed in here
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	fmt.Printf("listening %s\n", hs.URL)
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// listening reads the helper's "listening URL" line.
+func (h *helper) listening(t *testing.T) string {
+	t.Helper()
+	select {
+	case line := <-h.lines:
+		if u, ok := strings.CutPrefix(line, "listening "); ok {
+			return u
+		}
+		t.Fatalf("helper printed %q, want \"listening URL\"; stderr:\n%s", line, h.stderr.String())
+	case <-time.After(crashWait):
+		t.Fatalf("helper did not start within %v; stderr:\n%s", crashWait, h.stderr.String())
+	}
+	return ""
+}
+
+// A tool server SIGKILLed while a handler runs: the call was acknowledged,
+// so its runtime waits for a result. The restarted server answers it, once,
+// with an error result saying the server stopped; the call that had
+// finished before the kill is not answered again (RAP IN-4: every
+// acknowledged call gets its one result).
+func TestCrashDuringHandlerAnswersTheCall(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "tool.db")
+	rt := newCallbackEndpoint(t, func(*http.Request, string, int) int { return http.StatusOK })
+	invoke := func(base, op, id string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"operation":%q,"id":%q,"group_id":"thread-1","call_id":"toolu_%s","arguments":{},"callback_url":%q}`,
+			op, id, id, rt.srv.URL+"/cb?token=secret")
+		resp, err := http.Post(base+"/", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("invoke %s: %v", op, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("invoke %s: status %d", op, resp.StatusCode)
+		}
+	}
+
+	h1 := startHelper(t, "serve", db, "", 0, 0)
+	base := h1.listening(t)
+	invoke(base, "quick", "call-1")
+	invoke(base, "build", "call-2")
+	rt.waitFor(t, "the result of the quick call", func() bool { return rt.received["call-1"] > 0 })
+	h1.kill(t)
+
+	h2 := startHelper(t, "serve", db, "", 0, 0)
+	h2.listening(t)
+	rt.waitFor(t, "an answer to the interrupted call", func() bool { return rt.received["call-2"] > 0 })
+	time.Sleep(300 * time.Millisecond) // room for a second answer, which must not come
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if n := rt.received["call-2"]; n != 1 {
+		t.Errorf("the interrupted call was answered %d times, want once", n)
+	}
+	if r := rt.last["call-2"]; !strings.HasPrefix(r.Text, "Error: ") || !strings.Contains(r.Text, "stopped") || r.CallID != "toolu_call-2" {
+		t.Errorf("the interrupted call was answered with %+v; want an Error: result saying the server stopped", r)
+	}
+	// A result delivered just before the kill may come once more (see the
+	// file comment); it must never be replaced by an error.
+	if n := rt.received["call-1"]; n < 1 || n > 2 || rt.last["call-1"].Text != "quick done" {
+		t.Errorf("the finished call got %d results, the last %+v; want its own result, at most twice", n, rt.last["call-1"])
+	}
+	if len(rt.bad) > 0 {
+		t.Errorf("bad callbacks: %v", rt.bad)
 	}
 }

@@ -267,6 +267,16 @@ var migrations = []string{
 		record   BLOB    NOT NULL,                  -- rap.SubscriptionRecord as JSON
 		PRIMARY KEY (group_id, id)
 	);`,
+	// 2: the journal of accepted calls whose result is not stored yet.
+	`CREATE TABLE calls (
+		group_id     TEXT    NOT NULL,
+		id           TEXT    NOT NULL,
+		call_id      TEXT    NOT NULL,
+		operation    TEXT    NOT NULL,
+		callback_url TEXT    NOT NULL,
+		accepted     INTEGER NOT NULL,               -- Unix nanoseconds
+		PRIMARY KEY (group_id, id)
+	);`,
 }
 
 // migrate applies the migrations the file has not seen yet, each in its
@@ -347,10 +357,22 @@ func (s *Store) Enqueue(ctx context.Context, m rap.OutboxMessage) error {
 	if created.IsZero() {
 		created = time.Now()
 	}
-	return s.execWrite(ctx, "Enqueue "+m.Key,
-		`INSERT INTO outbox (key, url, body, attempts, created) VALUES (?, ?, ?, ?, ?)
-		 ON CONFLICT (key) DO NOTHING`,
-		m.Key, m.URL, m.Body, m.Attempts, created.UnixNano())
+	if m.EndsGroupID == "" && m.EndsID == "" {
+		return s.execWrite(ctx, "Enqueue "+m.Key,
+			`INSERT INTO outbox (key, url, body, attempts, created) VALUES (?, ?, ?, ?, ?)
+			 ON CONFLICT (key) DO NOTHING`,
+			m.Key, m.URL, m.Body, m.Attempts, created.UnixNano())
+	}
+	// The message answers a journaled call: store it and forget the call
+	// in one transaction.
+	return s.write(ctx, "Enqueue "+m.Key, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (key, url, body, attempts, created) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (key) DO NOTHING`, m.Key, m.URL, m.Body, m.Attempts, created.UnixNano()); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM calls WHERE group_id = ? AND id = ?`, m.EndsGroupID, m.EndsID)
+		return err
+	})
 }
 
 // Pending returns up to limit undelivered messages in enqueue order.
@@ -487,6 +509,58 @@ func (s *Store) ListSubscriptions(ctx context.Context) ([]rap.SubscriptionRecord
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("durable: ListSubscriptions from %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// BeginCall records an accepted invocation until EndCall (rap.CallJournal).
+// It returns once the record is synced to disk.
+func (s *Store) BeginCall(ctx context.Context, r rap.CallRecord) error {
+	switch {
+	case r.GroupID == "" || r.ID == "":
+		return errors.New("durable: BeginCall: empty group id or id; record the invocation's group_id and id")
+	case len(r.GroupID) > MaxIDBytes || len(r.ID) > MaxIDBytes || len(r.CallID) > MaxIDBytes || len(r.Operation) > MaxIDBytes:
+		return fmt.Errorf("durable: BeginCall: an id or the operation is over the %d-byte limit", MaxIDBytes)
+	case r.CallbackURL == "":
+		return fmt.Errorf("durable: BeginCall %s/%s: empty callback URL; the result could never be delivered", r.GroupID, r.ID)
+	case len(r.CallbackURL) > MaxURLBytes:
+		return fmt.Errorf("durable: BeginCall %s/%s: callback URL is %d bytes, over the %d-byte limit", r.GroupID, r.ID, len(r.CallbackURL), MaxURLBytes)
+	}
+	if r.Accepted.IsZero() {
+		r.Accepted = time.Now()
+	}
+	return s.execWrite(ctx, "BeginCall "+r.GroupID+"/"+r.ID,
+		`INSERT INTO calls (group_id, id, call_id, operation, callback_url, accepted) VALUES (?, ?, ?, ?, ?, ?)
+		 ON CONFLICT (group_id, id) DO NOTHING`,
+		r.GroupID, r.ID, r.CallID, r.Operation, r.CallbackURL, r.Accepted.UnixNano())
+}
+
+// EndCall forgets a call recorded by BeginCall (rap.CallJournal); unknown
+// ids are not an error.
+func (s *Store) EndCall(ctx context.Context, groupID, id string) error {
+	return s.execWrite(ctx, "EndCall "+groupID+"/"+id, `DELETE FROM calls WHERE group_id = ? AND id = ?`, groupID, id)
+}
+
+// UnfinishedCalls returns the calls recorded and not ended, oldest first
+// (rap.CallJournal).
+func (s *Store) UnfinishedCalls(ctx context.Context) ([]rap.CallRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT group_id, id, call_id, operation, callback_url, accepted FROM calls ORDER BY accepted, group_id, id`)
+	if err != nil {
+		return nil, fmt.Errorf("durable: UnfinishedCalls from %s: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []rap.CallRecord
+	for rows.Next() {
+		var r rap.CallRecord
+		var accepted int64
+		if err := rows.Scan(&r.GroupID, &r.ID, &r.CallID, &r.Operation, &r.CallbackURL, &accepted); err != nil {
+			return nil, fmt.Errorf("durable: UnfinishedCalls from %s: %w", s.path, err)
+		}
+		r.Accepted = time.Unix(0, accepted)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("durable: UnfinishedCalls from %s: %w", s.path, err)
 	}
 	return out, nil
 }

@@ -172,8 +172,8 @@ func TestSchemaMigrations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tool.db")
 	st := open(t, path)
 	v, err := st.SchemaVersion(ctx)
-	if err != nil || v != 1 {
-		t.Fatalf("SchemaVersion = %d, %v; want 1", v, err)
+	if err != nil || v != 2 {
+		t.Fatalf("SchemaVersion = %d, %v; want 2", v, err)
 	}
 	if err := st.Enqueue(ctx, msg(1)); err != nil {
 		t.Fatal(err)
@@ -476,5 +476,98 @@ func TestDurabilitySettings(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("PRAGMA %s = %q, %v; want %q", name, got, err, want)
 		}
+	}
+}
+
+// A file written before the call journal existed (schema 1) is upgraded in
+// place: its outbox is kept and the journal works.
+func TestSchemaUpgradeFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tool.db")
+	st := open(t, path)
+	if err := st.Enqueue(ctx, msg(1)); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TABLE calls; DELETE FROM schema_migrations WHERE version = 2`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	st2 := open(t, path)
+	defer st2.Close()
+	if v, err := st2.SchemaVersion(ctx); err != nil || v != 2 {
+		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 2", v, err)
+	}
+	if p, err := st2.Pending(ctx, 10); err != nil || len(p) != 1 {
+		t.Errorf("after upgrade Pending = %v, %v; the outbox must be kept", keys(p), err)
+	}
+	if err := st2.BeginCall(ctx, rap.CallRecord{GroupID: "g", ID: "1", CallbackURL: "http://rt/cb"}); err != nil {
+		t.Fatalf("BeginCall after upgrade: %v", err)
+	}
+}
+
+// The call journal keeps accepted calls across a reopen until EndCall;
+// recording a call twice keeps one record; bad records are refused with
+// an error naming the problem, and nothing already recorded is lost.
+func TestCallJournal(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tool.db")
+	st := open(t, path)
+	t0 := time.Unix(1_800_000_000, 0)
+	for i, id := range []string{"a", "b", "c"} {
+		r := rap.CallRecord{GroupID: "thread-1", ID: id, CallID: "toolu_" + id, Operation: "build",
+			CallbackURL: "http://rt/cb?t=" + id, Accepted: t0.Add(time.Duration(i) * time.Second)}
+		if err := st.BeginCall(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.BeginCall(ctx, rap.CallRecord{GroupID: "thread-1", ID: "a", CallbackURL: "http://other"}); err != nil {
+		t.Fatalf("recording a call again: %v", err)
+	}
+	bad := []struct {
+		r    rap.CallRecord
+		want string
+	}{
+		{rap.CallRecord{ID: "x", CallbackURL: "http://rt"}, "empty group id"},
+		{rap.CallRecord{GroupID: "g", ID: "x"}, "empty callback URL"},
+		{rap.CallRecord{GroupID: "g", ID: strings.Repeat("x", durable.MaxIDBytes+1), CallbackURL: "http://rt"}, "limit"},
+	}
+	for _, b := range bad {
+		if err := st.BeginCall(ctx, b.r); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("BeginCall(%+v) = %v, want an error saying %q", b.r, err, b.want)
+		}
+	}
+	if err := st.EndCall(ctx, "thread-1", "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndCall(ctx, "thread-1", "unknown"); err != nil {
+		t.Fatalf("EndCall of an unknown call: %v", err)
+	}
+	// Storing a call's result forgets the call, in the same transaction.
+	m := msg(1)
+	m.EndsGroupID, m.EndsID = "thread-1", "c"
+	if err := st.Enqueue(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := st.Pending(ctx, 10); err != nil || len(p) != 1 {
+		t.Fatalf("the result was not stored: %v, %v", keys(p), err)
+	}
+	st.Close()
+	st2 := open(t, path)
+	defer st2.Close()
+	got, err := st2.UnfinishedCalls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != "a" {
+		t.Fatalf("after reopen UnfinishedCalls = %+v, want only a (b ended, c answered)", got)
+	}
+	a := got[0]
+	if a.CallID != "toolu_a" || a.Operation != "build" || a.CallbackURL != "http://rt/cb?t=a" || !a.Accepted.Equal(t0) {
+		t.Errorf("record a = %+v; the second BeginCall must not replace the first", a)
 	}
 }
