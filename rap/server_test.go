@@ -273,6 +273,13 @@ func TestSaturatedPoolAnswers503(t *testing.T) {
 	if !strings.Contains(body, "busy") {
 		t.Errorf("503 body %q does not say the server is busy", body)
 	}
+	// The worker starts the handler after the acknowledgement: wait for
+	// it, then make sure no second one starts.
+	deadline := time.Now().Add(sdkWait)
+	for running.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
 	if n := running.Load(); n != 1 {
 		t.Errorf("%d handlers running with Workers=1", n)
 	}
