@@ -68,13 +68,11 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 	// The server checked callback_url when it accepted the invocation. A
 	// journaled call is forgotten as its result is stored; if storing
 	// fails it stays recorded, and the next Start answers it.
-	var err error
+	var endsGroup, endsID string
 	if c.journaled {
-		err = c.srv.sender.sendEnding(ctx, inv.CallbackURL, r, inv.GroupID, inv.ID)
-	} else {
-		err = c.srv.sender.send(ctx, inv.CallbackURL, r)
+		endsGroup, endsID = inv.GroupID, inv.ID
 	}
-	if err != nil {
+	if err := c.srv.sender.sendEnding(ctx, inv.CallbackURL, r, endsGroup, endsID); err != nil {
 		c.srv.log.ErrorContext(ctx, "rap: could not deliver tool result",
 			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
 	}

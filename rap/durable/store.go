@@ -382,26 +382,14 @@ func (s *Store) Pending(ctx context.Context, limit int) ([]rap.OutboxMessage, er
 		return nil, fmt.Errorf("durable: Pending: limit %d; ask for at least one message", limit)
 	}
 	limit = min(limit, MaxPending)
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT key, url, body, attempts, created FROM outbox ORDER BY seq LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("durable: Pending from %s: %w", s.path, err)
-	}
-	defer rows.Close()
-	var out []rap.OutboxMessage
-	for rows.Next() {
-		var m rap.OutboxMessage
-		var created int64
-		if err := rows.Scan(&m.Key, &m.URL, &m.Body, &m.Attempts, &created); err != nil {
-			return nil, fmt.Errorf("durable: Pending from %s: %w", s.path, err)
-		}
-		m.Created = time.Unix(0, created)
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("durable: Pending from %s: %w", s.path, err)
-	}
-	return out, nil
+	return readAll(ctx, s, "Pending", `SELECT key, url, body, attempts, created FROM outbox ORDER BY seq LIMIT ?`,
+		func(rows *sql.Rows) (rap.OutboxMessage, error) {
+			var m rap.OutboxMessage
+			var created int64
+			err := rows.Scan(&m.Key, &m.URL, &m.Body, &m.Attempts, &created)
+			m.Created = time.Unix(0, created)
+			return m, err
+		}, limit)
 }
 
 // PendingAfter returns up to limit undelivered messages enqueued after the
@@ -413,26 +401,14 @@ func (s *Store) PendingAfter(ctx context.Context, after int64, limit int) ([]rap
 		return nil, fmt.Errorf("durable: PendingAfter: limit %d; ask for at least one message", limit)
 	}
 	limit = min(limit, MaxPending)
-	rows, err := s.db.QueryContext(ctx,
-		`SELECT seq, key, url, body, attempts, created FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("durable: PendingAfter from %s: %w", s.path, err)
-	}
-	defer rows.Close()
-	var out []rap.SequencedMessage
-	for rows.Next() {
-		var m rap.SequencedMessage
-		var created int64
-		if err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created); err != nil {
-			return nil, fmt.Errorf("durable: PendingAfter from %s: %w", s.path, err)
-		}
-		m.Created = time.Unix(0, created)
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("durable: PendingAfter from %s: %w", s.path, err)
-	}
-	return out, nil
+	return readAll(ctx, s, "PendingAfter", `SELECT seq, key, url, body, attempts, created FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?`,
+		func(rows *sql.Rows) (rap.SequencedMessage, error) {
+			var m rap.SequencedMessage
+			var created int64
+			err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created)
+			m.Created = time.Unix(0, created)
+			return m, err
+		}, after, limit)
 }
 
 // Attempted counts one failed delivery attempt of the message with key.
@@ -489,28 +465,19 @@ func (s *Store) DeleteSubscription(ctx context.Context, groupID, id string) erro
 
 // ListSubscriptions returns every stored subscription, oldest first.
 func (s *Store) ListSubscriptions(ctx context.Context) ([]rap.SubscriptionRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT group_id, id, record FROM subscriptions ORDER BY created, group_id, id`)
-	if err != nil {
-		return nil, fmt.Errorf("durable: ListSubscriptions from %s: %w", s.path, err)
-	}
-	defer rows.Close()
-	var out []rap.SubscriptionRecord
-	for rows.Next() {
-		var groupID, id string
-		var rec []byte
-		if err := rows.Scan(&groupID, &id, &rec); err != nil {
-			return nil, fmt.Errorf("durable: ListSubscriptions from %s: %w", s.path, err)
-		}
-		var r rap.SubscriptionRecord
-		if err := json.Unmarshal(rec, &r); err != nil {
-			return nil, fmt.Errorf("durable: ListSubscriptions from %s: record %s/%s is corrupt: %w", s.path, groupID, id, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("durable: ListSubscriptions from %s: %w", s.path, err)
-	}
-	return out, nil
+	return readAll(ctx, s, "ListSubscriptions", `SELECT group_id, id, record FROM subscriptions ORDER BY created, group_id, id`,
+		func(rows *sql.Rows) (rap.SubscriptionRecord, error) {
+			var groupID, id string
+			var rec []byte
+			var r rap.SubscriptionRecord
+			if err := rows.Scan(&groupID, &id, &rec); err != nil {
+				return r, err
+			}
+			if err := json.Unmarshal(rec, &r); err != nil {
+				return r, fmt.Errorf("record %s/%s is corrupt: %w", groupID, id, err)
+			}
+			return r, nil
+		})
 }
 
 // BeginCall records an accepted invocation until EndCall (rap.CallJournal).
@@ -544,23 +511,34 @@ func (s *Store) EndCall(ctx context.Context, groupID, id string) error {
 // UnfinishedCalls returns the calls recorded and not ended, oldest first
 // (rap.CallJournal).
 func (s *Store) UnfinishedCalls(ctx context.Context) ([]rap.CallRecord, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT group_id, id, call_id, operation, callback_url, accepted FROM calls ORDER BY accepted, group_id, id`)
+	return readAll(ctx, s, "UnfinishedCalls", `SELECT group_id, id, call_id, operation, callback_url, accepted FROM calls ORDER BY accepted, group_id, id`,
+		func(rows *sql.Rows) (rap.CallRecord, error) {
+			var r rap.CallRecord
+			var accepted int64
+			err := rows.Scan(&r.GroupID, &r.ID, &r.CallID, &r.Operation, &r.CallbackURL, &accepted)
+			r.Accepted = time.Unix(0, accepted)
+			return r, err
+		})
+}
+
+// readAll runs query and returns every row as scan reads it. Errors say
+// which operation (what) failed on which file.
+func readAll[T any](ctx context.Context, s *Store, what, query string, scan func(*sql.Rows) (T, error), args ...any) ([]T, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("durable: UnfinishedCalls from %s: %w", s.path, err)
+		return nil, fmt.Errorf("durable: %s from %s: %w", what, s.path, err)
 	}
 	defer rows.Close()
-	var out []rap.CallRecord
+	var out []T
 	for rows.Next() {
-		var r rap.CallRecord
-		var accepted int64
-		if err := rows.Scan(&r.GroupID, &r.ID, &r.CallID, &r.Operation, &r.CallbackURL, &accepted); err != nil {
-			return nil, fmt.Errorf("durable: UnfinishedCalls from %s: %w", s.path, err)
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("durable: %s from %s: %w", what, s.path, err)
 		}
-		r.Accepted = time.Unix(0, accepted)
-		out = append(out, r)
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("durable: UnfinishedCalls from %s: %w", s.path, err)
+		return nil, fmt.Errorf("durable: %s from %s: %w", what, s.path, err)
 	}
 	return out, nil
 }
