@@ -43,16 +43,7 @@ func startGettime(t testing.TB, opts *rap.ServerOptions) string {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	s := gettime.New(opts)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		srv.Close()
-	})
+	srv := serveToolServer(t, s)
 	return srv.URL
 }
 
@@ -493,16 +484,7 @@ func startInteractTools(t *testing.T) *interactTools {
 			return nil
 		}
 	})
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		hs.Close()
-	})
+	hs := serveToolServer(t, srv)
 	it.URL = hs.URL
 	return it
 }

@@ -257,16 +257,7 @@ func confirmTool(t *testing.T) string {
 			}
 			return rap.Text("picked " + choices[i]), nil
 		})
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		srv.Close()
-	})
+	srv := serveToolServer(t, s)
 	return srv.URL
 }
 

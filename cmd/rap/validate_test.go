@@ -33,16 +33,7 @@ func serveGettime(t *testing.T, opts *rap.ServerOptions) *httptest.Server {
 	}
 	opts.Logger = slog.New(slog.DiscardHandler)
 	s := gettime.New(opts)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(s)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		srv.Close()
-	})
+	srv := serveToolServer(t, s)
 	return srv
 }
 
@@ -128,4 +119,21 @@ func TestValidateErrors(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "error: ") {
 		t.Errorf("truncated JSON: status %d, stdout %q", code, out)
 	}
+}
+
+// serveToolServer starts s, serves it over loopback and shuts it down when
+// the test ends.
+func serveToolServer(t testing.TB, s *rap.Server) *httptest.Server {
+	t.Helper()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+		hs.Close()
+	})
+	return hs
 }
