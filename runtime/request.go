@@ -110,12 +110,13 @@ func arrangeFrom(history joined, images bool, placeholder func(callID string) st
 	// This runs for every completion, so it keeps no index of the calls:
 	// the few lookups it needs scan a short stretch.
 	var out []model.Message
-	buf := new([]model.Message)
+	var buf *[]model.Message
 	if prev != nil && prev.buf != nil && cap(*prev.buf) >= history.len() {
 		buf = prev.buf
 		out = (*buf)[:0]
 	} else {
 		// Room to grow by a few turns before the next allocation.
+		buf = new([]model.Message)
 		out = make([]model.Message, 0, history.len()+history.len()/4+8)
 	}
 	var holes []hole
