@@ -250,6 +250,10 @@ type SubscriptionEvent struct {
 	Associative bool `json:"associative,omitempty"`
 	// Final marks the last event; the tool sends nothing after it.
 	Final bool `json:"final,omitempty"`
+	// EventID is a gorap extension: a stable id of this event, the same on
+	// every redelivery, so that a runtime can apply each event once. Other
+	// runtimes ignore the field. Empty when the sender did not set one.
+	EventID string `json:"event_id,omitempty"`
 }
 
 // MessageType implements Callback.
@@ -590,6 +594,44 @@ func DecodeCancelToolCall(data []byte) (*CancelToolCallRequest, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// ToolCallStatusRequest is the body of POST {base}/tool_call_status: a
+// runtime asks a tool server whether it still knows a call that has been
+// pending for long. Its fields are those of CancelToolCallRequest.
+type ToolCallStatusRequest = CancelToolCallRequest
+
+// DecodeToolCallStatus parses a /tool_call_status body strictly.
+func DecodeToolCallStatus(data []byte) (*ToolCallStatusRequest, error) {
+	return DecodeCancelToolCall(data)
+}
+
+// CallState is what a tool server says of a call in a ToolCallStatus.
+type CallState string
+
+// Call states of a ToolCallStatus.
+const (
+	// CallRunning: the call was accepted and its result is not yet sent.
+	CallRunning CallState = "running"
+	// CallDelivering: the result is made and waits in the outbox for
+	// delivery to the runtime.
+	CallDelivering CallState = "delivering"
+	// CallSubscribed: the call is an active subscription.
+	CallSubscribed CallState = "subscribed"
+	// CallUnknown: the server knows nothing of the call. It is answered
+	// with status 404, so a runtime may end the call with an error result.
+	CallUnknown CallState = "unknown"
+)
+
+// ToolCallStatus is the JSON answer to POST {base}/tool_call_status. A
+// server answers 200 for a call it knows and 404 with Status CallUnknown
+// for one it does not. A 404 without this body means the server does not
+// implement the endpoint, which says nothing about the call.
+type ToolCallStatus struct {
+	// ToolCallID echoes the request's tool_call_id.
+	ToolCallID string `json:"tool_call_id"`
+	// Status is the call's state.
+	Status CallState `json:"status"`
 }
 
 // MigrateRequest is the body of POST {base}/migrate (RAP MI-1).

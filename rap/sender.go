@@ -22,9 +22,10 @@ import (
 
 // Limits and defaults of callback delivery.
 const (
-	// MaxCallbackBytes is the largest callback body a Sender accepts. A
-	// tool result with larger images should link to them instead.
-	MaxCallbackBytes = 16 << 20
+	// MaxCallbackBytes is the largest callback body, shared by both ends:
+	// a Sender refuses to send a larger one and gorap's runtime answers 413
+	// to it. A tool result with larger images should link to them instead.
+	MaxCallbackBytes = 4 << 20
 	// MaxCallbackURLBytes is the longest callback URL a Sender accepts.
 	MaxCallbackURLBytes = 8 << 10
 	// DefaultAttemptTimeout bounds one POST of a callback when

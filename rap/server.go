@@ -42,6 +42,7 @@ const (
 	CloseThreadPath        = "/close_thread"
 	CancelToolCallPath     = "/cancel_tool_call"
 	MigratePath            = "/migrate"
+	ToolCallStatusPath     = "/tool_call_status"
 	UserChoiceResponsePath = "/user_choice_response"
 )
 

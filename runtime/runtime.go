@@ -94,6 +94,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -101,8 +102,10 @@ import (
 const (
 	// MaxMessageBytes bounds the text of one user message.
 	MaxMessageBytes = 256 << 10
-	// MaxCallbackBytes bounds a callback body (RAP TR-5); larger bodies get 413.
-	MaxCallbackBytes = 1 << 20
+	// MaxCallbackBytes bounds a callback body (RAP TR-5); larger bodies get
+	// 413. It is the SDK's limit, so a gorap tool never sends what the
+	// runtime refuses.
+	MaxCallbackBytes = rap.MaxCallbackBytes
 	// MaxLoopsPerSlice bounds how often one slice may run the model again
 	// after rejected calls, so a model that keeps calling unknown tools
 	// cannot spin forever.
