@@ -187,6 +187,12 @@ type Config struct {
 	// in memory, so that a slice reads only what was added since the
 	// thread's previous slice; zero means 1024, negative turns the cache off.
 	HistoryCacheThreads int
+	// ChoiceResponseHosts lists hosts, besides the tool's own, to which
+	// the runtime may POST a user's answer to a user_choice (RAP UC-2). By
+	// default a response_url must be an http(s) URL on the host and port
+	// of the toolset endpoint the call was dispatched to; an entry "host"
+	// allows every port of host, "host:port" one port.
+	ChoiceResponseHosts []string
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
