@@ -1,0 +1,311 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// subscribe confirms inv as a subscription and waits until the thread
+// answered it.
+func subscribe(t *testing.T, e *env, th string, inv rap.Invocation) {
+	t.Helper()
+	if status, body := callback(t, inv.CallbackURL, rap.ToolResult{GroupID: th, ID: inv.ID, Text: "subscribed", Subscription: true}); status != http.StatusOK {
+		t.Fatalf("confirming result: %d %s", status, body)
+	}
+	e.waitHistory(th, "the confirmation", func(h []store.Message) bool { return countResults(h, "subscribed") == 1 })
+	e.idle(th)
+}
+
+// inlineEvents returns the texts of the events injected inline in h.
+func inlineEvents(h []store.Message) []string {
+	_, res := injected(h)
+	var out []string
+	for _, r := range res {
+		out = append(out, r.Text)
+	}
+	return out
+}
+
+// eventChildren returns, per child thread of th, the event text it was
+// spawned for.
+func eventChildren(t *testing.T, e *env, th string) []string {
+	t.Helper()
+	var out []string
+	for _, c := range e.children(th) {
+		ev := inlineEvents(e.history(c.ID))
+		if len(ev) == 0 {
+			t.Fatalf("child %s has no event", c.ID)
+		}
+		out = append(out, ev[len(ev)-1])
+	}
+	return out
+}
+
+// issue 9 item 1, RAP SU-1, SU-3, SU-5, SU-6: events that arrive while the
+// subscribing call is still pending are held, answered 200, and applied
+// once, in arrival order, when the confirming tool_result arrives: the
+// associative ones inline after the result, the others in child threads.
+func TestEarlyEventsHeldUntilSubscriptionConfirmed(t *testing.T) {
+	e, th, inv := pendingCall(t)
+	evs := []rap.SubscriptionEvent{
+		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":1}`, Associative: true},
+		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":2}`},
+		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":3}`, Associative: true},
+	}
+	for i, ev := range evs {
+		status, body := callback(t, inv.CallbackURL, ev)
+		if status != http.StatusOK || !strings.Contains(body, "held") {
+			t.Fatalf("early event %d: %d %s, want 200 held", i+1, status, body)
+		}
+	}
+	e.idle(th)
+	if got := inlineEvents(e.history(th)); len(got) != 0 || len(e.children(th)) != 0 {
+		t.Fatalf("an event was applied before its subscription was confirmed: %v", got)
+	}
+	subscribe(t, e, th, inv)
+	h := e.waitHistory(th, "the held events", func(h []store.Message) bool { return len(inlineEvents(h)) >= 2 })
+	poll(t, "the event's child thread", func() bool { return len(e.children(th)) >= 1 })
+	e.idle(th)
+	h = e.history(th)
+	if got := strings.Join(inlineEvents(h), ","); got != `{"n":1},{"n":3}` {
+		t.Fatalf("inline events = %s, want {\"n\":1},{\"n\":3} once each, in order", got)
+	}
+	// The result that confirmed the subscription comes first.
+	for i, m := range h {
+		for _, r := range m.ToolResults {
+			if r.Name == InjectedToolName {
+				if countResults(h[:i], "subscribed") != 1 {
+					t.Fatalf("an event came before the confirming result:\n%s", dump(h))
+				}
+			}
+		}
+	}
+	if got := eventChildren(t, e, th); len(got) != 1 || got[0] != `{"n":2}` {
+		t.Fatalf("child threads handle %v, want one for {\"n\":2}", got)
+	}
+	// Nothing stays held.
+	e.st.View(context.Background(), func(tx store.Tx) error {
+		st, err := tx.HeldEventStats(th, inv.ID)
+		if err != nil || st.Count != 0 || st.TotalBytes != 0 {
+			t.Errorf("held after confirmation: %+v %v", st, err)
+		}
+		return nil
+	})
+}
+
+// issue 9 item 1, RAP SU-4: events held for a call that ends without
+// confirming a subscription are discarded (and logged), never applied;
+// later events for the call are answered 410.
+func TestEarlyEventsDiscardedWithoutSubscription(t *testing.T) {
+	e, th, inv := pendingCall(t)
+	for _, text := range []string{"a", "b"} {
+		if status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: text, Associative: true}); status != http.StatusOK {
+			t.Fatalf("early event: %d %s", status, body)
+		}
+	}
+	reply(t, inv, "plain result")
+	e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "got plain result") })
+	e.idle(th)
+	if got := inlineEvents(e.history(th)); len(got) != 0 || len(e.children(th)) != 0 {
+		t.Fatalf("events of a call without subscription were applied: %v", got)
+	}
+	recs := e.logs.records("held subscription events discarded (RAP SU-4)")
+	if len(recs) != 1 || recs[0]["events"] != float64(2) {
+		t.Fatalf("discard log = %v", recs)
+	}
+	if status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "c"}); status != http.StatusGone {
+		t.Fatalf("event after the call ended: %d %s, want 410", status, body)
+	}
+}
+
+// issue 9 item 1: at most MaxHeldEventsPerCall events are held per call;
+// one more is answered 503 with Retry-After (a sender retries it; a 4xx
+// would be final) and none is lost once the subscription is confirmed.
+func TestHeldEventsBoundedByCount(t *testing.T) {
+	e, th, inv := pendingCall(t)
+	ev := func(i int) rap.SubscriptionEvent {
+		b, _ := json.Marshal(map[string]int{"n": i})
+		return rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: string(b), Associative: true}
+	}
+	for i := range MaxHeldEventsPerCall {
+		if status, body := callback(t, inv.CallbackURL, ev(i)); status != http.StatusOK {
+			t.Fatalf("event %d: %d %s", i, status, body)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPost, inv.CallbackURL, strings.NewReader(mustJSON(t, ev(MaxHeldEventsPerCall))))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("event past the bound: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	subscribe(t, e, th, inv)
+	// The sender retries the deferred event; now it is delivered.
+	if status, body := callback(t, inv.CallbackURL, ev(MaxHeldEventsPerCall)); status != http.StatusOK {
+		t.Fatalf("retried event: %d %s", status, body)
+	}
+	h := e.waitHistory(th, "every event", func(h []store.Message) bool { return len(inlineEvents(h)) >= MaxHeldEventsPerCall+1 })
+	got := inlineEvents(h)
+	for i, text := range got {
+		if text != ev(i).Text {
+			t.Fatalf("event %d is %s, want %s (arrival order)", i, text, ev(i).Text)
+		}
+	}
+	if len(got) != MaxHeldEventsPerCall+1 {
+		t.Fatalf("%d events, want %d", len(got), MaxHeldEventsPerCall+1)
+	}
+}
+
+// issue 9 item 1: the bytes held per call are bounded too; a first event
+// is held whatever its size.
+func TestHeldEventsBoundedByBytes(t *testing.T) {
+	e, th, inv := pendingCall(t)
+	big := strings.Repeat("x", 3<<20)
+	if status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: big, Associative: true}); status != http.StatusOK {
+		t.Fatalf("first event: %d %s", status, body)
+	}
+	status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: big[:2<<20], Associative: true})
+	if status != http.StatusServiceUnavailable {
+		t.Fatalf("event past the byte bound: %d %s, want 503", status, body)
+	}
+	if status, _ := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "small", Associative: true}); status != http.StatusOK {
+		t.Fatalf("a small event within the bound: %d", status)
+	}
+	subscribe(t, e, th, inv)
+	h := e.waitHistory(th, "both events", func(h []store.Message) bool { return len(inlineEvents(h)) >= 2 })
+	if got := inlineEvents(h); len(got) != 2 || len(got[0]) != len(big) || got[1] != "small" {
+		t.Fatalf("got %d events", len(got))
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// issue 9 item 7, RAP RE-5, SU-4, SU-9: an event for a call the runtime
+// never had is 404; one for a subscription that ended (final event
+// received, call ended without subscription, thread closed) is 410 Gone,
+// and changes nothing; token checks still come first (403). (Cancelled
+// through cancel_subscription: TestSU7CancelSubscription.)
+func TestEventStatusGoneAndUnknown(t *testing.T) {
+	e, th, inv := pendingCall(t)
+	subscribe(t, e, th, inv)
+	ev := func(text string) rap.SubscriptionEvent {
+		return rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: text, Associative: true}
+	}
+	if status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "last", Associative: true, Final: true}); status != http.StatusOK {
+		t.Fatalf("final event: %d %s", status, body)
+	}
+	e.waitHistory(th, "the final event", func(h []store.Message) bool { return len(inlineEvents(h)) == 1 })
+	e.idle(th)
+	before := snapshot(t, e, th)
+	cases := []struct {
+		name   string
+		url    string
+		body   any
+		status int
+	}{
+		{"after the final event", inv.CallbackURL, ev("after final"), http.StatusGone},
+		{"a call the runtime never had", e.rt.callbackURL(th, "call_never"), rap.SubscriptionEvent{GroupID: th, ToolCallID: "call_never", Text: "x"}, http.StatusNotFound},
+		{"a forged token", e.srv.URL + CallbackPath + forgeToken(th, inv.ID), ev("forged"), http.StatusForbidden},
+		{"another call's id in the body", inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: "call_other", Text: "x"}, http.StatusForbidden},
+	}
+	for _, c := range cases {
+		if status, body := callback(t, c.url, c.body); status != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, status, body, c.status)
+		}
+	}
+	e.idle(th)
+	if after := snapshot(t, e, th); after != before {
+		t.Fatalf("a refused event changed the store")
+	}
+
+	// A call that finished without subscribing.
+	e2, th2, inv2 := pendingCall(t)
+	reply(t, inv2, "done")
+	e2.waitHistory(th2, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "got done") })
+	if status, body := callback(t, inv2.CallbackURL, rap.SubscriptionEvent{GroupID: th2, ToolCallID: inv2.ID, Text: "x"}); status != http.StatusGone {
+		t.Errorf("event of a call finished without subscription: %d %s, want 410", status, body)
+	}
+
+	// A closed thread, with the subscription still active at the tool.
+	e3, th3, inv3 := pendingCall(t)
+	subscribe(t, e3, th3, inv3)
+	if err := e3.rt.CloseThread(context.Background(), th3); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := callback(t, inv3.CallbackURL, rap.SubscriptionEvent{GroupID: th3, ToolCallID: inv3.ID, Text: "x"}); status != http.StatusGone {
+		t.Errorf("event of a closed thread: %d %s, want 410", status, body)
+	}
+}
+
+// issue 9 item 8: a redelivered event (same event_id) is applied once,
+// whatever its Idempotency-Key, across a restart too, whether it arrived
+// before or after the subscription was confirmed; events without event_id
+// keep their behaviour (each delivery is a new event).
+func TestEventIDDeduplicated(t *testing.T) {
+	e, th, inv := pendingCall(t)
+	ev := func(id, text string, assoc bool) string {
+		return mustJSON(t, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: text, Associative: assoc, EventID: id})
+	}
+	// Held, then redelivered while held.
+	for _, key := range []string{"k-early-1", "k-early-2"} {
+		if status, body := callback(t, inv.CallbackURL, ev("ev-early", "early", true), rap.IdempotencyKeyHeader, key); status != http.StatusOK {
+			t.Fatalf("early event: %d %s", status, body)
+		}
+	}
+	subscribe(t, e, th, inv)
+	// A child-thread event, delivered three times: two keys, then none.
+	for _, key := range []string{"k1", "k2", ""} {
+		var hdr []string
+		if key != "" {
+			hdr = []string{rap.IdempotencyKeyHeader, key}
+		}
+		if status, body := callback(t, inv.CallbackURL, ev("ev-1", "child event", false), hdr...); status != http.StatusOK {
+			t.Fatalf("event: %d %s", status, body)
+		}
+	}
+	e.restart()
+	if status, body := callback(t, inv.CallbackURL, ev("ev-1", "child event", false)); status != http.StatusOK || !strings.Contains(body, "duplicate") {
+		t.Fatalf("redelivery after a restart: %d %s, want 200 duplicate", status, body)
+	}
+	// An inline event, twice.
+	for range 2 {
+		if status, body := callback(t, inv.CallbackURL, ev("ev-2", "inline event", true)); status != http.StatusOK {
+			t.Fatalf("event: %d %s", status, body)
+		}
+	}
+	e.waitHistory(th, "the inline events", func(h []store.Message) bool { return len(inlineEvents(h)) >= 2 })
+	e.idle(th)
+	if got := strings.Join(inlineEvents(e.history(th)), ","); got != "early,inline event" {
+		t.Fatalf("inline events = %s, want each once", got)
+	}
+	if got := eventChildren(t, e, th); len(got) != 1 || got[0] != "child event" {
+		t.Fatalf("child threads = %v, want one", got)
+	}
+	// Without event_id (and without key) each delivery is a new event.
+	for range 2 {
+		if status, body := callback(t, inv.CallbackURL, ev("", "no id", true)); status != http.StatusOK {
+			t.Fatalf("event: %d %s", status, body)
+		}
+	}
+	e.waitHistory(th, "both id-less events", func(h []store.Message) bool { return len(inlineEvents(h)) >= 4 })
+	// A malformed event_id is refused.
+	bad := strings.Replace(ev("x", "bad id", true), `"event_id":"x"`, `"event_id":5`, 1)
+	if status, body := callback(t, inv.CallbackURL, bad); status != http.StatusBadRequest || !strings.Contains(body, "event_id") {
+		t.Fatalf("numeric event_id: %d %s, want 400", status, body)
+	}
+}
