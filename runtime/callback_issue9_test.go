@@ -3,10 +3,15 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
 )
@@ -307,5 +312,228 @@ func TestEventIDDeduplicated(t *testing.T) {
 	bad := strings.Replace(ev("x", "bad id", true), `"event_id":"x"`, `"event_id":5`, 1)
 	if status, body := callback(t, inv.CallbackURL, bad); status != http.StatusBadRequest || !strings.Contains(body, "event_id") {
 		t.Fatalf("numeric event_id: %d %s, want 400", status, body)
+	}
+}
+
+// interactionEnv is a thread whose model called tool "job" on a tool
+// server that reports every /cancel_tool_call; the call is pending.
+func interactionEnv(t *testing.T, tweak func(*Config)) (*env, *toolServer, string, rap.Invocation, chan rap.CancelToolCallRequest) {
+	t.Helper()
+	ts := newToolServer(t, "jobs", tool("job"))
+	cancels := make(chan rap.CancelToolCallRequest, 10)
+	ts.onOther = func(r *http.Request, body []byte) {
+		if r.URL.Path == rap.CancelToolCallPath {
+			if req, err := rap.DecodeCancelToolCall(body); err == nil {
+				cancels <- *req
+			}
+		}
+	}
+	e := newEnv(t, envOptions{servers: []string{ts.URL()}, tweak: tweak, turns: []scripted.Turn{
+		{AfterUser: "go", ToolCalls: []scripted.Call{call("job", `{}`)}},
+		{Text: "got {{last_result}}", Repeat: true},
+	}})
+	th := e.newThread()
+	e.post(th, "go")
+	inv := ts.next()
+	e.idle(th)
+	return e, ts, th, inv, cancels
+}
+
+// wantEnded checks that the call ended with an Error result the model saw
+// (containing want), that the tool was told to cancel it, and that its
+// late tool_result is ignored.
+func wantEnded(t *testing.T, e *env, th string, inv rap.Invocation, cancels chan rap.CancelToolCallRequest, want string) {
+	t.Helper()
+	h := e.waitHistory(th, "the error result", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "got Error:") })
+	if rs := results(h); len(rs) != 1 || !rs[0].IsError || !strings.Contains(rs[0].Text, want) {
+		t.Fatalf("results = %+v, want one error mentioning %q", rs, want)
+	}
+	select {
+	case req := <-cancels:
+		if req.ToolCallID != inv.ID {
+			t.Fatalf("cancel_tool_call for %s, want %s", req.ToolCallID, inv.ID)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the tool was not told to cancel the call")
+	}
+	if status, body := callback(t, inv.CallbackURL, rap.ToolResult{GroupID: th, ID: inv.ID, Text: "late"}); status != http.StatusOK || !strings.Contains(body, "duplicate") {
+		t.Fatalf("late result: %d %s", status, body)
+	}
+	e.idle(th)
+	if rs := results(e.history(th)); len(rs) != 1 {
+		t.Fatalf("%d results after the late one, want 1", len(rs))
+	}
+}
+
+// issue 9 item 19, RAP OA-1: an oauth message whose auth_url is not
+// http(s) is refused with 400 naming the problem; it is never shown; the
+// call ends with an Error result the model sees (so it is not pending for
+// ever) and the tool is told to cancel it.
+func TestOAuthNonHTTPURLRefusedAndCallEnded(t *testing.T) {
+	for _, authURL := range []string{"javascript:alert(document.cookie)", "file:///etc/passwd", "/relative/login"} {
+		t.Run(authURL, func(t *testing.T) {
+			e, _, th, inv, cancels := interactionEnv(t, nil)
+			events, cancel := e.rt.Subscribe(th)
+			defer cancel()
+			status, body := callback(t, inv.CallbackURL, rap.OAuth{GroupID: th, ID: inv.ID, AuthURL: authURL})
+			if status != http.StatusBadRequest || !strings.Contains(body, "auth_url must be an http:// or https:// URL") {
+				t.Fatalf("oauth with %q: %d %s, want 400 naming auth_url", authURL, status, body)
+			}
+			wantEnded(t, e, th, inv, cancels, "not an http(s) URL")
+			for {
+				select {
+				case ev := <-events:
+					if ev.Type == EventOAuth {
+						t.Fatalf("the refused link was shown: %s", ev.Data)
+					}
+					continue
+				default:
+				}
+				break
+			}
+			prime, _ := e.rt.primeEvents(context.Background(), th)
+			for _, p := range prime {
+				if p.Type == EventOAuth {
+					t.Fatal("the refused link is shown to clients that connect")
+				}
+			}
+		})
+	}
+}
+
+// issue 9 item 19, RAP UC-2: the runtime POSTs a user's answer only to an
+// http(s) response_url on the tool's own host (the host and port of the
+// endpoint the call was dispatched to), or on a host the operator listed
+// in Config.ChoiceResponseHosts. Another one is refused with 400 and the
+// call ends with an Error result; a choice stored with such a URL (before
+// this check existed) is never POSTed.
+func TestUserChoiceResponseURLOnToolHostOnly(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := newHTTPServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	choice := func(th string, inv rap.Invocation, url string) rap.UserChoice {
+		return rap.UserChoice{GroupID: th, ID: inv.ID, Prompt: "which?", Choices: []string{"a", "b"}, ResponseURL: url}
+	}
+
+	t.Run("another host", func(t *testing.T) {
+		e, _, th, inv, cancels := interactionEnv(t, nil)
+		status, body := callback(t, inv.CallbackURL, choice(th, inv, other+"/answer"))
+		if status != http.StatusBadRequest || !strings.Contains(body, "response_url must be on the tool's own host") {
+			t.Fatalf("%d %s, want 400 naming response_url", status, body)
+		}
+		if cs, _ := e.rt.PendingChoices(context.Background(), th); len(cs) != 0 {
+			t.Fatalf("the refused choice is shown: %+v", cs)
+		}
+		wantEnded(t, e, th, inv, cancels, "address the runtime does not allow")
+	})
+	t.Run("not http", func(t *testing.T) {
+		e, ts, th, inv, _ := interactionEnv(t, nil)
+		u := strings.Replace(ts.URL(), "http://", "ftp://", 1) + "/answer"
+		if status, body := callback(t, inv.CallbackURL, choice(th, inv, u)); status != http.StatusBadRequest || !strings.Contains(body, "http") {
+			t.Fatalf("%d %s, want 400", status, body)
+		}
+		e.waitHistory(th, "the error result", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "got Error:") })
+	})
+	t.Run("the tool's own host", func(t *testing.T) {
+		answered := make(chan string, 1)
+		e, ts, th, inv, _ := interactionEnv(t, nil)
+		ts.onOther = func(r *http.Request, body []byte) {
+			if r.URL.Path == "/answer" {
+				answered <- string(body)
+			}
+		}
+		if status, body := callback(t, inv.CallbackURL, choice(th, inv, ts.URL()+"/answer?key=k")); status != http.StatusOK {
+			t.Fatalf("%d %s", status, body)
+		}
+		if _, err := e.rt.AnswerChoice(context.Background(), th, inv.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case b := <-answered:
+			if !strings.Contains(b, `"selected":0`) {
+				t.Fatalf("answer = %s", b)
+			}
+		case <-time.After(waitFor):
+			t.Fatal("the answer was not POSTed to the tool")
+		}
+	})
+	t.Run("a host the operator allowed", func(t *testing.T) {
+		host := strings.TrimPrefix(other, "http://")
+		e, _, th, inv, _ := interactionEnv(t, func(c *Config) { c.ChoiceResponseHosts = []string{host} })
+		if status, body := callback(t, inv.CallbackURL, choice(th, inv, other+"/answer")); status != http.StatusOK {
+			t.Fatalf("%d %s", status, body)
+		}
+		n := elsewhere.Load()
+		if _, err := e.rt.AnswerChoice(context.Background(), th, inv.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if elsewhere.Load() != n+1 {
+			t.Fatal("the answer did not reach the allowed host")
+		}
+	})
+	t.Run("stored before the check", func(t *testing.T) {
+		e, _, th, inv, _ := interactionEnv(t, nil)
+		err := e.st.Update(context.Background(), func(tx store.Tx) error {
+			return tx.PutChoice(store.Choice{ThreadID: th, CallID: inv.ID, ToolName: "job", Prompt: "which?", Choices: []string{"a"}, ResponseURL: other + "/answer"})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := elsewhere.Load()
+		if _, err := e.rt.AnswerChoice(context.Background(), th, inv.ID, nil); !errors.Is(err, ErrChoiceDelivery) || !strings.Contains(err.Error(), "response_url") {
+			t.Fatalf("answer = %v, want ErrChoiceDelivery naming response_url", err)
+		}
+		if elsewhere.Load() != n {
+			t.Fatal("the answer was POSTed to a host that is not the tool's")
+		}
+	})
+}
+
+// issue 9 item 19, RAP VU-2: a call's callback token updates views while
+// its thread is open, also after the call finished; once the thread is
+// closed a view_update is answered 410 and changes nothing.
+func TestViewUpdateRefusedAfterThreadClosed(t *testing.T) {
+	e, th, inv := pendingCall(t)
+	view := func(v int) rap.ViewUpdate {
+		return rap.ViewUpdate{GroupID: th, ViewType: "progress", Content: json.RawMessage(fmt.Sprintf(`{"v":%d}`, v))}
+	}
+	if status, body := callback(t, inv.CallbackURL, view(1)); status != http.StatusOK {
+		t.Fatalf("%d %s", status, body)
+	}
+	reply(t, inv, "finished")
+	e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "got finished") })
+	if status, body := callback(t, inv.CallbackURL, view(2)); status != http.StatusOK {
+		t.Fatalf("view of a finished call in an open thread: %d %s", status, body)
+	}
+	if err := e.rt.CloseThread(context.Background(), th); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, e, th)
+	if status, body := callback(t, inv.CallbackURL, view(3)); status != http.StatusGone || !strings.Contains(body, "closed") {
+		t.Fatalf("view of a closed thread: %d %s, want 410", status, body)
+	}
+	if after := snapshot(t, e, th); after != before {
+		t.Fatal("a view_update changed a closed thread")
+	}
+}
+
+// issue 9 item 10, RAP TR-5: a callback between 1 MiB (the old limit) and
+// rap.MaxCallbackBytes is accepted and reaches the model whole.
+func TestCallbackBetween1And4MiBAccepted(t *testing.T) {
+	e, th, inv := pendingCall(t)
+	text := strings.Repeat("0123456789abcdef", (3<<20+512<<10)/16) // 3.5 MiB
+	body := mustJSON(t, rap.ToolResult{GroupID: th, ID: inv.ID, Text: text})
+	if len(body) <= 1<<20 || len(body) > MaxCallbackBytes {
+		t.Fatalf("body of %d bytes is not between 1 MiB and the limit", len(body))
+	}
+	if status, resp := callback(t, inv.CallbackURL, body); status != http.StatusOK {
+		t.Fatalf("%d-byte result: %d %s", len(body), status, resp)
+	}
+	h := e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "got 0123") })
+	if rs := results(h); len(rs) != 1 || rs[0].Text != text {
+		t.Fatalf("the result did not arrive whole")
+	}
+	reqs := e.model.requests()
+	if !requestHasResult(reqs[len(reqs)-1], inv.ID, text) {
+		t.Fatal("the model did not get the whole result")
 	}
 }
