@@ -69,6 +69,15 @@ func gone(msg string) (callbackOutcome, error) {
 	return callbackOutcome{status: http.StatusGone, msg: msg}, nil
 }
 
+// goneDiscarding answers 410 and drops the events still held for call,
+// which can no longer be confirmed; the drop is committed.
+func (r *Runtime) goneDiscarding(tx store.Tx, call store.Call, msg string) (callbackOutcome, error) {
+	if err := r.discardHeldEvents(tx, call, "the call ended without confirming a subscription"); err != nil {
+		return callbackOutcome{}, err
+	}
+	return callbackOutcome{status: http.StatusGone, msg: msg, commit: true}, nil
+}
+
 // applyEvent handles a subscription event inside the callback's
 // transaction: a redelivered event (same event_id) is a duplicate; an
 // event of an active subscription is delivered; one for a call still
@@ -97,7 +106,7 @@ func (r *Runtime) applyEvent(tx store.Tx, call store.Call, m *rap.SubscriptionEv
 	if th.Status == store.ThreadClosed {
 		// RAP SU-9: events for a closed thread are logged and discarded.
 		r.log.Warn("subscription event discarded: the thread is closed (RAP SU-9)", "thread", call.ThreadID, "call_id", call.CallID)
-		return gone("the thread is closed (RAP SU-9); stop this subscription")
+		return r.goneDiscarding(tx, call, "the thread is closed (RAP SU-9); stop this subscription")
 	}
 	sub, err := tx.Subscription(call.ThreadID, call.CallID)
 	switch {
@@ -105,7 +114,7 @@ func (r *Runtime) applyEvent(tx store.Tx, call store.Call, m *rap.SubscriptionEv
 		return r.holdEvent(tx, call, m, key)
 	case errors.Is(err, store.ErrNotFound):
 		r.log.Warn("subscription event discarded: the call ended without a subscription (RAP SU-4)", "thread", call.ThreadID, "call_id", call.CallID)
-		return gone("this call ended without a subscription (RAP SU-4); stop sending events for it")
+		return r.goneDiscarding(tx, call, "this call ended without a subscription (RAP SU-4); stop sending events for it")
 	case err != nil:
 		return callbackOutcome{}, err
 	case sub.State != store.SubscriptionActive:

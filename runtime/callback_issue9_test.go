@@ -537,3 +537,49 @@ func TestCallbackBetween1And4MiBAccepted(t *testing.T) {
 		t.Fatal("the model did not get the whole result")
 	}
 }
+
+// issue 9 item 1: events held for a call that ends another way (here a
+// timeout's synthetic result) are discarded, logged, when the next event
+// for it arrives (410) or when any event is held (the sweep).
+func TestHeldEventsDiscardedWhenCallEndsOtherwise(t *testing.T) {
+	e, _, th, inv, _ := interactionEnv(t, nil)
+	for _, text := range []string{"a", "b"} {
+		if status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: text}); status != http.StatusOK {
+			t.Fatalf("early event: %d %s", status, body)
+		}
+	}
+	e.rt.deliverSynthetic(context.Background(), store.Call{ThreadID: th, CallID: inv.ID, ToolName: "job"}, "Error: timed out")
+	e.waitHistory(th, "the timeout", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "got Error: timed out") })
+	if status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "c"}); status != http.StatusGone {
+		t.Fatalf("event after the timeout: %d %s, want 410", status, body)
+	}
+	held := func() int {
+		var n int
+		e.st.View(context.Background(), func(tx store.Tx) error {
+			st, err := tx.HeldEventStats(th, inv.ID)
+			n = st.Count
+			return err
+		})
+		return n
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("%d events still held", n)
+	}
+	recs := e.logs.records("held subscription events discarded (RAP SU-4)")
+	if len(recs) != 1 || recs[0]["events"] != float64(2) {
+		t.Fatalf("discard log = %v", recs)
+	}
+	// The sweep finds what no later event of the call would.
+	err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		return tx.HoldEvent(store.HeldEvent{ThreadID: th, CallID: inv.ID, Payload: json.RawMessage(`{"text":"left"}`)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.Update(context.Background(), e.rt.sweepHeldEvents); err != nil {
+		t.Fatal(err)
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("the sweep left %d events", n)
+	}
+}
