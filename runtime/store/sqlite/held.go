@@ -64,11 +64,15 @@ func (t *tx) TakeHeldEvents(threadID, callID string) ([]store.HeldEvent, error) 
 	return out, nil
 }
 
-// EndedHeldCalls implements store.HeldEvents.
+// EndedHeldCalls implements store.HeldEvents. The few held events drive
+// the query (CROSS JOIN keeps them the outer loop), so its cost does not
+// grow with the calls table.
 func (t *tx) EndedHeldCalls() ([]store.Call, error) {
-	return t.queryCalls("list ended calls with held subscription events",
-		`SELECT `+callCols+` FROM calls
-		WHERE state NOT IN ('new', 'dispatched')
-		AND EXISTS (SELECT 1 FROM held_events h WHERE h.thread_id = calls.thread_id AND h.call_id = calls.call_id)
-		ORDER BY created, call_id`)
+	return t.queryCalls("list ended calls with held subscription events", endedHeldCallsSQL)
 }
+
+const endedHeldCallsSQL = `SELECT c.thread_id, c.call_id, c.tool_name, c.arguments, c.toolset, c.endpoint, c.turn_seq, c.state, COALESCE(c.deadline, 0), c.created, c.updated
+	FROM (SELECT DISTINCT thread_id, call_id FROM held_events) h
+	CROSS JOIN calls c ON c.thread_id = h.thread_id AND c.call_id = h.call_id
+	WHERE c.state NOT IN ('new', 'dispatched')
+	ORDER BY c.created, c.call_id`

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -74,4 +75,30 @@ func TestHeldEvents(t *testing.T) {
 	}); err == nil {
 		t.Error("an event was held for a thread that does not exist")
 	}
+}
+
+// The sweep's query looks calls up by key from the held events; it never
+// scans the calls table.
+func TestEndedHeldCallsPlan(t *testing.T) {
+	s, _ := open(t)
+	rows, err := s.writer.Query(`EXPLAIN QUERY PLAN ` + endedHeldCallsSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	for _, d := range plan {
+		if strings.HasPrefix(d, "SCAN c") || d == "SCAN calls" {
+			t.Fatalf("the query scans calls: %v", plan)
+		}
+	}
+	t.Logf("plan: %v", plan)
 }
