@@ -160,37 +160,23 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 		if err != nil {
 			return err
 		}
-		var key string
 		if idemKey != "" {
-			key = "idem:" + threadID + ":" + callID + ":" + idemKey
-			seen, err := tx.SeenKey(key)
+			fresh, err := tx.MarkKeySeen(threadID, "idem:"+threadID+":"+callID+":"+idemKey)
 			if err != nil {
 				return err
 			}
-			if seen {
+			if !fresh {
 				out = callbackOutcome{status: http.StatusOK, msg: "duplicate"}
 				return nil
 			}
 		}
 		out, err = r.applyCallback(tx, call, msg)
-		if err != nil {
+		if err != nil || out.status == http.StatusOK || out.commit {
 			return err
 		}
-		if out.status != http.StatusOK {
-			if out.commit {
-				return nil
-			}
-			// Nothing of a refused message stays, its Idempotency-Key
-			// included: the same message sent again is judged afresh.
-			return errRollback
-		}
-		// The key is remembered only for a message that was taken.
-		if key != "" {
-			if _, err := tx.MarkKeySeen(threadID, key); err != nil {
-				return err
-			}
-		}
-		return nil
+		// Nothing of a refused message stays, its Idempotency-Key
+		// included: the same message sent again is judged afresh.
+		return errRollback
 	})
 	if errors.Is(err, errRollback) {
 		err = nil
@@ -284,8 +270,10 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 			if err := r.applyHeldEvents(tx, call, &fx); err != nil {
 				return callbackOutcome{}, err
 			}
-		} else if err := r.discardHeldEvents(tx, call, "the call ended without confirming a subscription"); err != nil {
-			return callbackOutcome{}, err
+		} else if r.heldSince.Load() {
+			if _, err := r.discardHeldEvents(tx, call, "the call ended without confirming a subscription"); err != nil {
+				return callbackOutcome{}, err
+			}
 		}
 		out, _ := ok("accepted", true)
 		out.fx = &fx

@@ -72,10 +72,11 @@ func gone(msg string) (callbackOutcome, error) {
 // goneDiscarding answers 410 and drops the events still held for call,
 // which can no longer be confirmed; the drop is committed.
 func (r *Runtime) goneDiscarding(tx store.Tx, call store.Call, msg string) (callbackOutcome, error) {
-	if err := r.discardHeldEvents(tx, call, "the call ended without confirming a subscription"); err != nil {
+	n, err := r.discardHeldEvents(tx, call, "the call ended without confirming a subscription")
+	if err != nil {
 		return callbackOutcome{}, err
 	}
-	return callbackOutcome{status: http.StatusGone, msg: msg, commit: true}, nil
+	return callbackOutcome{status: http.StatusGone, msg: msg, commit: n > 0}, nil
 }
 
 // applyEvent handles a subscription event inside the callback's
@@ -188,6 +189,7 @@ func (r *Runtime) holdEvent(tx store.Tx, call store.Call, m *rap.SubscriptionEve
 		return callbackOutcome{status: http.StatusServiceUnavailable, retryAfter: heldRetryAfter,
 			msg: "the runtime holds too many events of unconfirmed subscriptions; send this event again later"}, nil
 	}
+	r.heldSince.Store(true) // before the write: a rollback leaves it true, which is safe
 	if err := tx.HoldEvent(store.HeldEvent{ThreadID: call.ThreadID, CallID: call.CallID, Payload: payload}); err != nil {
 		return callbackOutcome{}, err
 	}
@@ -236,14 +238,15 @@ func (r *Runtime) applyHeldEvents(tx store.Tx, call store.Call, fx *effects) err
 	return nil
 }
 
-// discardHeldEvents drops the events held for call, logging how many.
-func (r *Runtime) discardHeldEvents(tx store.Tx, call store.Call, why string) error {
+// discardHeldEvents drops the events held for call, logging how many, and
+// returns that number.
+func (r *Runtime) discardHeldEvents(tx store.Tx, call store.Call, why string) (int, error) {
 	held, err := tx.TakeHeldEvents(call.ThreadID, call.CallID)
 	if err != nil || len(held) == 0 {
-		return err
+		return 0, err
 	}
 	r.log.Warn("held subscription events discarded (RAP SU-4)", "thread", call.ThreadID, "call_id", call.CallID, "events", len(held), "reason", why)
-	return nil
+	return len(held), nil
 }
 
 // sweepHeldEvents discards the held events of every call that ended
@@ -261,7 +264,7 @@ func (r *Runtime) sweepHeldEvents(tx store.Tx) error {
 			// Not expected: a confirmation applies them at once.
 			why = "the call has a subscription but its held events were left behind"
 		}
-		if err := r.discardHeldEvents(tx, c, why); err != nil {
+		if _, err := r.discardHeldEvents(tx, c, why); err != nil {
 			return err
 		}
 	}

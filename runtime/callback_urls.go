@@ -99,7 +99,7 @@ func (r *Runtime) refuseInteraction(tx store.Tx, call store.Call, problem, model
 	if err != nil {
 		return callbackOutcome{}, err
 	}
-	if err := r.discardHeldEvents(tx, call, "the call ended: "+problem); err != nil {
+	if _, err := r.discardHeldEvents(tx, call, "the call ended: "+problem); err != nil {
 		return callbackOutcome{}, err
 	}
 	out.msg += "; the call is ended with an error result, do not send its tool_result"

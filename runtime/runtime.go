@@ -89,6 +89,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -242,6 +243,10 @@ type Runtime struct {
 	// result, to show to clients that connect later; never stored
 	// (RAP OA-1).
 	authShown map[string]map[string]Event
+	// heldSince is set once this process held a subscription event: only
+	// then may a plain tool_result have held events to discard at once
+	// (events held before a restart are found by sweepHeldEvents).
+	heldSince atomic.Bool
 }
 
 // threadState is the in-memory state of a thread that has a worker.
