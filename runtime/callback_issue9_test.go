@@ -144,6 +144,7 @@ func TestHeldEventsBoundedByCount(t *testing.T) {
 		}
 	}
 	req, _ := http.NewRequest(http.MethodPost, inv.CallbackURL, strings.NewReader(mustJSON(t, ev(MaxHeldEventsPerCall))))
+	req.Header.Set(rap.IdempotencyKeyHeader, "key-of-the-deferred-event")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -153,8 +154,9 @@ func TestHeldEventsBoundedByCount(t *testing.T) {
 		t.Fatalf("event past the bound: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	subscribe(t, e, th, inv)
-	// The sender retries the deferred event; now it is delivered.
-	if status, body := callback(t, inv.CallbackURL, ev(MaxHeldEventsPerCall)); status != http.StatusOK {
+	// The sender retries the deferred event with the same key; the refusal
+	// kept nothing, so it is delivered now, not taken for a duplicate.
+	if status, body := callback(t, inv.CallbackURL, ev(MaxHeldEventsPerCall), rap.IdempotencyKeyHeader, "key-of-the-deferred-event"); status != http.StatusOK || strings.Contains(body, "duplicate") {
 		t.Fatalf("retried event: %d %s", status, body)
 	}
 	h := e.waitHistory(th, "every event", func(h []store.Message) bool { return len(inlineEvents(h)) >= MaxHeldEventsPerCall+1 })
