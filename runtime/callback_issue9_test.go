@@ -53,8 +53,9 @@ func eventChildren(t *testing.T, e *env, th string) []string {
 }
 
 // issue 9 item 1, RAP SU-1, SU-3, SU-5, SU-6: events that arrive while the
-// subscribing call is still pending are held, answered 200, and applied
-// once, in arrival order, when the confirming tool_result arrives: the
+// subscribing call is still pending are held (durably: across a restart),
+// answered 200, and applied once, in arrival order, when the confirming
+// tool_result arrives: the
 // associative ones inline after the result, the others in child threads.
 func TestEarlyEventsHeldUntilSubscriptionConfirmed(t *testing.T) {
 	e, th, inv := pendingCall(t)
@@ -73,6 +74,7 @@ func TestEarlyEventsHeldUntilSubscriptionConfirmed(t *testing.T) {
 	if got := inlineEvents(e.history(th)); len(got) != 0 || len(e.children(th)) != 0 {
 		t.Fatalf("an event was applied before its subscription was confirmed: %v", got)
 	}
+	e.restart() // held durably
 	subscribe(t, e, th, inv)
 	h := e.waitHistory(th, "the held events", func(h []store.Message) bool { return len(inlineEvents(h)) >= 2 })
 	poll(t, "the event's child thread", func() bool { return len(e.children(th)) >= 1 })
