@@ -587,3 +587,37 @@ func TestHeldEventsDiscardedWhenCallEndsOtherwise(t *testing.T) {
 		t.Fatalf("the sweep left %d events", n)
 	}
 }
+
+// issue 9 item 19: the response_url rule in detail: scheme, host and
+// port (a scheme's default port included) of the call's endpoint, or a
+// configured host with any port or one port.
+func TestCheckResponseURL(t *testing.T) {
+	r := &Runtime{cfg: Config{ChoiceResponseHosts: []string{"choices.example", "proxy.example:8443", "[::1]:9000"}}}
+	call := store.Call{Endpoint: "https://Tools.Example/rap/invoke"}
+	for _, c := range []struct {
+		url string
+		ok  bool
+	}{
+		{"https://tools.example/choice?key=1", true},
+		{"https://tools.example:443/choice", true},
+		{"http://tools.example/choice", false}, // port 80, not 443
+		{"https://tools.example:8443/choice", false},
+		{"https://evil.example/choice", false},
+		{"https://tools.example.evil.example/choice", false},
+		{"ftp://tools.example/choice", false},
+		{"javascript:alert(1)", false},
+		{"/choice", false},
+		{"https://choices.example:1234/x", true},
+		{"https://proxy.example:8443/x", true},
+		{"https://proxy.example/x", false},
+		{"http://[::1]:9000/x", true},
+		{"http://[::1]:9001/x", false},
+	} {
+		if got := r.checkResponseURL(call, c.url) == ""; got != c.ok {
+			t.Errorf("%s: allowed = %v, want %v (%s)", c.url, got, c.ok, r.checkResponseURL(call, c.url))
+		}
+	}
+	if p := (&Runtime{}).checkResponseURL(store.Call{}, "https://tools.example/x"); p == "" {
+		t.Error("a call without an endpoint allowed a response_url")
+	}
+}
