@@ -236,11 +236,12 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 						"Cancel one you no longer need with cancel_subscription, then subscribe again.", active)}
 				fx.notices = append(fx.notices, notice{path: rap.CancelToolCallPath, body: rap.CancelToolCallRequest{ThreadID: call.ThreadID, ToolCallID: call.CallID}})
 				r.log.Warn("subscription refused: per-thread limit reached (RAP SU-8)", "thread", call.ThreadID, "call_id", call.CallID, "limit", limit)
-			} else if err := tx.PutSubscription(store.Subscription{ThreadID: call.ThreadID, CallID: call.CallID,
-				ToolName: call.ToolName, State: store.SubscriptionActive}); err != nil {
-				// RAP SU-3: record the call as an active subscription.
-				return callbackOutcome{}, err
 			} else {
+				// RAP SU-3: record the call as an active subscription.
+				if err := tx.PutSubscription(store.Subscription{ThreadID: call.ThreadID, CallID: call.CallID,
+					ToolName: call.ToolName, State: store.SubscriptionActive}); err != nil {
+					return callbackOutcome{}, err
+				}
 				subscribed = true
 			}
 		}
