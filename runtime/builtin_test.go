@@ -371,10 +371,11 @@ func TestSU7CancelSubscription(t *testing.T) {
 	e.idle(th)
 	before := len(e.history(th))
 	status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "late", Associative: true})
-	if status != 200 || !strings.Contains(body, "ignored") {
+	// issue 9 item 7: 410 Gone tells the tool to stop the subscription.
+	if status != http.StatusGone || !strings.Contains(body, "cancelled") {
 		t.Fatalf("event after cancel: %d %s", status, body)
 	}
-	if status, _ := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "late2"}); status != 200 {
+	if status, _ := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "late2"}); status != http.StatusGone {
 		t.Fatal(status)
 	}
 	e.idle(th)
@@ -477,7 +478,7 @@ func TestSU9ClosedThreadAndTC1(t *testing.T) {
 	}
 	before := len(e.history(th))
 	status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "orphan"})
-	if status != 200 || !strings.Contains(body, "ignored") {
+	if status != http.StatusGone || !strings.Contains(body, "closed") { // issue 9 item 7
 		t.Fatalf("event for a closed thread: %d %s", status, body)
 	}
 	e.idle(th)

@@ -10,9 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
-
-	"github.com/google/uuid"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
@@ -77,13 +76,29 @@ type callbackOutcome struct {
 	status int
 	msg    string
 	wake   bool
+	// retryAfter, when positive, is sent as Retry-After (seconds) with a
+	// 503: the tool should send the same message again later.
+	retryAfter int
+	// commit keeps the transaction's writes although status is not 200
+	// (a refused oauth or user_choice that ends its call). Other refusals
+	// are rolled back, so a retry is judged afresh.
+	commit bool
 	// after runs once the transaction committed (to publish events).
 	after func()
 	// fx are effects to apply once the transaction committed.
 	fx *effects
 }
 
+// errRollback makes a callback's transaction roll back without an error.
+var errRollback = errors.New("callback refused: roll back")
+
 // serveCallback is the callback endpoint: POST /rap/callback/{token}.
+//
+// Answers: 200 accepted (or a duplicate, or ignored); 400 an invalid
+// message; 403 a forged token or a body for another call; 404 a call the
+// runtime never had (RAP RE-5); 410 a subscription or thread that ended,
+// or a view of a closed thread; 413 a body over MaxCallbackBytes; 503 with
+// Retry-After when an early event cannot be held now (retry later).
 func (r *Runtime) serveCallback(w http.ResponseWriter, req *http.Request) {
 	threadID, callID, err := r.verifyToken(req.PathValue("token"))
 	if err != nil {
@@ -103,6 +118,9 @@ func (r *Runtime) serveCallback(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	msg, err := rap.DecodeCallback(body)
+	if err == nil {
+		err = fillEventID(msg, body)
+	}
 	if err != nil {
 		// RAP TR-5: the body must be a valid callback message.
 		r.log.Warn("callback refused: invalid body", "thread", threadID, "call_id", callID, "err", err)
@@ -114,6 +132,9 @@ func (r *Runtime) serveCallback(w http.ResponseWriter, req *http.Request) {
 		r.wake(threadID)
 	}
 	if out.status != http.StatusOK {
+		if out.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(out.retryAfter))
+		}
 		writeError(w, out.status, out.msg)
 		return
 	}
@@ -133,7 +154,7 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 		call, err := tx.Call(threadID, callID)
 		if errors.Is(err, store.ErrNotFound) {
 			// RAP RE-5: an unknown (group, id) pair is logged and discarded.
-			out = callbackOutcome{status: http.StatusNotFound, msg: "no such tool call in this thread"}
+			out = callbackOutcome{status: http.StatusNotFound, msg: "no such tool call in this thread; the runtime never had it, do not send it again"}
 			return nil
 		}
 		if err != nil {
@@ -150,8 +171,17 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 			}
 		}
 		out, err = r.applyCallback(tx, call, msg)
-		return err
+		if err != nil || out.status == http.StatusOK || out.commit {
+			return err
+		}
+		// Nothing of a refused message stays, its Idempotency-Key
+		// included: the same message sent again is judged afresh.
+		return errRollback
 	})
+	if errors.Is(err, errRollback) {
+		err = nil
+		out.after, out.fx, out.wake = nil, nil, false
+	}
 	if err != nil {
 		log.Error("callback failed", "err", err)
 		return callbackOutcome{status: http.StatusInternalServerError, msg: "the runtime could not record the callback; retry later"}
@@ -163,8 +193,10 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 	switch {
 	case out.status == http.StatusNotFound:
 		log.Warn("callback discarded: unknown tool call (RAP RE-5)")
+	case out.status == http.StatusServiceUnavailable:
+		log.Warn("callback deferred: the tool is asked to retry", "reason", out.msg, "retry_after", out.retryAfter)
 	case out.status != http.StatusOK:
-		log.Warn("callback refused", "reason", out.msg)
+		log.Warn("callback refused", "status", out.status, "reason", out.msg)
 	default:
 		log.Info("callback received", "outcome", out.msg)
 	}
@@ -190,6 +222,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		res := store.ToolResult{CallID: call.CallID, Name: call.ToolName, Text: m.Text, Content: m.Content,
 			DisplayAs: m.DisplayAs, Subscription: m.Subscription, IsError: strings.HasPrefix(m.ModelText(), "Error:")}
 		var fx effects
+		subscribed := false
 		if m.Subscription {
 			active, err := countActiveSubscriptions(tx, call.ThreadID)
 			if err != nil {
@@ -203,10 +236,13 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 						"Cancel one you no longer need with cancel_subscription, then subscribe again.", active)}
 				fx.notices = append(fx.notices, notice{path: rap.CancelToolCallPath, body: rap.CancelToolCallRequest{ThreadID: call.ThreadID, ToolCallID: call.CallID}})
 				r.log.Warn("subscription refused: per-thread limit reached (RAP SU-8)", "thread", call.ThreadID, "call_id", call.CallID, "limit", limit)
-			} else if err := tx.PutSubscription(store.Subscription{ThreadID: call.ThreadID, CallID: call.CallID,
-				ToolName: call.ToolName, State: store.SubscriptionActive}); err != nil {
+			} else {
 				// RAP SU-3: record the call as an active subscription.
-				return callbackOutcome{}, err
+				if err := tx.PutSubscription(store.Subscription{ThreadID: call.ThreadID, CallID: call.CallID,
+					ToolName: call.ToolName, State: store.SubscriptionActive}); err != nil {
+					return callbackOutcome{}, err
+				}
+				subscribed = true
 			}
 		}
 		payload, err := json.Marshal(res)
@@ -228,58 +264,33 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if !added {
 			return ok("duplicate", false)
 		}
+		// Events that came before this result: applied after it, in
+		// arrival order, when it confirmed the subscription; discarded
+		// otherwise (RAP SU-4). issue 9 item 1.
+		if subscribed {
+			if err := r.applyHeldEvents(tx, call, &fx); err != nil {
+				return callbackOutcome{}, err
+			}
+		} else if r.heldSince.Load() {
+			if _, err := r.discardHeldEvents(tx, call, "the call ended without confirming a subscription"); err != nil {
+				return callbackOutcome{}, err
+			}
+		}
 		out, _ := ok("accepted", true)
 		out.fx = &fx
 		out.after = func() { r.forgetAuth(call.ThreadID, call.CallID) }
 		return out, nil
 	case *rap.SubscriptionEvent:
-		if m.ToolCallID != call.CallID {
-			return callbackOutcome{status: http.StatusForbidden, msg: "tool_call_id does not match the callback URL; send the id of the subscribing invocation"}, nil
-		}
+		return r.applyEvent(tx, call, m)
+	case *rap.ViewUpdate:
 		th, err := tx.Thread(call.ThreadID)
 		if err != nil {
 			return callbackOutcome{}, err
 		}
 		if th.Status == store.ThreadClosed {
-			// RAP SU-9: events for a closed thread are logged and discarded.
-			r.log.Warn("subscription event discarded: the thread is closed (RAP SU-9)", "thread", call.ThreadID, "call_id", call.CallID)
-			return ok("ignored: the thread is closed (RAP SU-9)", false)
+			// issue 9 item 19: a closed thread's views no longer change.
+			return callbackOutcome{status: http.StatusGone, msg: "the thread is closed; its views no longer change, stop sending view_update for it"}, nil
 		}
-		sub, err := tx.Subscription(call.ThreadID, call.CallID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && sub.State != store.SubscriptionActive) {
-			r.log.Warn("subscription event discarded: no active subscription for this call (RAP SU-4)", "thread", call.ThreadID, "call_id", call.CallID)
-			return ok("ignored: no active subscription for this call (RAP SU-4)", false)
-		}
-		if err != nil {
-			return callbackOutcome{}, err
-		}
-		if m.Final {
-			sub.State = store.SubscriptionFinal
-			if err := tx.PutSubscription(sub); err != nil {
-				return callbackOutcome{}, err
-			}
-		}
-		if !m.Associative {
-			// RAP SU-6: a child thread per event; the parent sees only
-			// its report.
-			fx := &effects{}
-			if err := r.spawnEventThread(tx, th, call, m, fx); err != nil {
-				return callbackOutcome{}, err
-			}
-			out, _ := ok("accepted: handled in a child thread", false)
-			out.fx = fx
-			return out, nil
-		}
-		payload, _ := json.Marshal(m)
-		// Events carry no id of their own: each delivery is a new event
-		// unless the sender gives an Idempotency-Key (checked above).
-		added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindSubscriptionEvent, Payload: payload,
-			DedupKey: "event:" + uuid.NewString()})
-		if err != nil {
-			return callbackOutcome{}, err
-		}
-		return ok("accepted", added)
-	case *rap.ViewUpdate:
 		// RAP VU-2: keep the latest content per (thread, view type).
 		if err := tx.PutView(store.View{ThreadID: call.ThreadID, ViewType: m.ViewType, Content: m.Content}); err != nil {
 			return callbackOutcome{}, err
@@ -292,6 +303,12 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 	case *rap.OAuth:
 		if m.ID != call.CallID {
 			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
+		}
+		if problem := checkAuthURL(m.AuthURL); problem != "" {
+			// issue 9 item 19: never show a link that is not http(s).
+			return r.refuseInteraction(tx, call, "auth_url "+problem,
+				fmt.Sprintf("Error: the tool %s asked the user to authorize at a link that is not an http(s) URL, so the runtime refused to show it and ended this call. "+
+					"The tool may be misconfigured; try again later or use another tool.", call.ToolName))
 		}
 		if !call.State.Pending() {
 			return ok("ignored: the call is no longer pending", false)
@@ -318,6 +335,12 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 	case *rap.UserChoice:
 		if m.ID != call.CallID {
 			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
+		}
+		if problem := r.checkResponseURL(call, m.ResponseURL); problem != "" {
+			// issue 9 item 19: answers go only to the tool's own host.
+			return r.refuseInteraction(tx, call, "response_url "+problem,
+				fmt.Sprintf("Error: the tool %s asked the user a question whose answer would go to an address the runtime does not allow, so the question was not shown and this call ended. "+
+					"Try again later or use another tool.", call.ToolName))
 		}
 		if !call.State.Pending() {
 			return ok("ignored: the call is no longer pending", false)

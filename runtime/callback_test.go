@@ -225,13 +225,17 @@ func TestSubscriptionResultAndEvents(t *testing.T) {
 	if sub.State != store.SubscriptionActive || sub.ToolName != "job" {
 		t.Fatalf("subscription = %+v", sub)
 	}
-	for _, ev := range []rap.SubscriptionEvent{
+	for i, ev := range []rap.SubscriptionEvent{
 		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":1}`, Associative: true},
 		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":2}`, Final: true, Associative: true},
 		{GroupID: th, ToolCallID: inv.ID, Text: `{"n":3}`, Associative: true},
 	} {
-		if status, body := callback(t, inv.CallbackURL, ev); status != 200 {
-			t.Fatalf("event: %d %s", status, body)
+		want := http.StatusOK
+		if i == 2 {
+			want = http.StatusGone // issue 9 item 7: after final
+		}
+		if status, body := callback(t, inv.CallbackURL, ev); status != want {
+			t.Fatalf("event %d: %d %s, want %d", i+1, status, body, want)
 		}
 	}
 	h := e.waitHistory(th, "two injected events", func(h []store.Message) bool {

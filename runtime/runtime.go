@@ -89,6 +89,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -187,6 +188,12 @@ type Config struct {
 	// in memory, so that a slice reads only what was added since the
 	// thread's previous slice; zero means 1024, negative turns the cache off.
 	HistoryCacheThreads int
+	// ChoiceResponseHosts lists hosts, besides the tool's own, to which
+	// the runtime may POST a user's answer to a user_choice (RAP UC-2). By
+	// default a response_url must be an http(s) URL on the host and port
+	// of the toolset endpoint the call was dispatched to; an entry "host"
+	// allows every port of host, "host:port" one port.
+	ChoiceResponseHosts []string
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -236,6 +243,10 @@ type Runtime struct {
 	// result, to show to clients that connect later; never stored
 	// (RAP OA-1).
 	authShown map[string]map[string]Event
+	// heldSince is set once this process held a subscription event: only
+	// then may a plain tool_result have held events to discard at once
+	// (events held before a restart are found by sweepHeldEvents).
+	heldSince atomic.Bool
 }
 
 // threadState is the in-memory state of a thread that has a worker.

@@ -272,6 +272,16 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 		if selected != nil && (*selected < 0 || *selected >= len(ch.Choices)) {
 			return fmt.Errorf("%w: selected is %d; give an index from 0 to %d, or dismiss to send the default", ErrBadInput, *selected, len(ch.Choices)-1)
 		}
+		// issue 9 item 19: POST only to the tool's own host (checked when
+		// the choice arrived too; this covers choices stored before).
+		call, err := tx.Call(threadID, callID)
+		if err != nil {
+			return err
+		}
+		if problem := r.checkResponseURL(call, ch.ResponseURL); problem != "" {
+			r.log.Warn("user choice not sent: response_url refused", "thread", threadID, "call_id", callID, "problem", problem)
+			return fmt.Errorf("%w: the tool's response_url %s; the choice is still open", ErrChoiceDelivery, problem)
+		}
 		return nil
 	})
 	if err != nil {

@@ -56,6 +56,7 @@ type Tx interface {
 	Timers
 	ToolsetCache
 	Choices
+	HeldEvents
 }
 
 // ThreadStatus is the lifecycle state of a thread.
@@ -422,4 +423,47 @@ type Choices interface {
 	TakeChoice(threadID, callID string) (Choice, error)
 	// ThreadChoices returns the thread's waiting choices, oldest first.
 	ThreadChoices(threadID string) ([]Choice, error)
+}
+
+// HeldEvent is a subscription event that arrived while its call was still
+// pending, before the tool_result confirming the subscription (RAP SU-1,
+// SU-3). It is applied once the subscription is confirmed, or discarded
+// when the call ends without one.
+type HeldEvent struct {
+	// ID is assigned by HoldEvent and orders the held events of a call in
+	// arrival order.
+	ID       int64  `json:"id"`
+	ThreadID string `json:"thread_id"`
+	CallID   string `json:"call_id"`
+	// Payload is the event as a rap.SubscriptionEvent JSON object.
+	Payload json.RawMessage `json:"payload"`
+	Created time.Time       `json:"created"`
+}
+
+// HeldStats sizes the held events of one call and of the whole store, so
+// the runtime can bound them.
+type HeldStats struct {
+	// Count and Bytes are the number and payload bytes of the call's held
+	// events.
+	Count int
+	Bytes int64
+	// TotalBytes is the payload bytes of every held event in the store.
+	TotalBytes int64
+}
+
+// HeldEvents stores subscription events waiting for their subscription to
+// be confirmed.
+type HeldEvents interface {
+	// HoldEvent appends e to its call's held events.
+	HoldEvent(e HeldEvent) error
+	// HeldEventStats sizes the held events of (thread, call) and of the
+	// whole store.
+	HeldEventStats(threadID, callID string) (HeldStats, error)
+	// TakeHeldEvents returns the held events of (thread, call) in arrival
+	// order and deletes them; none is not an error.
+	TakeHeldEvents(threadID, callID string) ([]HeldEvent, error)
+	// EndedHeldCalls returns the calls that have held events but are no
+	// longer pending (CallState.Pending), oldest first: their events wait
+	// for a confirmation that can no longer come.
+	EndedHeldCalls() ([]Call, error)
 }

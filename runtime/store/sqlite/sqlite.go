@@ -280,6 +280,16 @@ var migrations = []string{
 	`ALTER TABLE threads ADD COLUMN inherit_seq INTEGER NOT NULL DEFAULT 0;`,
 	// 4: a slice reads only its thread's pending calls.
 	`CREATE INDEX calls_thread_state ON calls(thread_id, state);`,
+	// 5: subscription events that arrived before their subscription was
+	// confirmed (held until its tool_result).
+	`CREATE TABLE held_events (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		call_id TEXT NOT NULL,
+		payload TEXT NOT NULL,
+		created INTEGER NOT NULL
+	);
+	CREATE INDEX held_events_call ON held_events(thread_id, call_id, id);`,
 }
 
 // SchemaVersion is the schema version this package writes.
