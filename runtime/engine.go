@@ -195,8 +195,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	}
 	pendingInputs := b.messages()
 	consumed := false
+	placeholder := placeholderFor(authPending, inheritedCalls(threadID, history))
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
-		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholderFor(authPending))
+		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholder)
 		req.System = withThreadLine(req.System, stack)
 		resp, err := r.model.Complete(ctx, req, deltaStream{r: r, threadID: threadID})
 		if err != nil {
@@ -263,10 +264,17 @@ func oauthKey(threadID, callID string) string { return "oauth:" + threadID + ":"
 // authorize its tool (RAP OA-1).
 const authPendingText = "Authorization is in progress: the user was shown a link to authorize this tool. Its result will be added to the conversation once they have; do not call it again meanwhile."
 
-func placeholderFor(authPending map[string]bool) func(callID string) string {
+// placeholderFor returns the placeholder text of each call whose result
+// is missing: an authorization in progress, a call an ancestor thread made
+// before this thread was started from it (its result never comes here:
+// issue 9 item 3), or the default.
+func placeholderFor(authPending map[string]bool, inherited map[string]string) func(callID string) string {
 	return func(callID string) string {
 		if authPending[callID] {
 			return authPendingText
+		}
+		if owner, ok := inherited[callID]; ok {
+			return inheritedCallText(owner)
 		}
 		return pendingResultText
 	}
@@ -423,8 +431,12 @@ func (r *Runtime) decodeBatch(threadID string, items []store.InboxItem, byID map
 			if rep.Final {
 				verb = "Final report"
 			}
+			text := fmt.Sprintf("%s from child thread %s:\n%s", verb, rep.ChildID, rep.Report)
+			if rep.Final && rep.Report == "" {
+				text = shutdownText(rep.ChildID) // closed without a report (issue 9 item 6)
+			}
 			b.events = append(b.events, injectedPair(fmt.Sprintf("report_%d", it.ID), rep.OriginTool, rep.OriginCallID, rep.OriginArgs,
-				fmt.Sprintf("%s from child thread %s:\n%s", verb, rep.ChildID, rep.Report), fmt.Sprintf("report from thread %s", rep.ChildID))...)
+				text, fmt.Sprintf("report from thread %s", rep.ChildID))...)
 		case store.KindWake:
 			b.wake = true
 		default:
