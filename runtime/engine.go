@@ -50,8 +50,8 @@ func (r *Runtime) work(threadID string) {
 
 		progressed, err := r.slice(r.baseCtx, threadID)
 		if err != nil && r.baseCtx.Err() == nil {
-			r.log.Error("slice failed", "thread", threadID, "err", err)
-			r.emit(threadID, EventError, map[string]string{"message": err.Error()})
+			r.log.Error("slice failed", "thread", threadID, "err", r.redact(err.Error()))
+			r.emit(threadID, EventError, r.errorEvent(err))
 		}
 
 		r.mu.Lock()
@@ -199,12 +199,10 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
 		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholder)
 		req.System = withThreadLine(req.System, stack)
-		resp, err := r.model.Complete(ctx, req, deltaStream{r: r, threadID: threadID})
+		resp, err := r.complete(ctx, threadID, req) // bounded in time (issue 9 item 17)
 		if err != nil {
-			if consumed {
-				return true, fmt.Errorf("model %s failed after the turn was saved; send a message to retry: %w", r.model.Name(), err)
-			}
-			return false, fmt.Errorf("model %s failed; your message is kept and is retried with the next message (RAP RT-4): %w", r.model.Name(), err)
+			// The inputs stay queued (RAP RT-4); a durable timer retries.
+			return consumed, r.modelFailed(ctx, threadID, items, consumed, err)
 		}
 		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
 			return r.hist.callIDUsed(threadID, id, history, pending)
@@ -438,7 +436,9 @@ func (r *Runtime) decodeBatch(threadID string, items []store.InboxItem, byID map
 			b.events = append(b.events, injectedPair(fmt.Sprintf("report_%d", it.ID), rep.OriginTool, rep.OriginCallID, rep.OriginArgs,
 				text, fmt.Sprintf("report from thread %s", rep.ChildID))...)
 		case store.KindWake:
-			b.wake = true
+			if wakeAsksCompletion(it.Payload) {
+				b.wake = true
+			}
 		default:
 			r.log.Error("dropping inbox row of unknown kind", "thread", threadID, "inbox_id", it.ID, "kind", it.Kind)
 		}
@@ -628,6 +628,11 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 			}
 		}
 		if b != nil {
+			// The inputs are answered: a retry of an earlier failed
+			// completion of them is moot (issue 9 item 17).
+			if err := tx.DeleteTimer(modelRetryTimerID(threadID)); err != nil {
+				return err
+			}
 			return tx.Consume(b.ids)
 		}
 		return nil

@@ -187,6 +187,20 @@ type Config struct {
 	// in memory, so that a slice reads only what was added since the
 	// thread's previous slice; zero means 1024, negative turns the cache off.
 	HistoryCacheThreads int
+	// ModelIdleTimeout cuts a completion whose answer stream has sent
+	// nothing (no text, no tool-call piece, no keep-alive) for this long;
+	// zero means DefaultModelIdleTimeout (60 s), negative turns it off.
+	// The completion then fails and is retried per ModelRetry.
+	ModelIdleTimeout time.Duration
+	// ModelTimeout bounds one whole completion; zero means
+	// DefaultModelTimeout (10 min), negative turns it off.
+	ModelTimeout time.Duration
+	// ModelRetry sets how a failed completion is retried on its own.
+	ModelRetry ModelRetryPolicy
+	// Secrets are values the runtime knows are secret (API keys, tokens):
+	// each is replaced by "[redacted]" in the model errors it logs and
+	// sends to clients. Values shorter than 8 bytes are not masked.
+	Secrets []string
 }
 
 // NewTransport returns the HTTP transport the runtime uses when

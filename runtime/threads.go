@@ -128,6 +128,11 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 			if err := tx.DeleteTimer(tm.ID); err != nil {
 				return err
 			}
+			if tm.Kind == timerModelRetry {
+				var err error
+				wake, err = r.fireModelRetry(tx, tm) // issue 9 item 17
+				return err
+			}
 			if tm.Kind != timerSleep {
 				r.log.Error("dropping a timer of unknown kind", "timer", tm.ID, "kind", tm.Kind)
 				return nil
