@@ -96,7 +96,7 @@ func TestSIGKILLWhileModelCallRetries(t *testing.T) {
 	// The first completion fails and the runtime schedules its retry
 	// (it logs the failure once the timer is saved).
 	waitUntil(t, 30*time.Second, "the first failure and its scheduled retry", func() bool {
-		return strings.Contains(tail(logPath), "retries in")
+		return strings.Contains(tail(logPath), "slice failed") // logged once the retry timer is saved
 	})
 	proc.kill()
 	failedBefore, answered := llm.state()
