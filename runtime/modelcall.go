@@ -261,8 +261,7 @@ func (r *Runtime) modelFailed(ctx context.Context, threadID string, items []stor
 }
 
 // fireModelRetry handles a due retry timer inside fireTimers' transaction:
-// it queues the timer's marker as a wake-up row of the thread, once per
-// attempt. It reports whether the thread must be woken.
+// it queues the timer's marker as a wake-up row of the thread, once. It reports whether the thread must be woken.
 func (r *Runtime) fireModelRetry(tx store.Tx, tm store.Timer) (bool, error) {
 	var m retryMarker
 	if err := json.Unmarshal(tm.Payload, &m); err != nil {
@@ -276,8 +275,10 @@ func (r *Runtime) fireModelRetry(tx store.Tx, tm store.Timer) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// Dedup keys are remembered for ever, and a later failure may retry an
+	// attempt with the same number: the timer's due time tells them apart.
 	return tx.Enqueue(store.InboxItem{ThreadID: tm.ThreadID, Kind: store.KindWake, Payload: tm.Payload,
-		DedupKey: fmt.Sprintf("model-retry:%s:%d", tm.ThreadID, m.Attempt)})
+		DedupKey: fmt.Sprintf("model-retry:%s:%d:%d", tm.ThreadID, m.Attempt, tm.Due.UnixNano())})
 }
 
 // errorEvent is the data of the "error" event of a failed slice: its

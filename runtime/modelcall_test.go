@@ -144,6 +144,14 @@ func TestModelFailureRetriedOnItsOwn(t *testing.T) {
 	if n := len(e.model.requests()); n != 3 {
 		t.Fatalf("%d completions; want 3 (two failures, one answer)", n)
 	}
+	// A later failure of the same thread is retried too.
+	f.fails.Store(2)
+	e.post(th, "again")
+	e.waitHistory(th, "the second answer", func(h []store.Message) bool { return countAssistant(h, "hello back") == 2 })
+	e.idle(th)
+	if h = e.history(th); len(h) != 4 || h[2].Text != "again" {
+		t.Fatalf("history = %s; want the second message once, then its answer once", dump(h))
+	}
 	// Nothing is left to fire.
 	var pending bool
 	e.st.View(context.Background(), func(tx store.Tx) error {
