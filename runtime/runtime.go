@@ -25,8 +25,10 @@
 // A call to an unknown tool or with arguments that fail the tool's input
 // schema is not dispatched: it gets an error result at once, and when no
 // call of the turn was dispatched the completion runs again in the same
-// slice. If the model fails, nothing is consumed: the batch stays in the
-// inbox and is retried with the next message (RAP RT-4).
+// slice. If the model fails (or hangs past Config.ModelIdleTimeout or
+// Config.ModelTimeout), nothing is consumed: the batch stays in the inbox
+// (RAP RT-4) and a durable timer retries it with backoff, up to
+// Config.ModelRetry.Attempts times; after that the next message retries it.
 //
 // A batch made only of tool results while other calls of the same turn are
 // still pending is appended without a completion: the model is asked once
