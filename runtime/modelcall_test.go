@@ -222,3 +222,44 @@ func TestModelErrorSecretsMasked(t *testing.T) {
 		t.Fatalf("a secret reached the log, or the failure was not logged:\n%s", logs)
 	}
 }
+
+// failingFn is a function model whose completions fail while fail says so.
+type failingFn struct {
+	fnModel
+	fail func(n int64) bool
+	n    atomic.Int64
+}
+
+func (f *failingFn) Complete(ctx context.Context, req model.Request, s model.Stream) (*model.Response, error) {
+	if f.fail(f.n.Add(1)) {
+		return nil, errors.New("model unavailable (HTTP 503)")
+	}
+	return f.fnModel.Complete(ctx, req, s)
+}
+
+// issue 9 item 17: a completion that fails after the slice already saved
+// its inputs (the model ran again after a refused call, RAP BT-7) is
+// retried on its own too: the retry asks the model to go on without any
+// new input.
+func TestModelFailureAfterSavedTurnRetried(t *testing.T) {
+	f := &failingFn{fail: func(n int64) bool { return n == 2 }}
+	f.fn = func(req model.Request) *model.Response {
+		if in := inputOfReq(req); in.resultName == "no_such_tool" {
+			return &model.Response{Text: "recovered"}
+		}
+		return &model.Response{ToolCalls: []model.ToolCall{toolCall("no_such_tool", map[string]any{})}}
+	}
+	e := newEnv(t, envOptions{model: f, tweak: func(c *Config) {
+		c.ModelRetry = ModelRetryPolicy{Initial: 20 * time.Millisecond}
+	}})
+	th := e.newThread()
+	e.post(th, "hi")
+	h := e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "recovered") })
+	e.idle(th)
+	if h = e.history(th); len(h) != 4 || h[0].Text != "hi" || countResults(h, "there is no tool") != 1 {
+		t.Fatalf("history = %s; want the message, the refused call and its error result, then the answer, once each", dump(h))
+	}
+	if n := f.n.Load(); n != 3 {
+		t.Fatalf("%d completions; want 3 (the call, the failure, the retried answer)", n)
+	}
+}
