@@ -127,3 +127,23 @@ type Provider interface {
 	// returns: the runtime reuses the array of req.Messages.
 	Complete(ctx context.Context, req Request, s Stream) (*Response, error)
 }
+
+// ActivityStream is a Stream that also wants to hear of every event the
+// provider receives from the model's API (text, tool-call pieces,
+// keep-alive pings), so that its caller can tell a slow answer that is
+// still streaming from a connection that hung. Providers report events
+// with Activity.
+type ActivityStream interface {
+	Stream
+	// Activity is called for each event received, before its content is
+	// processed.
+	Activity()
+}
+
+// Activity tells s that an event arrived, if s is an ActivityStream.
+// Providers call it once per event received.
+func Activity(s Stream) {
+	if a, ok := s.(ActivityStream); ok {
+		a.Activity()
+	}
+}

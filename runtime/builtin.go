@@ -262,22 +262,34 @@ func (r *Runtime) execBuiltin(tx store.Tx, th store.Thread, c store.ToolCall, fx
 			}
 			target = t
 		}
+		if target.ParentID == "" {
+			// issue 9 item 6: the conversation the user started is theirs
+			// to end.
+			return fail("thread %s is the root thread; root threads are closed by the user (through the client API), not with close_thread. "+
+				"To end your turn, answer the user; to wait, call %s", target.ID, BuiltinSleepUntilEventOrUser)
+		}
 		if target.Status == store.ThreadClosed {
 			return done(fmt.Sprintf("Thread %s was already closed.", target.ID))
 		}
+		reported := false
 		if a.ReportToParent != nil && strings.TrimSpace(*a.ReportToParent) != "" {
-			if target.ParentID == "" {
-				return fail("thread %s is a root thread; it has no parent to report to. Call close_thread without report_to_parent", target.ID)
-			}
 			if len(*a.ReportToParent) > maxBuiltinText {
 				return fail("report_to_parent is longer than %d bytes", maxBuiltinText)
 			}
 			if _, err := r.report(tx, target, c.ID, *a.ReportToParent, true, fx); err != nil {
 				return res, false, err
 			}
+			reported = true
 		}
 		if err := r.closeThreadTx(tx, target, fx); err != nil {
 			return res, false, err
+		}
+		if !reported && target.ID == th.ID {
+			// A parent that closes its child knows; a child that closes
+			// itself tells its parent (issue 9 item 6).
+			if err := r.reportShutdown(tx, target, fx); err != nil {
+				return res, false, err
+			}
 		}
 		if target.ID == th.ID {
 			fx.stop = true
@@ -393,6 +405,29 @@ func (r *Runtime) report(tx store.Tx, child store.Thread, callID, text string, f
 	}
 	fx.wake = append(fx.wake, parent.ID)
 	return true, nil
+}
+
+// shutdownReportKey is the call id part of the dedup key of the notice a
+// child's parent gets when the child closed without a report.
+const shutdownReportKey = "shutdown"
+
+// reportShutdown tells the parent of a thread made by spawn_thread that it
+// closed without a final report, so the parent does not wait for one
+// (issue 9 item 6). The notice is a final report with no text; see
+// decodeBatch. Children made for subscription events close without a
+// report when there is nothing to say, so their parents are not woken.
+func (r *Runtime) reportShutdown(tx store.Tx, th store.Thread, fx *effects) error {
+	if th.ParentID == "" || th.OriginTool != BuiltinSpawnThread {
+		return nil
+	}
+	_, err := r.report(tx, th, shutdownReportKey, "", true, fx)
+	return err
+}
+
+// shutdownText is what a parent sees when its spawned child closed without
+// a final report.
+func shutdownText(childID string) string {
+	return fmt.Sprintf("Child thread %s has shut down without a report: it will send nothing more and takes no messages.", childID)
 }
 
 // closeThreadTx closes a thread: it receives nothing more, its pending calls

@@ -217,8 +217,11 @@ func TestBT2SpawnThreadReportAndClose(t *testing.T) {
 			spawnID = c.ID
 		}
 	}
+	// The child reported, then closed without a final report: the parent
+	// hears it shut down too (issue 9 item 6).
+	h = e.waitHistory(root, "the shutdown notice", func(h []store.Message) bool { _, ir := injected(h); return len(ir) == 2 })
 	ic, ir := injected(h)
-	if len(ir) != 1 || !strings.Contains(ir[0].Text, "there are 42 words") ||
+	if len(ir) != 2 || !strings.Contains(ir[0].Text, "there are 42 words") || !strings.Contains(ir[1].Text, "has shut down without a report") ||
 		!strings.Contains(string(ic[0].Arguments), `"original_tool_name":"spawn_thread"`) ||
 		!strings.Contains(string(ic[0].Arguments), `"original_tool_call_id":"`+spawnID+`"`) {
 		t.Fatalf("report in the parent: %+v %+v", ic, ir)

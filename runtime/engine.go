@@ -50,8 +50,8 @@ func (r *Runtime) work(threadID string) {
 
 		progressed, err := r.slice(r.baseCtx, threadID)
 		if err != nil && r.baseCtx.Err() == nil {
-			r.log.Error("slice failed", "thread", threadID, "err", err)
-			r.emit(threadID, EventError, map[string]string{"message": err.Error()})
+			r.log.Error("slice failed", "thread", threadID, "err", r.redact(err.Error()))
+			r.emit(threadID, EventError, r.errorEvent(err))
 		}
 
 		r.mu.Lock()
@@ -195,15 +195,14 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	}
 	pendingInputs := b.messages()
 	consumed := false
+	placeholder := placeholderFor(authPending, inheritedCalls(threadID, history))
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
-		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholderFor(authPending))
+		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholder)
 		req.System = withThreadLine(req.System, stack)
-		resp, err := r.model.Complete(ctx, req, deltaStream{r: r, threadID: threadID})
+		resp, err := r.complete(ctx, threadID, req) // bounded in time (issue 9 item 17)
 		if err != nil {
-			if consumed {
-				return true, fmt.Errorf("model %s failed after the turn was saved; send a message to retry: %w", r.model.Name(), err)
-			}
-			return false, fmt.Errorf("model %s failed; your message is kept and is retried with the next message (RAP RT-4): %w", r.model.Name(), err)
+			// The inputs stay queued (RAP RT-4); a durable timer retries.
+			return consumed, r.modelFailed(ctx, threadID, items, consumed, err)
 		}
 		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
 			return r.hist.callIDUsed(threadID, id, history, pending)
@@ -263,10 +262,17 @@ func oauthKey(threadID, callID string) string { return "oauth:" + threadID + ":"
 // authorize its tool (RAP OA-1).
 const authPendingText = "Authorization is in progress: the user was shown a link to authorize this tool. Its result will be added to the conversation once they have; do not call it again meanwhile."
 
-func placeholderFor(authPending map[string]bool) func(callID string) string {
+// placeholderFor returns the placeholder text of each call whose result
+// is missing: an authorization in progress, a call an ancestor thread made
+// before this thread was started from it (its result never comes here:
+// issue 9 item 3), or the default.
+func placeholderFor(authPending map[string]bool, inherited map[string]string) func(callID string) string {
 	return func(callID string) string {
 		if authPending[callID] {
 			return authPendingText
+		}
+		if owner, ok := inherited[callID]; ok {
+			return inheritedCallText(owner)
 		}
 		return pendingResultText
 	}
@@ -423,10 +429,16 @@ func (r *Runtime) decodeBatch(threadID string, items []store.InboxItem, byID map
 			if rep.Final {
 				verb = "Final report"
 			}
+			text := fmt.Sprintf("%s from child thread %s:\n%s", verb, rep.ChildID, rep.Report)
+			if rep.Final && rep.Report == "" {
+				text = shutdownText(rep.ChildID) // closed without a report (issue 9 item 6)
+			}
 			b.events = append(b.events, injectedPair(fmt.Sprintf("report_%d", it.ID), rep.OriginTool, rep.OriginCallID, rep.OriginArgs,
-				fmt.Sprintf("%s from child thread %s:\n%s", verb, rep.ChildID, rep.Report), fmt.Sprintf("report from thread %s", rep.ChildID))...)
+				text, fmt.Sprintf("report from thread %s", rep.ChildID))...)
 		case store.KindWake:
-			b.wake = true
+			if wakeAsksCompletion(it.Payload) {
+				b.wake = true
+			}
 		default:
 			r.log.Error("dropping inbox row of unknown kind", "thread", threadID, "inbox_id", it.ID, "kind", it.Kind)
 		}
@@ -616,6 +628,11 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 			}
 		}
 		if b != nil {
+			// The inputs are answered: a retry of an earlier failed
+			// completion of them is moot (issue 9 item 17).
+			if err := tx.DeleteTimer(modelRetryTimerID(threadID)); err != nil {
+				return err
+			}
 			return tx.Consume(b.ids)
 		}
 		return nil

@@ -200,8 +200,8 @@ func TestArrangeFromSettledPrefix(t *testing.T) {
 				}
 			}
 			hist := joined{h[:k:k], more}
-			want := arrangeHistoryWith(hist, images, placeholderFor(auth))
-			got, next := arrangeFrom(hist, images, placeholderFor(auth), prev)
+			want := arrangeHistoryWith(hist, images, placeholderFor(auth, nil))
+			got, next := arrangeFrom(hist, images, placeholderFor(auth, nil), prev)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d, %d saved + %d new messages:\nfrom the settled prefix %s\nfrom the start         %s",
 					seed, k, len(more), render(got), render(want))

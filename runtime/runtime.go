@@ -25,8 +25,10 @@
 // A call to an unknown tool or with arguments that fail the tool's input
 // schema is not dispatched: it gets an error result at once, and when no
 // call of the turn was dispatched the completion runs again in the same
-// slice. If the model fails, nothing is consumed: the batch stays in the
-// inbox and is retried with the next message (RAP RT-4).
+// slice. If the model fails (or hangs past Config.ModelIdleTimeout or
+// Config.ModelTimeout), nothing is consumed: the batch stays in the inbox
+// (RAP RT-4) and a durable timer retries it with backoff, up to
+// Config.ModelRetry.Attempts times; after that the next message retries it.
 //
 // A batch made only of tool results while other calls of the same turn are
 // still pending is appended without a completion: the model is asked once
@@ -194,6 +196,20 @@ type Config struct {
 	// of the toolset endpoint the call was dispatched to; an entry "host"
 	// allows every port of host, "host:port" one port.
 	ChoiceResponseHosts []string
+	// ModelIdleTimeout cuts a completion whose answer stream has sent
+	// nothing (no text, no tool-call piece, no keep-alive) for this long;
+	// zero means DefaultModelIdleTimeout (60 s), negative turns it off.
+	// The completion then fails and is retried per ModelRetry.
+	ModelIdleTimeout time.Duration
+	// ModelTimeout bounds one whole completion; zero means
+	// DefaultModelTimeout (10 min), negative turns it off.
+	ModelTimeout time.Duration
+	// ModelRetry sets how a failed completion is retried on its own.
+	ModelRetry ModelRetryPolicy
+	// Secrets are values the runtime knows are secret (API keys, tokens):
+	// each is replaced by "[redacted]" in the model errors it logs and
+	// sends to clients. Values shorter than 8 bytes are not masked.
+	Secrets []string
 }
 
 // NewTransport returns the HTTP transport the runtime uses when

@@ -128,6 +128,11 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 			if err := tx.DeleteTimer(tm.ID); err != nil {
 				return err
 			}
+			if tm.Kind == timerModelRetry {
+				var err error
+				wake, err = r.fireModelRetry(tx, tm) // issue 9 item 17
+				return err
+			}
 			if tm.Kind != timerSleep {
 				r.log.Error("dropping a timer of unknown kind", "timer", tm.ID, "kind", tm.Kind)
 				return nil
@@ -163,6 +168,35 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 			r.wake(tm.ThreadID)
 		}
 	}
+}
+
+// inheritedCalls maps the id of every call in the part of a child thread's
+// history inherited from its ancestors to the thread that made it. Such a
+// call's result, if it ever comes, goes to that thread's history, never to
+// the child's (issue 9 item 3). A root thread has none.
+func inheritedCalls(threadID string, history []store.Message) map[string]string {
+	var out map[string]string
+	for i := range history {
+		m := &history[i]
+		if m.ThreadID == threadID || m.ThreadID == "" {
+			break // the thread's own messages follow the inherited ones
+		}
+		for _, c := range m.ToolCalls {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[c.ID] = m.ThreadID
+		}
+	}
+	return out
+}
+
+// inheritedCallText is the placeholder result, in a child thread, of a
+// call its ancestor made that had no result when the child was started:
+// the child's model must not wait for it (issue 9 item 3).
+func inheritedCallText(owner string) string {
+	return fmt.Sprintf("This call belongs to thread %s, from which this thread was started. Its result goes to that thread and will never arrive here: "+
+		"do not wait for it. If you need it, call the tool again in this thread.", owner)
 }
 
 // eventThreadNote is the instruction a thread spawned for a subscription
@@ -215,7 +249,10 @@ func (r *Runtime) CloseThread(ctx context.Context, threadID string) error {
 		if th.Status == store.ThreadClosed {
 			return nil
 		}
-		return r.closeThreadTx(tx, th, fx)
+		if err := r.closeThreadTx(tx, th, fx); err != nil {
+			return err
+		}
+		return r.reportShutdown(tx, th, fx) // issue 9 item 6
 	})
 	if err != nil {
 		return err

@@ -129,6 +129,10 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		DefaultToolTimeout:        s.ToolTimeout,
 		MaxSubscriptionsPerThread: s.MaxSubscriptions,
 		DisplayText:               displayText,
+		ModelIdleTimeout:          s.ModelIdleTimeout,
+		ModelTimeout:              s.ModelTimeout,
+		ModelRetry:                runtime.ModelRetryPolicy{Initial: s.ModelRetryBackoff, Attempts: s.ModelAttempts},
+		Secrets:                   knownSecrets(s),
 	})
 	if err != nil {
 		return err
@@ -234,4 +238,11 @@ func displayText(toolName, script string, args json.RawMessage) string {
 	ctx, cancel := context.WithTimeout(context.Background(), displayRenderTimeout)
 	defer cancel()
 	return display.Render(ctx, toolName, script, args)
+}
+
+// knownSecrets are the secrets the runtime masks in the model errors it
+// logs and relays to clients (issue 9 item 19): the client and tool
+// tokens and the model providers' API keys.
+func knownSecrets(s config.Settings) []string {
+	return []string{s.Token, s.ToolToken, getenvOS("ANTHROPIC_API_KEY"), getenvOS("OPENAI_API_KEY")}
 }

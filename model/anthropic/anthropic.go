@@ -67,6 +67,7 @@ type Options struct {
 // Provider is a model.Provider backed by the Anthropic Messages API. It is
 // safe for concurrent use.
 type Provider struct {
+	key       string // masked in every error (issue 9 item 19)
 	model     string
 	maxTokens int
 	images    bool
@@ -100,6 +101,7 @@ func New(opts Options) (*Provider, error) {
 		return nil, fmt.Errorf("anthropic: MaxTokens is %d: use a positive number, or 0 for the default %d", opts.MaxTokens, DefaultMaxTokens)
 	}
 	p := &Provider{
+		key:       key,
 		model:     opts.Model,
 		maxTokens: opts.MaxTokens,
 		images:    true,
@@ -137,10 +139,12 @@ func (p *Provider) SupportsImages() bool { return p.images }
 // they arrive; the returned Response holds the whole assistant turn.
 // StopReason is the API's own value ("end_turn", "tool_use", "max_tokens",
 // ...).
-func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (*model.Response, error) {
-	params, err := p.params(req)
-	if err != nil {
-		return nil, err
+func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
+	// An error body may echo the API key: never pass it on (issue 9 item 19).
+	defer func() { err = model.RedactError(err, p.key) }()
+	params, perr := p.params(req)
+	if perr != nil {
+		return nil, perr
 	}
 	stream := p.messages.NewStreaming(ctx, params)
 	defer stream.Close()
@@ -150,6 +154,7 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 		finished bool
 	)
 	for stream.Next() {
+		model.Activity(s)
 		ev := stream.Current()
 		if ev.Type == "message_stop" {
 			finished = true

@@ -85,6 +85,7 @@ type Options struct {
 // Provider is a model.Provider backed by a Chat Completions endpoint. It is
 // safe for concurrent use.
 type Provider struct {
+	key       string // masked in every error (issue 9 item 19)
 	model     string
 	maxTokens int
 	images    bool
@@ -124,7 +125,7 @@ func New(opts Options) (*Provider, error) {
 	if opts.MaxTokens < 0 {
 		return nil, fmt.Errorf("openai: MaxTokens is %d: use a positive number, or 0 for the default %d", opts.MaxTokens, DefaultMaxTokens)
 	}
-	p := &Provider{model: opts.Model, maxTokens: opts.MaxTokens, baseURL: base, public: public}
+	p := &Provider{key: key, model: opts.Model, maxTokens: opts.MaxTokens, baseURL: base, public: public}
 	if p.model == "" {
 		p.model = DefaultModel
 	}
@@ -160,16 +161,19 @@ func (p *Provider) SupportsImages() bool { return p.images }
 // StopReason uses the vocabulary of the other providers: "end_turn" (the
 // API's "stop"), "tool_use" ("tool_calls"), "max_tokens" ("length"); other
 // finish reasons pass through unchanged.
-func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (*model.Response, error) {
-	params, err := p.params(req)
-	if err != nil {
-		return nil, err
+func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
+	// An error body may echo the API key: never pass it on (issue 9 item 19).
+	defer func() { err = model.RedactError(err, p.key) }()
+	params, perr := p.params(req)
+	if perr != nil {
+		return nil, perr
 	}
 	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
 	defer stream.Close()
 
 	acc := accumulator{names: toolNames(req)}
 	for stream.Next() {
+		model.Activity(s)
 		if err := acc.add(stream.Current(), s); err != nil {
 			return nil, fmt.Errorf("openai: %s: %w", p.model, err)
 		}

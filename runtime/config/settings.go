@@ -30,6 +30,19 @@ const (
 	// EnvMaxSubscriptions is the most active subscriptions one thread may
 	// have (RAP SU-8); 0 = the runtime's default.
 	EnvMaxSubscriptions = "RAP_MAX_SUBSCRIPTIONS"
+	// EnvModelIdleTimeout cuts a completion whose stream sends nothing for
+	// this long (Go duration); 0 = the runtime's default (60s).
+	EnvModelIdleTimeout = "RAP_MODEL_IDLE_TIMEOUT"
+	// EnvModelTimeout bounds one completion (Go duration); 0 = the
+	// runtime's default (10m).
+	EnvModelTimeout = "RAP_MODEL_TIMEOUT"
+	// EnvModelAttempts is how many times one input is tried with the model
+	// before the thread waits for the next message; 0 = the default (5).
+	EnvModelAttempts = "RAP_MODEL_ATTEMPTS"
+	// EnvModelRetryBackoff is the wait before the first automatic retry of
+	// a failed completion, doubled for each next one (Go duration); 0 =
+	// the runtime's default (5s).
+	EnvModelRetryBackoff = "RAP_MODEL_RETRY_BACKOFF"
 )
 
 // MaxSubscriptionsLimit is the largest accepted MaxSubscriptions: a bound
@@ -73,6 +86,14 @@ type Settings struct {
 	// (runtime.DefaultMaxSubscriptionsPerThread). It maps to
 	// runtime.Config.MaxSubscriptionsPerThread.
 	MaxSubscriptions int
+	// ModelIdleTimeout, ModelTimeout, ModelAttempts and ModelRetryBackoff
+	// map to runtime.Config.ModelIdleTimeout, ModelTimeout,
+	// ModelRetry.Attempts and ModelRetry.Initial; zero means the
+	// runtime's default.
+	ModelIdleTimeout  time.Duration
+	ModelTimeout      time.Duration
+	ModelAttempts     int
+	ModelRetryBackoff time.Duration
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -124,6 +145,25 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.ToolTimeout = d
 	}
+	for _, d := range []struct {
+		dst  *time.Duration
+		name string
+	}{{&s.ModelIdleTimeout, EnvModelIdleTimeout}, {&s.ModelTimeout, EnvModelTimeout}, {&s.ModelRetryBackoff, EnvModelRetryBackoff}} {
+		if v := getenv(d.name); v != "" {
+			n, err := time.ParseDuration(v)
+			if err != nil || n < 0 {
+				return s, fmt.Errorf("%s=%q: want a non-negative Go duration such as 90s or 5m (0 for the default)", d.name, v)
+			}
+			*d.dst = n
+		}
+	}
+	if v := getenv(EnvModelAttempts); v != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return s, fmt.Errorf("%s=%q: want a whole number, 1 or more (or 0 for the default)", EnvModelAttempts, v)
+		}
+		s.ModelAttempts = n
+	}
 	if v := getenv(EnvMaxSubscriptions); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 || n > MaxSubscriptionsLimit {
@@ -148,6 +188,10 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log `LEVEL`: debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.StringVar(&s.System, "system", s.System, "system `PROMPT` for the model (env "+EnvSystem+")")
 	fs.DurationVar(&s.ToolTimeout, "tool-timeout", s.ToolTimeout, "default per-tool `TIMEOUT` after which a pending call gets an error result; 0 = none (env "+EnvToolTimeout+")")
+	fs.DurationVar(&s.ModelIdleTimeout, "model-idle-timeout", s.ModelIdleTimeout, "cut a completion whose stream sends nothing for `D`; 0 = 60s (env "+EnvModelIdleTimeout+")")
+	fs.DurationVar(&s.ModelTimeout, "model-timeout", s.ModelTimeout, "cut a completion that lasts longer than `D`; 0 = 10m (env "+EnvModelTimeout+")")
+	fs.IntVar(&s.ModelAttempts, "model-attempts", s.ModelAttempts, "try one input with the model `N` times, retrying on its own, before waiting for the next message; 0 = 5 (env "+EnvModelAttempts+")")
+	fs.DurationVar(&s.ModelRetryBackoff, "model-retry-backoff", s.ModelRetryBackoff, "wait `D` before the first automatic retry of a failed completion, doubling each time; 0 = 5s (env "+EnvModelRetryBackoff+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
@@ -174,6 +218,10 @@ func (s *Settings) Check() error {
 	}
 	if s.ToolTimeout < 0 {
 		return fmt.Errorf("tool timeout %v: must not be negative", s.ToolTimeout)
+	}
+	if s.ModelIdleTimeout < 0 || s.ModelTimeout < 0 || s.ModelRetryBackoff < 0 || s.ModelAttempts < 0 {
+		return fmt.Errorf("model limits (idle timeout %v, timeout %v, retry backoff %v, attempts %d) must not be negative; use 0 for the defaults",
+			s.ModelIdleTimeout, s.ModelTimeout, s.ModelRetryBackoff, s.ModelAttempts)
 	}
 	if s.MaxSubscriptions < 0 || s.MaxSubscriptions > MaxSubscriptionsLimit {
 		return fmt.Errorf("max subscriptions %d: want a number from 1 to %d, or 0 for the default; pass --max-subscriptions N or set %s", s.MaxSubscriptions, MaxSubscriptionsLimit, EnvMaxSubscriptions)
@@ -258,6 +306,10 @@ func (s Settings) LogValue() slog.Value {
 		slog.Int("system_prompt_chars", len(s.System)),
 		slog.Duration("tool_timeout", s.ToolTimeout),
 		slog.Int("max_subscriptions", s.MaxSubscriptions),
+		slog.Duration("model_idle_timeout", s.ModelIdleTimeout),
+		slog.Duration("model_timeout", s.ModelTimeout),
+		slog.Int("model_attempts", s.ModelAttempts),
+		slog.Duration("model_retry_backoff", s.ModelRetryBackoff),
 	)
 }
 

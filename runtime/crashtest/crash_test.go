@@ -131,12 +131,19 @@ type serveProcess struct {
 // prints its URL, which it returns.
 func startServe(t *testing.T, bin, listen, dataDir, cfg, scriptPath, logPath string) (*serveProcess, string) {
 	t.Helper()
+	return startServeWith(t, bin, listen, dataDir, cfg, "scripted:"+scriptPath, nil, logPath)
+}
+
+// startServeWith is startServe with any model and extra environment
+// variables (NAME=value).
+func startServeWith(t *testing.T, bin, listen, dataDir, cfg, modelSpec string, env []string, logPath string) (*serveProcess, string) {
+	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--listen", listen, "--data-dir", dataDir, "--config", cfg, "--model", "scripted:"+scriptPath, "--log-level", "warn")
-	cmd.Env = append(os.Environ(), "RAP_TOKEN=", "RAP_PUBLIC_URL=", "RAP_TOOL_TOKEN=")
+	cmd := exec.Command(bin, "serve", "--listen", listen, "--data-dir", dataDir, "--config", cfg, "--model", modelSpec, "--log-level", "warn")
+	cmd.Env = append(append(os.Environ(), "RAP_TOKEN=", "RAP_PUBLIC_URL=", "RAP_TOOL_TOKEN="), env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout = pw
 	cmd.Stderr = logf

@@ -1,0 +1,301 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// Model calls (issue 9 items 17 and 19): every completion runs under an
+// idle timeout between stream events and an overall limit, so a hung
+// provider never holds its thread; a failed completion is retried on its
+// own, with backoff, through a durable timer, while its inputs stay queued
+// (RAP RT-4); and errors are stripped of every configured secret before
+// they reach logs or clients.
+
+// Defaults of the model call limits.
+const (
+	// DefaultModelIdleTimeout is Config.ModelIdleTimeout when zero.
+	DefaultModelIdleTimeout = 60 * time.Second
+	// DefaultModelTimeout is Config.ModelTimeout when zero.
+	DefaultModelTimeout = 10 * time.Minute
+)
+
+// ErrModelIdle is wrapped by the error of a completion cut because its
+// stream sent nothing for Config.ModelIdleTimeout.
+var ErrModelIdle = errors.New("the model's answer stream sent nothing for too long")
+
+// ErrModelTimeout is wrapped by the error of a completion cut because it
+// ran longer than Config.ModelTimeout.
+var ErrModelTimeout = errors.New("the model's answer took too long")
+
+// ModelRetryPolicy sets how the runtime retries a failed completion on its
+// own. The thread's inputs stay queued meanwhile (RAP RT-4) and the retry
+// waits on a durable timer, so it survives a restart. The n-th retry waits
+// min(Max, Initial·2ⁿ⁻¹). A new user message starts the count again.
+type ModelRetryPolicy struct {
+	// Initial is the first backoff; zero means 5 s.
+	Initial time.Duration
+	// Max caps each backoff; zero means 2 min.
+	Max time.Duration
+	// Attempts is the number of completions tried for the same inputs,
+	// the first included; zero means 5, and 1 turns automatic retries off.
+	// After the last one the thread reports the error to clients (an
+	// "error" event with "final": true) and waits for the next message.
+	Attempts int
+}
+
+func (p ModelRetryPolicy) withDefaults() ModelRetryPolicy {
+	if p.Initial <= 0 {
+		p.Initial = 5 * time.Second
+	}
+	if p.Max <= 0 {
+		p.Max = 2 * time.Minute
+	}
+	if p.Attempts <= 0 {
+		p.Attempts = 5
+	}
+	return p
+}
+
+// backoff is the wait before the attempt after attempt n (n ≥ 1).
+func (p ModelRetryPolicy) backoff(n int) time.Duration {
+	d := p.Initial
+	for i := 1; i < n && d < p.Max; i++ {
+		d *= 2
+	}
+	return min(d, p.Max)
+}
+
+func (r *Runtime) modelIdleTimeout() time.Duration {
+	switch d := r.cfg.ModelIdleTimeout; {
+	case d == 0:
+		return DefaultModelIdleTimeout
+	case d < 0:
+		return 0
+	default:
+		return d
+	}
+}
+
+func (r *Runtime) modelTimeout() time.Duration {
+	switch d := r.cfg.ModelTimeout; {
+	case d == 0:
+		return DefaultModelTimeout
+	case d < 0:
+		return 0
+	default:
+		return d
+	}
+}
+
+// redact masks every configured secret in text (issue 9 item 19).
+func (r *Runtime) redact(text string) string { return model.Redact(text, r.cfg.Secrets...) }
+
+// complete runs one completion of the thread under the idle timeout and
+// the overall limit, forwarding text deltas to the thread's subscribers.
+// Its error never holds a configured secret.
+func (r *Runtime) complete(ctx context.Context, threadID string, req model.Request) (*model.Response, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if limit := r.modelTimeout(); limit > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, limit,
+			fmt.Errorf("%w: no complete answer within %v (the runtime's model timeout)", ErrModelTimeout, limit))
+		defer stop()
+	}
+	s := &watchedStream{deltaStream: deltaStream{r: r, threadID: threadID}}
+	if idle := r.modelIdleTimeout(); idle > 0 {
+		s.idle = idle
+		s.timer = time.AfterFunc(idle, func() {
+			cancel(fmt.Errorf("%w: nothing arrived for %v (the runtime's model idle timeout)", ErrModelIdle, idle))
+		})
+		defer s.timer.Stop()
+	}
+	resp, err := r.model.Complete(ctx, req, s)
+	if err == nil && resp == nil {
+		err = errors.New("the provider returned no answer and no error")
+	}
+	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrModelIdle) || errors.Is(cause, ErrModelTimeout) {
+			err = fmt.Errorf("%w (%w)", cause, err)
+		}
+		return nil, model.RedactError(err, r.cfg.Secrets...)
+	}
+	return resp, nil
+}
+
+// watchedStream forwards deltas and restarts the idle timer on every
+// event the provider receives (model.ActivityStream). A provider that
+// reports no activity restarts it with each text delta only.
+type watchedStream struct {
+	deltaStream
+	idle  time.Duration
+	timer *time.Timer
+}
+
+func (w *watchedStream) touch() {
+	if w.timer != nil {
+		w.timer.Reset(w.idle)
+	}
+}
+
+// TextDelta implements model.Stream.
+func (w *watchedStream) TextDelta(text string) {
+	w.touch()
+	w.deltaStream.TextDelta(text)
+}
+
+// Activity implements model.ActivityStream.
+func (w *watchedStream) Activity() { w.touch() }
+
+// Automatic retries.
+
+// timerModelRetry is the Kind of the timer that retries a thread's failed
+// completion; a thread has at most one (modelRetryTimerID).
+const timerModelRetry = "model_retry"
+
+func modelRetryTimerID(threadID string) string { return "model-retry:" + threadID }
+
+// reasonModelRetry marks the wake-up inbox row a retry timer leaves.
+const reasonModelRetry = "model_retry"
+
+// retryMarker is the payload of a retry timer and of the KindWake inbox row
+// it leaves when it fires. The row stays queued with the inputs it retries
+// until a completion succeeds, so the attempt count survives restarts.
+type retryMarker struct {
+	Reason string `json:"reason"`
+	// Attempt is the number of the attempt this wake-up starts (2 or more).
+	Attempt int `json:"attempt"`
+	// Resume is true when the failed slice had already saved its inputs:
+	// the retry then asks for a completion without new input.
+	Resume bool `json:"resume,omitempty"`
+}
+
+// wakeAsksCompletion reports whether a KindWake row asks for a completion
+// by itself. A retry marker of inputs that are still queued does not: they
+// ask for it; alone (a completion consumed them meanwhile) it asks nothing.
+func wakeAsksCompletion(payload json.RawMessage) bool {
+	var m retryMarker
+	if json.Unmarshal(payload, &m) != nil || m.Reason != reasonModelRetry {
+		return true
+	}
+	return m.Resume
+}
+
+// attemptOf returns the number of the completion attempt a slice over
+// items made: 1, or the attempt of the last retry marker after the last
+// user message.
+func attemptOf(items []store.InboxItem) int {
+	n := 1
+	for _, it := range items {
+		switch it.Kind {
+		case store.KindUserMessage:
+			n = 1
+		case store.KindWake:
+			var m retryMarker
+			if json.Unmarshal(it.Payload, &m) == nil && m.Reason == reasonModelRetry && m.Attempt > n {
+				n = m.Attempt
+			}
+		}
+	}
+	return n
+}
+
+// modelError is the error of a slice whose completion failed.
+type modelError struct {
+	model    string
+	err      error
+	attempt  int
+	attempts int
+	saved    bool          // the turn before the failure was saved: no input is waiting
+	retryIn  time.Duration // zero: no retry is scheduled
+}
+
+func (e *modelError) Error() string {
+	what := "your message is kept"
+	if e.saved {
+		what = "the turn before it was saved"
+	}
+	if e.retryIn > 0 {
+		return fmt.Sprintf("model %s failed (attempt %d of %d); %s and the runtime retries in %v on its own (RAP RT-4): %v",
+			e.model, e.attempt, e.attempts, what, e.retryIn.Round(time.Millisecond), e.err)
+	}
+	return fmt.Sprintf("model %s failed (attempt %d of %d, no more automatic retries); %s: send a message to retry (RAP RT-4): %v",
+		e.model, e.attempt, e.attempts, what, e.err)
+}
+
+func (e *modelError) Unwrap() error { return e.err }
+
+// modelFailed schedules the retry of a failed completion, unless it was
+// the last attempt, and returns the slice's error. items are the inbox
+// rows the slice read; saved is true when it had already saved them with
+// an earlier turn.
+func (r *Runtime) modelFailed(ctx context.Context, threadID string, items []store.InboxItem, saved bool, err error) error {
+	pol := r.cfg.ModelRetry.withDefaults()
+	me := &modelError{model: r.model.Name(), err: err, attempt: 1, attempts: pol.Attempts, saved: saved}
+	if !saved {
+		me.attempt = attemptOf(items)
+	}
+	if ctx.Err() != nil || me.attempt >= pol.Attempts {
+		return me // shutting down (Start resumes queued inputs), or the last attempt
+	}
+	delay := pol.backoff(me.attempt)
+	payload, _ := json.Marshal(retryMarker{Reason: reasonModelRetry, Attempt: me.attempt + 1, Resume: saved})
+	perr := r.store.Update(ctx, func(tx store.Tx) error {
+		return tx.PutTimer(store.Timer{ID: modelRetryTimerID(threadID), ThreadID: threadID, Kind: timerModelRetry,
+			Payload: payload, Due: time.Now().Add(delay).UTC()})
+	})
+	if perr != nil {
+		r.log.Error("schedule the retry of a failed completion; the next message retries it", "thread", threadID, "err", perr)
+		return me
+	}
+	me.retryIn = delay
+	r.kickTimer()
+	return me
+}
+
+// fireModelRetry handles a due retry timer inside fireTimers' transaction:
+// it queues the timer's marker as a wake-up row of the thread, once. It reports whether the thread must be woken.
+func (r *Runtime) fireModelRetry(tx store.Tx, tm store.Timer) (bool, error) {
+	var m retryMarker
+	if err := json.Unmarshal(tm.Payload, &m); err != nil {
+		r.log.Error("dropping an undecodable model retry timer", "timer", tm.ID, "err", err)
+		return false, nil
+	}
+	th, err := tx.Thread(tm.ThreadID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && th.Status == store.ThreadClosed) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	// Dedup keys are remembered for ever, and a later failure may retry an
+	// attempt with the same number: the timer's due time tells them apart.
+	return tx.Enqueue(store.InboxItem{ThreadID: tm.ThreadID, Kind: store.KindWake, Payload: tm.Payload,
+		DedupKey: fmt.Sprintf("model-retry:%s:%d:%d", tm.ThreadID, m.Attempt, tm.Due.UnixNano())})
+}
+
+// errorEvent is the data of the "error" event of a failed slice: its
+// message, masked (issue 9 item 19), and for a failed completion the
+// attempt, the number of attempts, and either the delay before the
+// automatic retry (retry_in_ms) or final: true.
+func (r *Runtime) errorEvent(err error) map[string]any {
+	data := map[string]any{"message": r.redact(err.Error())}
+	var me *modelError
+	if errors.As(err, &me) {
+		data["attempt"] = me.attempt
+		data["max_attempts"] = me.attempts
+		if me.retryIn > 0 {
+			data["retry_in_ms"] = me.retryIn.Milliseconds()
+		} else {
+			data["final"] = true
+		}
+	}
+	return data
+}
