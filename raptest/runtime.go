@@ -96,6 +96,11 @@ type Runtime struct {
 	errsLost  int
 	toolsets  map[string]*discovered // by base URL
 	closeOnce sync.Once
+	// fresh holds the callback connections that have not yet sent a
+	// request (http.StateNew). Close closes them at once: graceful
+	// shutdown would otherwise wait 5 s for each, and a tool's client
+	// often dials a connection it then does not use.
+	fresh map[net.Conn]struct{}
 }
 
 type config struct {
@@ -203,10 +208,12 @@ func Start(opts ...Option) (*Runtime, error) {
 		calls:    map[string]*Call{},
 		failLeft: cfg.failN,
 		toolsets: map[string]*discovered{},
+		fresh:    map[net.Conn]struct{}{},
 	}
 	rt.server = &http.Server{
 		Handler:           http.HandlerFunc(rt.serveCallback),
 		ReadHeaderTimeout: 10 * time.Second,
+		ConnState:         rt.trackConn,
 	}
 	go rt.server.Serve(ln) //nolint:errcheck // Serve returns ErrServerClosed on Close.
 	return rt, nil
@@ -226,14 +233,42 @@ func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(req)
 }
 
+// trackConn keeps rt.fresh: the connections still in http.StateNew.
+func (rt *Runtime) trackConn(c net.Conn, state http.ConnState) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if state == http.StateNew {
+		select {
+		case <-rt.done: // accepted while closing: it will not be served
+			_ = c.Close()
+		default:
+			rt.fresh[c] = struct{}{}
+		}
+	} else {
+		delete(rt.fresh, c)
+	}
+}
+
 // Close stops the callback listener and wakes every waiting call with
-// ErrClosed. It is safe to call more than once.
+// ErrClosed. Callbacks being handled finish (for up to 5 s); connections
+// that carry no request are closed at once. It is safe to call more than
+// once.
 func (rt *Runtime) Close() {
 	rt.closeOnce.Do(func() {
 		close(rt.done)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := rt.server.Shutdown(ctx); err != nil {
+		shut := make(chan error, 1)
+		go func() { shut <- rt.server.Shutdown(ctx) }()
+		// Shutdown has closed the listener or is about to; a connection
+		// that has not sent a request yet never will be served, and
+		// Shutdown would count it as busy for 5 s.
+		rt.mu.Lock()
+		for c := range rt.fresh {
+			_ = c.Close()
+		}
+		rt.mu.Unlock()
+		if err := <-shut; err != nil {
 			rt.server.Close()
 		}
 	})
