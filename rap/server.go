@@ -710,6 +710,13 @@ func parseInvocation(body []byte) (inv *Invocation, invalid, err error) {
 		}
 		return full, nil, nil
 	}
+	if json.Valid(body) {
+		// issue 9 item 20: with a duplicate key the body is ambiguous, even
+		// about where to send the result: refuse it whole.
+		if err := duplicateKey(body); err != nil {
+			return nil, nil, fmt.Errorf("the invocation has a duplicate key: %w", err)
+		}
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {
 		if err == nil {
