@@ -120,6 +120,7 @@ type ServerOptions struct {
 //	POST /close_thread             thread closure (RAP TC-1)
 //	POST /cancel_tool_call         tool cancellation (RAP CA-1)
 //	POST /migrate                  session migration (RAP MI-1)
+//	POST /tool_call_status         whether a call is still alive (gorap)
 //	POST /user_choice_response     answers to Call.AskUser (RAP UC-2)
 //
 // Add tools with AddTool, AddRawTool and AddSubscription, call Start, then
@@ -133,6 +134,9 @@ type Server struct {
 	log    *slog.Logger
 	sender *Sender
 	subs   SubscriptionStore
+	// subIndex is subs, remembering which subscriptions are stored for
+	// /tool_call_status.
+	subIndex *subscriptionIndex
 	// journal records accepted calls until their result is stored, when
 	// the Store keeps one (CallJournal).
 	journal CallJournal
@@ -168,6 +172,9 @@ type Server struct {
 // activeCall is an invocation or subscription whose context is live.
 type activeCall struct {
 	cancel context.CancelCauseFunc
+	// call is the invocation's Call once it is made (nil for a resumed
+	// subscription): its result is being sent once call.sent is set.
+	call *Call
 }
 
 // NewServer returns a server for the toolset called name (1 to 128
@@ -211,13 +218,14 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	so := SenderOptions{Client: client, Header: o.CallbackHeader, Retry: o.Retry, Logger: o.Logger}
 	if o.Store != nil {
 		so.Outbox = o.Store
-		s.subs = o.Store
+		s.subIndex = newSubscriptionIndex(o.Store)
 		if !o.NoCallJournal {
 			s.journal, _ = o.Store.(CallJournal)
 		}
 	} else {
-		s.subs = newMemorySubscriptions()
+		s.subIndex = newSubscriptionIndex(newMemorySubscriptions())
 	}
+	s.subs = s.subIndex
 	s.sender = NewSender(so)
 	s.baseCtx, s.stop = context.WithCancelCause(context.Background())
 	s.deliverCtx, s.stopDelivery = context.WithCancel(context.Background())
@@ -361,7 +369,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // ServeHTTP routes a request to the discovery, invocation, close_thread,
-// cancel_tool_call, migrate or user_choice_response endpoint.
+// cancel_tool_call, migrate, tool_call_status or user_choice_response
+// endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case WellKnownPath:
@@ -371,7 +380,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveDiscovery(w, r)
 		return
-	case "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, UserChoiceResponsePath:
+	case "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, ToolCallStatusPath, UserChoiceResponsePath:
 	default:
 		http.Error(w, fmt.Sprintf("no RAP endpoint at %q; invocations go to POST / (or /invoke), the manifest is at GET %s", r.URL.Path, WellKnownPath), http.StatusNotFound)
 		return
@@ -396,6 +405,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveCancel(w, r)
 	case MigratePath:
 		s.serveMigrate(w, r)
+	case ToolCallStatusPath:
+		s.serveToolCallStatus(w, r)
 	default:
 		s.serveInvoke(w, r)
 	}
@@ -617,6 +628,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		base = s.invocationBase(r)
 	}
 	c := &Call{Invocation: inv, srv: s, baseURL: base, journaled: journaled}
+	s.attach(inv.GroupID, inv.ID, c)
 	// Acknowledge first, and only then hand the work over (RAP TR-2, IN-3).
 	// An explicit empty length makes the flushed header the whole answer.
 	w.Header()["Content-Length"] = contentLengthZero
@@ -804,6 +816,17 @@ func (s *Server) register(group, id string, cancel context.CancelCauseFunc) bool
 	}
 	calls[id] = activeCall{cancel: cancel}
 	return true
+}
+
+// attach records the Call of the live call (group, id), for
+// /tool_call_status.
+func (s *Server) attach(group, id string, c *Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.active[group][id]; ok {
+		a.call = c
+		s.active[group][id] = a
+	}
 }
 
 // maxIdleMaps bounds the emptied per-group maps kept for reuse: a thread
