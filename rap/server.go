@@ -94,6 +94,12 @@ type ServerOptions struct {
 	// MaxBodyBytes bounds every request body; zero means
 	// DefaultMaxBodyBytes. Larger bodies get 413.
 	MaxBodyBytes int64
+	// HTTP bounds the connections Serve and ListenAndServe accept:
+	// timeouts, header size and how many are open at once. The zero value
+	// takes the defaults (DefaultReadTimeout, DefaultMaxConns, ...). A
+	// program serving the Server itself gets the same limits from
+	// NewHTTPServer and LimitListener.
+	HTTP HTTPLimits
 	// Logger receives the server's logs; nil means slog.Default(). The
 	// server logs ids and operation names, never tokens, arguments or
 	// OAuth URLs; callback URLs appear only redacted (see RedactURL).
@@ -342,13 +348,15 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 // Serve starts the server (see Start), serves HTTP on ln until ctx ends,
 // and then shuts down: the listener closes, and handlers and callback
 // delivery get up to ShutdownGrace to finish. It returns nil after a clean
-// shutdown.
+// shutdown. Connections are bounded by ServerOptions.HTTP: timeouts,
+// header size, and how many are open at once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.Start(ctx); err != nil {
 		_ = ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	hs := NewHTTPServer(s, s.opts.HTTP, s.log)
+	ln = LimitListener(ln, s.opts.HTTP.withDefaults().MaxConns, s.log)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var err error
@@ -1031,6 +1039,9 @@ func (s *Server) serveMigrate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid migrate request: destination_url: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	// A migration may take longer than the write timeout that bounds
+	// every other answer; the runtime waits for it (RAP MI-1).
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	start := time.Now()
 	if err := s.opts.Migrator(r.Context(), req); err != nil {
 		s.log.Error("rap: migration failed", "toolset", s.name, "session_id", req.SessionID, "error", err)
