@@ -453,6 +453,34 @@ func (rt *Runtime) CloseThread(ctx context.Context, baseURL, threadID string) er
 	return rt.post(ctx, joinURL(baseURL, "/close_thread"), body)
 }
 
+// ToolCallStatus POSTs {thread_id, tool_call_id} to baseURL/tool_call_status
+// and returns the server's answer: a status of running, delivering or
+// subscribed (200), or unknown (404 with that JSON body). Any other answer,
+// including a 404 without the body (a server without the endpoint), is a
+// *StatusError.
+func (rt *Runtime) ToolCallStatus(ctx context.Context, baseURL, threadID, toolCallID string) (*rap.ToolCallStatus, error) {
+	body, _ := json.Marshal(rap.ToolCallStatusRequest{ThreadID: threadID, ToolCallID: toolCallID})
+	url := joinURL(baseURL, rap.ToolCallStatusPath)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("raptest: building request to %s: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := rt.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("raptest: POST %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var st rap.ToolCallStatus
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound {
+		if json.Unmarshal(b, &st) == nil && st.Status != "" && (resp.StatusCode == http.StatusOK) == (st.Status != rap.CallUnknown) {
+			return &st, nil
+		}
+	}
+	return nil, &StatusError{URL: url, Status: resp.StatusCode, Body: string(b)}
+}
+
 // Choose answers a user_choice message: it POSTs {id, selected} to the
 // message's response_url (RAP UC-2). selected must be a valid index into
 // uc.Choices; to simulate a dismissal pass uc.Default.
