@@ -1,6 +1,8 @@
 package rap
 
 import (
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -185,4 +187,53 @@ func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// DefaultMaxBodyBytesInFlight is ServerOptions.MaxBodyBytesInFlight when
+// zero: the request body bytes all connections together may hold while
+// their bodies are being read.
+const DefaultMaxBodyBytesInFlight = 64 << 20
+
+// errBodyBudget is the error of a body read that would take the server
+// over MaxBodyBytesInFlight.
+var errBodyBudget = errors.New("the tool server is receiving too many request bodies at once")
+
+// budgetReader counts the bytes it reads against the server's in-flight
+// body budget until release.
+type budgetReader struct {
+	r     io.Reader
+	total *atomic.Int64
+	limit int64 // 0: no limit
+	held  int64
+}
+
+func (s *Server) budgeted(r io.Reader) *budgetReader {
+	return &budgetReader{r: r, total: &s.bodyBytes, limit: s.opts.MaxBodyBytesInFlight}
+}
+
+func (b *budgetReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 {
+		b.held += int64(n)
+		if t := b.total.Add(int64(n)); b.limit > 0 && t > b.limit {
+			return n, errBodyBudget
+		}
+	}
+	return n, err
+}
+
+// release gives back what the reader counted.
+func (b *budgetReader) release() {
+	b.total.Add(-b.held)
+	b.held = 0
+}
+
+// overBudget answers a request whose body would take the server over its
+// in-flight body budget: 503, to be retried (RAP TR-3).
+func (s *Server) overBudget(w http.ResponseWriter) {
+	s.log.Warn("rap: request refused: request bodies being received are at their limit", "toolset", s.name,
+		"max_body_bytes_in_flight", s.opts.MaxBodyBytesInFlight)
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Connection", "close")
+	http.Error(w, errBodyBudget.Error()+"; retry later", http.StatusServiceUnavailable)
 }

@@ -261,3 +261,34 @@ func TestSlowBodyLoad(t *testing.T) {
 		t.Errorf("5,000 slow bodies cost the server %.1f MiB, over the 100 MiB bound", float64(growth)/1024)
 	}
 }
+
+// issue 9 item 15: request bodies being read hold at most
+// MaxBodyBytesInFlight together; past it a request gets 503 (retried by
+// the runtime, RAP TR-3), and the budget is free again afterwards.
+func TestBodyBytesInFlight(t *testing.T) {
+	sink := newSDKSink(t)
+	addr := serveWith(t, &rap.ServerOptions{MaxBodyBytesInFlight: 64 << 10, Retry: sdkFastRetry})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// 100 KiB of a 200 KiB body (under MaxBodyBytes), then nothing.
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n\r\n{\"pad\":\"%s", addr, strings.Repeat("x", 100<<10))
+	_ = c.SetReadDeadline(time.Now().Add(sdkWait))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer to a body over the in-flight budget: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("answered %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	code, body, _ := sdkPost(t, "http://"+addr, sdkInvocation("echo", "call_1", "thread_1", sink.URL(), map[string]any{"text": "hi"}))
+	if code != http.StatusOK {
+		t.Fatalf("the next invocation answered %d %s; the budget was not given back", code, body)
+	}
+	if r := sink.result("call_1"); r.Text != "hi" {
+		t.Errorf("result %q", r.Text)
+	}
+}

@@ -100,6 +100,12 @@ type ServerOptions struct {
 	// program serving the Server itself gets the same limits from
 	// NewHTTPServer and LimitListener.
 	HTTP HTTPLimits
+	// MaxBodyBytesInFlight bounds the request body bytes held by all
+	// requests whose bodies are being read, so that many clients sending
+	// large bodies slowly cannot pin MaxBodyBytes each; zero means
+	// DefaultMaxBodyBytesInFlight, negative means no bound. A request
+	// that would pass it gets 503 with Retry-After.
+	MaxBodyBytesInFlight int64
 	// Logger receives the server's logs; nil means slog.Default(). The
 	// server logs ids and operation names, never tokens, arguments or
 	// OAuth URLs; callback URLs appear only redacted (see RedactURL).
@@ -158,6 +164,7 @@ type Server struct {
 	stopDelivery context.CancelFunc
 
 	started   atomic.Bool // Start completed: invocations are served
+	bodyBytes atomic.Int64 // request body bytes being read (MaxBodyBytesInFlight)
 	lastBase  atomic.Pointer[baseCache]
 	emptyArgs sync.Map // *Schema → emptyArgsResult: see validateArgs
 
@@ -201,6 +208,12 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case o.MaxBodyBytesInFlight == 0:
+		o.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	case o.MaxBodyBytesInFlight < 0:
+		o.MaxBodyBytesInFlight = 0 // no bound
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -447,8 +460,14 @@ func (s *Server) bearerOK(r *http.Request) bool {
 // readBody reads a request body of at most MaxBodyBytes. On failure it has
 // already answered (413 or 400) and reports false.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	br := s.budgeted(r.Body)
+	defer br.release()
+	body, err := io.ReadAll(http.MaxBytesReader(w, io.NopCloser(br), s.opts.MaxBodyBytes))
 	if err != nil {
+		if errors.Is(err, errBodyBudget) {
+			s.overBudget(w)
+			return nil, false
+		}
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			http.Error(w, fmt.Sprintf("request body is over the %d-byte limit of this tool server", s.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge)
@@ -483,13 +502,15 @@ func (s *Server) readPooledBody(w http.ResponseWriter, r *http.Request) (*[]byte
 		_, ok := s.readBody(w, r) // answers 413 as it always has
 		return nil, ok
 	}
+	br := s.budgeted(r.Body)
+	defer br.release()
 	bp := bodyPool.Get().(*[]byte)
 	b := (*bp)[:0]
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)] // grow
 		}
-		n, err := r.Body.Read(b[len(b):cap(b)])
+		n, err := br.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
 			*bp = b
@@ -506,6 +527,10 @@ func (s *Server) readPooledBody(w http.ResponseWriter, r *http.Request) (*[]byte
 		if err != nil {
 			*bp = b
 			putBody(bp)
+			if errors.Is(err, errBodyBudget) {
+				s.overBudget(w)
+				return nil, false
+			}
 			http.Error(w, "could not read the request body: "+err.Error(), http.StatusBadRequest)
 			return nil, false
 		}
@@ -969,7 +994,9 @@ func validID(id string) error {
 // whatever the body holds (RAP TC-2), then cancels the thread's calls and
 // subscriptions.
 func (s *Server) serveCloseThread(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	br := s.budgeted(r.Body)
+	body, _ := io.ReadAll(http.MaxBytesReader(w, io.NopCloser(br), s.opts.MaxBodyBytes))
+	br.release()
 	w.WriteHeader(http.StatusOK)
 	req, err := DecodeCloseThread(body)
 	if err != nil {
@@ -995,7 +1022,9 @@ func (s *Server) serveCloseThread(w http.ResponseWriter, r *http.Request) {
 // serveCancel answers POST /cancel_tool_call: 200 with an empty body
 // whatever the body holds (RAP CA-2), then cancels the call's context.
 func (s *Server) serveCancel(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	br := s.budgeted(r.Body)
+	body, _ := io.ReadAll(http.MaxBytesReader(w, io.NopCloser(br), s.opts.MaxBodyBytes))
+	br.release()
 	w.WriteHeader(http.StatusOK)
 	req, err := DecodeCancelToolCall(body)
 	if err != nil {
