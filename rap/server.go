@@ -163,7 +163,7 @@ type Server struct {
 	deliverCtx   context.Context
 	stopDelivery context.CancelFunc
 
-	started   atomic.Bool // Start completed: invocations are served
+	started   atomic.Bool  // Start completed: invocations are served
 	bodyBytes atomic.Int64 // request body bytes being read (MaxBodyBytesInFlight)
 	lastBase  atomic.Pointer[baseCache]
 	emptyArgs sync.Map // *Schema → emptyArgsResult: see validateArgs
