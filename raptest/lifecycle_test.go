@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +46,14 @@ func TestCloseAfterSeveralCallsIsPrompt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// What a client's transport does when an idle connection frees up
+	// before the one it dialed: the dialed one stays open, unused. Make
+	// one such connection for certain.
+	idle, err := net.Dial("tcp", strings.TrimPrefix(rt.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
 	// A generous bound, far below the 5 s stall, measured with a deadline.
 	closed := make(chan struct{})
 	go func() { rt.Close(); close(closed) }()
