@@ -1,10 +1,13 @@
 package rap
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // issue 9 item 20: a duplicate key anywhere in a body is an error of every
@@ -94,4 +97,71 @@ func TestDuplicateKeyScan(t *testing.T) {
 			t.Errorf("duplicateKey(%.60q) = %v, want one naming %q", tc.body, err, tc.field)
 		}
 	}
+}
+
+// refDuplicate finds a duplicate key with encoding/json's token stream:
+// slow and simple, the reference for duplicateKey.
+func refDuplicate(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type frame struct {
+		object  bool
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.wantKey {
+			if k, ok := tok.(string); ok {
+				if top.keys[k] {
+					return true
+				}
+				top.keys[k] = true
+				top.wantKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) == 0 {
+			return false
+		}
+		if top := stack[len(stack)-1]; top.object {
+			top.wantKey = true // the value is done: a key comes next
+		}
+	}
+}
+
+// duplicateKey agrees with the token-stream reference on valid JSON.
+func FuzzDuplicateKey(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"a":{"a":1},"b":[{"a":1,"a":2}]}`, `{"a":1,"\u0061":2}`,
+		`{"a\"":1,"a\\":2}`, `[{"x":[],"y":{}},{"x":1}]`, `{"k":"v","l":[1,"a",{"m":null}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || !utf8.Valid(data) { // rap refuses invalid UTF-8 first (RAP TR-1)
+			return
+		}
+		got := duplicateKey(data) != nil
+		if want := refDuplicate(data); got != want {
+			t.Fatalf("duplicateKey(%q) found one: %v, the reference: %v", data, got, want)
+		}
+	})
 }
