@@ -165,3 +165,15 @@ func FuzzDuplicateKey(f *testing.F) {
 		}
 	})
 }
+
+// The duplicate-key scan's share of decoding an invocation.
+func BenchmarkDuplicateKey(b *testing.B) {
+	body := []byte(`{"operation":"deploy","arguments":{"service":"api","version":"1.4.2","replicas":3,"env":{"REGION":"eu-west-1"}},"id":"call_abc123","call_id":"c","callback_url":"https://runtime.example/callback/abc","group_id":"thread_xyz"}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if duplicateKey(body) != nil {
+			b.Fatal("duplicate")
+		}
+	}
+}
