@@ -458,7 +458,8 @@ func (s *Server) bearerOK(r *http.Request) bool {
 }
 
 // readBody reads a request body of at most MaxBodyBytes. On failure it has
-// already answered (413 or 400) and reports false.
+// already answered (413, 400, or 503 past MaxBodyBytesInFlight) and
+// reports false.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	br := s.budgeted(r.Body)
 	defer br.release()
