@@ -292,3 +292,23 @@ func TestBodyBytesInFlight(t *testing.T) {
 		t.Errorf("result %q", r.Text)
 	}
 }
+
+// issue 9 item 15: the write timeout bounds every answer but /migrate's,
+// which may take as long as the migration (RAP MI-1).
+func TestMigrateOutlivesWriteTimeout(t *testing.T) {
+	addr := serveWith(t, &rap.ServerOptions{
+		HTTP: rap.HTTPLimits{WriteTimeout: 100 * time.Millisecond},
+		Migrator: func(ctx context.Context, req *rap.MigrateRequest) error {
+			select { // a migration slower than the write timeout
+			case <-time.After(400 * time.Millisecond):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	})
+	code, body, _ := sdkPost(t, "http://"+addr+rap.MigratePath, []byte(`{"session_id":"s1","destination_url":"http://127.0.0.1:1/"}`))
+	if code != http.StatusOK {
+		t.Fatalf("a migration longer than the write timeout answered %d %q, want 200", code, body)
+	}
+}
