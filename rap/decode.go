@@ -49,6 +49,13 @@ func parseObject(data []byte, prefix string) (*object, error) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, &FieldError{Field: prefix, Problem: "malformed JSON: " + err.Error()}
 	}
+	if prefix == "" {
+		// The whole body, nested objects included; a member's own object
+		// (prefix set) lies inside a body already checked.
+		if err := duplicateKey(data); err != nil {
+			return nil, err
+		}
+	}
 	return &object{prefix: prefix, members: m}, nil
 }
 
@@ -216,9 +223,10 @@ func jsonKind(v json.RawMessage) string {
 // thread_ancestors, an array of such strings), and the body is valid UTF-8
 // JSON. It reports false for anything else, and DecodeInvocation then takes
 // its strict path, which gives the same result for what both accept and
-// names the field for what it rejects. The strings share one copy of data.
+// names the field for what it rejects (a duplicate key among them). The
+// strings share one copy of data.
 func decodeInvocationFast(data []byte) (*Invocation, bool) {
-	if !utf8.Valid(data) || !json.Valid(data) {
+	if !utf8.Valid(data) || !json.Valid(data) || duplicateKey(data) != nil {
 		return nil, false
 	}
 	i := skipSpace(data, 0)

@@ -396,6 +396,9 @@ func DecodeCallback(data []byte) (Callback, error) {
 		if e.Final, err = o.boolean("final"); err != nil {
 			return nil, err
 		}
+		if e.EventID, err = o.str("event_id", false); err != nil {
+			return nil, err
+		}
 		return e, nil
 	case TypeOAuth:
 		m := &OAuth{GroupID: groupID}
@@ -413,12 +416,17 @@ func DecodeCallback(data []byte) (Callback, error) {
 		return decodeUserChoice(o, groupID)
 	case TypeViewUpdate:
 		v := &ViewUpdate{GroupID: groupID}
-		if v.ViewType, err = o.nonEmpty("view_type"); err != nil {
+		if v.ViewType, err = o.str("view_type", true); err != nil {
 			return nil, err
 		}
-		if v.Content, err = o.jsonObject("content", true); err != nil {
-			return nil, err
+		// RAP VU-1 describes content as an object, but the runtime never
+		// interprets it and the reference takes any JSON value, so gorap
+		// does too (issue 9 item 5); it must be present, even as null.
+		content, ok := o.members["content"]
+		if !ok {
+			return nil, o.missing("content")
 		}
+		v.Content = compactJSON(content)
 		return v, nil
 	default:
 		return nil, &FieldError{Field: "type", Problem: fmt.Sprintf("unknown message type %q; want one of tool_result, subscription_event, oauth, user_choice, view_update", t)}
@@ -434,19 +442,16 @@ func decodeToolResult(o *object, groupID string) (*ToolResult, error) {
 	if r.CallID, err = o.str("call_id", false); err != nil {
 		return nil, err
 	}
-	_, hasText := o.raw("text")
+	// RAP RE-1 asks for text or content, but the reference runtime takes a
+	// result with neither (or with an empty content list) as an empty
+	// result, and so does gorap (issue 9 item 5): refusing it would leave
+	// the call pending for ever with a tool whose sender never retries.
 	if r.Text, err = o.str("text", false); err != nil {
 		return nil, err
 	}
-	items, hasContent, err := o.array("content")
+	items, _, err := o.array("content")
 	if err != nil {
 		return nil, err
-	}
-	if !hasText && !hasContent {
-		return nil, &FieldError{Field: "text", Problem: "missing: a tool_result needs text or content"}
-	}
-	if !hasText && len(items) == 0 {
-		return nil, &FieldError{Field: "content", Problem: "is empty and there is no text: a tool_result needs text or at least one content item"}
 	}
 	for i, raw := range items {
 		item, err := decodeContentItem(raw, fmt.Sprintf("content[%d]", i))
@@ -540,7 +545,8 @@ func decodeUserChoice(o *object, groupID string) (*UserChoice, error) {
 	if len(u.Choices) == 0 {
 		return nil, &FieldError{Field: "choices", Problem: "must contain at least one choice"}
 	}
-	if u.Default, _, err = o.integer("default", true); err != nil {
+	// Absent, default is 0 as in the reference (issue 9 item 5).
+	if u.Default, _, err = o.integer("default", false); err != nil {
 		return nil, err
 	}
 	if u.Default < 0 || u.Default >= len(u.Choices) {

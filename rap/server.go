@@ -94,6 +94,18 @@ type ServerOptions struct {
 	// MaxBodyBytes bounds every request body; zero means
 	// DefaultMaxBodyBytes. Larger bodies get 413.
 	MaxBodyBytes int64
+	// HTTP bounds the connections Serve and ListenAndServe accept:
+	// timeouts, header size and how many are open at once. The zero value
+	// takes the defaults (DefaultReadTimeout, DefaultMaxConns, ...). A
+	// program serving the Server itself gets the same limits from
+	// NewHTTPServer and LimitListener.
+	HTTP HTTPLimits
+	// MaxBodyBytesInFlight bounds the request body bytes held by all
+	// requests whose bodies are being read, so that many clients sending
+	// large bodies slowly cannot pin MaxBodyBytes each; zero means
+	// DefaultMaxBodyBytesInFlight, negative means no bound. A request
+	// that would pass it gets 503 with Retry-After.
+	MaxBodyBytesInFlight int64
 	// Logger receives the server's logs; nil means slog.Default(). The
 	// server logs ids and operation names, never tokens, arguments or
 	// OAuth URLs; callback URLs appear only redacted (see RedactURL).
@@ -120,6 +132,7 @@ type ServerOptions struct {
 //	POST /close_thread             thread closure (RAP TC-1)
 //	POST /cancel_tool_call         tool cancellation (RAP CA-1)
 //	POST /migrate                  session migration (RAP MI-1)
+//	POST /tool_call_status         whether a call is still alive (gorap)
 //	POST /user_choice_response     answers to Call.AskUser (RAP UC-2)
 //
 // Add tools with AddTool, AddRawTool and AddSubscription, call Start, then
@@ -133,6 +146,9 @@ type Server struct {
 	log    *slog.Logger
 	sender *Sender
 	subs   SubscriptionStore
+	// subIndex is subs, remembering which subscriptions are stored for
+	// /tool_call_status.
+	subIndex *subscriptionIndex
 	// journal records accepted calls until their result is stored, when
 	// the Store keeps one (CallJournal).
 	journal CallJournal
@@ -147,7 +163,8 @@ type Server struct {
 	deliverCtx   context.Context
 	stopDelivery context.CancelFunc
 
-	started   atomic.Bool // Start completed: invocations are served
+	started   atomic.Bool  // Start completed: invocations are served
+	bodyBytes atomic.Int64 // request body bytes being read (MaxBodyBytesInFlight)
 	lastBase  atomic.Pointer[baseCache]
 	emptyArgs sync.Map // *Schema → emptyArgsResult: see validateArgs
 
@@ -168,6 +185,9 @@ type Server struct {
 // activeCall is an invocation or subscription whose context is live.
 type activeCall struct {
 	cancel context.CancelCauseFunc
+	// call is the invocation's Call once it is made (nil for a resumed
+	// subscription): its result is being sent once call.sent is set.
+	call *Call
 }
 
 // NewServer returns a server for the toolset called name (1 to 128
@@ -188,6 +208,12 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	switch {
+	case o.MaxBodyBytesInFlight == 0:
+		o.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	case o.MaxBodyBytesInFlight < 0:
+		o.MaxBodyBytesInFlight = 0 // no bound
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -211,13 +237,14 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	so := SenderOptions{Client: client, Header: o.CallbackHeader, Retry: o.Retry, Logger: o.Logger}
 	if o.Store != nil {
 		so.Outbox = o.Store
-		s.subs = o.Store
+		s.subIndex = newSubscriptionIndex(o.Store)
 		if !o.NoCallJournal {
 			s.journal, _ = o.Store.(CallJournal)
 		}
 	} else {
-		s.subs = newMemorySubscriptions()
+		s.subIndex = newSubscriptionIndex(newMemorySubscriptions())
 	}
+	s.subs = s.subIndex
 	s.sender = NewSender(so)
 	s.baseCtx, s.stop = context.WithCancelCause(context.Background())
 	s.deliverCtx, s.stopDelivery = context.WithCancel(context.Background())
@@ -334,13 +361,15 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 // Serve starts the server (see Start), serves HTTP on ln until ctx ends,
 // and then shuts down: the listener closes, and handlers and callback
 // delivery get up to ShutdownGrace to finish. It returns nil after a clean
-// shutdown.
+// shutdown. Connections are bounded by ServerOptions.HTTP: timeouts,
+// header size, and how many are open at once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.Start(ctx); err != nil {
 		_ = ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	hs := NewHTTPServer(s, s.opts.HTTP, s.log)
+	ln = LimitListener(ln, s.opts.HTTP.withDefaults().MaxConns, s.log)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	var err error
@@ -361,7 +390,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // ServeHTTP routes a request to the discovery, invocation, close_thread,
-// cancel_tool_call, migrate or user_choice_response endpoint.
+// cancel_tool_call, migrate, tool_call_status or user_choice_response
+// endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case WellKnownPath:
@@ -371,7 +401,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveDiscovery(w, r)
 		return
-	case "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, UserChoiceResponsePath:
+	case "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, ToolCallStatusPath, UserChoiceResponsePath:
 	default:
 		http.Error(w, fmt.Sprintf("no RAP endpoint at %q; invocations go to POST / (or /invoke), the manifest is at GET %s", r.URL.Path, WellKnownPath), http.StatusNotFound)
 		return
@@ -396,6 +426,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveCancel(w, r)
 	case MigratePath:
 		s.serveMigrate(w, r)
+	case ToolCallStatusPath:
+		s.serveToolCallStatus(w, r)
 	default:
 		s.serveInvoke(w, r)
 	}
@@ -426,10 +458,17 @@ func (s *Server) bearerOK(r *http.Request) bool {
 }
 
 // readBody reads a request body of at most MaxBodyBytes. On failure it has
-// already answered (413 or 400) and reports false.
+// already answered (413, 400, or 503 past MaxBodyBytesInFlight) and
+// reports false.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	br := s.budgeted(r.Body)
+	defer br.release()
+	body, err := io.ReadAll(http.MaxBytesReader(w, io.NopCloser(br), s.opts.MaxBodyBytes))
 	if err != nil {
+		if errors.Is(err, errBodyBudget) {
+			s.overBudget(w)
+			return nil, false
+		}
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			http.Error(w, fmt.Sprintf("request body is over the %d-byte limit of this tool server", s.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge)
@@ -464,13 +503,15 @@ func (s *Server) readPooledBody(w http.ResponseWriter, r *http.Request) (*[]byte
 		_, ok := s.readBody(w, r) // answers 413 as it always has
 		return nil, ok
 	}
+	br := s.budgeted(r.Body)
+	defer br.release()
 	bp := bodyPool.Get().(*[]byte)
 	b := (*bp)[:0]
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)] // grow
 		}
-		n, err := r.Body.Read(b[len(b):cap(b)])
+		n, err := br.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if int64(len(b)) > limit {
 			*bp = b
@@ -487,6 +528,10 @@ func (s *Server) readPooledBody(w http.ResponseWriter, r *http.Request) (*[]byte
 		if err != nil {
 			*bp = b
 			putBody(bp)
+			if errors.Is(err, errBodyBudget) {
+				s.overBudget(w)
+				return nil, false
+			}
 			http.Error(w, "could not read the request body: "+err.Error(), http.StatusBadRequest)
 			return nil, false
 		}
@@ -617,6 +662,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		base = s.invocationBase(r)
 	}
 	c := &Call{Invocation: inv, srv: s, baseURL: base, journaled: journaled}
+	s.attach(inv.GroupID, inv.ID, c)
 	// Acknowledge first, and only then hand the work over (RAP TR-2, IN-3).
 	// An explicit empty length makes the flushed header the whole answer.
 	w.Header()["Content-Length"] = contentLengthZero
@@ -710,6 +756,13 @@ func parseInvocation(body []byte) (inv *Invocation, invalid, err error) {
 		}
 		return full, nil, nil
 	}
+	if json.Valid(body) {
+		// issue 9 item 20: with a duplicate key the body is ambiguous, even
+		// about where to send the result: refuse it whole.
+		if err := duplicateKey(body); err != nil {
+			return nil, nil, fmt.Errorf("the invocation has a duplicate key: %w", err)
+		}
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {
 		if err == nil {
@@ -797,6 +850,17 @@ func (s *Server) register(group, id string, cancel context.CancelCauseFunc) bool
 	}
 	calls[id] = activeCall{cancel: cancel}
 	return true
+}
+
+// attach records the Call of the live call (group, id), for
+// /tool_call_status.
+func (s *Server) attach(group, id string, c *Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.active[group][id]; ok {
+		a.call = c
+		s.active[group][id] = a
+	}
 }
 
 // maxIdleMaps bounds the emptied per-group maps kept for reuse: a thread
@@ -931,7 +995,9 @@ func validID(id string) error {
 // whatever the body holds (RAP TC-2), then cancels the thread's calls and
 // subscriptions.
 func (s *Server) serveCloseThread(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	br := s.budgeted(r.Body)
+	body, _ := io.ReadAll(http.MaxBytesReader(w, io.NopCloser(br), s.opts.MaxBodyBytes))
+	br.release()
 	w.WriteHeader(http.StatusOK)
 	req, err := DecodeCloseThread(body)
 	if err != nil {
@@ -957,7 +1023,9 @@ func (s *Server) serveCloseThread(w http.ResponseWriter, r *http.Request) {
 // serveCancel answers POST /cancel_tool_call: 200 with an empty body
 // whatever the body holds (RAP CA-2), then cancels the call's context.
 func (s *Server) serveCancel(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	br := s.budgeted(r.Body)
+	body, _ := io.ReadAll(http.MaxBytesReader(w, io.NopCloser(br), s.opts.MaxBodyBytes))
+	br.release()
 	w.WriteHeader(http.StatusOK)
 	req, err := DecodeCancelToolCall(body)
 	if err != nil {
@@ -1001,6 +1069,9 @@ func (s *Server) serveMigrate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid migrate request: destination_url: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	// A migration may take longer than the write timeout that bounds
+	// every other answer; the runtime waits for it (RAP MI-1).
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	start := time.Now()
 	if err := s.opts.Migrator(r.Context(), req); err != nil {
 		s.log.Error("rap: migration failed", "toolset", s.name, "session_id", req.SessionID, "error", err)

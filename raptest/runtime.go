@@ -96,6 +96,11 @@ type Runtime struct {
 	errsLost  int
 	toolsets  map[string]*discovered // by base URL
 	closeOnce sync.Once
+	// fresh holds the callback connections that have not yet sent a
+	// request (http.StateNew). Close closes them at once: graceful
+	// shutdown would otherwise wait 5 s for each, and a tool's client
+	// often dials a connection it then does not use.
+	fresh map[net.Conn]struct{}
 }
 
 type config struct {
@@ -203,10 +208,12 @@ func Start(opts ...Option) (*Runtime, error) {
 		calls:    map[string]*Call{},
 		failLeft: cfg.failN,
 		toolsets: map[string]*discovered{},
+		fresh:    map[net.Conn]struct{}{},
 	}
 	rt.server = &http.Server{
 		Handler:           http.HandlerFunc(rt.serveCallback),
 		ReadHeaderTimeout: 10 * time.Second,
+		ConnState:         rt.trackConn,
 	}
 	go rt.server.Serve(ln) //nolint:errcheck // Serve returns ErrServerClosed on Close.
 	return rt, nil
@@ -226,14 +233,42 @@ func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(req)
 }
 
+// trackConn keeps rt.fresh: the connections still in http.StateNew.
+func (rt *Runtime) trackConn(c net.Conn, state http.ConnState) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if state == http.StateNew {
+		select {
+		case <-rt.done: // accepted while closing: it will not be served
+			_ = c.Close()
+		default:
+			rt.fresh[c] = struct{}{}
+		}
+	} else {
+		delete(rt.fresh, c)
+	}
+}
+
 // Close stops the callback listener and wakes every waiting call with
-// ErrClosed. It is safe to call more than once.
+// ErrClosed. Callbacks being handled finish (for up to 5 s); connections
+// that carry no request are closed at once. It is safe to call more than
+// once.
 func (rt *Runtime) Close() {
 	rt.closeOnce.Do(func() {
 		close(rt.done)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := rt.server.Shutdown(ctx); err != nil {
+		shut := make(chan error, 1)
+		go func() { shut <- rt.server.Shutdown(ctx) }()
+		// Shutdown has closed the listener or is about to; a connection
+		// that has not sent a request yet never will be served, and
+		// Shutdown would count it as busy for 5 s.
+		rt.mu.Lock()
+		for c := range rt.fresh {
+			_ = c.Close()
+		}
+		rt.mu.Unlock()
+		if err := <-shut; err != nil {
 			rt.server.Close()
 		}
 	})
@@ -416,6 +451,34 @@ func (rt *Runtime) post(ctx context.Context, url string, body []byte) error {
 func (rt *Runtime) CloseThread(ctx context.Context, baseURL, threadID string) error {
 	body, _ := json.Marshal(rap.CloseThreadRequest{ThreadID: threadID})
 	return rt.post(ctx, joinURL(baseURL, "/close_thread"), body)
+}
+
+// ToolCallStatus POSTs {thread_id, tool_call_id} to baseURL/tool_call_status
+// and returns the server's answer: a status of running, delivering or
+// subscribed (200), or unknown (404 with that JSON body). Any other answer,
+// including a 404 without the body (a server without the endpoint), is a
+// *StatusError.
+func (rt *Runtime) ToolCallStatus(ctx context.Context, baseURL, threadID, toolCallID string) (*rap.ToolCallStatus, error) {
+	body, _ := json.Marshal(rap.ToolCallStatusRequest{ThreadID: threadID, ToolCallID: toolCallID})
+	url := joinURL(baseURL, rap.ToolCallStatusPath)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("raptest: building request to %s: %w", url, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := rt.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("raptest: POST %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	var st rap.ToolCallStatus
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusNotFound {
+		if json.Unmarshal(b, &st) == nil && st.Status != "" && (resp.StatusCode == http.StatusOK) == (st.Status != rap.CallUnknown) {
+			return &st, nil
+		}
+	}
+	return nil, &StatusError{URL: url, Status: resp.StatusCode, Body: string(b)}
 }
 
 // Choose answers a user_choice message: it POSTs {id, selected} to the

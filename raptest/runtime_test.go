@@ -231,9 +231,12 @@ func TestCallbackIDChecks(t *testing.T) {
 		{"unknown type", func(inv *rap.Invocation) any {
 			return map[string]any{"type": "telegram", "group_id": inv.GroupID}
 		}, 400, "unknown message type"},
-		{"result without text", func(inv *rap.Invocation) any {
-			return map[string]any{"type": "tool_result", "group_id": inv.GroupID, "id": inv.ID, "call_id": inv.CallID}
-		}, 400, "text"},
+		// A result without text is an empty result now (issue 9 item 5); a
+		// choice without choices is still refused (RAP UC-1).
+		{"user_choice without choices", func(inv *rap.Invocation) any {
+			return map[string]any{"type": "user_choice", "group_id": inv.GroupID, "id": inv.ID, "call_id": inv.CallID,
+				"prompt": "p", "choices": []string{}, "response_url": "http://127.0.0.1:1/c"}
+		}, 400, "choices"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -186,7 +186,8 @@ func TestTR5InvalidCallbackBodies(t *testing.T) {
 		{`not json`, 400, "expected a JSON object"},
 		{`{"type":"tool_result","id":"` + inv.ID + `","text":"x"}`, 400, "group_id"},
 		{`{"type":"tool_result","group_id":"` + th + `","text":"x"}`, 400, "id"},
-		{`{"type":"tool_result","group_id":"` + th + `","id":"` + inv.ID + `"}`, 400, "text"},
+		// A result without text is an empty result (issue 9 item 5); an image without data is refused.
+		{`{"type":"tool_result","group_id":"` + th + `","id":"` + inv.ID + `","content":[{"type":"image","data":"","mediaType":"image/png"}]}`, 400, "content[0].data"},
 		{`{"type":"tool_result","group_id":"` + th + `","id":"` + inv.ID + `","text":5}`, 400, "text: must be a string"},
 		{`{"type":"bogus","group_id":"` + th + `"}`, 400, "unknown message type"},
 		{`{"type":"tool_result","group_id":"` + th + `","id":"` + inv.ID + `","text":"` + strings.Repeat("x", MaxCallbackBytes) + `"}`, 413, "larger than"},

@@ -117,9 +117,10 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		ln.Close()
 		return err
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	// The SDK's connection limits: timeouts, header size, connection cap.
+	hs := rap.NewHTTPServer(srv, rap.HTTPLimits{}, opts.Logger)
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- hs.Serve(rap.LimitListener(ln, rap.DefaultMaxConns, opts.Logger)) }()
 
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "%s tool server listening on %s\n", name, base)
