@@ -222,27 +222,56 @@ func (r *Runtime) serveHistory(w http.ResponseWriter, req *http.Request) {
 
 // serveEvents streams the thread's events as Server-Sent Events. A new
 // client first receives the session's toolsets and every current view
-// (RAP VU-2), then live events.
+// (RAP VU-2), then live events. Streams are bounded (issue 9 item 12): so
+// many per thread and in total (429 and 503 past them), each event write
+// has a deadline, and a client that falls StreamLimits.BufferBytes behind
+// is disconnected; it may reconnect and is primed afresh.
 func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("id")
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "streaming is not supported by this server")
+	rc := http.NewResponseController(w)
+	release, err := r.hub.openStream(id)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		status := http.StatusServiceUnavailable
+		msg := fmt.Sprintf("the runtime serves its maximum of %d event streams; retry later", r.hub.limits.Total)
+		if errors.Is(err, errTooManyStreams) {
+			status = http.StatusTooManyRequests
+			msg = fmt.Sprintf("thread %q already has its maximum of %d event streams; close one or retry later", id, r.hub.limits.PerThread)
+		}
+		writeError(w, status, msg)
 		return
 	}
+	defer release()
 	prime, err := r.primeEvents(req.Context(), id)
 	if err != nil {
 		r.writeStoreError(w, err)
 		return
 	}
-	events, cancel := r.hub.subscribe(id, prime)
+	sub, cancel := r.hub.subscribe(id, prime)
 	defer cancel()
+	// The server's read and write timeouts bound whole requests; a stream
+	// lives as long as its client reads it. Clear the read deadline (the
+	// request has no body) and give each write its own deadline.
+	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return
+	}
+	timeout := r.hub.limits.WriteTimeout
+	write := func(format string, args ...any) bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": connected\n\n")
-	flusher.Flush()
+	if !write(": connected\n\n") {
+		return
+	}
 	keep := time.NewTicker(sseKeepAlive)
 	defer keep.Stop()
 	for {
@@ -250,14 +279,20 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		case <-req.Context().Done():
 			return
 		case <-keep.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			flusher.Flush()
-		case e, ok := <-events:
-			if !ok {
+			if !write(": keep-alive\n\n") {
 				return
 			}
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, e.Data)
-			flusher.Flush()
+		case <-sub.ready:
+			events, closed := sub.take()
+			if closed {
+				return
+			}
+			for i, e := range events {
+				if !write("event: %s\ndata: %s\n\n", e.Type, e.Data) {
+					return
+				}
+				events[i] = Event{} // let the written payload go
+			}
 		}
 	}
 }

@@ -187,6 +187,10 @@ type Config struct {
 	// in memory, so that a slice reads only what was added since the
 	// thread's previous slice; zero means 1024, negative turns the cache off.
 	HistoryCacheThreads int
+	// Streams bounds the client API's event streams: bytes queued per
+	// subscriber, write timeout, streams per thread and in total. Zero
+	// fields take the defaults (see StreamLimits).
+	Streams StreamLimits
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -285,7 +289,7 @@ func New(cfg Config) (*Runtime, error) {
 		log:       cfg.Logger,
 		http:      cfg.HTTPClient,
 		retry:     cfg.DispatchRetry.withDefaults(),
-		hub:       newHub(),
+		hub:       newHub(cfg.Streams),
 		hist:      newHistoryCache(cfg.HistoryCacheThreads),
 		threads:   map[string]*threadState{},
 		inflight:  map[string]int{},
