@@ -73,6 +73,10 @@ type Settings struct {
 	// (runtime.DefaultMaxSubscriptionsPerThread). It maps to
 	// runtime.Config.MaxSubscriptionsPerThread.
 	MaxSubscriptions int
+	// Insecure allows serving the client API beyond loopback without a
+	// Token. Only a command-line flag sets it (--insecure), never the
+	// environment.
+	Insecure bool
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -148,6 +152,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log `LEVEL`: debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.StringVar(&s.System, "system", s.System, "system `PROMPT` for the model (env "+EnvSystem+")")
 	fs.DurationVar(&s.ToolTimeout, "tool-timeout", s.ToolTimeout, "default per-tool `TIMEOUT` after which a pending call gets an error result; 0 = none (env "+EnvToolTimeout+")")
+	fs.BoolVar(&s.Insecure, "insecure", s.Insecure, "serve the client API on a non-loopback address without a token ("+EnvToken+"); anyone who reaches it can read and drive every conversation")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
