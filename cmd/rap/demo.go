@@ -261,8 +261,8 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 		st.Close()
 		return err
 	}
-	rtSrv := &http.Server{Handler: rt.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go rtSrv.Serve(ln)
+	rtSrv := runtime.NewHTTPServer(rt.Handler(), runtime.ServerLimits{}, log)
+	go rtSrv.Serve(runtime.LimitListener(ln, runtime.ServerLimits{}))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
