@@ -280,6 +280,10 @@ var migrations = []string{
 	`ALTER TABLE threads ADD COLUMN inherit_seq INTEGER NOT NULL DEFAULT 0;`,
 	// 4: a slice reads only its thread's pending calls.
 	`CREATE INDEX calls_thread_state ON calls(thread_id, state);`,
+	// 5: threads are listed by page and children by parent, in order
+	// (issue 9 item 18).
+	`CREATE INDEX threads_created ON threads(created, id);
+	CREATE INDEX threads_parent_created ON threads(parent_id, created, id);`,
 }
 
 // SchemaVersion is the schema version this package writes.
