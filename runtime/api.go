@@ -2,11 +2,13 @@ package runtime
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,16 +104,92 @@ func (r *Runtime) serveCreateThread(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusCreated, resp)
 }
 
+// serveListThreads answers GET /v1/threads one page at a time (issue 9
+// item 18): ?limit= (default 100, at most 1000), ?cursor= (the previous
+// page's next_cursor) and ?parent_id= (only that thread's children). The
+// answer is {"threads": [...], "next_cursor": "..."}; next_cursor is absent
+// on the last page.
 func (r *Runtime) serveListThreads(w http.ResponseWriter, req *http.Request) {
-	threads, err := r.Threads(req.Context())
+	q := req.URL.Query()
+	limit := defaultPageLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a whole number from 1 to %d", v, maxPageLimit))
+			return
+		}
+		limit = min(n, maxPageLimit)
+	}
+	after, err := decodeCursor(q.Get("cursor"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	parent := q.Get("parent_id")
+	var page []store.Thread
+	err = r.store.View(req.Context(), func(tx store.Tx) error {
+		var err error
+		if parent != "" {
+			page, err = tx.ChildThreads(parent, after, limit+1)
+		} else {
+			page, err = tx.ThreadsPage(after, limit+1)
+		}
+		return err
+	})
 	if err != nil {
 		r.writeStoreError(w, err)
 		return
 	}
-	if threads == nil {
-		threads = []store.Thread{}
+	resp := threadPage{Threads: page}
+	if len(page) > limit {
+		resp.Threads = page[:limit]
+		resp.NextCursor = encodeCursor(store.CursorOf(page[limit-1]))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"threads": threads})
+	if resp.Threads == nil {
+		resp.Threads = []store.Thread{}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// Page sizes of GET /v1/threads.
+const (
+	defaultPageLimit = 100
+	maxPageLimit     = 1000
+)
+
+// maxStatusChildren is how many children GET /v1/threads/{id} lists; past
+// it the answer has children_next_cursor, to read the rest from
+// GET /v1/threads?parent_id={id}&cursor=.
+const maxStatusChildren = 1000
+
+// threadPage is the answer of GET /v1/threads.
+type threadPage struct {
+	Threads []store.Thread `json:"threads"`
+	// NextCursor, when set, is the ?cursor= of the next page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// encodeCursor makes an opaque page cursor of c.
+func encodeCursor(c store.ThreadCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.Created.UnixNano(), 10) + ":" + c.ID))
+}
+
+// decodeCursor reads a cursor made by encodeCursor; "" is the start.
+func decodeCursor(s string) (store.ThreadCursor, error) {
+	if s == "" {
+		return store.ThreadCursor{}, nil
+	}
+	bad := fmt.Errorf("cursor %q is not one this runtime gave: pass the next_cursor of the previous page, or no cursor to start over", s)
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return store.ThreadCursor{}, bad
+	}
+	ns, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return store.ThreadCursor{}, bad
+	}
+	return store.ThreadCursor{Created: time.Unix(0, n).UTC(), ID: id}, nil
 }
 
 // threadInfo is the answer of GET /v1/threads/{id}.
@@ -124,8 +202,12 @@ type threadInfo struct {
 	// published after the save, so a client compares it with the last
 	// message event it saw to know its stream has caught up.
 	LastSeq int64 `json:"last_seq"`
-	// Children are the ids of the thread's child threads, oldest first.
+	// Children are the ids of the thread's child threads, oldest first;
+	// at most maxStatusChildren of them.
 	Children []string `json:"children"`
+	// ChildrenNextCursor, when set, says there are more children: read
+	// them from GET /v1/threads?parent_id={id}&cursor={it}.
+	ChildrenNextCursor string `json:"children_next_cursor,omitempty"`
 	// Choices are the user choices waiting for an answer (RAP UC-1).
 	Choices []store.Choice `json:"choices"`
 }
@@ -141,28 +223,28 @@ func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 			}
 			return err
 		}
-		calls, err := tx.ThreadCalls(id)
+		// Every read below is an indexed lookup of this thread's rows
+		// (issue 9 item 18): no scan of all threads.
+		calls, err := tx.PendingCalls(id)
 		if err != nil {
 			return err
 		}
-		for _, c := range calls {
-			if c.State.Pending() {
-				info.PendingCalls = append(info.PendingCalls, c)
-			}
-		}
+		info.PendingCalls = append(info.PendingCalls, calls...)
 		subs, err := tx.ThreadSubscriptions(id)
 		if err != nil {
 			return err
 		}
 		info.Subscriptions = append(info.Subscriptions, subs...)
-		all, err := tx.ListThreads()
+		kids, err := tx.ChildThreads(id, store.ThreadCursor{}, maxStatusChildren+1)
 		if err != nil {
 			return err
 		}
-		for _, t := range all {
-			if t.ParentID == id {
-				info.Children = append(info.Children, t.ID)
-			}
+		if len(kids) > maxStatusChildren {
+			kids = kids[:maxStatusChildren]
+			info.ChildrenNextCursor = encodeCursor(store.CursorOf(kids[len(kids)-1]))
+		}
+		for _, k := range kids {
+			info.Children = append(info.Children, k.ID)
 		}
 		choices, err := tx.ThreadChoices(id)
 		if err != nil {
