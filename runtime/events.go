@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // Event types streamed to clients (see docs/api.md).
@@ -71,6 +72,9 @@ type hub struct {
 	closed  bool
 	// dropped counts the subscribers dropped for falling behind.
 	dropped int
+	// queued is the bytes queued over every subscriber, bounded by
+	// limits.TotalBufferBytes.
+	queued atomic.Int64
 }
 
 // subscriber is one consumer's queue of events.
@@ -81,6 +85,8 @@ type subscriber struct {
 	max    int // the queue's bound in bytes
 	peak   int // the most bytes the queue ever held (for tests)
 	closed bool
+	// total is the hub's count of bytes queued over all subscribers.
+	total *atomic.Int64
 	// ready has a token while the queue is not empty or the subscriber
 	// is closed.
 	ready chan struct{}
@@ -92,8 +98,8 @@ const eventOverhead = 128
 
 func eventCost(e Event) int { return len(e.Data) + len(e.Type) + len(e.ThreadID) + eventOverhead }
 
-func newSubscriber(max int) *subscriber {
-	return &subscriber{max: max, ready: make(chan struct{}, 1)}
+func newSubscriber(max int, total *atomic.Int64) *subscriber {
+	return &subscriber{max: max, total: total, ready: make(chan struct{}, 1)}
 }
 
 func (s *subscriber) signal() {
@@ -103,21 +109,23 @@ func (s *subscriber) signal() {
 	}
 }
 
-// push queues e; it reports false, and closes the subscriber, when e would
-// take the queue past its bound.
-func (s *subscriber) push(e Event) bool {
+// push queues e; it reports false, and closes the subscriber, when the
+// subscriber is behind (its queue is not empty) and e would take its queue
+// past its bound, or every subscriber's queues past totalMax.
+func (s *subscriber) push(e Event, totalMax int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
 	c := eventCost(e)
-	if s.bytes+c > s.max && len(s.queue) > 0 {
+	if len(s.queue) > 0 && (s.bytes+c > s.max || s.total.Load()+int64(c) > totalMax) {
 		s.closeLocked()
 		return false
 	}
 	s.queue = append(s.queue, e)
 	s.bytes += c
+	s.total.Add(int64(c))
 	s.peak = max(s.peak, s.bytes)
 	s.signal()
 	return true
@@ -128,6 +136,7 @@ func (s *subscriber) push(e Event) bool {
 func (s *subscriber) take() (events []Event, closed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.total.Add(-int64(s.bytes))
 	events, s.queue, s.bytes = s.queue, nil, 0
 	if len(events) > 0 {
 		return events, false
@@ -147,6 +156,7 @@ func (s *subscriber) closeLocked() {
 		return
 	}
 	s.closed = true
+	s.total.Add(-int64(s.bytes))
 	s.queue, s.bytes = nil, 0
 	s.signal()
 }
@@ -199,11 +209,12 @@ func (h *hub) openStream(threadID string) (func(), error) {
 // before any live event. Priming never drops: the prime is bounded by what
 // the store holds for one thread.
 func (h *hub) subscribe(threadID string, prime []Event) (*subscriber, func()) {
-	s := newSubscriber(h.limits.BufferBytes)
+	s := newSubscriber(h.limits.BufferBytes, &h.queued)
 	for _, e := range prime {
 		s.queue = append(s.queue, e)
 		s.bytes += eventCost(e)
 	}
+	h.queued.Add(int64(s.bytes))
 	if len(s.queue) > 0 {
 		s.signal()
 	}
@@ -253,7 +264,7 @@ func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[e.ThreadID] {
-		if !s.push(e) {
+		if !s.push(e, int64(h.limits.TotalBufferBytes)) {
 			h.remove(e.ThreadID, s)
 			h.dropped++
 		}

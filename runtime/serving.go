@@ -15,6 +15,10 @@ type StreamLimits struct {
 	// stream or a Subscribe channel) that has not taken them yet; one that
 	// falls further behind is dropped and its memory freed. Default 4 MiB.
 	BufferBytes int
+	// TotalBufferBytes bounds the events queued over every subscriber:
+	// past it, a subscriber that is behind is dropped rather than queue
+	// more. Default 256 MiB.
+	TotalBufferBytes int
 	// WriteTimeout bounds each write of an event to a stream's client; a
 	// client that does not read for that long is disconnected. Default 30 s.
 	WriteTimeout time.Duration
@@ -29,6 +33,7 @@ type StreamLimits struct {
 // Defaults of StreamLimits.
 const (
 	DefaultStreamBufferBytes  = 4 << 20
+	DefaultStreamTotalBytes   = 256 << 20
 	DefaultStreamWriteTimeout = 30 * time.Second
 	DefaultStreamsPerThread   = 64
 	DefaultStreamsTotal       = 4096
@@ -37,6 +42,9 @@ const (
 func (l StreamLimits) withDefaults() StreamLimits {
 	if l.BufferBytes <= 0 {
 		l.BufferBytes = DefaultStreamBufferBytes
+	}
+	if l.TotalBufferBytes <= 0 {
+		l.TotalBufferBytes = DefaultStreamTotalBytes
 	}
 	if l.WriteTimeout <= 0 {
 		l.WriteTimeout = DefaultStreamWriteTimeout

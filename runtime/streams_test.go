@@ -146,3 +146,39 @@ func TestEventStreamCaps(t *testing.T) {
 		t.Fatalf("stream after one closed: %d", r.StatusCode)
 	}
 }
+
+// issue 9 item 12: the bytes queued over all subscribers stay under
+// TotalBufferBytes: many stalled streams cannot add up past it.
+func TestSubscribersBoundedInTotal(t *testing.T) {
+	const total = 2 << 20
+	h := newHub(StreamLimits{BufferBytes: 1 << 20, TotalBufferBytes: total})
+	var subs []*subscriber
+	for i := range 8 {
+		s, cancel := h.subscribe(fmt.Sprint(i), nil)
+		defer cancel()
+		subs = append(subs, s)
+	}
+	ev := Event{Type: EventTextDelta, Data: make([]byte, 100<<10)}
+	for range 20 {
+		for i := range subs {
+			ev.ThreadID = fmt.Sprint(i)
+			h.publish(ev)
+			// One event past the bound at most: the first event of a
+			// subscriber with an empty queue is always taken.
+			if q := h.queued.Load(); q > total+int64(len(subs)*eventCost(ev)) {
+				t.Fatalf("%d bytes queued in all, over the %d bound", q, total)
+			}
+		}
+	}
+	var sum int
+	for _, s := range subs {
+		now, _ := s.queued()
+		sum += now
+	}
+	if int64(sum) != h.queued.Load() {
+		t.Fatalf("queued count %d, subscribers hold %d", h.queued.Load(), sum)
+	}
+	if h.dropped == 0 {
+		t.Fatal("no stalled subscriber was dropped")
+	}
+}
