@@ -302,6 +302,15 @@ func (r *Runtime) serveHistory(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
 }
 
+// Pieces of the Server-Sent Events framing.
+var (
+	sseConnected     = []byte(": connected\n\n")
+	sseKeepAliveLine = []byte(": keep-alive\n\n")
+	sseEventPrefix   = []byte("event: ")
+	sseData          = []byte("\ndata: ")
+	sseEnd           = []byte("\n\n")
+)
+
 // serveEvents streams the thread's events as Server-Sent Events. A new
 // client first receives the session's toolsets and every current view
 // (RAP VU-2), then live events. Streams are bounded (issue 9 item 12): so
@@ -338,12 +347,16 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	timeout := r.hub.limits.WriteTimeout
-	write := func(format string, args ...any) bool {
+	// write writes its parts as they are (no formatting copy of a large
+	// payload) under a fresh write deadline, then flushes.
+	write := func(parts ...[]byte) bool {
 		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return false
 		}
-		if _, err := fmt.Fprintf(w, format, args...); err != nil {
-			return false
+		for _, p := range parts {
+			if _, err := w.Write(p); err != nil {
+				return false
+			}
 		}
 		return rc.Flush() == nil
 	}
@@ -351,7 +364,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if !write(": connected\n\n") {
+	if !write(sseConnected) {
 		return
 	}
 	keep := time.NewTicker(sseKeepAlive)
@@ -361,7 +374,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		case <-req.Context().Done():
 			return
 		case <-keep.C:
-			if !write(": keep-alive\n\n") {
+			if !write(sseKeepAliveLine) {
 				return
 			}
 		case <-sub.ready:
@@ -370,7 +383,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 			for i, e := range events {
-				if !write("event: %s\ndata: %s\n\n", e.Type, e.Data) {
+				if !write(sseEventPrefix, []byte(e.Type), sseData, e.Data, sseEnd) {
 					return
 				}
 				events[i] = Event{} // let the written payload go

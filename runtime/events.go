@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -111,15 +113,15 @@ func (s *subscriber) signal() {
 
 // push queues e; it reports false, and closes the subscriber, when the
 // subscriber is behind (its queue is not empty) and e would take its queue
-// past its bound, or every subscriber's queues past totalMax.
-func (s *subscriber) push(e Event, totalMax int64) bool {
+// past its bound.
+func (s *subscriber) push(e Event) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
 	c := eventCost(e)
-	if len(s.queue) > 0 && (s.bytes+c > s.max || s.total.Load()+int64(c) > totalMax) {
+	if len(s.queue) > 0 && s.bytes+c > s.max {
 		s.closeLocked()
 		return false
 	}
@@ -259,15 +261,47 @@ func (h *hub) watched(threadID string) bool {
 
 // publish queues e for the thread's subscribers without blocking; a
 // subscriber whose queue would pass its bound is dropped and its memory
-// freed.
+// freed. When the bytes queued over all subscribers pass
+// TotalBufferBytes, the subscribers furthest behind are dropped until they
+// no longer do.
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[e.ThreadID] {
-		if !s.push(e, int64(h.limits.TotalBufferBytes)) {
+		if !s.push(e) {
 			h.remove(e.ThreadID, s)
 			h.dropped++
 		}
+	}
+	if h.queued.Load() > int64(h.limits.TotalBufferBytes) {
+		h.evict()
+	}
+}
+
+// evict drops the subscribers with the most bytes queued until the total
+// is under TotalBufferBytes; h.mu is held.
+func (h *hub) evict() {
+	type behind struct {
+		thread string
+		s      *subscriber
+		bytes  int
+	}
+	var all []behind
+	for id, m := range h.subs {
+		for s := range m {
+			if now, _ := s.queued(); now > 0 {
+				all = append(all, behind{id, s, now})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b behind) int { return cmp.Compare(b.bytes, a.bytes) })
+	for _, b := range all {
+		if h.queued.Load() <= int64(h.limits.TotalBufferBytes) {
+			return
+		}
+		b.s.close()
+		h.remove(b.thread, b.s)
+		h.dropped++
 	}
 }
 
