@@ -340,6 +340,11 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	}
 	sub, cancel := r.hub.subscribe(id, prime)
 	defer cancel()
+	// Dropped for falling behind: end a write blocked on the client now,
+	// which frees this stream's slot and memory without waiting for the
+	// write deadline. (cancel closes sub first, so this never runs after
+	// the handler returned.)
+	sub.setKick(func() { rc.SetWriteDeadline(time.Now()) })
 	// The server's read and write timeouts bound whole requests; a stream
 	// lives as long as its client reads it. Clear the read deadline (the
 	// request has no body) and give each write its own deadline.

@@ -89,6 +89,10 @@ type subscriber struct {
 	closed bool
 	// total is the hub's count of bytes queued over all subscribers.
 	total *atomic.Int64
+	// kick, when set, is called when the subscriber is dropped for falling
+	// behind: an event stream uses it to end a write blocked on its client
+	// at once rather than at the write deadline. It must not block.
+	kick func()
 	// ready has a token while the queue is not empty or the subscriber
 	// is closed.
 	ready chan struct{}
@@ -122,7 +126,7 @@ func (s *subscriber) push(e Event) bool {
 	}
 	c := eventCost(e)
 	if len(s.queue) > 0 && s.bytes+c > s.max {
-		s.closeLocked()
+		s.dropLocked()
 		return false
 	}
 	s.queue = append(s.queue, e)
@@ -161,6 +165,24 @@ func (s *subscriber) closeLocked() {
 	s.total.Add(-int64(s.bytes))
 	s.queue, s.bytes = nil, 0
 	s.signal()
+}
+
+// dropLocked closes a subscriber that fell behind and kicks its consumer.
+func (s *subscriber) dropLocked() {
+	if s.closed {
+		return
+	}
+	s.closeLocked()
+	if s.kick != nil {
+		s.kick()
+	}
+}
+
+// setKick sets the function called if the subscriber is dropped.
+func (s *subscriber) setKick(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kick = f
 }
 
 // queued returns the bytes queued now and the most ever queued.
@@ -299,7 +321,9 @@ func (h *hub) evict() {
 		if h.queued.Load() <= int64(h.limits.TotalBufferBytes) {
 			return
 		}
-		b.s.close()
+		b.s.mu.Lock()
+		b.s.dropLocked()
+		b.s.mu.Unlock()
 		h.remove(b.thread, b.s)
 		h.dropped++
 	}

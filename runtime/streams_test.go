@@ -182,3 +182,23 @@ func TestSubscribersBoundedInTotal(t *testing.T) {
 		t.Fatal("no stalled subscriber was dropped")
 	}
 }
+
+// issue 9 item 12: dropping a stalled stream ends its handler at once (a
+// write blocked on the client is cut, not left to the 30 s write
+// deadline), which frees the stream's slot, goroutine and write buffer.
+func TestEventStreamDropFreesSlot(t *testing.T) {
+	e := newEnv(t, envOptions{tweak: func(c *Config) {
+		c.Streams = StreamLimits{BufferBytes: 2 << 20, WriteTimeout: time.Hour}
+	}})
+	th := e.newThread()
+	openRawStream(t, e.srv.URL, th)
+	poll(t, "the stream to subscribe", func() bool { return e.rt.hub.watched(th) })
+	for i := 0; i < 64 && e.rt.hub.watched(th); i++ {
+		e.rt.hub.publish(bigEvent(th))
+	}
+	poll(t, "the dropped stream's handler to end and free its slot", func() bool {
+		e.rt.hub.mu.Lock()
+		defer e.rt.hub.mu.Unlock()
+		return e.rt.hub.total == 0
+	})
+}
