@@ -353,7 +353,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	}
 	timeout := r.hub.limits.WriteTimeout
 	// write writes its parts as they are (no formatting copy of a large
-	// payload) under a fresh write deadline, then flushes.
+	// payload) under a fresh write deadline; flush sends what is buffered.
 	write := func(parts ...[]byte) bool {
 		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return false
@@ -363,13 +363,19 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 				return false
 			}
 		}
+		return true
+	}
+	flush := func() bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
 		return rc.Flush() == nil
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if !write(sseConnected) {
+	if !write(sseConnected) || !flush() {
 		return
 	}
 	keep := time.NewTicker(sseKeepAlive)
@@ -379,7 +385,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		case <-req.Context().Done():
 			return
 		case <-keep.C:
-			if !write(sseKeepAliveLine) {
+			if !write(sseKeepAliveLine) || !flush() {
 				return
 			}
 		case <-sub.ready:
@@ -387,11 +393,16 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 			if closed {
 				return
 			}
+			// One flush per batch: a client that keeps up gets each event
+			// at once, one that lags gets them in fewer, larger writes.
 			for i, e := range events {
 				if !write(sseEventPrefix, []byte(e.Type), sseData, e.Data, sseEnd) {
 					return
 				}
 				events[i] = Event{} // let the written payload go
+			}
+			if !flush() {
+				return
 			}
 		}
 	}
