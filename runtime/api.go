@@ -2,11 +2,13 @@ package runtime
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,16 +104,92 @@ func (r *Runtime) serveCreateThread(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusCreated, resp)
 }
 
+// serveListThreads answers GET /v1/threads one page at a time (issue 9
+// item 18): ?limit= (default 100, at most 1000), ?cursor= (the previous
+// page's next_cursor) and ?parent_id= (only that thread's children). The
+// answer is {"threads": [...], "next_cursor": "..."}; next_cursor is absent
+// on the last page.
 func (r *Runtime) serveListThreads(w http.ResponseWriter, req *http.Request) {
-	threads, err := r.Threads(req.Context())
+	q := req.URL.Query()
+	limit := defaultPageLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a whole number from 1 to %d", v, maxPageLimit))
+			return
+		}
+		limit = min(n, maxPageLimit)
+	}
+	after, err := decodeCursor(q.Get("cursor"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	parent := q.Get("parent_id")
+	var page []store.Thread
+	err = r.store.View(req.Context(), func(tx store.Tx) error {
+		var err error
+		if parent != "" {
+			page, err = tx.ChildThreads(parent, after, limit+1)
+		} else {
+			page, err = tx.ThreadsPage(after, limit+1)
+		}
+		return err
+	})
 	if err != nil {
 		r.writeStoreError(w, err)
 		return
 	}
-	if threads == nil {
-		threads = []store.Thread{}
+	resp := threadPage{Threads: page}
+	if len(page) > limit {
+		resp.Threads = page[:limit]
+		resp.NextCursor = encodeCursor(store.CursorOf(page[limit-1]))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"threads": threads})
+	if resp.Threads == nil {
+		resp.Threads = []store.Thread{}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// Page sizes of GET /v1/threads.
+const (
+	defaultPageLimit = 100
+	maxPageLimit     = 1000
+)
+
+// maxStatusChildren is how many children GET /v1/threads/{id} lists; past
+// it the answer has children_next_cursor, to read the rest from
+// GET /v1/threads?parent_id={id}&cursor=.
+const maxStatusChildren = 1000
+
+// threadPage is the answer of GET /v1/threads.
+type threadPage struct {
+	Threads []store.Thread `json:"threads"`
+	// NextCursor, when set, is the ?cursor= of the next page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// encodeCursor makes an opaque page cursor of c.
+func encodeCursor(c store.ThreadCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.Created.UnixNano(), 10) + ":" + c.ID))
+}
+
+// decodeCursor reads a cursor made by encodeCursor; "" is the start.
+func decodeCursor(s string) (store.ThreadCursor, error) {
+	if s == "" {
+		return store.ThreadCursor{}, nil
+	}
+	bad := fmt.Errorf("cursor %q is not one this runtime gave: pass the next_cursor of the previous page, or no cursor to start over", s)
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return store.ThreadCursor{}, bad
+	}
+	ns, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return store.ThreadCursor{}, bad
+	}
+	return store.ThreadCursor{Created: time.Unix(0, n).UTC(), ID: id}, nil
 }
 
 // threadInfo is the answer of GET /v1/threads/{id}.
@@ -124,8 +202,12 @@ type threadInfo struct {
 	// published after the save, so a client compares it with the last
 	// message event it saw to know its stream has caught up.
 	LastSeq int64 `json:"last_seq"`
-	// Children are the ids of the thread's child threads, oldest first.
+	// Children are the ids of the thread's child threads, oldest first;
+	// at most maxStatusChildren of them.
 	Children []string `json:"children"`
+	// ChildrenNextCursor, when set, says there are more children: read
+	// them from GET /v1/threads?parent_id={id}&cursor={it}.
+	ChildrenNextCursor string `json:"children_next_cursor,omitempty"`
 	// Choices are the user choices waiting for an answer (RAP UC-1).
 	Choices []store.Choice `json:"choices"`
 }
@@ -141,28 +223,28 @@ func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 			}
 			return err
 		}
-		calls, err := tx.ThreadCalls(id)
+		// Every read below is an indexed lookup of this thread's rows
+		// (issue 9 item 18): no scan of all threads.
+		calls, err := tx.PendingCalls(id)
 		if err != nil {
 			return err
 		}
-		for _, c := range calls {
-			if c.State.Pending() {
-				info.PendingCalls = append(info.PendingCalls, c)
-			}
-		}
+		info.PendingCalls = append(info.PendingCalls, calls...)
 		subs, err := tx.ThreadSubscriptions(id)
 		if err != nil {
 			return err
 		}
 		info.Subscriptions = append(info.Subscriptions, subs...)
-		all, err := tx.ListThreads()
+		kids, err := tx.ChildThreads(id, store.ThreadCursor{}, maxStatusChildren+1)
 		if err != nil {
 			return err
 		}
-		for _, t := range all {
-			if t.ParentID == id {
-				info.Children = append(info.Children, t.ID)
-			}
+		if len(kids) > maxStatusChildren {
+			kids = kids[:maxStatusChildren]
+			info.ChildrenNextCursor = encodeCursor(store.CursorOf(kids[len(kids)-1]))
+		}
+		for _, k := range kids {
+			info.Children = append(info.Children, k.ID)
 		}
 		choices, err := tx.ThreadChoices(id)
 		if err != nil {
@@ -220,29 +302,82 @@ func (r *Runtime) serveHistory(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
 }
 
+// Pieces of the Server-Sent Events framing.
+var (
+	sseConnected     = []byte(": connected\n\n")
+	sseKeepAliveLine = []byte(": keep-alive\n\n")
+	sseEventPrefix   = []byte("event: ")
+	sseData          = []byte("\ndata: ")
+	sseEnd           = []byte("\n\n")
+)
+
 // serveEvents streams the thread's events as Server-Sent Events. A new
 // client first receives the session's toolsets and every current view
-// (RAP VU-2), then live events.
+// (RAP VU-2), then live events. Streams are bounded (issue 9 item 12): so
+// many per thread and in total (429 and 503 past them), each event write
+// has a deadline, and a client that falls StreamLimits.BufferBytes behind
+// is disconnected; it may reconnect and is primed afresh.
 func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("id")
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "streaming is not supported by this server")
+	rc := http.NewResponseController(w)
+	release, err := r.hub.openStream(id)
+	if err != nil {
+		w.Header().Set("Retry-After", "5")
+		status := http.StatusServiceUnavailable
+		msg := fmt.Sprintf("the runtime serves its maximum of %d event streams; retry later", r.hub.limits.Total)
+		if errors.Is(err, errTooManyStreams) {
+			status = http.StatusTooManyRequests
+			msg = fmt.Sprintf("thread %q already has its maximum of %d event streams; close one or retry later", id, r.hub.limits.PerThread)
+		}
+		writeError(w, status, msg)
 		return
 	}
+	defer release()
 	prime, err := r.primeEvents(req.Context(), id)
 	if err != nil {
 		r.writeStoreError(w, err)
 		return
 	}
-	events, cancel := r.hub.subscribe(id, prime)
+	sub, cancel := r.hub.subscribe(id, prime)
 	defer cancel()
+	// Dropped for falling behind: end a write blocked on the client now,
+	// which frees this stream's slot and memory without waiting for the
+	// write deadline. (cancel closes sub first, so this never runs after
+	// the handler returned.)
+	sub.setKick(func() { rc.SetWriteDeadline(time.Now()) })
+	// The server's read and write timeouts bound whole requests; a stream
+	// lives as long as its client reads it. Clear the read deadline (the
+	// request has no body) and give each write its own deadline.
+	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return
+	}
+	timeout := r.hub.limits.WriteTimeout
+	// write writes its parts as they are (no formatting copy of a large
+	// payload) under a fresh write deadline; flush sends what is buffered.
+	write := func(parts ...[]byte) bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
+		for _, p := range parts {
+			if _, err := w.Write(p); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	flush := func() bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
+		return rc.Flush() == nil
+	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": connected\n\n")
-	flusher.Flush()
+	if !write(sseConnected) || !flush() {
+		return
+	}
 	keep := time.NewTicker(sseKeepAlive)
 	defer keep.Stop()
 	for {
@@ -250,14 +385,25 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		case <-req.Context().Done():
 			return
 		case <-keep.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			flusher.Flush()
-		case e, ok := <-events:
-			if !ok {
+			if !write(sseKeepAliveLine) || !flush() {
 				return
 			}
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, e.Data)
-			flusher.Flush()
+		case <-sub.ready:
+			events, closed := sub.take()
+			if closed {
+				return
+			}
+			// One flush per batch: a client that keeps up gets each event
+			// at once, one that lags gets them in fewer, larger writes.
+			for i, e := range events {
+				if !write(sseEventPrefix, []byte(e.Type), sseData, e.Data, sseEnd) {
+					return
+				}
+				events[i] = Event{} // let the written payload go
+			}
+			if !flush() {
+				return
+			}
 		}
 	}
 }

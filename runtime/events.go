@@ -1,8 +1,12 @@
 package runtime
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
+	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Event types streamed to clients (see docs/api.md).
@@ -54,38 +58,195 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// subscriberBuffer is how many events a subscriber may lag behind before it
-// is disconnected (it can reconnect and read the history).
-const subscriberBuffer = 1024
-
-// hub fans events out to the subscribers of each thread.
+// hub fans events out to the subscribers of each thread. Every subscriber
+// has its own queue, bounded in bytes (StreamLimits.BufferBytes): a
+// subscriber that falls that far behind is dropped and its queue freed (it
+// can reconnect, be primed afresh and read the history). The hub also
+// counts the client API's event streams, per thread and in total, against
+// StreamLimits (issue 9 item 12).
 type hub struct {
+	limits StreamLimits
 	mu     sync.Mutex
 	subs   map[string]map[*subscriber]struct{}
-	closed bool
+	// streams counts the HTTP event streams per thread; total is their sum.
+	streams map[string]int
+	total   int
+	closed  bool
+	// dropped counts the subscribers dropped for falling behind.
+	dropped int
+	// queued is the bytes queued over every subscriber, bounded by
+	// limits.TotalBufferBytes.
+	queued atomic.Int64
 }
 
+// subscriber is one consumer's queue of events.
 type subscriber struct {
-	ch   chan Event
-	once sync.Once
+	mu     sync.Mutex
+	queue  []Event
+	bytes  int
+	max    int // the queue's bound in bytes
+	peak   int // the most bytes the queue ever held (for tests)
+	closed bool
+	// total is the hub's count of bytes queued over all subscribers.
+	total *atomic.Int64
+	// kick, when set, is called when the subscriber is dropped for falling
+	// behind: an event stream uses it to end a write blocked on its client
+	// at once rather than at the write deadline. It must not block.
+	kick func()
+	// ready has a token while the queue is not empty or the subscriber
+	// is closed.
+	ready chan struct{}
 }
 
-func (s *subscriber) close() { s.once.Do(func() { close(s.ch) }) }
+// eventOverhead is what one queued event costs beyond its payload: the
+// Event value, its type and thread id, the SSE framing.
+const eventOverhead = 128
 
-func newHub() *hub { return &hub{subs: map[string]map[*subscriber]struct{}{}} }
+func eventCost(e Event) int { return len(e.Data) + len(e.Type) + len(e.ThreadID) + eventOverhead }
 
-// subscribe registers a subscriber, optionally priming it with events that
-// are delivered before any live event.
-func (h *hub) subscribe(threadID string, prime []Event) (<-chan Event, func()) {
-	s := &subscriber{ch: make(chan Event, subscriberBuffer+len(prime))}
+func newSubscriber(max int, total *atomic.Int64) *subscriber {
+	return &subscriber{max: max, total: total, ready: make(chan struct{}, 1)}
+}
+
+func (s *subscriber) signal() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// push queues e; it reports false, and closes the subscriber, when the
+// subscriber is behind (its queue is not empty) and e would take its queue
+// past its bound.
+func (s *subscriber) push(e Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	c := eventCost(e)
+	if len(s.queue) > 0 && s.bytes+c > s.max {
+		s.dropLocked()
+		return false
+	}
+	s.queue = append(s.queue, e)
+	s.bytes += c
+	s.total.Add(int64(c))
+	s.peak = max(s.peak, s.bytes)
+	s.signal()
+	return true
+}
+
+// take returns the queued events and empties the queue; closed is true
+// when the subscriber was closed and nothing more will come.
+func (s *subscriber) take() (events []Event, closed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total.Add(-int64(s.bytes))
+	events, s.queue, s.bytes = s.queue, nil, 0
+	if len(events) > 0 {
+		return events, false
+	}
+	return nil, s.closed
+}
+
+func (s *subscriber) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLocked()
+}
+
+// closeLocked marks the subscriber closed and frees its queue.
+func (s *subscriber) closeLocked() {
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.total.Add(-int64(s.bytes))
+	s.queue, s.bytes = nil, 0
+	s.signal()
+}
+
+// dropLocked closes a subscriber that fell behind and kicks its consumer.
+func (s *subscriber) dropLocked() {
+	if s.closed {
+		return
+	}
+	s.closeLocked()
+	if s.kick != nil {
+		s.kick()
+	}
+}
+
+// setKick sets the function called if the subscriber is dropped.
+func (s *subscriber) setKick(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.kick = f
+}
+
+// queued returns the bytes queued now and the most ever queued.
+func (s *subscriber) queued() (now, peak int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes, s.peak
+}
+
+func newHub(l StreamLimits) *hub {
+	return &hub{limits: l.withDefaults(), subs: map[string]map[*subscriber]struct{}{}, streams: map[string]int{}}
+}
+
+// errTooManyStreams and errStreamsFull are the refusals of openStream.
+var (
+	errTooManyStreams = errors.New("too many event streams on this thread")
+	errStreamsFull    = errors.New("too many event streams on this runtime")
+)
+
+// openStream counts one more event stream of the thread, or refuses it
+// past the per-thread (errTooManyStreams) or total (errStreamsFull) limit.
+// The returned function gives the slot back.
+func (h *hub) openStream(threadID string) (func(), error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.streams[threadID] >= h.limits.PerThread {
+		return nil, errTooManyStreams
+	}
+	if h.total >= h.limits.Total {
+		return nil, errStreamsFull
+	}
+	h.streams[threadID]++
+	h.total++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.total--
+			if h.streams[threadID]--; h.streams[threadID] <= 0 {
+				delete(h.streams, threadID)
+			}
+		})
+	}, nil
+}
+
+// subscribe registers a subscriber primed with events that are delivered
+// before any live event. Priming never drops: the prime is bounded by what
+// the store holds for one thread.
+func (h *hub) subscribe(threadID string, prime []Event) (*subscriber, func()) {
+	s := newSubscriber(h.limits.BufferBytes, &h.queued)
 	for _, e := range prime {
-		s.ch <- e
+		s.queue = append(s.queue, e)
+		s.bytes += eventCost(e)
+	}
+	h.queued.Add(int64(s.bytes))
+	if len(s.queue) > 0 {
+		s.signal()
 	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		s.close()
-		return s.ch, func() {}
+		return s, func() {}
 	}
 	m := h.subs[threadID]
 	if m == nil {
@@ -96,16 +257,21 @@ func (h *hub) subscribe(threadID string, prime []Event) (<-chan Event, func()) {
 	h.mu.Unlock()
 	cancel := func() {
 		h.mu.Lock()
-		if m := h.subs[threadID]; m != nil {
-			delete(m, s)
-			if len(m) == 0 {
-				delete(h.subs, threadID)
-			}
-		}
+		h.remove(threadID, s)
 		h.mu.Unlock()
 		s.close()
 	}
-	return s.ch, cancel
+	return s, cancel
+}
+
+// remove unregisters s; h.mu is held.
+func (h *hub) remove(threadID string, s *subscriber) {
+	if m := h.subs[threadID]; m != nil {
+		delete(m, s)
+		if len(m) == 0 {
+			delete(h.subs, threadID)
+		}
+	}
 }
 
 // watched reports whether the thread has a subscriber now.
@@ -115,18 +281,51 @@ func (h *hub) watched(threadID string) bool {
 	return len(h.subs[threadID]) > 0
 }
 
-// publish sends e to the thread's subscribers without blocking; a
-// subscriber whose buffer is full is disconnected.
+// publish queues e for the thread's subscribers without blocking; a
+// subscriber whose queue would pass its bound is dropped and its memory
+// freed. When the bytes queued over all subscribers pass
+// TotalBufferBytes, the subscribers furthest behind are dropped until they
+// no longer do.
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[e.ThreadID] {
-		select {
-		case s.ch <- e:
-		default:
-			delete(h.subs[e.ThreadID], s)
-			s.close()
+		if !s.push(e) {
+			h.remove(e.ThreadID, s)
+			h.dropped++
 		}
+	}
+	if h.queued.Load() > int64(h.limits.TotalBufferBytes) {
+		h.evict()
+	}
+}
+
+// evict drops the subscribers with the most bytes queued until the total
+// is under TotalBufferBytes; h.mu is held.
+func (h *hub) evict() {
+	type behind struct {
+		thread string
+		s      *subscriber
+		bytes  int
+	}
+	var all []behind
+	for id, m := range h.subs {
+		for s := range m {
+			if now, _ := s.queued(); now > 0 {
+				all = append(all, behind{id, s, now})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b behind) int { return cmp.Compare(b.bytes, a.bytes) })
+	for _, b := range all {
+		if h.queued.Load() <= int64(h.limits.TotalBufferBytes) {
+			return
+		}
+		b.s.mu.Lock()
+		b.s.dropLocked()
+		b.s.mu.Unlock()
+		h.remove(b.thread, b.s)
+		h.dropped++
 	}
 }
 
@@ -144,9 +343,40 @@ func (h *hub) closeAll() {
 
 // Subscribe returns the thread's live events and a function that ends the
 // subscription (and closes the channel). The channel is also closed at
-// Shutdown, or when the subscriber falls more than 1024 events behind.
+// Shutdown, or when the subscriber falls more than StreamLimits.BufferBytes
+// behind (it can subscribe again and read the history).
 func (r *Runtime) Subscribe(threadID string) (events <-chan Event, cancel func()) {
-	return r.hub.subscribe(threadID, nil)
+	s, stop := r.hub.subscribe(threadID, nil)
+	ch := make(chan Event)
+	done := make(chan struct{})
+	go func() {
+		defer close(ch)
+		for {
+			select {
+			case <-s.ready:
+			case <-done:
+				return
+			}
+			evs, closed := s.take()
+			if closed {
+				return
+			}
+			for _, e := range evs {
+				select {
+				case ch <- e:
+				case <-done:
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			stop()
+			close(done)
+		})
+	}
 }
 
 // emit publishes an event with a JSON-encoded payload.

@@ -210,6 +210,10 @@ type Config struct {
 	// each is replaced by "[redacted]" in the model errors it logs and
 	// sends to clients. Values shorter than 8 bytes are not masked.
 	Secrets []string
+	// Streams bounds the client API's event streams: bytes queued per
+	// subscriber, write timeout, streams per thread and in total. Zero
+	// fields take the defaults (see StreamLimits).
+	Streams StreamLimits
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -312,7 +316,7 @@ func New(cfg Config) (*Runtime, error) {
 		log:       cfg.Logger,
 		http:      cfg.HTTPClient,
 		retry:     cfg.DispatchRetry.withDefaults(),
-		hub:       newHub(),
+		hub:       newHub(cfg.Streams),
 		hist:      newHistoryCache(cfg.HistoryCacheThreads),
 		threads:   map[string]*threadState{},
 		inflight:  map[string]int{},

@@ -1118,15 +1118,47 @@ func (c *apiClient) answerChoice(ctx context.Context, threadID, callID string, s
 	return c.do(ctx, http.MethodPost, "/v1/threads/"+url.PathEscape(threadID)+"/choices/"+url.PathEscape(callID), body, nil)
 }
 
-// threads lists every thread of the runtime (GET /v1/threads).
+// threads lists every thread of the runtime, following GET /v1/threads
+// page by page.
 func (c *apiClient) threads(ctx context.Context) ([]store.Thread, error) {
-	var list struct {
-		Threads []store.Thread `json:"threads"`
+	return c.listThreads(ctx, "")
+}
+
+// children lists the child threads of parent, page by page
+// (GET /v1/threads?parent_id=).
+func (c *apiClient) children(ctx context.Context, parent string) ([]store.Thread, error) {
+	return c.listThreads(ctx, parent)
+}
+
+// listPageSize is the page size asked of GET /v1/threads (its maximum).
+const listPageSize = 1000
+
+// listThreads follows the pages of GET /v1/threads, of every thread or
+// only of parent's children.
+func (c *apiClient) listThreads(ctx context.Context, parent string) ([]store.Thread, error) {
+	var all []store.Thread
+	cursor := ""
+	for {
+		q := url.Values{"limit": {strconv.Itoa(listPageSize)}}
+		if parent != "" {
+			q.Set("parent_id", parent)
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page struct {
+			Threads    []store.Thread `json:"threads"`
+			NextCursor string         `json:"next_cursor"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/v1/threads?"+q.Encode(), nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Threads...)
+		if page.NextCursor == "" || page.NextCursor == cursor || len(page.Threads) == 0 {
+			return all, nil
+		}
+		cursor = page.NextCursor
 	}
-	if err := c.do(ctx, http.MethodGet, "/v1/threads", nil, &list); err != nil {
-		return nil, err
-	}
-	return list.Threads, nil
 }
 
 // printThreadTree prints the thread tree built from parent_id: every

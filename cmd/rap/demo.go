@@ -261,8 +261,8 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 		st.Close()
 		return err
 	}
-	rtSrv := &http.Server{Handler: rt.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	go rtSrv.Serve(ln)
+	rtSrv := runtime.NewHTTPServer(rt.Handler(), runtime.ServerLimits{}, log)
+	go rtSrv.Serve(runtime.LimitListener(ln, runtime.ServerLimits{}))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
@@ -573,19 +573,7 @@ func (p *demoPlayer) waitSubscriptionEnded(ctx context.Context, callID string) (
 
 // children returns the threads spawned from the demo's thread.
 func (p *demoPlayer) children(ctx context.Context) ([]store.Thread, error) {
-	var list struct {
-		Threads []store.Thread `json:"threads"`
-	}
-	if err := p.api.do(ctx, http.MethodGet, "/v1/threads", nil, &list); err != nil {
-		return nil, err
-	}
-	var out []store.Thread
-	for _, th := range list.Threads {
-		if th.ParentID == p.threadID {
-			out = append(out, th)
-		}
-	}
-	return out, nil
+	return p.api.children(ctx, p.threadID)
 }
 
 // childrenBusy counts the child threads that are still open and have

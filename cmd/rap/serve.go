@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -25,7 +26,7 @@ func init() {
 	register(&command{
 		name:    "serve",
 		summary: "run the agent runtime: client API, tool dispatch and callbacks",
-		usage:   "rap serve [--config FILE] [--listen ADDR] [--public-url URL] [--data-dir DIR] [--model PROVIDER:MODEL]",
+		usage:   "rap serve [--config FILE] [--listen ADDR] [--insecure] [--public-url URL] [--data-dir DIR] [--model PROVIDER:MODEL]",
 		run:     runServe,
 	})
 }
@@ -65,6 +66,8 @@ type server struct {
 	URL       string // the bound listen URL, such as http://127.0.0.1:8080
 	PublicURL string // the base tools call back to
 	Model     string // the model's description
+	// HTTP is the runtime's HTTP server (its timeouts and limits).
+	HTTP *http.Server
 }
 
 // serve runs the runtime until ctx ends. ready, when not nil, is called
@@ -108,6 +111,9 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", s.Listen, err)
 	}
 	defer ln.Close()
+	if err := checkListenAuth(ln.Addr(), s); err != nil {
+		return err
+	}
 	publicURL, err := s.PublicURLFor(ln.Addr().String())
 	if err != nil {
 		return err
@@ -145,17 +151,16 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if s.Token != "" {
 		handler = requireToken(handler, s.Token)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	// Read, write and idle timeouts, a header limit and a connection cap
+	// (issue 9 item 15); event streams set their own write deadlines.
+	var limits runtime.ServerLimits
+	srv := runtime.NewHTTPServer(handler, limits, log)
+	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(runtime.LimitListener(ln, limits)) }()
 
 	listenURL := "http://" + ln.Addr().String()
-	info := &server{Runtime: rt, URL: listenURL, PublicURL: publicURL, Model: describeModel(mdl)}
+	info := &server{Runtime: rt, URL: listenURL, PublicURL: publicURL, Model: describeModel(mdl), HTTP: srv}
 	fmt.Fprintf(stdout, "rap serve: listening on %s\n", listenURL)
 	fmt.Fprintf(stdout, "  model:        %s\n", info.Model)
 	fmt.Fprintf(stdout, "  callbacks:    %s/rap/callback/…\n", publicURL)
@@ -165,8 +170,12 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	} else {
 		fmt.Fprintf(stdout, "  tool servers: %s (from %s)\n", orNone(strings.Join(toolServers, ", ")), strings.Join(used, ", "))
 	}
-	if s.Token != "" {
+	switch {
+	case s.Token != "":
 		fmt.Fprintf(stdout, "  client API:   requires the bearer token from %s\n", config.EnvToken)
+	case s.Insecure:
+		fmt.Fprintf(stdout, "  client API:   NO AUTHENTICATION (--insecure): anyone who reaches %s can read and drive every conversation\n", listenURL)
+		log.Warn("the client API has no token and listens beyond loopback (--insecure)", "listen", listenURL)
 	}
 	fmt.Fprintf(stdout, "Talk to it with: rap chat --server %s\n", listenURL)
 	log.Info("serving", "settings", s, "tool_servers", toolServers, "config_files", used)
@@ -210,15 +219,19 @@ func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // requireToken protects the client API with a bearer token. The callback
 // endpoint stays open: each callback URL carries its own unguessable token.
+// Tokens are compared in constant time over their SHA-256 digests, so
+// neither the content nor the length of the token leaks through timing
+// (issue 9 item 16).
 func requireToken(next http.Handler, token string) http.Handler {
-	want := []byte("Bearer " + token)
+	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/rap/callback/") {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		got, ok := bearer(r.Header.Get("Authorization"))
+		sum := sha256.Sum256([]byte(got))
+		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
 			w.WriteHeader(http.StatusUnauthorized)
@@ -227,6 +240,32 @@ func requireToken(next http.Handler, token string) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bearer returns the token of an "Authorization: Bearer TOKEN" header (the
+// scheme is case-insensitive, RFC 9110 section 11.1).
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return tok, true
+}
+
+// checkListenAuth refuses to serve the client API beyond loopback without a
+// token, unless --insecure says so explicitly (issue 9 item 16): the API
+// reads and drives every conversation of the runtime.
+func checkListenAuth(addr net.Addr, s config.Settings) error {
+	if s.Token != "" || s.Insecure {
+		return nil
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: refusing to listen on %s without a client token: anyone who can reach it could read and drive every conversation. "+
+		"Set %s to a long random secret (for example: export %s=$(openssl rand -hex 32)) and give clients the same value "+
+		"(rap chat reads %s); or listen on loopback only (--listen 127.0.0.1:8080); or pass --insecure if the network is trusted",
+		errUsage, addr, config.EnvToken, config.EnvToken, config.EnvToken)
 }
 
 // displayRenderTimeout bounds one display script evaluation (RAP DS-3).

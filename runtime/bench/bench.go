@@ -121,8 +121,8 @@ func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTo
 		return nil, err
 	}
 	e.rt = rt
-	e.rtSrv = &http.Server{Handler: rt.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go e.rtSrv.Serve(rtLn)
+	e.rtSrv = runtime.NewHTTPServer(rt.Handler(), runtime.ServerLimits{}, nil)
+	go e.rtSrv.Serve(runtime.LimitListener(rtLn, runtime.ServerLimits{}))
 	return e, nil
 }
 

@@ -94,6 +94,10 @@ type Settings struct {
 	ModelTimeout      time.Duration
 	ModelAttempts     int
 	ModelRetryBackoff time.Duration
+	// Insecure allows serving the client API beyond loopback without a
+	// Token. Only a command-line flag sets it (--insecure), never the
+	// environment.
+	Insecure bool
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -192,6 +196,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.ModelTimeout, "model-timeout", s.ModelTimeout, "cut a completion that lasts longer than `D`; 0 = 10m (env "+EnvModelTimeout+")")
 	fs.IntVar(&s.ModelAttempts, "model-attempts", s.ModelAttempts, "try one input with the model `N` times, retrying on its own, before waiting for the next message; 0 = 5 (env "+EnvModelAttempts+")")
 	fs.DurationVar(&s.ModelRetryBackoff, "model-retry-backoff", s.ModelRetryBackoff, "wait `D` before the first automatic retry of a failed completion, doubling each time; 0 = 5s (env "+EnvModelRetryBackoff+")")
+	fs.BoolVar(&s.Insecure, "insecure", s.Insecure, "serve the client API on a non-loopback address without a token ("+EnvToken+"); anyone who reaches it can read and drive every conversation")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 

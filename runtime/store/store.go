@@ -104,7 +104,28 @@ type Threads interface {
 	ListThreads() ([]Thread, error)
 	// SetThreadStatus changes a thread's status.
 	SetThreadStatus(id string, s ThreadStatus) error
+	// ThreadsPage returns up to limit threads that come after `after` in
+	// ListThreads' order (oldest first, by Created then ID); the zero
+	// cursor starts at the first thread. Backed by an index: a page costs
+	// O(log n + limit).
+	ThreadsPage(after ThreadCursor, limit int) ([]Thread, error)
+	// ChildThreads returns up to limit child threads of parentID that come
+	// after `after`, oldest first. Backed by an index.
+	ChildThreads(parentID string, after ThreadCursor, limit int) ([]Thread, error)
 }
+
+// ThreadCursor is a position in the order of threads (Created, then ID):
+// the last thread of the previous page. The zero cursor is the start.
+type ThreadCursor struct {
+	Created time.Time
+	ID      string
+}
+
+// CursorOf returns the cursor just after t.
+func CursorOf(t Thread) ThreadCursor { return ThreadCursor{Created: t.Created, ID: t.ID} }
+
+// IsZero reports whether c is the start.
+func (c ThreadCursor) IsZero() bool { return c.Created.IsZero() && c.ID == "" }
 
 // Role says who produced a history message.
 type Role string

@@ -290,6 +290,10 @@ var migrations = []string{
 		created INTEGER NOT NULL
 	);
 	CREATE INDEX held_events_call ON held_events(thread_id, call_id, id);`,
+	// 6: threads are listed by page and children by parent, in order
+	// (issue 9 item 18).
+	`CREATE INDEX threads_created ON threads(created, id);
+	CREATE INDEX threads_parent_created ON threads(parent_id, created, id);`,
 }
 
 // SchemaVersion is the schema version this package writes.

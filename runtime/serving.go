@@ -1,0 +1,178 @@
+package runtime
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// StreamLimits bounds the client API's event streams (GET
+// /v1/threads/{id}/events). Zero fields take the defaults below.
+type StreamLimits struct {
+	// BufferBytes bounds the events queued for one subscriber (an event
+	// stream or a Subscribe channel) that has not taken them yet; one that
+	// falls further behind is dropped and its memory freed. Default 4 MiB.
+	BufferBytes int
+	// TotalBufferBytes bounds the events queued over every subscriber:
+	// past it, a subscriber that is behind is dropped rather than queue
+	// more. Default 256 MiB.
+	TotalBufferBytes int
+	// WriteTimeout bounds each write of an event to a stream's client; a
+	// client that does not read for that long is disconnected. Default 30 s.
+	WriteTimeout time.Duration
+	// PerThread is the most concurrent event streams of one thread; one
+	// more is answered 429 Too Many Requests. Default 64.
+	PerThread int
+	// Total is the most concurrent event streams of the runtime; one more
+	// is answered 503 Service Unavailable. Default 4096.
+	Total int
+}
+
+// Defaults of StreamLimits.
+const (
+	DefaultStreamBufferBytes  = 4 << 20
+	DefaultStreamTotalBytes   = 256 << 20
+	DefaultStreamWriteTimeout = 30 * time.Second
+	DefaultStreamsPerThread   = 64
+	DefaultStreamsTotal       = 4096
+)
+
+func (l StreamLimits) withDefaults() StreamLimits {
+	if l.BufferBytes <= 0 {
+		l.BufferBytes = DefaultStreamBufferBytes
+	}
+	if l.TotalBufferBytes <= 0 {
+		l.TotalBufferBytes = DefaultStreamTotalBytes
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = DefaultStreamWriteTimeout
+	}
+	if l.PerThread <= 0 {
+		l.PerThread = DefaultStreamsPerThread
+	}
+	if l.Total <= 0 {
+		l.Total = DefaultStreamsTotal
+	}
+	return l
+}
+
+// ServerLimits are the timeouts and limits of the runtime's HTTP server
+// (see NewHTTPServer and LimitListener). Zero fields take the defaults.
+type ServerLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers. Default 10 s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included: a client
+	// that sends its body slower is cut off. Default 60 s, time enough for
+	// a 4 MiB callback at 70 KB/s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response. Event streams replace it with
+	// a deadline per event (StreamLimits.WriteTimeout). Default 60 s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection idle for that long.
+	// Default 120 s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
+	MaxHeaderBytes int
+	// MaxConns is the most connections served at once (LimitListener); the
+	// listener accepts no more until one closes. It must leave room for
+	// StreamLimits.Total event streams. Default 10,000.
+	MaxConns int
+}
+
+// Defaults of ServerLimits.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 60 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultMaxConns          = 10000
+)
+
+func (l ServerLimits) withDefaults() ServerLimits {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	set(&l.ReadTimeout, DefaultReadTimeout)
+	set(&l.WriteTimeout, DefaultWriteTimeout)
+	set(&l.IdleTimeout, DefaultIdleTimeout)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	return l
+}
+
+// NewHTTPServer returns an http.Server for h with every timeout and the
+// header limit of l set (issue 9 item 15). Serve it on
+// LimitListener(ln, l) to cap its connections. log, when not nil, receives
+// the server's own errors at warning level.
+func NewHTTPServer(h http.Handler, l ServerLimits, log *slog.Logger) *http.Server {
+	l = l.withDefaults()
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: l.ReadHeaderTimeout,
+		ReadTimeout:       l.ReadTimeout,
+		WriteTimeout:      l.WriteTimeout,
+		IdleTimeout:       l.IdleTimeout,
+		MaxHeaderBytes:    l.MaxHeaderBytes,
+	}
+	if log != nil {
+		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	}
+	return srv
+}
+
+// LimitListener returns a listener that keeps at most l.MaxConns accepted
+// connections open at once: past that, Accept waits until one closes, and
+// the kernel's backlog holds the newcomers.
+func LimitListener(ln net.Listener, l ServerLimits) net.Listener {
+	l = l.withDefaults()
+	return &limitListener{Listener: ln, sem: make(chan struct{}, l.MaxConns), done: make(chan struct{})}
+}
+
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
+	return err
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

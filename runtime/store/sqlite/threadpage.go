@@ -1,0 +1,67 @@
+package sqlite
+
+import (
+	"fmt"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// The page queries. After a cursor (c, i) each makes two index seeks,
+// (created = c, id > i) then (created > c), and sorts at most 2×limit rows:
+// a row value comparison (created, id) > (c, i) would scan every thread
+// created at c.
+const (
+	threadsFirstPage = `SELECT ` + threadCols + ` FROM threads ORDER BY created, id LIMIT ?`
+	threadsNextPage  = `SELECT * FROM (
+		SELECT * FROM (SELECT ` + threadCols + ` FROM threads WHERE created = ? AND id > ? ORDER BY id LIMIT ?)
+		UNION ALL
+		SELECT * FROM (SELECT ` + threadCols + ` FROM threads WHERE created > ? ORDER BY created, id LIMIT ?)
+	) ORDER BY 5, 1 LIMIT ?`
+	childrenFirstPage = `SELECT ` + threadCols + ` FROM threads WHERE parent_id = ? ORDER BY created, id LIMIT ?`
+	childrenNextPage  = `SELECT * FROM (
+		SELECT * FROM (SELECT ` + threadCols + ` FROM threads WHERE parent_id = ? AND created = ? AND id > ? ORDER BY id LIMIT ?)
+		UNION ALL
+		SELECT * FROM (SELECT ` + threadCols + ` FROM threads WHERE parent_id = ? AND created > ? ORDER BY created, id LIMIT ?)
+	) ORDER BY 5, 1 LIMIT ?`
+)
+
+// ThreadsPage implements store.Threads with the threads_created index.
+func (t *tx) ThreadsPage(after store.ThreadCursor, limit int) ([]store.Thread, error) {
+	if after.IsZero() {
+		return t.threadRows("list threads", threadsFirstPage, limit)
+	}
+	c := nanos(after.Created)
+	return t.threadRows("list threads", threadsNextPage, c, after.ID, limit, c, limit, limit)
+}
+
+// ChildThreads implements store.Threads with the threads_parent_created
+// index.
+func (t *tx) ChildThreads(parentID string, after store.ThreadCursor, limit int) ([]store.Thread, error) {
+	what := "list the children of thread " + parentID
+	if after.IsZero() {
+		return t.threadRows(what, childrenFirstPage, parentID, limit)
+	}
+	c := nanos(after.Created)
+	return t.threadRows(what, childrenNextPage, parentID, c, after.ID, limit, parentID, c, limit, limit)
+}
+
+// threadRows runs a query of threadCols rows.
+func (t *tx) threadRows(what, query string, args ...any) ([]store.Thread, error) {
+	rows, err := t.tx.Query(query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []store.Thread
+	for rows.Next() {
+		th, err := scanThread(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, th)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
