@@ -51,7 +51,8 @@ func resultDedupKey(threadID, callID string) string {
 
 // dispatch POSTs the invocation (RAP TR-2, IN-1, IN-2), retrying connection
 // errors and 5xx answers with exponential backoff but never a 4xx
-// (RAP TR-3). A final failure becomes an error result (RAP TR-4). Every
+// (RAP TR-3). Any 2xx answer accepts the call; a final failure becomes an
+// error result (RAP TR-4). Every
 // invocation is logged for audit (RAP RT-6).
 func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string) {
 	start := time.Now()
@@ -205,12 +206,15 @@ func (r *Runtime) postOnce(ctx context.Context, endpoint string, body []byte, ti
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // the body is ignored (RAP TR-2)
 	switch {
-	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		// Any 2xx acknowledges the invocation (202 Accepted and 204 No
+		// Content included), as the reference runtime accepts; the result
+		// comes later by callback (RAP TR-2, TR-4).
 		return resp.StatusCode, false, nil
 	case resp.StatusCode >= 500:
 		return resp.StatusCode, true, fmt.Errorf("POST %s: server answered %s", redact(endpoint), resp.Status)
 	default:
-		return resp.StatusCode, false, fmt.Errorf("POST %s: server answered %s, which means the invocation was not accepted (RAP TR-4)", redact(endpoint), resp.Status)
+		return resp.StatusCode, false, fmt.Errorf("POST %s: server answered %s; only a 2xx answer accepts an invocation (RAP TR-4)", redact(endpoint), resp.Status)
 	}
 }
 
