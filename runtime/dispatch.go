@@ -118,35 +118,48 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 }
 
 // invocation builds the message for c. The thread's ancestors are looked up
-// when not given (RAP IN-1).
+// when not given (RAP IN-1), and the session's user id is looked up too.
 func (r *Runtime) invocation(ctx context.Context, c store.Call, ancestors []string) ([]byte, error) {
-	if ancestors != nil {
-		return r.encodeInvocation(c, ancestors)
-	}
-	err := r.store.View(ctx, func(tx store.Tx) error {
-		ancestors = ancestors[:0]
-		th, err := tx.Thread(c.ThreadID)
-		if err != nil {
-			return err
-		}
-		for p := th.ParentID; p != ""; {
-			ancestors = append([]string{p}, ancestors...)
-			pt, err := tx.Thread(p)
+	if ancestors == nil {
+		var user string
+		err := r.store.View(ctx, func(tx store.Tx) error {
+			ancestors = ancestors[:0]
+			th, err := tx.Thread(c.ThreadID)
 			if err != nil {
 				return err
 			}
-			p = pt.ParentID
+			user = th.UserID
+			for p := th.ParentID; p != ""; {
+				ancestors = append([]string{p}, ancestors...)
+				pt, err := tx.Thread(p)
+				if err != nil {
+					return err
+				}
+				user = pt.UserID
+				p = pt.ParentID
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load thread %s for the invocation: %w", c.ThreadID, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load thread %s for the invocation: %w", c.ThreadID, err)
+		// user is now the root thread's: the session's user.
+		return r.encodeInvocation(c, ancestors, user)
 	}
-	return r.encodeInvocation(c, ancestors)
+	root := c.ThreadID
+	if len(ancestors) > 0 {
+		root = ancestors[0]
+	}
+	user, err := r.sessionUser(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	return r.encodeInvocation(c, ancestors, user)
 }
 
-// encodeInvocation encodes the invocation message of c.
-func (r *Runtime) encodeInvocation(c store.Call, ancestors []string) ([]byte, error) {
+// encodeInvocation encodes the invocation message of c for the session's
+// user userID (empty: none).
+func (r *Runtime) encodeInvocation(c store.Call, ancestors []string, userID string) ([]byte, error) {
 	if len(ancestors) == 0 {
 		ancestors = nil // a root thread's invocation has no thread_ancestors
 	}
@@ -156,6 +169,7 @@ func (r *Runtime) encodeInvocation(c store.Call, ancestors []string) ([]byte, er
 		ID:              c.CallID,
 		CallbackURL:     r.callbackURL(c.ThreadID, c.CallID),
 		GroupID:         c.ThreadID,
+		UserID:          userID,
 		ThreadAncestors: ancestors,
 	}
 	return json.Marshal(inv)

@@ -187,6 +187,15 @@ type Config struct {
 	// in memory, so that a slice reads only what was added since the
 	// thread's previous slice; zero means 1024, negative turns the cache off.
 	HistoryCacheThreads int
+	// DefaultUserID is the user id of sessions created without one (see
+	// CreateThreadFor); every invocation of a session carries its user id
+	// as user_id (RAP IN-1, IN-5). Empty means none is sent.
+	DefaultUserID string
+	// CallStatusAfter is how long a dispatched call or an active
+	// subscription may stay silent before the runtime asks its tool server
+	// POST {base}/tool_call_status about it; zero means
+	// DefaultCallStatusAfter, negative turns the checks off.
+	CallStatusAfter time.Duration
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -217,6 +226,7 @@ type Runtime struct {
 	retry RetryPolicy
 	hub   *hub
 	hist  *historyCache
+	users userCache // user ids of sessions
 
 	mu        sync.Mutex
 	started   bool
@@ -259,6 +269,9 @@ func New(cfg Config) (*Runtime, error) {
 		problems = append(problems, "PublicURL is empty: give the base URL tools call back to, such as http://127.0.0.1:8080")
 	} else if !strings.HasPrefix(cfg.PublicURL, "http://") && !strings.HasPrefix(cfg.PublicURL, "https://") {
 		problems = append(problems, fmt.Sprintf("PublicURL %q must start with http:// or https://", cfg.PublicURL))
+	}
+	if err := checkUserID(cfg.DefaultUserID); err != nil {
+		problems = append(problems, "DefaultUserID: "+err.Error())
 	}
 	for name, d := range cfg.ToolTimeouts {
 		if d <= 0 {
@@ -408,12 +421,28 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 }
 
-// CreateThread creates a root thread (a new session), discovers its
-// toolsets (RAP TS-4 to TS-7) and returns its id. Discovery problems do not
-// fail the call: they are logged and reported as a "toolsets" event.
+// CreateThread creates a root thread (a new session) for the configured
+// default user (Config.DefaultUserID), discovers its toolsets (RAP TS-4 to
+// TS-7) and returns its id. Discovery problems do not fail the call: they
+// are logged and reported as a "toolsets" event.
 func (r *Runtime) CreateThread(ctx context.Context) (string, error) {
+	return r.CreateThreadFor(ctx, "")
+}
+
+// CreateThreadFor is CreateThread for the end user userID: every
+// invocation of the session, its child threads' included, carries it as
+// user_id (RAP IN-1), so tools that keep credentials per user find them.
+// An empty userID means Config.DefaultUserID. The caller vouches for the
+// id: take it only from an authenticated client or trusted configuration.
+func (r *Runtime) CreateThreadFor(ctx context.Context, userID string) (string, error) {
+	if err := checkUserID(userID); err != nil {
+		return "", fmt.Errorf("%w: user_id %v", ErrBadInput, err)
+	}
+	if userID == "" {
+		userID = r.cfg.DefaultUserID
+	}
 	id := uuid.NewString()
-	th := store.Thread{ID: id, RootID: id, Status: store.ThreadActive}
+	th := store.Thread{ID: id, RootID: id, Status: store.ThreadActive, UserID: userID}
 	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.CreateThread(th) }); err != nil {
 		return "", fmt.Errorf("create thread: %w", err)
 	}

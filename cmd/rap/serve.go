@@ -128,6 +128,8 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		System:                    s.System,
 		DefaultToolTimeout:        s.ToolTimeout,
 		MaxSubscriptionsPerThread: s.MaxSubscriptions,
+		DefaultUserID:             s.UserID,
+		CallStatusAfter:           s.CallStatusAfter,
 		DisplayText:               displayText,
 	})
 	if err != nil {

@@ -30,6 +30,11 @@ const (
 	// EnvMaxSubscriptions is the most active subscriptions one thread may
 	// have (RAP SU-8); 0 = the runtime's default.
 	EnvMaxSubscriptions = "RAP_MAX_SUBSCRIPTIONS"
+	// EnvUserID is the user id of sessions created without one.
+	EnvUserID = "RAP_USER_ID"
+	// EnvCallStatusAfter is how long a call may stay silent before the
+	// runtime asks its tool server about it (Go duration; negative = never).
+	EnvCallStatusAfter = "RAP_CALL_STATUS_AFTER"
 )
 
 // MaxSubscriptionsLimit is the largest accepted MaxSubscriptions: a bound
@@ -73,6 +78,16 @@ type Settings struct {
 	// (runtime.DefaultMaxSubscriptionsPerThread). It maps to
 	// runtime.Config.MaxSubscriptionsPerThread.
 	MaxSubscriptions int
+	// UserID is the user id of sessions created without one, sent as
+	// user_id in their invocations; empty means none. It maps to
+	// runtime.Config.DefaultUserID.
+	UserID string
+	// CallStatusAfter is how long a dispatched call or an active
+	// subscription may stay silent before the runtime asks its tool server
+	// POST {base}/tool_call_status; 0 means the runtime's default (10
+	// minutes), negative turns the checks off. It maps to
+	// runtime.Config.CallStatusAfter.
+	CallStatusAfter time.Duration
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -124,6 +139,14 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.ToolTimeout = d
 	}
+	set(&s.UserID, EnvUserID)
+	if v := getenv(EnvCallStatusAfter); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: want a Go duration such as 10m (negative turns the checks off)", EnvCallStatusAfter, v)
+		}
+		s.CallStatusAfter = d
+	}
 	if v := getenv(EnvMaxSubscriptions); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 || n > MaxSubscriptionsLimit {
@@ -148,6 +171,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.LogLevel, "log-level", s.LogLevel, "log `LEVEL`: debug, info, warn or error (env "+EnvLogLevel+")")
 	fs.StringVar(&s.System, "system", s.System, "system `PROMPT` for the model (env "+EnvSystem+")")
 	fs.DurationVar(&s.ToolTimeout, "tool-timeout", s.ToolTimeout, "default per-tool `TIMEOUT` after which a pending call gets an error result; 0 = none (env "+EnvToolTimeout+")")
+	fs.StringVar(&s.UserID, "user-id", s.UserID, "`ID` of the end user of sessions created without one, sent as user_id in their invocations (env "+EnvUserID+")")
+	fs.DurationVar(&s.CallStatusAfter, "call-status-after", s.CallStatusAfter, "`SILENCE` after which the runtime asks a tool server whether it still knows a pending call (POST /tool_call_status); 0 = the default of 10m, negative = never (env "+EnvCallStatusAfter+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
@@ -174,6 +199,9 @@ func (s *Settings) Check() error {
 	}
 	if s.ToolTimeout < 0 {
 		return fmt.Errorf("tool timeout %v: must not be negative", s.ToolTimeout)
+	}
+	if len(s.UserID) > 256 || strings.ContainsFunc(s.UserID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fmt.Errorf("user id %q: want at most 256 bytes without control characters; pass --user-id ID or set %s", s.UserID, EnvUserID)
 	}
 	if s.MaxSubscriptions < 0 || s.MaxSubscriptions > MaxSubscriptionsLimit {
 		return fmt.Errorf("max subscriptions %d: want a number from 1 to %d, or 0 for the default; pass --max-subscriptions N or set %s", s.MaxSubscriptions, MaxSubscriptionsLimit, EnvMaxSubscriptions)
@@ -258,6 +286,8 @@ func (s Settings) LogValue() slog.Value {
 		slog.Int("system_prompt_chars", len(s.System)),
 		slog.Duration("tool_timeout", s.ToolTimeout),
 		slog.Int("max_subscriptions", s.MaxSubscriptions),
+		slog.String("user_id", s.UserID),
+		slog.Duration("call_status_after", s.CallStatusAfter),
 	)
 }
 

@@ -91,6 +91,11 @@ type Thread struct {
 	// (with the parent's ThreadID), then the child's own, whose Seqs
 	// continue from it. The inherited part is shared, not copied.
 	InheritSeq int64 `json:"inherit_seq,omitempty"`
+	// UserID is the end user of the session, sent as user_id in every
+	// invocation of its threads (RAP IN-1); empty when unknown. It is set
+	// on the root thread; CreateThread copies the parent's into a child
+	// whose UserID is empty.
+	UserID string `json:"user_id,omitempty"`
 }
 
 // Threads stores the thread tree.

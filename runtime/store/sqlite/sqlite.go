@@ -280,6 +280,9 @@ var migrations = []string{
 	`ALTER TABLE threads ADD COLUMN inherit_seq INTEGER NOT NULL DEFAULT 0;`,
 	// 4: a slice reads only its thread's pending calls.
 	`CREATE INDEX calls_thread_state ON calls(thread_id, state);`,
+	// 5: the end user of a session (its root thread; children copy it),
+	// sent as user_id in every invocation of the session.
+	`ALTER TABLE threads ADD COLUMN user_id TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this package writes.
