@@ -81,12 +81,19 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 		// Concurrent marks share a transaction and a sync through the
 		// store's group commit.
 		err := r.store.Update(ctx, func(tx store.Tx) error {
-			_, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew)
-			return err
+			if _, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew); err != nil {
+				return err
+			}
+			// Ask the tool about the call if it stays silent for long. A
+			// fast tool may have sent its result already: the check is
+			// scheduled anyway, as the result may have confirmed a
+			// subscription, and is dropped when due if the call has ended.
+			return r.scheduleCallCheck(tx, c.ThreadID, c.CallID)
 		})
 		if err != nil {
 			r.log.Error("record dispatched call", "thread", c.ThreadID, "call_id", c.CallID, "err", err)
 		}
+		r.kickCallStatus()
 		return
 	}
 	text := fmt.Sprintf("Error: the tool %s could not be invoked: %v. The tool server may be down or refused the call; try again later or use another tool.", c.ToolName, err)
@@ -104,6 +111,10 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 		if err != nil || !changed {
 			return err
 		}
+		// A choice the user did not answer is moot once the result is in.
+		if _, err := tx.TakeChoice(c.ThreadID, c.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		added, err = tx.Enqueue(store.InboxItem{ThreadID: c.ThreadID, Kind: store.KindToolResult, Payload: payload,
 			DedupKey: resultDedupKey(c.ThreadID, c.CallID)})
 		return err
@@ -113,6 +124,7 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 		return
 	}
 	if added {
+		r.forgetAuth(c.ThreadID, c.CallID)
 		r.wake(c.ThreadID)
 	}
 }

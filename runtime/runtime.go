@@ -226,7 +226,11 @@ type Runtime struct {
 	retry RetryPolicy
 	hub   *hub
 	hist  *historyCache
-	users userCache // user ids of sessions
+
+	// users caches the user ids of sessions; checks is the call status
+	// sweep's state (callstatus.go).
+	users  userCache
+	checks statusChecker
 
 	mu        sync.Mutex
 	started   bool
@@ -288,6 +292,9 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 4096
 	}
+	if cfg.CallStatusAfter == 0 {
+		cfg.CallStatusAfter = DefaultCallStatusAfter
+	}
 	if cfg.MaxSubscriptionsPerThread <= 0 {
 		cfg.MaxSubscriptionsPerThread = DefaultMaxSubscriptionsPerThread
 	}
@@ -315,6 +322,7 @@ func New(cfg Config) (*Runtime, error) {
 	if r.http == nil {
 		r.http = &http.Client{Transport: NewTransport()}
 	}
+	r.checks.kick = make(chan struct{}, 1)
 	r.baseCtx, r.cancel = context.WithCancel(context.Background())
 	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
 	return r, nil
@@ -399,7 +407,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.wg.Add(1)
 	go r.timeoutLoop()
-	return nil
+	return r.startCallStatus(ctx)
 }
 
 // Shutdown stops workers, dispatches and timers, waiting for them until ctx

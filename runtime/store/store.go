@@ -56,6 +56,7 @@ type Tx interface {
 	Timers
 	ToolsetCache
 	Choices
+	CallChecks
 }
 
 // ThreadStatus is the lifecycle state of a thread.
@@ -427,4 +428,35 @@ type Choices interface {
 	TakeChoice(threadID, callID string) (Choice, error)
 	// ThreadChoices returns the thread's waiting choices, oldest first.
 	ThreadChoices(threadID string) ([]Choice, error)
+}
+
+// CallCheck schedules a question to a tool server about one call: whether
+// it still knows the call (POST {base}/tool_call_status). The runtime keeps
+// one for every dispatched call and active subscription, and sweeps the
+// due ones; a check whose call has ended is deleted when it comes due.
+type CallCheck struct {
+	ThreadID string `json:"thread_id"`
+	CallID   string `json:"call_id"`
+	// Due is when to ask.
+	Due time.Time `json:"due"`
+	// Failures counts the consecutive asks that got no usable answer, for
+	// backoff.
+	Failures int `json:"failures"`
+}
+
+// CallChecks stores the scheduled call status checks.
+type CallChecks interface {
+	// PutCallCheck inserts or replaces the check of (thread, call).
+	PutCallCheck(c CallCheck) error
+	// DeleteCallCheck removes the check of (thread, call); none is not an
+	// error.
+	DeleteCallCheck(threadID, callID string) error
+	// DueCallChecks returns up to limit checks due at or before now,
+	// earliest first.
+	DueCallChecks(now time.Time, limit int) ([]CallCheck, error)
+	// NextCallCheck returns the earliest due time of any check.
+	NextCallCheck() (t time.Time, ok bool, err error)
+	// AdvanceCallChecks makes every check due at or before `due` (after a
+	// restart: ask about every call once) and reports how many changed.
+	AdvanceCallChecks(due time.Time) (int64, error)
 }

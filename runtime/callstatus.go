@@ -1,0 +1,387 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// DefaultCallStatusAfter is how long a call may stay silent before the
+// runtime asks its tool server about it, when Config.CallStatusAfter is
+// zero.
+const DefaultCallStatusAfter = 10 * time.Minute
+
+// Limits of the call status sweep.
+const (
+	// callStatusBatch is how many due checks one round of the sweep reads.
+	callStatusBatch = 64
+	// callStatusWorkers bounds the status requests in flight at once.
+	callStatusWorkers = 8
+	// callStatusTimeout bounds one status request.
+	callStatusTimeout = 10 * time.Second
+	// maxCallStatusBackoff caps the wait between asks that got no usable
+	// answer.
+	maxCallStatusBackoff = 6 * time.Hour
+	// unsupportedRecheck is when a call whose tool server does not
+	// implement tool_call_status is looked at again by this process (it is
+	// not asked: the server is remembered); a restart asks once anew.
+	unsupportedRecheck = 24 * time.Hour
+	// maxCallStatusSleep bounds how long the sweep sleeps without looking
+	// at the store, so checks written by another process are noticed.
+	maxCallStatusSleep = time.Minute
+)
+
+// lostCallText is the result of a call whose tool server no longer knows
+// it (RAP RE-4: an error result that says what to do next).
+const lostCallText = "Error: the tool server lost this call of %s: asked whether it still knew the call, it answered that it does not (it may have restarted and lost its state), so no result will ever arrive. Call %s again if you still need it."
+
+// lostSubscriptionText tells the model that a subscription ended because
+// its tool server no longer knows it.
+const lostSubscriptionText = "The subscription of %s (call %s) has ended: its tool server answered that it no longer knows it (it may have restarted and lost its state), so no more events will come from it. Call %s again to subscribe anew if you still need its events."
+
+// statusChecker is the in-memory state of the call status sweep.
+type statusChecker struct {
+	kick chan struct{} // a check was scheduled: look at the store again
+
+	mu sync.Mutex
+	// unsupported holds the tool server base URLs that answered a plain
+	// 404 to /tool_call_status: they are not asked again by this process.
+	unsupported map[string]bool
+}
+
+func (s *statusChecker) isUnsupported(base string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unsupported[base]
+}
+
+// markUnsupported records base and reports whether it was new.
+func (s *statusChecker) markUnsupported(base string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unsupported[base] {
+		return false
+	}
+	if s.unsupported == nil {
+		s.unsupported = map[string]bool{}
+	}
+	s.unsupported[base] = true
+	return true
+}
+
+// callStatusOn reports whether call status checks are on.
+func (r *Runtime) callStatusOn() bool { return r.cfg.CallStatusAfter > 0 }
+
+// scheduleCallCheck schedules the status check of a call just accepted by
+// its tool, inside the transaction that records the acceptance.
+func (r *Runtime) scheduleCallCheck(tx store.Tx, threadID, callID string) error {
+	if !r.callStatusOn() {
+		return nil
+	}
+	return tx.PutCallCheck(store.CallCheck{ThreadID: threadID, CallID: callID, Due: time.Now().Add(r.cfg.CallStatusAfter)})
+}
+
+// kickCallStatus tells the sweep that a check was scheduled.
+func (r *Runtime) kickCallStatus() {
+	select {
+	case r.checks.kick <- struct{}{}:
+	default:
+	}
+}
+
+// startCallStatus makes every scheduled check due now, so that each call
+// pending at start is asked about once (its tool server may have lost it
+// while the runtime was down), and starts the sweep.
+func (r *Runtime) startCallStatus(ctx context.Context) error {
+	if !r.callStatusOn() {
+		return nil
+	}
+	var n int64
+	err := r.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		n, err = tx.AdvanceCallChecks(time.Now())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("runtime start: schedule the status checks of pending calls: %w", err)
+	}
+	r.log.Info("call status checks", "after", r.cfg.CallStatusAfter, "asked_at_start", n)
+	r.wg.Add(1)
+	go r.callStatusLoop()
+	return nil
+}
+
+// callStatusLoop is the sweep: it sleeps until the earliest scheduled
+// check (an indexed read), asks the tool servers about the due calls, a
+// bounded number at a time, and sleeps again. Nothing runs per call while
+// no check is due.
+func (r *Runtime) callStatusLoop() {
+	defer r.wg.Done()
+	ctx := r.baseCtx
+	for {
+		var due []store.CallCheck
+		var next time.Time
+		var ok bool
+		err := r.store.View(ctx, func(tx store.Tx) error {
+			var err error
+			if due, err = tx.DueCallChecks(time.Now(), callStatusBatch); err != nil {
+				return err
+			}
+			next, ok, err = tx.NextCallCheck()
+			return err
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		wait := maxCallStatusSleep
+		switch {
+		case err != nil:
+			r.log.Error("read the call status checks", "err", err)
+			wait = time.Second
+		case len(due) > 0:
+			if r.checkCalls(ctx, due) {
+				continue // more may be due
+			}
+			wait = time.Second // a store failure: do not spin
+		case ok:
+			wait = min(max(time.Until(next), time.Millisecond), maxCallStatusSleep)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-r.checks.kick:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// checkCalls runs the due checks, callStatusWorkers at a time, and reports
+// whether every one was rescheduled or removed.
+func (r *Runtime) checkCalls(ctx context.Context, due []store.CallCheck) bool {
+	sem := make(chan struct{}, callStatusWorkers)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	allOK := true
+	for _, chk := range due {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := r.checkCall(ctx, chk); err != nil {
+				if ctx.Err() == nil {
+					r.log.Error("call status check failed", "thread", chk.ThreadID, "call_id", chk.CallID, "err", err)
+				}
+				mu.Lock()
+				allOK = false
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return allOK
+}
+
+// callVerdict is what a tool server's answer to /tool_call_status means.
+type callVerdict int
+
+const (
+	verdictUnknown     callVerdict = iota // no usable answer: ask again later
+	verdictAlive                          // the server knows the call
+	verdictDead                           // the server does not know the call
+	verdictUnsupported                    // the server has no /tool_call_status
+)
+
+func (v callVerdict) String() string {
+	return [...]string{"unknown", "alive", "dead", "unsupported"}[v]
+}
+
+// checkCall handles one due check: it finds out whether the call still
+// waits (a dispatched call, or an active subscription), asks its tool
+// server, and acts on the answer.
+func (r *Runtime) checkCall(ctx context.Context, chk store.CallCheck) error {
+	var c store.Call
+	var th store.Thread
+	var sub store.Subscription
+	gone := false
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		if c, err = tx.Call(chk.ThreadID, chk.CallID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				gone = true
+				return nil
+			}
+			return err
+		}
+		if th, err = tx.Thread(c.ThreadID); err != nil {
+			return err
+		}
+		if sub, err = tx.Subscription(c.ThreadID, c.CallID); errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	isSub := c.State == store.CallDone && sub.State == store.SubscriptionActive
+	switch {
+	case gone, th.Status == store.ThreadClosed, c.Toolset == builtinToolset:
+		return r.dropCallCheck(ctx, chk)
+	case c.State == store.CallNew:
+		// Its invocation is on its way (or is redone at the next start):
+		// look again later.
+		return r.rescheduleCallCheck(ctx, chk, r.cfg.CallStatusAfter, 0)
+	case c.State != store.CallDispatched && !isSub:
+		return r.dropCallCheck(ctx, chk) // it has ended
+	}
+	base, ok, err := r.toolsetBase(ctx, th.RootID, c.Toolset)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		r.log.Warn("call status not asked: the session has no toolset of this name", "thread", c.ThreadID, "call_id", c.CallID, "toolset", c.Toolset)
+		return r.dropCallCheck(ctx, chk)
+	}
+	if r.checks.isUnsupported(base) {
+		return r.rescheduleCallCheck(ctx, chk, unsupportedRecheck, chk.Failures)
+	}
+	verdict, status, detail := r.askCallStatus(ctx, base, c)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	log := r.log.With("thread", c.ThreadID, "call_id", c.CallID, "operation", c.ToolName, "server", redact(base),
+		"subscription", isSub, "status", status, "verdict", verdict.String())
+	switch verdict {
+	case verdictAlive:
+		log.Debug("rap call status")
+		return r.rescheduleCallCheck(ctx, chk, r.cfg.CallStatusAfter, 0)
+	case verdictUnsupported:
+		if r.checks.markUnsupported(base) {
+			log.Info("rap call status: the tool server does not implement tool_call_status; not asking it again until restart")
+		}
+		return r.rescheduleCallCheck(ctx, chk, unsupportedRecheck, chk.Failures)
+	case verdictDead:
+		log.Warn("rap call status: the tool server no longer knows the call; ending it", "audit", true)
+		if isSub {
+			if err := r.endLostSubscription(ctx, c); err != nil {
+				return err
+			}
+		} else {
+			r.deliverSynthetic(ctx, c, fmt.Sprintf(lostCallText, c.ToolName, c.ToolName))
+		}
+		return r.dropCallCheck(ctx, chk)
+	default:
+		backoff := r.cfg.CallStatusAfter
+		for i := 0; i < chk.Failures && backoff < maxCallStatusBackoff; i++ {
+			backoff *= 2
+		}
+		backoff = min(backoff, maxCallStatusBackoff)
+		log.Info("rap call status: no usable answer; still waiting for the call", "error", detail, "next_ask_in", backoff)
+		return r.rescheduleCallCheck(ctx, chk, backoff, chk.Failures+1)
+	}
+}
+
+// dropCallCheck deletes a check whose call no longer waits.
+func (r *Runtime) dropCallCheck(ctx context.Context, chk store.CallCheck) error {
+	return r.store.Update(ctx, func(tx store.Tx) error { return tx.DeleteCallCheck(chk.ThreadID, chk.CallID) })
+}
+
+// rescheduleCallCheck makes the check due again after d.
+func (r *Runtime) rescheduleCallCheck(ctx context.Context, chk store.CallCheck, d time.Duration, failures int) error {
+	return r.store.Update(ctx, func(tx store.Tx) error {
+		return tx.PutCallCheck(store.CallCheck{ThreadID: chk.ThreadID, CallID: chk.CallID, Due: time.Now().Add(d), Failures: failures})
+	})
+}
+
+// askCallStatus POSTs {thread_id, tool_call_id} to {base}/tool_call_status
+// with the invocations' client (so with their authentication) and says
+// what the answer means: a 2xx is alive (unless its body says "unknown"); a
+// 404 or 410 whose JSON body says the call is unknown is dead; a 404, 405
+// or 501 without that body means the server has no such endpoint;
+// anything else (5xx, other 4xx, a timeout, a connection error) says
+// nothing about the call.
+func (r *Runtime) askCallStatus(ctx context.Context, base string, c store.Call) (callVerdict, int, string) {
+	body, _ := json.Marshal(rap.ToolCallStatusRequest{ThreadID: c.ThreadID, ToolCallID: c.CallID})
+	ctx, cancel := context.WithTimeout(ctx, callStatusTimeout)
+	defer cancel()
+	endpoint := strings.TrimRight(base, "/") + rap.ToolCallStatusPath
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return verdictUnknown, 0, fmt.Sprintf("bad tool server URL %s: %v", redact(base), err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.http.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return verdictUnknown, 0, err.Error()
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var st rap.ToolCallStatus
+	said := json.Unmarshal(raw, &st) == nil && st.Status != "" && (st.ToolCallID == "" || st.ToolCallID == c.CallID)
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		if said && st.Status == rap.CallUnknown {
+			return verdictDead, code, ""
+		}
+		return verdictAlive, code, ""
+	case (code == http.StatusNotFound || code == http.StatusGone) && said:
+		if st.Status == rap.CallUnknown {
+			return verdictDead, code, ""
+		}
+		return verdictUnknown, code, fmt.Sprintf("answered %s with status %q", resp.Status, st.Status)
+	case code == http.StatusNotFound, code == http.StatusMethodNotAllowed, code == http.StatusNotImplemented:
+		return verdictUnsupported, code, ""
+	default:
+		return verdictUnknown, code, "answered " + resp.Status
+	}
+}
+
+// endLostSubscription ends an active subscription whose tool server no
+// longer knows it and tells the model, through a note that wakes the
+// thread, that no more events will come.
+func (r *Runtime) endLostSubscription(ctx context.Context, c store.Call) error {
+	note, _ := json.Marshal(store.UserMessage{Text: fmt.Sprintf(lostSubscriptionText, c.ToolName, c.CallID, c.ToolName)})
+	var added bool
+	err := r.store.Update(ctx, func(tx store.Tx) error {
+		added = false
+		sub, err := tx.Subscription(c.ThreadID, c.CallID)
+		if err != nil {
+			return err
+		}
+		if sub.State != store.SubscriptionActive {
+			return nil // it ended meanwhile
+		}
+		sub.State = store.SubscriptionCancelled
+		if err := tx.PutSubscription(sub); err != nil {
+			return err
+		}
+		added, err = tx.Enqueue(store.InboxItem{ThreadID: c.ThreadID, Kind: store.KindNote, Payload: note,
+			DedupKey: "subscription-lost:" + c.ThreadID + ":" + c.CallID})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("end the lost subscription %s of thread %s: %w", c.CallID, c.ThreadID, err)
+	}
+	if added {
+		r.wake(c.ThreadID)
+	}
+	return nil
+}
