@@ -25,7 +25,7 @@ const DefaultCallStatusAfter = 10 * time.Minute
 // Limits of the call status sweep.
 const (
 	// callStatusBatch is how many due checks one round of the sweep reads.
-	callStatusBatch = 64
+	callStatusBatch = 256
 	// callStatusWorkers bounds the status requests in flight at once.
 	callStatusWorkers = 8
 	// callStatusTimeout bounds one status request.
@@ -169,20 +169,73 @@ func (r *Runtime) callStatusLoop() {
 	}
 }
 
-// checkCalls runs the due checks, callStatusWorkers at a time, and reports
-// whether every one was rescheduled or removed.
+// checkCalls handles a batch of due checks and reports whether every one
+// was rescheduled or removed. One read classifies the batch and one write
+// settles the checks that need no question (most of them: calls that ended
+// long ago); only calls still waiting are asked about, callStatusWorkers
+// at a time.
 func (r *Runtime) checkCalls(ctx context.Context, due []store.CallCheck) bool {
+	var ask []waitingCall
+	var drop, later []store.CallCheck
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		ask, drop, later = nil, nil, nil
+		for _, chk := range due {
+			w, err := classifyCheck(tx, chk)
+			if err != nil {
+				return err
+			}
+			switch w.action {
+			case checkDrop:
+				drop = append(drop, chk)
+			case checkLater:
+				later = append(later, chk)
+			default:
+				ask = append(ask, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Error("read the calls of due status checks", "err", err)
+		}
+		return false
+	}
+	if len(drop) > 0 || len(later) > 0 {
+		err := r.store.Update(ctx, func(tx store.Tx) error {
+			for _, chk := range drop {
+				if err := tx.DeleteCallCheck(chk.ThreadID, chk.CallID); err != nil {
+					return err
+				}
+			}
+			for _, chk := range later {
+				// Its invocation is on its way (or is redone at the next
+				// start): look again later.
+				chk.Due = time.Now().Add(r.cfg.CallStatusAfter)
+				if err := tx.PutCallCheck(chk); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Error("settle due status checks", "err", err)
+			}
+			return false
+		}
+	}
 	sem := make(chan struct{}, callStatusWorkers)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	allOK := true
-	for _, chk := range due {
+	for _, w := range ask {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := r.checkCall(ctx, chk); err != nil {
+			if err := r.checkCall(ctx, w); err != nil {
 				if ctx.Err() == nil {
-					r.log.Error("call status check failed", "thread", chk.ThreadID, "call_id", chk.CallID, "err", err)
+					r.log.Error("call status check failed", "thread", w.chk.ThreadID, "call_id", w.chk.CallID, "err", err)
 				}
 				mu.Lock()
 				allOK = false
@@ -192,6 +245,71 @@ func (r *Runtime) checkCalls(ctx context.Context, due []store.CallCheck) bool {
 	}
 	wg.Wait()
 	return allOK
+}
+
+// checkAction says what a due check needs.
+type checkAction int
+
+const (
+	checkAsk   checkAction = iota // the call waits: ask its tool server
+	checkDrop                     // the call has ended: delete the check
+	checkLater                    // not accepted yet: look again later
+)
+
+// waitingCall is a due check with what classifyCheck found.
+type waitingCall struct {
+	chk    store.CallCheck
+	action checkAction
+	call   store.Call
+	rootID string
+	isSub  bool // an active subscription rather than a pending call
+}
+
+// classifyCheck finds out whether the call of chk still waits: a
+// dispatched call of a tool server, or an active subscription, in a thread
+// that is not closed.
+func classifyCheck(tx store.Tx, chk store.CallCheck) (waitingCall, error) {
+	w := waitingCall{chk: chk, action: checkDrop}
+	c, err := tx.Call(chk.ThreadID, chk.CallID)
+	if errors.Is(err, store.ErrNotFound) {
+		return w, nil
+	}
+	if err != nil {
+		return w, err
+	}
+	if c.Toolset == builtinToolset {
+		return w, nil
+	}
+	switch c.State {
+	case store.CallNew:
+		w.action = checkLater
+		return w, nil
+	case store.CallDispatched:
+	case store.CallDone:
+		sub, err := tx.Subscription(c.ThreadID, c.CallID)
+		if errors.Is(err, store.ErrNotFound) {
+			return w, nil
+		}
+		if err != nil {
+			return w, err
+		}
+		if sub.State != store.SubscriptionActive {
+			return w, nil
+		}
+		w.isSub = true
+	default:
+		return w, nil
+	}
+	th, err := tx.Thread(c.ThreadID)
+	if err != nil {
+		return w, err
+	}
+	if th.Status == store.ThreadClosed {
+		w.isSub = false
+		return w, nil
+	}
+	w.action, w.call, w.rootID = checkAsk, c, th.RootID
+	return w, nil
 }
 
 // callVerdict is what a tool server's answer to /tool_call_status means.
@@ -208,46 +326,11 @@ func (v callVerdict) String() string {
 	return [...]string{"unknown", "alive", "dead", "unsupported"}[v]
 }
 
-// checkCall handles one due check: it finds out whether the call still
-// waits (a dispatched call, or an active subscription), asks its tool
-// server, and acts on the answer.
-func (r *Runtime) checkCall(ctx context.Context, chk store.CallCheck) error {
-	var c store.Call
-	var th store.Thread
-	var sub store.Subscription
-	gone := false
-	err := r.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		if c, err = tx.Call(chk.ThreadID, chk.CallID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				gone = true
-				return nil
-			}
-			return err
-		}
-		if th, err = tx.Thread(c.ThreadID); err != nil {
-			return err
-		}
-		if sub, err = tx.Subscription(c.ThreadID, c.CallID); errors.Is(err, store.ErrNotFound) {
-			err = nil
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	isSub := c.State == store.CallDone && sub.State == store.SubscriptionActive
-	switch {
-	case gone, th.Status == store.ThreadClosed, c.Toolset == builtinToolset:
-		return r.dropCallCheck(ctx, chk)
-	case c.State == store.CallNew:
-		// Its invocation is on its way (or is redone at the next start):
-		// look again later.
-		return r.rescheduleCallCheck(ctx, chk, r.cfg.CallStatusAfter, 0)
-	case c.State != store.CallDispatched && !isSub:
-		return r.dropCallCheck(ctx, chk) // it has ended
-	}
-	base, ok, err := r.toolsetBase(ctx, th.RootID, c.Toolset)
+// checkCall asks the tool server of a waiting call about it and acts on
+// the answer.
+func (r *Runtime) checkCall(ctx context.Context, w waitingCall) error {
+	chk, c, isSub := w.chk, w.call, w.isSub
+	base, ok, err := r.toolsetBase(ctx, w.rootID, c.Toolset)
 	if err != nil {
 		return err
 	}
