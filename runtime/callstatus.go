@@ -55,6 +55,9 @@ type statusChecker struct {
 	kick chan struct{} // a check was scheduled: look at the store again
 
 	mu sync.Mutex
+	// wakeAt is when the sweep wakes next by itself: a check due later
+	// needs no kick.
+	wakeAt time.Time
 	// unsupported holds the tool server base URLs that answered a plain
 	// 404 to /tool_call_status: they are not asked again by this process.
 	unsupported map[string]bool
@@ -84,16 +87,28 @@ func (s *statusChecker) markUnsupported(base string) bool {
 func (r *Runtime) callStatusOn() bool { return r.cfg.CallStatusAfter > 0 }
 
 // scheduleCallCheck schedules the status check of a call just accepted by
-// its tool, inside the transaction that records the acceptance.
-func (r *Runtime) scheduleCallCheck(tx store.Tx, threadID, callID string) error {
+// its tool, inside the transaction that records the acceptance, and
+// returns when it is due (zero when checks are off).
+func (r *Runtime) scheduleCallCheck(tx store.Tx, threadID, callID string) (time.Time, error) {
 	if !r.callStatusOn() {
-		return nil
+		return time.Time{}, nil
 	}
-	return tx.PutCallCheck(store.CallCheck{ThreadID: threadID, CallID: callID, Due: time.Now().Add(r.cfg.CallStatusAfter)})
+	due := time.Now().Add(r.cfg.CallStatusAfter)
+	return due, tx.PutCallCheck(store.CallCheck{ThreadID: threadID, CallID: callID, Due: due})
 }
 
-// kickCallStatus tells the sweep that a check was scheduled.
-func (r *Runtime) kickCallStatus() {
+// kickCallStatus tells the sweep that a check due at `due` was scheduled,
+// unless the sleeping sweep wakes by then anyway (the common case:
+// dispatches then cost the sweep nothing). While the sweep is awake
+// (wakeAt has passed) it may have read the store before this check was
+// committed, so it is kicked to read again.
+func (r *Runtime) kickCallStatus(due time.Time) {
+	r.checks.mu.Lock()
+	wakeAt := r.checks.wakeAt
+	r.checks.mu.Unlock()
+	if !due.Before(wakeAt) && time.Now().Before(wakeAt) {
+		return
+	}
 	select {
 	case r.checks.kick <- struct{}{}:
 	default:
@@ -157,6 +172,9 @@ func (r *Runtime) callStatusLoop() {
 		case ok:
 			wait = min(max(time.Until(next), time.Millisecond), maxCallStatusSleep)
 		}
+		r.checks.mu.Lock()
+		r.checks.wakeAt = time.Now().Add(wait)
+		r.checks.mu.Unlock()
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

@@ -80,6 +80,7 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	if err == nil {
 		// Concurrent marks share a transaction and a sync through the
 		// store's group commit.
+		var checkDue time.Time
 		err := r.store.Update(ctx, func(tx store.Tx) error {
 			if _, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew); err != nil {
 				return err
@@ -88,12 +89,15 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 			// fast tool may have sent its result already: the check is
 			// scheduled anyway, as the result may have confirmed a
 			// subscription, and is dropped when due if the call has ended.
-			return r.scheduleCallCheck(tx, c.ThreadID, c.CallID)
+			var err error
+			checkDue, err = r.scheduleCallCheck(tx, c.ThreadID, c.CallID)
+			return err
 		})
 		if err != nil {
 			r.log.Error("record dispatched call", "thread", c.ThreadID, "call_id", c.CallID, "err", err)
+		} else if !checkDue.IsZero() {
+			r.kickCallStatus(checkDue)
 		}
-		r.kickCallStatus()
 		return
 	}
 	text := fmt.Sprintf("Error: the tool %s could not be invoked: %v. The tool server may be down or refused the call; try again later or use another tool.", c.ToolName, err)
