@@ -301,3 +301,32 @@ func TestCallStatusLostSubscriptionEnds(t *testing.T) {
 		t.Fatalf("event after the end: %d %s", status, body)
 	}
 }
+
+// issue 9 item 9: a call waiting for the user (a user_choice the user has
+// not answered) is asked about too; when its tool lost it, it ends with
+// the Error: result and the choice is no longer offered.
+func TestCallStatusLostCallWaitingForUser(t *testing.T) {
+	srv := newStatusToolServer(t, knows, tool("job"))
+	e, th, inv := statusEnv(t, srv, 10*time.Millisecond)
+	status, body := callback(t, inv.CallbackURL, rap.UserChoice{GroupID: th, ID: inv.ID, Prompt: "Deploy where?",
+		Choices: []string{"staging", "production"}, ResponseURL: srv.srv.URL + "/choice"})
+	if status != http.StatusOK {
+		t.Fatalf("user_choice: %d %s", status, body)
+	}
+	poll(t, "the choice to be offered", func() bool {
+		cs, err := e.rt.PendingChoices(context.Background(), th)
+		return err == nil && len(cs) == 1
+	})
+	n := len(srv.asked())
+	poll(t, "the waiting call to be asked about", func() bool { return len(srv.asked()) > n })
+	srv.setAnswer(forgot)
+	h := e.waitHistory(th, "the lost call's error result", func(h []store.Message) bool {
+		return hasText(h, store.RoleAssistant, "got Error:")
+	})
+	if rs := results(h); len(rs) != 1 || !strings.Contains(rs[0].Text, "lost this call") {
+		t.Fatalf("results = %+v", rs)
+	}
+	if cs, err := e.rt.PendingChoices(context.Background(), th); err != nil || len(cs) != 0 {
+		t.Fatalf("choices still offered after the call ended: %+v, %v", cs, err)
+	}
+}

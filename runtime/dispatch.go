@@ -244,7 +244,7 @@ func (r *Runtime) postOnce(ctx context.Context, endpoint string, body []byte, ti
 	case resp.StatusCode >= 500:
 		return resp.StatusCode, true, fmt.Errorf("POST %s: server answered %s", redact(endpoint), resp.Status)
 	default:
-		return resp.StatusCode, false, fmt.Errorf("POST %s: server answered %s; only a 2xx answer accepts an invocation (RAP TR-4)", redact(endpoint), resp.Status)
+		return resp.StatusCode, false, fmt.Errorf("POST %s: server answered %s; only a 2xx answer is an acceptance (RAP TR-4)", redact(endpoint), resp.Status)
 	}
 }
 
