@@ -72,7 +72,9 @@
 //
 // Inside one process a thread has at most one worker. Nothing about a
 // thread lives only in memory except that claim, the cached catalogs and
-// the OAuth links shown to clients (never stored, RAP OA-1),
+// session user ids, the tool servers found not to answer tool_call_status
+// (asked again after a restart), and the OAuth links shown to clients
+// (never stored, RAP OA-1),
 // so several processes sharing a PostgreSQL store need only turn the claim
 // into a lease row (a later issue); deadlines are rows too.
 package runtime
