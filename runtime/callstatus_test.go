@@ -3,9 +3,11 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -329,4 +331,75 @@ func TestCallStatusLostCallWaitingForUser(t *testing.T) {
 	if cs, err := e.rt.PendingChoices(context.Background(), th); err != nil || len(cs) != 0 {
 		t.Fatalf("choices still offered after the call ended: %+v, %v", cs, err)
 	}
+}
+
+// BenchmarkCallStatusSweep measures the sweep: "idle" is one wake with
+// 10,000 checks scheduled in the future (what the runtime pays while no
+// call has been silent for long); "settle" is the cost per check of
+// settling checks whose calls ended (most checks end that way).
+func BenchmarkCallStatusSweep(b *testing.B) {
+	e := newEnv(b, envOptions{tweak: func(c *Config) { c.CallStatusAfter = time.Hour }})
+	th := e.newThread()
+	const n = 10000
+	put := func(prefix string, due time.Time, state store.CallState) {
+		err := e.st.Update(context.Background(), func(tx store.Tx) error {
+			var cs []store.Call
+			for i := range n {
+				cs = append(cs, store.Call{ThreadID: th, CallID: prefix + strconv.Itoa(i), ToolName: "x", Arguments: json.RawMessage(`{}`),
+					Toolset: "ts", Endpoint: "http://127.0.0.1:1/", State: state})
+			}
+			if err := tx.PutCalls(cs); err != nil {
+				return err
+			}
+			for _, c := range cs {
+				if err := tx.PutCallCheck(store.CallCheck{ThreadID: th, CallID: c.CallID, Due: due}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	put("future", time.Now().Add(time.Hour), store.CallDispatched)
+	b.Run("idle", func(b *testing.B) {
+		for b.Loop() {
+			err := e.st.View(context.Background(), func(tx store.Tx) error {
+				if due, err := tx.DueCallChecks(time.Now(), callStatusBatch); err != nil || len(due) != 0 {
+					return fmt.Errorf("due %d, %v", len(due), err)
+				}
+				_, _, err := tx.NextCallCheck()
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	round := 0
+	b.Run("settle", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			round++
+			put(fmt.Sprintf("ended%d-", round), time.Now().Add(-time.Hour), store.CallDone)
+			b.StartTimer()
+			for {
+				var due []store.CallCheck
+				err := e.st.View(context.Background(), func(tx store.Tx) error {
+					var err error
+					due, err = tx.DueCallChecks(time.Now(), callStatusBatch)
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(due) == 0 {
+					break
+				}
+				e.rt.checkCalls(context.Background(), due)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n)/1000, "µs/check")
+	})
 }
