@@ -85,12 +85,16 @@ func readJSON(w http.ResponseWriter, req *http.Request, v any) error {
 }
 
 func (r *Runtime) serveCreateThread(w http.ResponseWriter, req *http.Request) {
-	var body struct{}
+	var body struct {
+		// UserID is the session's end user (issue 9 item 4); empty means
+		// Config.DefaultUserID.
+		UserID string `json:"user_id"`
+	}
 	if err := readJSON(w, req, &body); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	id, err := r.CreateThread(req.Context())
+	id, err := r.CreateThreadFor(req.Context(), body.UserID)
 	if err != nil {
 		r.writeStoreError(w, err)
 		return

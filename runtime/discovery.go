@@ -16,6 +16,9 @@ import (
 // manifests cached for it.
 type session struct {
 	catalog *rap.Catalog
+	// bases maps a loaded toolset's name to the base URL it was discovered
+	// at, where its /tool_call_status lives.
+	bases map[string]string
 	// Loaded names the toolsets whose tools are available.
 	Loaded []string `json:"loaded"`
 	// Errors are the discovery and validation problems, for people.
@@ -111,6 +114,7 @@ func (r *Runtime) discover(ctx context.Context, rootID string) *session {
 // every session that has the same manifests.
 type builtCatalog struct {
 	catalog *rap.Catalog
+	bases   map[string]string // toolset name -> base URL
 	loaded  []string
 	errors  []string
 }
@@ -141,11 +145,11 @@ func (r *Runtime) buildSession(cache []store.CachedToolset, problems []string) *
 		r.mu.Unlock()
 	}
 	errs := append(append([]string{}, problems...), built.errors...)
-	return &session{catalog: built.catalog, Loaded: built.loaded, Errors: errs}
+	return &session{catalog: built.catalog, bases: built.bases, Loaded: built.loaded, Errors: errs}
 }
 
 func buildCatalog(cache []store.CachedToolset) *builtCatalog {
-	b := &builtCatalog{loaded: []string{}}
+	b := &builtCatalog{loaded: []string{}, bases: map[string]string{}}
 	var sets []*rap.Toolset
 	for _, c := range cache {
 		ts, err := rap.ParseToolset(c.Manifest)
@@ -154,6 +158,7 @@ func buildCatalog(cache []store.CachedToolset) *builtCatalog {
 			continue
 		}
 		sets = append(sets, ts)
+		b.bases[ts.Name] = c.BaseURL
 	}
 	cat, errs := rap.NewCatalog(sets)
 	for _, err := range errs {
@@ -206,4 +211,15 @@ func (r *Runtime) rememberSession(rootID string, s *session) {
 		clear(r.catalogs)
 	}
 	r.catalogs[rootID] = s
+}
+
+// toolsetBase returns the base URL the session rootID discovered toolset
+// at, or false when the session has no such toolset.
+func (r *Runtime) toolsetBase(ctx context.Context, rootID, toolset string) (string, bool, error) {
+	s, err := r.sessionOf(ctx, rootID)
+	if err != nil {
+		return "", false, err
+	}
+	base, ok := s.bases[toolset]
+	return base, ok, nil
 }

@@ -51,7 +51,8 @@ func resultDedupKey(threadID, callID string) string {
 
 // dispatch POSTs the invocation (RAP TR-2, IN-1, IN-2), retrying connection
 // errors and 5xx answers with exponential backoff but never a 4xx
-// (RAP TR-3). A final failure becomes an error result (RAP TR-4). Every
+// (RAP TR-3). Any 2xx answer accepts the call; a final failure becomes an
+// error result (RAP TR-4). Every
 // invocation is logged for audit (RAP RT-6).
 func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string) {
 	start := time.Now()
@@ -79,12 +80,23 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	if err == nil {
 		// Concurrent marks share a transaction and a sync through the
 		// store's group commit.
+		var checkDue time.Time
 		err := r.store.Update(ctx, func(tx store.Tx) error {
-			_, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew)
+			if _, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew); err != nil {
+				return err
+			}
+			// Ask the tool about the call if it stays silent for long. A
+			// fast tool may have sent its result already: the check is
+			// scheduled anyway, as the result may have confirmed a
+			// subscription, and is dropped when due if the call has ended.
+			var err error
+			checkDue, err = r.scheduleCallCheck(tx, c.ThreadID, c.CallID)
 			return err
 		})
 		if err != nil {
 			r.log.Error("record dispatched call", "thread", c.ThreadID, "call_id", c.CallID, "err", err)
+		} else if !checkDue.IsZero() {
+			r.kickCallStatus(checkDue)
 		}
 		return
 	}
@@ -103,6 +115,10 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 		if err != nil || !changed {
 			return err
 		}
+		// A choice the user did not answer is moot once the result is in.
+		if _, err := tx.TakeChoice(c.ThreadID, c.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
 		added, err = tx.Enqueue(store.InboxItem{ThreadID: c.ThreadID, Kind: store.KindToolResult, Payload: payload,
 			DedupKey: resultDedupKey(c.ThreadID, c.CallID)})
 		return err
@@ -112,40 +128,54 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 		return
 	}
 	if added {
+		r.forgetAuth(c.ThreadID, c.CallID)
 		r.wake(c.ThreadID)
 	}
 }
 
 // invocation builds the message for c. The thread's ancestors are looked up
-// when not given (RAP IN-1).
+// when not given (RAP IN-1), and the session's user id is looked up too.
 func (r *Runtime) invocation(ctx context.Context, c store.Call, ancestors []string) ([]byte, error) {
-	if ancestors != nil {
-		return r.encodeInvocation(c, ancestors)
-	}
-	err := r.store.View(ctx, func(tx store.Tx) error {
-		ancestors = ancestors[:0]
-		th, err := tx.Thread(c.ThreadID)
-		if err != nil {
-			return err
-		}
-		for p := th.ParentID; p != ""; {
-			ancestors = append([]string{p}, ancestors...)
-			pt, err := tx.Thread(p)
+	if ancestors == nil {
+		var user string
+		err := r.store.View(ctx, func(tx store.Tx) error {
+			ancestors = ancestors[:0]
+			th, err := tx.Thread(c.ThreadID)
 			if err != nil {
 				return err
 			}
-			p = pt.ParentID
+			user = th.UserID
+			for p := th.ParentID; p != ""; {
+				ancestors = append([]string{p}, ancestors...)
+				pt, err := tx.Thread(p)
+				if err != nil {
+					return err
+				}
+				user = pt.UserID
+				p = pt.ParentID
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("load thread %s for the invocation: %w", c.ThreadID, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("load thread %s for the invocation: %w", c.ThreadID, err)
+		// user is now the root thread's: the session's user.
+		return r.encodeInvocation(c, ancestors, user)
 	}
-	return r.encodeInvocation(c, ancestors)
+	root := c.ThreadID
+	if len(ancestors) > 0 {
+		root = ancestors[0]
+	}
+	user, err := r.sessionUser(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	return r.encodeInvocation(c, ancestors, user)
 }
 
-// encodeInvocation encodes the invocation message of c.
-func (r *Runtime) encodeInvocation(c store.Call, ancestors []string) ([]byte, error) {
+// encodeInvocation encodes the invocation message of c for the session's
+// user userID (empty: none).
+func (r *Runtime) encodeInvocation(c store.Call, ancestors []string, userID string) ([]byte, error) {
 	if len(ancestors) == 0 {
 		ancestors = nil // a root thread's invocation has no thread_ancestors
 	}
@@ -155,6 +185,7 @@ func (r *Runtime) encodeInvocation(c store.Call, ancestors []string) ([]byte, er
 		ID:              c.CallID,
 		CallbackURL:     r.callbackURL(c.ThreadID, c.CallID),
 		GroupID:         c.ThreadID,
+		UserID:          userID,
 		ThreadAncestors: ancestors,
 	}
 	return json.Marshal(inv)
@@ -205,12 +236,15 @@ func (r *Runtime) postOnce(ctx context.Context, endpoint string, body []byte, ti
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // the body is ignored (RAP TR-2)
 	switch {
-	case resp.StatusCode == http.StatusOK:
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		// Any 2xx acknowledges the invocation (202 Accepted and 204 No
+		// Content included), as the reference runtime accepts; the result
+		// comes later by callback (RAP TR-2, TR-4).
 		return resp.StatusCode, false, nil
 	case resp.StatusCode >= 500:
 		return resp.StatusCode, true, fmt.Errorf("POST %s: server answered %s", redact(endpoint), resp.Status)
 	default:
-		return resp.StatusCode, false, fmt.Errorf("POST %s: server answered %s, which means the invocation was not accepted (RAP TR-4)", redact(endpoint), resp.Status)
+		return resp.StatusCode, false, fmt.Errorf("POST %s: server answered %s; only a 2xx answer is an acceptance (RAP TR-4)", redact(endpoint), resp.Status)
 	}
 }
 

@@ -74,7 +74,9 @@
 //
 // Inside one process a thread has at most one worker. Nothing about a
 // thread lives only in memory except that claim, the cached catalogs and
-// the OAuth links shown to clients (never stored, RAP OA-1),
+// session user ids, the tool servers found not to answer tool_call_status
+// (asked again after a restart), and the OAuth links shown to clients
+// (never stored, RAP OA-1),
 // so several processes sharing a PostgreSQL store need only turn the claim
 // into a lease row (a later issue); deadlines are rows too.
 package runtime
@@ -214,6 +216,15 @@ type Config struct {
 	// subscriber, write timeout, streams per thread and in total. Zero
 	// fields take the defaults (see StreamLimits).
 	Streams StreamLimits
+	// DefaultUserID is the user id of sessions created without one (see
+	// CreateThreadFor); every invocation of a session carries its user id
+	// as user_id (RAP IN-1, IN-5). Empty means none is sent.
+	DefaultUserID string
+	// CallStatusAfter is how long a dispatched call or an active
+	// subscription may stay silent before the runtime asks its tool server
+	// POST {base}/tool_call_status about it; zero means
+	// DefaultCallStatusAfter, negative turns the checks off.
+	CallStatusAfter time.Duration
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -244,6 +255,11 @@ type Runtime struct {
 	retry RetryPolicy
 	hub   *hub
 	hist  *historyCache
+
+	// users caches the user ids of sessions; checks is the call status
+	// sweep's state (callstatus.go).
+	users  userCache
+	checks statusChecker
 
 	mu        sync.Mutex
 	started   bool
@@ -291,6 +307,9 @@ func New(cfg Config) (*Runtime, error) {
 	} else if !strings.HasPrefix(cfg.PublicURL, "http://") && !strings.HasPrefix(cfg.PublicURL, "https://") {
 		problems = append(problems, fmt.Sprintf("PublicURL %q must start with http:// or https://", cfg.PublicURL))
 	}
+	if err := checkUserID(cfg.DefaultUserID); err != nil {
+		problems = append(problems, "DefaultUserID: "+err.Error())
+	}
 	for name, d := range cfg.ToolTimeouts {
 		if d <= 0 {
 			problems = append(problems, fmt.Sprintf("ToolTimeouts[%q] is %v: must be positive (leave the tool out for no timeout)", name, d))
@@ -305,6 +324,9 @@ func New(cfg Config) (*Runtime, error) {
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = 4096
+	}
+	if cfg.CallStatusAfter == 0 {
+		cfg.CallStatusAfter = DefaultCallStatusAfter
 	}
 	if cfg.MaxSubscriptionsPerThread <= 0 {
 		cfg.MaxSubscriptionsPerThread = DefaultMaxSubscriptionsPerThread
@@ -333,6 +355,7 @@ func New(cfg Config) (*Runtime, error) {
 	if r.http == nil {
 		r.http = &http.Client{Transport: NewTransport()}
 	}
+	r.checks.kick = make(chan struct{}, 1)
 	r.baseCtx, r.cancel = context.WithCancel(context.Background())
 	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
 	return r, nil
@@ -417,7 +440,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.wg.Add(1)
 	go r.timeoutLoop()
-	return nil
+	return r.startCallStatus(ctx)
 }
 
 // Shutdown stops workers, dispatches and timers, waiting for them until ctx
@@ -439,12 +462,28 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 }
 
-// CreateThread creates a root thread (a new session), discovers its
-// toolsets (RAP TS-4 to TS-7) and returns its id. Discovery problems do not
-// fail the call: they are logged and reported as a "toolsets" event.
+// CreateThread creates a root thread (a new session) for the configured
+// default user (Config.DefaultUserID), discovers its toolsets (RAP TS-4 to
+// TS-7) and returns its id. Discovery problems do not fail the call: they
+// are logged and reported as a "toolsets" event.
 func (r *Runtime) CreateThread(ctx context.Context) (string, error) {
+	return r.CreateThreadFor(ctx, "")
+}
+
+// CreateThreadFor is CreateThread for the end user userID: every
+// invocation of the session, its child threads' included, carries it as
+// user_id (RAP IN-1), so tools that keep credentials per user find them.
+// An empty userID means Config.DefaultUserID. The caller vouches for the
+// id: take it only from an authenticated client or trusted configuration.
+func (r *Runtime) CreateThreadFor(ctx context.Context, userID string) (string, error) {
+	if err := checkUserID(userID); err != nil {
+		return "", fmt.Errorf("%w: user_id %v", ErrBadInput, err)
+	}
+	if userID == "" {
+		userID = r.cfg.DefaultUserID
+	}
 	id := uuid.NewString()
-	th := store.Thread{ID: id, RootID: id, Status: store.ThreadActive}
+	th := store.Thread{ID: id, RootID: id, Status: store.ThreadActive, UserID: userID}
 	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.CreateThread(th) }); err != nil {
 		return "", fmt.Errorf("create thread: %w", err)
 	}

@@ -134,6 +134,8 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		System:                    s.System,
 		DefaultToolTimeout:        s.ToolTimeout,
 		MaxSubscriptionsPerThread: s.MaxSubscriptions,
+		DefaultUserID:             s.UserID,
+		CallStatusAfter:           s.CallStatusAfter,
 		DisplayText:               displayText,
 		ModelIdleTimeout:          s.ModelIdleTimeout,
 		ModelTimeout:              s.ModelTimeout,

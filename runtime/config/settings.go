@@ -43,6 +43,11 @@ const (
 	// a failed completion, doubled for each next one (Go duration); 0 =
 	// the runtime's default (5s).
 	EnvModelRetryBackoff = "RAP_MODEL_RETRY_BACKOFF"
+	// EnvUserID is the user id of sessions created without one.
+	EnvUserID = "RAP_USER_ID"
+	// EnvCallStatusAfter is how long a call may stay silent before the
+	// runtime asks its tool server about it (Go duration; negative = never).
+	EnvCallStatusAfter = "RAP_CALL_STATUS_AFTER"
 )
 
 // MaxSubscriptionsLimit is the largest accepted MaxSubscriptions: a bound
@@ -98,6 +103,16 @@ type Settings struct {
 	// Token. Only a command-line flag sets it (--insecure), never the
 	// environment.
 	Insecure bool
+	// UserID is the user id of sessions created without one, sent as
+	// user_id in their invocations; empty means none. It maps to
+	// runtime.Config.DefaultUserID.
+	UserID string
+	// CallStatusAfter is how long a dispatched call or an active
+	// subscription may stay silent before the runtime asks its tool server
+	// POST {base}/tool_call_status; 0 means the runtime's default (10
+	// minutes), negative turns the checks off. It maps to
+	// runtime.Config.CallStatusAfter.
+	CallStatusAfter time.Duration
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -168,6 +183,14 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.ModelAttempts = n
 	}
+	set(&s.UserID, EnvUserID)
+	if v := getenv(EnvCallStatusAfter); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: want a Go duration such as 10m (negative turns the checks off)", EnvCallStatusAfter, v)
+		}
+		s.CallStatusAfter = d
+	}
 	if v := getenv(EnvMaxSubscriptions); v != "" {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 || n > MaxSubscriptionsLimit {
@@ -197,6 +220,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.ModelAttempts, "model-attempts", s.ModelAttempts, "try one input with the model `N` times, retrying on its own, before waiting for the next message; 0 = 5 (env "+EnvModelAttempts+")")
 	fs.DurationVar(&s.ModelRetryBackoff, "model-retry-backoff", s.ModelRetryBackoff, "wait `D` before the first automatic retry of a failed completion, doubling each time; 0 = 5s (env "+EnvModelRetryBackoff+")")
 	fs.BoolVar(&s.Insecure, "insecure", s.Insecure, "serve the client API on a non-loopback address without a token ("+EnvToken+"); anyone who reaches it can read and drive every conversation")
+	fs.StringVar(&s.UserID, "user-id", s.UserID, "`ID` of the end user of sessions created without one, sent as user_id in their invocations (env "+EnvUserID+")")
+	fs.DurationVar(&s.CallStatusAfter, "call-status-after", s.CallStatusAfter, "`SILENCE` after which the runtime asks a tool server whether it still knows a pending call (POST /tool_call_status); 0 = the default of 10m, negative = never (env "+EnvCallStatusAfter+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
@@ -227,6 +252,9 @@ func (s *Settings) Check() error {
 	if s.ModelIdleTimeout < 0 || s.ModelTimeout < 0 || s.ModelRetryBackoff < 0 || s.ModelAttempts < 0 {
 		return fmt.Errorf("model limits (idle timeout %v, timeout %v, retry backoff %v, attempts %d) must not be negative; use 0 for the defaults",
 			s.ModelIdleTimeout, s.ModelTimeout, s.ModelRetryBackoff, s.ModelAttempts)
+	}
+	if len(s.UserID) > 256 || strings.ContainsFunc(s.UserID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fmt.Errorf("user id %q: want at most 256 bytes without control characters; pass --user-id ID or set %s", s.UserID, EnvUserID)
 	}
 	if s.MaxSubscriptions < 0 || s.MaxSubscriptions > MaxSubscriptionsLimit {
 		return fmt.Errorf("max subscriptions %d: want a number from 1 to %d, or 0 for the default; pass --max-subscriptions N or set %s", s.MaxSubscriptions, MaxSubscriptionsLimit, EnvMaxSubscriptions)
@@ -315,6 +343,8 @@ func (s Settings) LogValue() slog.Value {
 		slog.Duration("model_timeout", s.ModelTimeout),
 		slog.Int("model_attempts", s.ModelAttempts),
 		slog.Duration("model_retry_backoff", s.ModelRetryBackoff),
+		slog.String("user_id", s.UserID),
+		slog.Duration("call_status_after", s.CallStatusAfter),
 	)
 }
 

@@ -57,6 +57,7 @@ type Tx interface {
 	ToolsetCache
 	Choices
 	HeldEvents
+	CallChecks
 }
 
 // ThreadStatus is the lifecycle state of a thread.
@@ -92,6 +93,11 @@ type Thread struct {
 	// (with the parent's ThreadID), then the child's own, whose Seqs
 	// continue from it. The inherited part is shared, not copied.
 	InheritSeq int64 `json:"inherit_seq,omitempty"`
+	// UserID is the end user of the session, sent as user_id in every
+	// invocation of its threads (RAP IN-1); empty when unknown. It is set
+	// on the root thread; CreateThread copies the parent's into a child
+	// whose UserID is empty.
+	UserID string `json:"user_id,omitempty"`
 }
 
 // Threads stores the thread tree.
@@ -487,4 +493,35 @@ type HeldEvents interface {
 	// longer pending (CallState.Pending), oldest first: their events wait
 	// for a confirmation that can no longer come.
 	EndedHeldCalls() ([]Call, error)
+}
+
+// CallCheck schedules a question to a tool server about one call: whether
+// it still knows the call (POST {base}/tool_call_status). The runtime keeps
+// one for every dispatched call and active subscription, and sweeps the
+// due ones; a check whose call has ended is deleted when it comes due.
+type CallCheck struct {
+	ThreadID string `json:"thread_id"`
+	CallID   string `json:"call_id"`
+	// Due is when to ask.
+	Due time.Time `json:"due"`
+	// Failures counts the consecutive asks that got no usable answer, for
+	// backoff.
+	Failures int `json:"failures"`
+}
+
+// CallChecks stores the scheduled call status checks.
+type CallChecks interface {
+	// PutCallCheck inserts or replaces the check of (thread, call).
+	PutCallCheck(c CallCheck) error
+	// DeleteCallCheck removes the check of (thread, call); none is not an
+	// error.
+	DeleteCallCheck(threadID, callID string) error
+	// DueCallChecks returns up to limit checks due at or before now,
+	// earliest first.
+	DueCallChecks(now time.Time, limit int) ([]CallCheck, error)
+	// NextCallCheck returns the earliest due time of any check.
+	NextCallCheck() (t time.Time, ok bool, err error)
+	// AdvanceCallChecks makes every check due at or before `due` (after a
+	// restart: ask about every call once) and reports how many changed.
+	AdvanceCallChecks(due time.Time) (int64, error)
 }

@@ -294,6 +294,23 @@ var migrations = []string{
 	// (issue 9 item 18).
 	`CREATE INDEX threads_created ON threads(created, id);
 	CREATE INDEX threads_parent_created ON threads(parent_id, created, id);`,
+	// 7: the end user of a session (its root thread; children copy it),
+	// sent as user_id in every invocation of the session.
+	`ALTER TABLE threads ADD COLUMN user_id TEXT NOT NULL DEFAULT '';`,
+	// 8: scheduled tool_call_status checks, one per dispatched call or
+	// active subscription; those that exist now are due at once.
+	`CREATE TABLE call_checks (
+		thread_id TEXT NOT NULL,
+		call_id TEXT NOT NULL,
+		due INTEGER NOT NULL,
+		failures INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE INDEX call_checks_due ON call_checks(due);
+	INSERT INTO call_checks (thread_id, call_id, due)
+		SELECT thread_id, call_id, 1 FROM calls WHERE state = 'dispatched' AND toolset != 'builtin';
+	INSERT OR IGNORE INTO call_checks (thread_id, call_id, due)
+		SELECT thread_id, call_id, 1 FROM subscriptions WHERE state = 'active';`,
 }
 
 // SchemaVersion is the schema version this package writes.

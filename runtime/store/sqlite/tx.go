@@ -62,14 +62,21 @@ func (t *tx) CreateThread(th store.Thread) error {
 	if th.ID == "" {
 		return errors.New("create thread: empty id")
 	}
-	root := th.RootID
-	if root == "" && th.ParentID != "" {
-		// A child belongs to its parent's session.
-		if err := t.tx.QueryRow(`SELECT root_id FROM threads WHERE id = ?`, th.ParentID).Scan(&root); err != nil {
+	root, user := th.RootID, th.UserID
+	if (root == "" || user == "") && th.ParentID != "" {
+		// A child belongs to its parent's session, and to its user.
+		var parentRoot, parentUser string
+		if err := t.tx.QueryRow(`SELECT root_id, user_id FROM threads WHERE id = ?`, th.ParentID).Scan(&parentRoot, &parentUser); err != nil {
 			if errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("create thread %s: parent %w", th.ID, notFound("thread", th.ParentID))
 			}
 			return fmt.Errorf("create thread %s: read parent %s: %w", th.ID, th.ParentID, err)
+		}
+		if root == "" {
+			root = parentRoot
+		}
+		if user == "" {
+			user = parentUser
 		}
 	}
 	if root == "" {
@@ -90,21 +97,21 @@ func (t *tx) CreateThread(th store.Thread) error {
 	if th.InheritSeq < 0 || (th.InheritSeq > 0 && th.ParentID == "") {
 		return fmt.Errorf("create thread %s: inherit_seq %d needs a parent and must not be negative", th.ID, th.InheritSeq)
 	}
-	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)), th.OriginCallID, th.OriginTool, originArgs, th.InheritSeq)
+	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)), th.OriginCallID, th.OriginTool, originArgs, th.InheritSeq, user)
 	if err != nil {
 		return fmt.Errorf("create thread %s: %w", th.ID, err)
 	}
 	return nil
 }
 
-const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, COALESCE(origin_args, ''), inherit_seq`
+const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, COALESCE(origin_args, ''), inherit_seq, user_id`
 
 func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
 	var th store.Thread
 	var created int64
 	var args string
-	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created, &th.OriginCallID, &th.OriginTool, &args, &th.InheritSeq)
+	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created, &th.OriginCallID, &th.OriginTool, &args, &th.InheritSeq, &th.UserID)
 	th.Created = fromNanos(created)
 	if args != "" {
 		th.OriginArgs = json.RawMessage(args)

@@ -1,0 +1,69 @@
+package sqlite
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// PutCallCheck implements store.CallChecks.
+func (t *tx) PutCallCheck(c store.CallCheck) error {
+	_, err := t.tx.Exec(`INSERT INTO call_checks (thread_id, call_id, due, failures) VALUES (?, ?, ?, ?)
+		ON CONFLICT (thread_id, call_id) DO UPDATE SET due = excluded.due, failures = excluded.failures`,
+		c.ThreadID, c.CallID, max(nanos(c.Due), 1), c.Failures)
+	if err != nil {
+		return fmt.Errorf("schedule the status check of call %s in thread %s: %w", c.CallID, c.ThreadID, err)
+	}
+	return nil
+}
+
+// DeleteCallCheck implements store.CallChecks.
+func (t *tx) DeleteCallCheck(threadID, callID string) error {
+	if _, err := t.tx.Exec(`DELETE FROM call_checks WHERE thread_id = ? AND call_id = ?`, threadID, callID); err != nil {
+		return fmt.Errorf("delete the status check of call %s in thread %s: %w", callID, threadID, err)
+	}
+	return nil
+}
+
+// DueCallChecks implements store.CallChecks.
+func (t *tx) DueCallChecks(now time.Time, limit int) ([]store.CallCheck, error) {
+	rows, err := t.tx.Query(`SELECT thread_id, call_id, due, failures FROM call_checks WHERE due <= ? ORDER BY due LIMIT ?`, now.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list due call status checks: %w", err)
+	}
+	defer rows.Close()
+	var out []store.CallCheck
+	for rows.Next() {
+		var c store.CallCheck
+		var due int64
+		if err := rows.Scan(&c.ThreadID, &c.CallID, &due, &c.Failures); err != nil {
+			return nil, fmt.Errorf("list due call status checks: %w", err)
+		}
+		c.Due = fromNanos(due)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// NextCallCheck implements store.CallChecks.
+func (t *tx) NextCallCheck() (time.Time, bool, error) {
+	var d sql.NullInt64
+	if err := t.tx.QueryRow(`SELECT MIN(due) FROM call_checks`).Scan(&d); err != nil {
+		return time.Time{}, false, fmt.Errorf("read the next call status check: %w", err)
+	}
+	if !d.Valid {
+		return time.Time{}, false, nil
+	}
+	return fromNanos(d.Int64), true, nil
+}
+
+// AdvanceCallChecks implements store.CallChecks.
+func (t *tx) AdvanceCallChecks(due time.Time) (int64, error) {
+	res, err := t.tx.Exec(`UPDATE call_checks SET due = ? WHERE due > ?`, max(nanos(due), 1), nanos(due))
+	if err != nil {
+		return 0, fmt.Errorf("advance the call status checks: %w", err)
+	}
+	return res.RowsAffected()
+}
