@@ -46,9 +46,9 @@ type lockHelper struct {
 }
 
 // startLockHelper starts a process that opens the store at path and waits
-// until it says it has, or until it exits; it returns the exit error and
-// stderr of a process that could not open the store.
-func startLockHelper(t *testing.T, path string) (h *lockHelper, exitErr error, stderr string) {
+// until it says it has, or until it exits; it returns the stderr and the
+// exit error of a process that could not open the store.
+func startLockHelper(t *testing.T, path string) (h *lockHelper, stderr string, exitErr error) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestLockHelper$", "-test.count=1")
 	cmd.Env = append(os.Environ(), lockHelperEnv+"="+path)
@@ -69,14 +69,14 @@ func startLockHelper(t *testing.T, path string) (h *lockHelper, exitErr error, s
 	if strings.TrimSpace(line) == "open" {
 		h = &lockHelper{cmd: cmd, stdin: stdin}
 		t.Cleanup(func() { h.cmd.Process.Kill(); h.cmd.Wait() })
-		return h, nil, ""
+		return h, "", nil
 	}
 	stdin.Close()
 	err = cmd.Wait()
 	if err == nil {
 		err = errors.New("exited with status 0 without opening the store")
 	}
-	return nil, err, errBuf.String()
+	return nil, errBuf.String(), err
 }
 
 // issue 9 item 21: a second process refuses a store another process has
@@ -84,13 +84,13 @@ func startLockHelper(t *testing.T, path string) (h *lockHelper, exitErr error, s
 // killed with SIGKILL, and after an orderly close.
 func TestStoreLockTwoProcesses(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "runtime.db")
-	first, err, stderr := startLockHelper(t, path)
+	first, stderr, err := startLockHelper(t, path)
 	if first == nil {
 		t.Fatalf("the first process could not open the store: %v\n%s", err, stderr)
 	}
 	pid := first.cmd.Process.Pid
 
-	second, err, stderr := startLockHelper(t, path)
+	second, stderr, err := startLockHelper(t, path)
 	if second != nil {
 		t.Fatal("a second process opened the store while the first one held it")
 	}
@@ -114,7 +114,7 @@ func TestStoreLockTwoProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	first.cmd.Wait()
-	third, err, stderr := startLockHelper(t, path)
+	third, stderr, err := startLockHelper(t, path)
 	if third == nil {
 		t.Fatalf("the store stayed locked after its holder was killed: %v\n%s", err, stderr)
 	}
