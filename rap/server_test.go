@@ -312,6 +312,7 @@ func TestFailuresBecomeErrorResults(t *testing.T) {
 		rap.AddTool(s, &rap.Tool{Name: "panics", Description: "Panics."},
 			func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) {
 				var m map[string]int
+				//lint:ignore SA5000 the tool panics on purpose
 				m["boom"]++ // nil map write: a runtime panic
 				return nil, nil
 			})

@@ -81,6 +81,9 @@ func readJSON(w http.ResponseWriter, req *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("request body is not the expected JSON object: %w", err)
 	}
+	if dup := duplicateMember(body); dup != "" {
+		return duplicateMemberError(dup)
+	}
 	return nil
 }
 

@@ -239,7 +239,7 @@ func TestSubscriptionResultAndEvents(t *testing.T) {
 			t.Fatalf("event %d: %d %s, want %d", i+1, status, body, want)
 		}
 	}
-	h := e.waitHistory(th, "two injected events", func(h []store.Message) bool {
+	e.waitHistory(th, "two injected events", func(h []store.Message) bool {
 		n := 0
 		for _, c := range calls(h) {
 			if c.Name == InjectedToolName {
@@ -249,7 +249,7 @@ func TestSubscriptionResultAndEvents(t *testing.T) {
 		return n == 2
 	})
 	e.idle(th)
-	h = e.history(th)
+	h := e.history(th)
 	var texts []string
 	for _, r := range results(h) {
 		if r.Name == InjectedToolName {

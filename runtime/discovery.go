@@ -38,9 +38,8 @@ func (r *Runtime) discover(ctx context.Context, rootID string) *session {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), discoveryTimeout)
 	defer cancel()
 	type fetched struct {
-		raw      []byte
-		err      error
-		fallback bool
+		raw []byte
+		err error
 	}
 	results := make([]fetched, len(r.cfg.ToolServers))
 	var wg sync.WaitGroup

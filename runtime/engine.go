@@ -86,8 +86,6 @@ type batch struct {
 	wake bool
 }
 
-func (b *batch) empty() bool { return len(b.ids) == 0 }
-
 // messages returns the history messages the batch adds, results first so
 // they directly follow the calls they answer.
 func (b *batch) messages() []store.Message {

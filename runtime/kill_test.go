@@ -276,12 +276,12 @@ func TestKillDuringEventBurst(t *testing.T) {
 	close(next)
 	wg.Wait()
 	<-restarted
-	h := k.waitHistory(th, "every event handled", func(h []store.Message) bool {
+	k.waitHistory(th, "every event handled", func(h []store.Message) bool {
 		_, res := injected(h)
 		return len(res) >= n
 	})
 	time.Sleep(300 * time.Millisecond)
-	h = k.history(th)
+	h := k.history(th)
 	_, res := injected(h)
 	inline := map[string]int{}
 	reports := 0

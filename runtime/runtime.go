@@ -98,6 +98,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
@@ -362,8 +363,10 @@ func New(cfg Config) (*Runtime, error) {
 }
 
 // LoadOrCreateSecret returns the callback-token key kept in
-// dataDir/callback.key, creating it (32 random bytes, mode 0600) on first
-// use.
+// dataDir/callback.key, creating it (32 random bytes, mode 0600 whatever
+// the umask) on first use, and dataDir (mode 0700) when missing. A key
+// file that others may read, as an older gorap left it, is made 0600 when
+// the file system allows it.
 func LoadOrCreateSecret(dataDir string) ([]byte, error) {
 	path := filepath.Join(dataDir, "callback.key")
 	b, err := os.ReadFile(path)
@@ -371,19 +374,21 @@ func LoadOrCreateSecret(dataDir string) ([]byte, error) {
 		if len(b) < 16 {
 			return nil, fmt.Errorf("callback secret %s has %d bytes, need at least 16: delete it to create a new one (pending callbacks will then be refused)", path, len(b))
 		}
+		// Best effort: a key mounted read-only stays usable.
+		_ = privfile.Restrict(path)
 		return b, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read callback secret: %w", err)
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	if err := privfile.MkdirAll(dataDir); err != nil {
 		return nil, fmt.Errorf("create data dir for the callback secret: %w", err)
 	}
 	b = make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("generate callback secret: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := privfile.OpenFile(path, os.O_WRONLY|os.O_EXCL)
 	if errors.Is(err, os.ErrExist) {
 		return LoadOrCreateSecret(dataDir) // another process created it first
 	}

@@ -302,12 +302,12 @@ func TestSU6ThreadedAndInlineEvents(t *testing.T) {
 	src.push("news", sourceEvent{text: `{"headline":"RAW-ONE"}`}, sourceEvent{text: `{"headline":"RAW-TWO"}`},
 		sourceEvent{text: `{"progress":"INLINE-50%"}`, associative: true})
 
-	h := e.waitHistory(root, "two reports and one inline event", func(h []store.Message) bool {
+	e.waitHistory(root, "two reports and one inline event", func(h []store.Message) bool {
 		_, res := injected(h)
 		return len(res) == 3
 	})
 	e.idle(root)
-	h = e.history(root)
+	h := e.history(root)
 	calls, res := injected(h)
 	var reports, inline int
 	for i, r := range res {

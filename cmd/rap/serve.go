@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/display"
+	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/config"
 	"github.com/gorap/gorap/runtime/store/sqlite"
@@ -52,6 +53,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if len(pos) > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
+	}
+	if err := useProjectDataDir(&s, fs); err != nil {
+		return err
 	}
 	if err := s.Check(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -93,12 +97,12 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		return err
 	}
 
-	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
+	if err := privfile.MkdirAll(s.DataDir); err != nil {
 		return fmt.Errorf("create data dir %s: %w (pass --data-dir DIR to use another)", s.DataDir, err)
 	}
 	st, err := sqlite.Open(filepath.Join(s.DataDir, storeFile))
 	if err != nil {
-		return fmt.Errorf("open the store in %s: %w", s.DataDir, err)
+		return storeOpenError(s.DataDir, err)
 	}
 	defer st.Close()
 	secret, err := runtime.LoadOrCreateSecret(s.DataDir)

@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/rap"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -99,6 +100,11 @@ func Open(path string) (*Store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("durable: Open %q: the path must not contain '?' or '#'", path)
 	}
+	// The file, and the -wal and -shm files SQLite gives its mode, hold
+	// results and callback URLs (credentials): 0600 whatever the umask.
+	if err := privfile.PrepareSQLite(path); err != nil {
+		return nil, fmt.Errorf("durable: Open: %w; check that the directory exists and is writable", err)
+	}
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -120,6 +126,10 @@ func Open(path string) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("durable: Open %s: %w", path, err)
+	}
+	if err := privfile.CheckSQLite(path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("durable: Open: %w", err)
 	}
 	go s.writer()
 	return s, nil

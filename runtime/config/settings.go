@@ -126,7 +126,9 @@ func Defaults(getenv func(string) string) Settings {
 }
 
 // DefaultDataDir returns $XDG_DATA_HOME/rap, or ~/.local/share/rap, or
-// ./.rap when no home directory is known.
+// ./.rap when no home directory is known: the data directory outside a
+// project. In a project (see ProjectDataDir) "rap serve" uses the
+// project's own.
 func DefaultDataDir(getenv func(string) string) string {
 	if d := getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
 		return filepath.Join(d, "rap")
@@ -135,6 +137,18 @@ func DefaultDataDir(getenv func(string) string) string {
 		return filepath.Join(home, ".local", "share", "rap")
 	}
 	return ".rap"
+}
+
+// ProjectDataDir returns the data directory of the project in dir,
+// dir/.rap/data, when dir holds a project-level config file (see
+// ProjectPath), and "" otherwise. Each project gets its own store, so two
+// projects never answer each other's threads with the wrong tools.
+func ProjectDataDir(dir string) string {
+	fi, err := os.Stat(ProjectPath(dir))
+	if err != nil || fi.IsDir() {
+		return ""
+	}
+	return filepath.Join(dir, ".rap", "data")
 }
 
 // FromEnv returns the defaults overridden by the RAP_* environment
@@ -208,7 +222,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&listValue{dst: &s.ConfigFiles}, "config", "tool-server config `FILE` (repeatable); replaces the project-level .rap/rap.json and user-level ~/.config/rap/rap.json (env "+EnvConfig+")")
 	fs.StringVar(&s.Listen, "listen", s.Listen, "listen `ADDR` of the HTTP server (env "+EnvListen+")")
 	fs.StringVar(&s.PublicURL, "public-url", s.PublicURL, "base `URL` tools call back to; default derived from the listen address (env "+EnvPublicURL+")")
-	fs.StringVar(&s.DataDir, "data-dir", s.DataDir, "`DIR` of the SQLite store and the callback key (env "+EnvDataDir+")")
+	fs.StringVar(&s.DataDir, "data-dir", s.DataDir, "`DIR` of the SQLite store and the callback key; default .rap/data in a project (a directory with .rap/rap.json), else the one shown (env "+EnvDataDir+")")
 	fs.StringVar(&s.Model, "model", s.Model, "model as `PROVIDER:MODEL`: anthropic:MODEL, openai:MODEL or scripted:PATH (env "+EnvModel+")")
 	fs.Var((*secretValue)(&s.Token), "token", "bearer `TOKEN` required by the client API (env "+EnvToken+"; prefer the env var: flags show in ps)")
 	fs.Var((*secretValue)(&s.ToolToken), "tool-token", "bearer `TOKEN` sent to tool servers (env "+EnvToolToken+")")

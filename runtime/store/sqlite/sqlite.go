@@ -22,10 +22,12 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
+	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/runtime/store"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -39,6 +41,7 @@ type Store struct {
 	group  *committer // runs Update calls in shared transactions
 	rcache *stmtCache // prepared statements of the readers
 	ckpt   *sql.DB    // the connection checkpoints run on
+	lock   *os.File   // holds the store's lock (lock.go) until Close
 }
 
 var _ store.Store = (*Store)(nil)
@@ -48,6 +51,12 @@ const readers = 4
 
 // Open opens (creating if needed) the SQLite database at path and brings its
 // schema up to date.
+//
+// The store belongs to one process: Open locks the file path+".lock" and
+// fails with a *LockedError (errors.Is ErrLocked) naming the holder's
+// process id while another Store has the database open; Close releases
+// the lock, and so does the end of the process. The database file and its
+// -wal and -shm files get mode 0600 whatever the umask.
 func Open(path string) (*Store, error) {
 	return openWith(path, openOptions{})
 }
@@ -61,6 +70,24 @@ func openWith(path string, opts openOptions) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store: resolve path %q: %w", path, err)
+	}
+	lock, err := acquireLock(abs)
+	if err != nil {
+		return nil, err
+	}
+	s, err := openLocked(abs, opts)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// openLocked opens the database at abs, whose lock this process holds.
+func openLocked(abs string, opts openOptions) (*Store, error) {
+	if err := privfile.PrepareSQLite(abs); err != nil {
+		return nil, fmt.Errorf("sqlite store: %w", err)
 	}
 	pragmas := url.Values{}
 	// synchronous=NORMAL: COMMIT does not sync the WAL; the store's syncer
@@ -99,6 +126,13 @@ func openWith(path string, opts openOptions) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: look for waiting user choices: %w", abs, err)
 	}
 	s.group.choices.Store(waiting)
+	// The -wal and -shm files exist now; SQLite gave them the database
+	// file's mode, but one left by an older gorap may be readable by all.
+	if err := privfile.CheckSQLite(abs); err != nil {
+		s.group.syncer.close()
+		writer.Close()
+		return nil, fmt.Errorf("sqlite store: %w", err)
+	}
 	// The migrations committed without a sync; make them durable now.
 	synced := make(chan error, 1)
 	s.group.syncer.after(func(err error) { synced <- err })
@@ -148,7 +182,11 @@ func (s *Store) Close() error {
 	s.group.syncer.close()
 	s.rcache.close()
 	s.group.cache.close()
-	return errors.Join(s.ckpt.Close(), s.reader.Close(), s.writer.Close())
+	err := errors.Join(s.ckpt.Close(), s.reader.Close(), s.writer.Close())
+	if s.lock != nil {
+		s.lock.Close() // releases the lock
+	}
+	return err
 }
 
 // Update implements store.Store. Concurrent calls share transactions
