@@ -3,6 +3,7 @@ package rap
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -156,4 +157,20 @@ func dupPath(stack []dupFrame, name func(dupKeySpan) []byte, k dupKeySpan) strin
 	}
 	b.Write(name(k))
 	return b.String()
+}
+
+// DuplicateKey returns the path of the first member name that appears
+// twice in one object of the JSON text data, such as "text" or
+// "answers[1].choice", and "" when every name is unique or data is not
+// valid JSON (decoding reports that). Servers that accept JSON from peers
+// use it to refuse a body that two parsers could read differently.
+func DuplicateKey(data []byte) string {
+	if !json.Valid(data) {
+		return ""
+	}
+	var fe *FieldError
+	if err := duplicateKey(data); err != nil && errors.As(err, &fe) {
+		return fe.Field
+	}
+	return ""
 }
