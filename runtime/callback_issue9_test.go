@@ -76,10 +76,10 @@ func TestEarlyEventsHeldUntilSubscriptionConfirmed(t *testing.T) {
 	}
 	e.restart() // held durably
 	subscribe(t, e, th, inv)
-	h := e.waitHistory(th, "the held events", func(h []store.Message) bool { return len(inlineEvents(h)) >= 2 })
+	e.waitHistory(th, "the held events", func(h []store.Message) bool { return len(inlineEvents(h)) >= 2 })
 	poll(t, "the event's child thread", func() bool { return len(e.children(th)) >= 1 })
 	e.idle(th)
-	h = e.history(th)
+	h := e.history(th)
 	if got := strings.Join(inlineEvents(h), ","); got != `{"n":1},{"n":3}` {
 		t.Fatalf("inline events = %s, want {\"n\":1},{\"n\":3} once each, in order", got)
 	}

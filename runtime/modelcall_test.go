@@ -135,9 +135,9 @@ func TestModelFailureRetriedOnItsOwn(t *testing.T) {
 			t.Fatalf("error event %d = %+v; want attempt %d of 5 with a retry scheduled", n, d, n)
 		}
 	}
-	h := e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "hello back") })
+	e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "hello back") })
 	e.idle(th)
-	h = e.history(th)
+	h := e.history(th)
 	if len(h) != 2 || h[0].Text != "hi" || h[1].Text != "hello back" {
 		t.Fatalf("history = %s; want the message once, then the answer once", dump(h))
 	}
@@ -254,9 +254,9 @@ func TestModelFailureAfterSavedTurnRetried(t *testing.T) {
 	}})
 	th := e.newThread()
 	e.post(th, "hi")
-	h := e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "recovered") })
+	e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "recovered") })
 	e.idle(th)
-	if h = e.history(th); len(h) != 4 || h[0].Text != "hi" || countResults(h, "there is no tool") != 1 {
+	if h := e.history(th); len(h) != 4 || h[0].Text != "hi" || countResults(h, "there is no tool") != 1 {
 		t.Fatalf("history = %s; want the message, the refused call and its error result, then the answer, once each", dump(h))
 	}
 	if n := f.n.Load(); n != 3 {
