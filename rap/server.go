@@ -60,16 +60,25 @@ type ServerOptions struct {
 	// choice response may instead carry the per-choice key its
 	// response_url holds.
 	BearerToken string
-	// CallbackHeader is added to every outbound callback, for example the
-	// credentials the runtime expects (RAP TR-7).
+	// CallbackHeader is added to outbound callbacks whose URL is on one of
+	// CallbackOrigins, for example the credentials the runtime expects
+	// (RAP TR-7). Start fails when it is set and CallbackOrigins is empty.
 	CallbackHeader http.Header
+	// CallbackOrigins lists the runtime origins ("scheme://host:port",
+	// such as "https://runtime.example.com") that receive CallbackHeader.
+	// A callback_url on another origin still gets its callbacks, without
+	// the header, so a caller cannot harvest the runtime's credentials by
+	// naming its own URL (see SenderOptions.HeaderOrigins).
+	CallbackOrigins []string
 	// Store keeps callbacks and subscriptions durably. Nil keeps them in
-	// memory: callbacks are then delivered directly, by the worker that
-	// produced them, retrying while the runtime is unreachable (so a long
-	// outage fills the pool and new invocations get 503), and
-	// subscriptions end with the process. With a Store, callbacks go
-	// through a durable outbox delivered in the background, and
-	// subscriptions resume after a restart.
+	// memory: callbacks then wait in a bounded in-memory outbox
+	// (MaxMemoryQueue per destination) delivered in the background, so a
+	// handler's worker is free as soon as it returns even while its
+	// runtime is unreachable, and they and the subscriptions end with
+	// the process. With a Store, callbacks go through a durable outbox
+	// delivered in the background, and subscriptions resume after a
+	// restart. Either way, callbacks that cannot be delivered are
+	// dead-lettered (Server.DeadLetters).
 	Store Store
 	// NoCallJournal, with a Store that keeps a CallJournal (rap/durable
 	// does), leaves it unused. By default every invocation is recorded,
@@ -208,7 +217,7 @@ func NewServer(name string, opts *ServerOptions) *Server {
 		// for each, or most callbacks would dial a new one.
 		client = callbackClient(max(s.pool.workers, MaxInFlight))
 	}
-	so := SenderOptions{Client: client, Header: o.CallbackHeader, Retry: o.Retry, Logger: o.Logger}
+	so := SenderOptions{Client: client, Header: o.CallbackHeader, HeaderOrigins: o.CallbackOrigins, Retry: o.Retry, Logger: o.Logger}
 	if o.Store != nil {
 		so.Outbox = o.Store
 		s.subs = o.Store
@@ -216,9 +225,11 @@ func NewServer(name string, opts *ServerOptions) *Server {
 			s.journal, _ = o.Store.(CallJournal)
 		}
 	} else {
+		so.Outbox = newMemoryOutbox()
 		s.subs = newMemorySubscriptions()
 	}
 	s.sender = NewSender(so)
+	s.sender.onGone = s.subscriptionGone
 	s.baseCtx, s.stop = context.WithCancelCause(context.Background())
 	s.deliverCtx, s.stopDelivery = context.WithCancel(context.Background())
 	return s
@@ -238,6 +249,9 @@ func (s *Server) Start(ctx context.Context) error {
 	case s.starting || s.runDone != nil:
 		s.mu.Unlock()
 		return errors.New("rap: Server.Start called twice; call it once before serving")
+	case s.sender.configErr != nil:
+		s.mu.Unlock()
+		return fmt.Errorf("rap: Start of toolset %q: %w", s.name, s.sender.configErr)
 	}
 	s.starting = true
 	s.mu.Unlock()
@@ -274,9 +288,10 @@ func (s *Server) Start(ctx context.Context) error {
 // Shutdown stops the server: new invocations get 503, every handler and
 // subscription context is cancelled with ErrServerShutdown, and Shutdown
 // waits for the handlers to return and their results to be sent. Stored
-// subscriptions stay stored, to be resumed by the next Start. With a
-// durable Store, Shutdown then waits for the outbox to drain; whatever is
-// still undelivered when ctx ends stays in the outbox for the next Start.
+// subscriptions stay stored, to be resumed by the next Start. Shutdown
+// then waits for the outbox to drain; whatever is still undelivered when
+// ctx ends stays in a durable Store's outbox for the next Start (without
+// a Store it is lost).
 // Shutdown returns ctx's error if it ends first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
@@ -300,7 +315,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("rap: shutdown of toolset %q: %d invocation(s) still running when the deadline passed: %w", s.name, s.pool.inFlight(), ctx.Err())
 	}
-	if err == nil && s.opts.Store != nil && runDone != nil {
+	if err == nil && runDone != nil {
 		if ferr := s.sender.Flush(ctx); ferr != nil {
 			err = fmt.Errorf("rap: shutdown of toolset %q: undelivered callbacks stay in the outbox for the next Start: %w", s.name, ferr)
 		}

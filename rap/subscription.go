@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // AddSubscription adds a subscription tool (RAP SU-1): a tool whose call
@@ -237,7 +239,10 @@ func (s *Subscription) send(ctx context.Context, text string, associative, final
 	if err := s.confirmLocked(ctx); err != nil {
 		return err
 	}
-	ev := &SubscriptionEvent{GroupID: s.inv.GroupID, ToolCallID: s.inv.ID, Text: text, Associative: associative, Final: final}
+	// The event id is fixed here, before the event is queued: every
+	// retry and every redelivery after a restart carries the same one
+	// (issue 9 item 8).
+	ev := &SubscriptionEvent{GroupID: s.inv.GroupID, ToolCallID: s.inv.ID, Text: text, Associative: associative, Final: final, EventID: uuid.NewString()}
 	if err := s.srv.sender.Send(ctx, s.inv.CallbackURL, ev); err != nil {
 		return fmt.Errorf("rap: subscription %s: sending event: %w", s.inv.ID, err)
 	}
