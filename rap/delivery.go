@@ -222,8 +222,7 @@ func (l *outboxLoop) catchUp(ctx context.Context, so SequencedOutbox) error {
 			if err != nil {
 				return err
 			}
-			l.catchUpWith(d, msgs)
-			if len(msgs) < outboxBatch {
+			if l.catchUpWith(d, msgs) && len(msgs) < outboxBatch {
 				d.behind = false // read up to the end of the outbox
 			}
 		}
@@ -232,24 +231,25 @@ func (l *outboxLoop) catchUp(ctx context.Context, so SequencedOutbox) error {
 }
 
 // catchUpWith holds the messages of d among msgs, in order, until d or the
-// loop is full.
-func (l *outboxLoop) catchUpWith(d *destination, msgs []SequencedMessage) {
+// loop is full. It reports whether it went through all of msgs.
+func (l *outboxLoop) catchUpWith(d *destination, msgs []SequencedMessage) bool {
 	for _, m := range msgs {
 		if m.Seq > l.lastSeq {
 			// The main read has not reached it: it reads the rest.
 			d.behind = false
-			return
+			return false
 		}
 		if Destination(m.URL) != d.key {
 			d.cursor = m.Seq
 			continue
 		}
 		if d.full() || l.full() {
-			return
+			return false
 		}
 		d.cursor = m.Seq
 		l.hold(d, m.OutboxMessage)
 	}
+	return true
 }
 
 // readPlain refills from an Outbox that only has Pending: it re-reads the

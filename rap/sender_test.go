@@ -377,7 +377,7 @@ func TestSendRejectsBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	huge := &rap.ToolResult{GroupID: "g", ID: "big", Text: strings.Repeat("x", rap.MaxCallbackBytes)}
+	huge := &rap.SubscriptionEvent{GroupID: "g", ToolCallID: "big", Text: strings.Repeat("x", rap.MaxCallbackBytes)}
 	cases := []struct {
 		name string
 		url  string
@@ -432,7 +432,7 @@ func TestSendHeaders(t *testing.T) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer abc")
 	h.Set("Content-Type", "text/plain")
-	s := rap.NewSender(rap.SenderOptions{Header: h, Logger: quietLogger()})
+	s := rap.NewSender(rap.SenderOptions{Header: h, HeaderOrigins: []string{srv.URL}, Logger: quietLogger()})
 	h.Set("Authorization", "changed after NewSender")
 	if err := s.Send(context.Background(), srv.URL, result(1)); err != nil {
 		t.Fatal(err)
@@ -711,7 +711,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tool.db")
 
 	st := openStore(t, path)
-	s1 := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"first"}}})
+	s1 := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"first"}}, HeaderOrigins: []string{rc.srv.URL}})
 	stop := runSender(t, s1)
 	var want []string
 	for i := range 20 {
@@ -749,7 +749,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	if p[0].Attempts == 0 {
 		t.Errorf("the first message's failed attempts were not recorded")
 	}
-	s2 := rap.NewSender(rap.SenderOptions{Outbox: st2, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"second"}}})
+	s2 := rap.NewSender(rap.SenderOptions{Outbox: st2, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"second"}}, HeaderOrigins: []string{rc.srv.URL}})
 	stop2 := runSender(t, s2)
 	defer stop2()
 	flush(t, s2)
