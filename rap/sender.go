@@ -655,4 +655,3 @@ func (s *Sender) Flush(ctx context.Context) error {
 		}
 	}
 }
-
