@@ -129,3 +129,12 @@ func noDeadLetter(ctx context.Context, tx *sql.Tx, key string) error {
 	}
 	return fmt.Errorf("%w: %s; list them with \"rap outbox list\"", rap.ErrNoDeadLetter, strings.TrimSpace(key))
 }
+
+// PendingCount returns how many messages wait in the outbox.
+func (s *Store) PendingCount(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM outbox`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("durable: PendingCount from %s: %w", s.path, err)
+	}
+	return n, nil
+}
