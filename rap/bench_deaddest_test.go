@@ -62,8 +62,10 @@ func peakHeap(stop <-chan struct{}) <-chan uint64 {
 // runtimes accept connections and never answer (issue 9 item 13): b.N
 // tool results of 1 KiB go round robin to the 20, and the benchmark ends
 // when the 15 healthy runtimes have all of theirs. It reports the peak
-// heap in use, the process's peak RSS, and the callbacks dead-lettered
-// because a dead runtime's in-memory queue was full.
+// heap in use, the process's peak RSS, the heap in use and goroutines
+// left after a GC at the end (the dead runtimes' queues and hanging
+// attempts), and the callbacks dead-lettered because a dead runtime's
+// in-memory queue was full.
 //
 //	go test ./rap -run '^$' -bench DeadDestinations -benchtime 20000x
 func BenchmarkDeadDestinations(b *testing.B) {
@@ -166,6 +168,11 @@ func benchDeadDestinations(b *testing.B, mode string) {
 	close(stopSampling)
 	b.ReportMetric(float64(<-peak)/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(procStatusMB("VmHWM"), "peak-RSS-MiB")
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "live-heap-MiB")
+	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
 	b.ReportMetric(float64(deadLetters()), "dead-letters")
 	shutdown()
 }
