@@ -107,7 +107,9 @@ type ServerOptions struct {
 	// server logs ids and operation names, never tokens, arguments or
 	// OAuth URLs; callback URLs appear only redacted (see RedactURL).
 	Logger *slog.Logger
-	// Retry is the backoff policy for callback delivery.
+	// Retry is the backoff policy for callback delivery; its GiveUpAfter
+	// is the maximum retry age before a callback is dead-lettered
+	// (default DefaultMaxRetryAge).
 	Retry RetryPolicy
 	// HTTPClient sends callbacks; nil means a client that keeps an idle
 	// connection per worker to each runtime.

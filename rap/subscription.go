@@ -24,9 +24,10 @@ import (
 // and sub.Final, and saves a resume cursor with sub.SaveState.
 //
 // h's ctx is cancelled by POST /cancel_tool_call for the subscription, by
-// POST /close_thread for its thread, and by Server.Shutdown;
-// context.Cause(ctx) tells which. After a cancel or a thread closure the
-// record is deleted and nothing more is sent (RAP SU-4). After a
+// POST /close_thread for its thread, by the runtime answering one of its
+// events 410 Gone (ErrSubscriptionGone), and by Server.Shutdown;
+// context.Cause(ctx) tells which. After a cancel, a thread closure or a
+// 410 the record is deleted and nothing more is sent (RAP SU-4). After a
 // shutdown the record stays stored, and the next Start calls h again with
 // sub.Resumed() true: that is the resume hook, and h should pick up from
 // sub.State().
@@ -210,7 +211,10 @@ func (s *Subscription) SaveState(ctx context.Context, state json.RawMessage) err
 }
 
 // Emit sends a threaded event: the runtime handles it in a child thread of
-// the subscribing thread (RAP SU-2, SU-6). text should be JSON.
+// the subscribing thread (RAP SU-2, SU-6). text should be JSON. The event
+// gets an EventID, the same on every redelivery. An event larger than
+// MaxCallbackBytes is not sent and Emit returns an error; emit a link to
+// large data instead.
 func (s *Subscription) Emit(ctx context.Context, text string) error {
 	return s.send(ctx, text, false, false)
 }
