@@ -11,9 +11,12 @@ import (
 // Bounds of the in-memory outbox of a Server without a Store.
 const (
 	// MaxMemoryQueue is how many undelivered callbacks a Server without a
-	// Store keeps per destination (see Destination). A callback over it
-	// is dead-lettered at once; give the server a Store (rap/durable) to
-	// ride out long runtime outages.
+	// Store keeps per destination (see Destination). Past it, a tool
+	// result is dead-lettered at once, so that no worker waits for a
+	// runtime, and Emit waits for room (until its ctx ends), so that a
+	// subscription slows down to its runtime's pace instead of losing
+	// events. Give the server a Store (rap/durable) to ride out long
+	// runtime outages.
 	MaxMemoryQueue = 1024
 	// MaxMemoryQueueBytes bounds the bodies of all undelivered callbacks
 	// of a Server without a Store.
@@ -36,6 +39,9 @@ type memoryOutbox struct {
 	perDst map[string]int
 	bytes  int
 	dead   []DeadLetter
+	room   chan struct{} // closed and replaced when a message leaves while waiting > 0
+	// waiting counts Enqueues waiting for room.
+	waiting int
 }
 
 var (
@@ -44,12 +50,13 @@ var (
 )
 
 func newMemoryOutbox() *memoryOutbox {
-	return &memoryOutbox{msgs: map[int64]*SequencedMessage{}, byKey: map[string]int64{}, perDst: map[string]int{}}
+	return &memoryOutbox{msgs: map[int64]*SequencedMessage{}, byKey: map[string]int64{}, perDst: map[string]int{}, room: make(chan struct{})}
 }
 
-// Enqueue queues m, or dead-letters it when its destination's queue or the
-// outbox is full.
-func (o *memoryOutbox) Enqueue(_ context.Context, m OutboxMessage) error {
+// Enqueue queues m. When its destination's queue or the outbox is full, a
+// subscription event waits for room until ctx ends, and anything else is
+// dead-lettered.
+func (o *memoryOutbox) Enqueue(ctx context.Context, m OutboxMessage) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, dup := o.byKey[m.Key]; dup {
@@ -59,7 +66,25 @@ func (o *memoryOutbox) Enqueue(_ context.Context, m OutboxMessage) error {
 		m.Created = time.Now()
 	}
 	dst := Destination(m.URL)
-	if o.perDst[dst] >= MaxMemoryQueue || o.bytes+len(m.Body) > MaxMemoryQueueBytes {
+	full := func() bool { return o.perDst[dst] >= MaxMemoryQueue || o.bytes+len(m.Body) > MaxMemoryQueueBytes }
+	if full() && peekCallback(m.Body).Type == TypeSubscriptionEvent {
+		for full() {
+			room := o.room
+			o.waiting++
+			o.mu.Unlock()
+			select {
+			case <-room:
+			case <-ctx.Done():
+				o.mu.Lock()
+				o.waiting--
+				return fmt.Errorf("rap: callback to %s not queued: the in-memory outbox for this destination stayed full (%d callbacks waiting): %w",
+					RedactURL(m.URL), o.perDst[dst], ctx.Err())
+			}
+			o.mu.Lock()
+			o.waiting--
+		}
+	}
+	if full() {
 		reason := fmt.Sprintf("the in-memory outbox is full (%d callbacks waiting for this destination, %d bytes in all)", o.perDst[dst], o.bytes)
 		o.addDead(DeadLetter{OutboxMessage: m, DeadAt: time.Now(), Reason: reason})
 		return fmt.Errorf("rap: callback to %s dead-lettered: %s; the runtime is not taking callbacks; give the server a Store (rap/durable) to ride out long outages",
@@ -88,6 +113,10 @@ func (o *memoryOutbox) remove(key string) (*SequencedMessage, bool) {
 		delete(o.perDst, dst)
 	}
 	o.bytes -= len(m.Body)
+	if o.waiting > 0 {
+		close(o.room)
+		o.room = make(chan struct{})
+	}
 	if len(o.order) > 64 && len(o.order) > 2*len(o.msgs) {
 		live := o.order[:0]
 		for _, s := range o.order {
