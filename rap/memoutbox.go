@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -65,6 +66,9 @@ func (o *memoryOutbox) Enqueue(ctx context.Context, m OutboxMessage) error {
 	if m.Created.IsZero() {
 		m.Created = time.Now()
 	}
+	// The URL may share memory with the whole invocation it came from:
+	// keep only its own bytes while the message waits.
+	m.URL = strings.Clone(m.URL)
 	dst := Destination(m.URL)
 	full := func() bool { return o.perDst[dst] >= MaxMemoryQueue || o.bytes+len(m.Body) > MaxMemoryQueueBytes }
 	if full() && peekCallback(m.Body).Type == TypeSubscriptionEvent {
