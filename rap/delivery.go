@@ -160,7 +160,11 @@ func (l *outboxLoop) refill(ctx context.Context) error {
 	} else if err := l.readPlain(ctx); err != nil {
 		return err
 	}
-	for _, d := range l.dests {
+	for key, d := range l.dests {
+		if len(d.lanes) == 0 && !d.behind {
+			delete(l.dests, key) // nothing held and nothing skipped
+			continue
+		}
 		for _, ln := range d.lanes {
 			if !ln.active && len(ln.msgs) > 0 {
 				ln.active = true
