@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -86,6 +87,9 @@ func benchDeadDestinations(b *testing.B, mode string) {
 	stop := make(chan struct{})
 	for range dead {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// Reading the body lets the server notice, and end this
+			// handler, when the client gives up.
+			_, _ = io.Copy(io.Discard, r.Body)
 			select {
 			case <-r.Context().Done():
 			case <-stop:

@@ -50,6 +50,9 @@ func (l *eventLog) texts(path string) []string {
 func newHangingRuntime(t *testing.T) *httptest.Server {
 	stop := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body lets the server notice, and end this handler,
+		// when the client gives up.
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case <-r.Context().Done():
 		case <-stop:

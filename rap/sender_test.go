@@ -763,8 +763,9 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 }
 
 func TestOutboxDrops4xx(t *testing.T) {
-	// RAP TR-6: a 4xx is never retried. The message is dropped from the
-	// outbox (logged), and later messages to that URL still go out.
+	// RAP TR-6: a 4xx is never retried. The message leaves the outbox
+	// for its dead letters (logged), and later messages to that URL
+	// still go out.
 	var logs lockedBuffer
 	rc := newReceiver(t, func(r *http.Request, attempt int) int {
 		if r.URL.Path == "/gone" && attempt == 1 {
@@ -791,6 +792,9 @@ func TestOutboxDrops4xx(t *testing.T) {
 	p, _ := st.Pending(context.Background(), 10)
 	if len(p) != 0 {
 		t.Errorf("outbox still holds %d messages", len(p))
+	}
+	if dl, _ := st.DeadLetters(context.Background(), 10); len(dl) != 1 || dl[0].Status != http.StatusNotFound {
+		t.Errorf("dead letters %+v; want the refused message (issue 9 item 11)", dl)
 	}
 	if !strings.Contains(logs.String(), "status=404") || strings.Contains(logs.String(), "token=z") {
 		t.Errorf("want the 404 logged with a redacted URL; logs:\n%s", logs.String())
