@@ -319,7 +319,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if err == nil && runDone != nil {
 		if ferr := s.sender.Flush(ctx); ferr != nil {
-			err = fmt.Errorf("rap: shutdown of toolset %q: undelivered callbacks stay in the outbox for the next Start: %w", s.name, ferr)
+			fate := "stay in the outbox for the next Start"
+			if s.opts.Store == nil {
+				fate = "are lost (the server has no Store)"
+			}
+			err = fmt.Errorf("rap: shutdown of toolset %q: undelivered callbacks %s: %w", s.name, fate, ferr)
 		}
 	}
 	if runDone != nil {
