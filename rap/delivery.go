@@ -366,14 +366,6 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 	replaced := false
 	var last *DeliveryError
 	for n := 1; ; n++ {
-		if age := time.Since(m.Created); !m.Created.IsZero() && age >= s.retry.GiveUpAfter {
-			status := 0
-			if last != nil {
-				status = last.Status
-			}
-			return l.deadLetter(ctx, m, status, fmt.Sprintf("not delivered after %d attempts in %v, the maximum retry age (RetryPolicy.GiveUpAfter)",
-				m.Attempts+n-1, age.Round(time.Second)))
-		}
 		select {
 		case d.sem <- struct{}{}:
 		case <-ctx.Done():
@@ -411,6 +403,13 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 		}
 		if ctx.Err() != nil {
 			return false
+		}
+		// Every message gets at least one attempt, however old (the tool
+		// server may have been down); after that, retries end at the
+		// maximum retry age (issue 9 item 11).
+		if age := time.Since(m.Created); !m.Created.IsZero() && age >= s.retry.GiveUpAfter {
+			return l.deadLetter(ctx, m, last.Status, fmt.Sprintf("not delivered after %d attempts in %v, the maximum retry age (RetryPolicy.GiveUpAfter)",
+				m.Attempts+n, age.Round(time.Second)))
 		}
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outboxMarkTimeout)
 		if err := s.outbox.Attempted(mctx, m.Key); err != nil {

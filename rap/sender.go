@@ -75,7 +75,8 @@ type RetryPolicy struct {
 	Max time.Duration
 	// GiveUpAfter is the maximum retry age: a message still not
 	// delivered that long after it was first sent (direct mode) or
-	// enqueued (outbox mode) is given up. In outbox mode it is then
+	// enqueued (outbox mode) is given up after its next failed attempt
+	// (every message is attempted at least once, however old). In outbox mode it is then
 	// dead-lettered (see DeadLetterStore): kept, logged once with its
 	// redacted URL, and listable with Sender.DeadLetters or "rap outbox".
 	// Zero means DefaultMaxRetryAge (24 hours); a message is never
