@@ -156,3 +156,49 @@ func TestDeadDestinationsDoNotStallOthers(t *testing.T) {
 	}
 	t.Logf("15 healthy runtimes served in %v beside 5 dead ones", time.Since(start).Round(time.Millisecond))
 }
+
+// issue 9 item 13: without a Store, once rap.MaxMemoryQueue callbacks
+// wait for a runtime that takes none, its new invocations get 503 (it
+// retries them, RAP TR-3) instead of growing the queue or holding
+// workers; results already accepted are kept, and other runtimes are
+// served as usual.
+func TestBackloggedDestinationGets503(t *testing.T) {
+	deadURL := newHangingRuntime(t).URL
+	alive := newEventLog(t)
+	s := rap.NewServer("sdk_test", &rap.ServerOptions{Logger: sdkQuiet(), Retry: sdkFastRetry})
+	addEcho(s)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	refused := 0
+	for i := 0; i < rap.MaxMemoryQueue+50 && refused == 0; i++ {
+		status, body, hdr := sdkPost(t, hs.URL, sdkInvocation("echo", fmt.Sprintf("d%d", i), "t", fmt.Sprintf("%s/cb/%d", deadURL, i), map[string]any{"text": "x"}))
+		switch status {
+		case http.StatusOK:
+		case http.StatusServiceUnavailable:
+			refused++
+			if i < rap.MaxMemoryQueue || hdr.Get("Retry-After") == "" || !strings.Contains(body, "wait for delivery") {
+				t.Fatalf("invocation %d answered 503 %q (Retry-After %q); want 503 with Retry-After only past %d waiting callbacks", i, body, hdr.Get("Retry-After"), rap.MaxMemoryQueue)
+			}
+		default:
+			t.Fatalf("invocation %d answered %d %q", i, status, body)
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("no invocation refused after %d callbacks queued for a dead runtime", rap.MaxMemoryQueue+50)
+	}
+	if status, body, _ := sdkPost(t, hs.URL, sdkInvocation("echo", "a1", "t", alive.srv.URL+"/cb", map[string]any{"text": "fine"})); status != http.StatusOK {
+		t.Fatalf("a healthy runtime's invocation answered %d %q", status, body)
+	}
+	sdkPoll(t, "the healthy runtime's result", func() bool { return len(alive.texts("/cb")) == 1 })
+	if dl, _ := s.DeadLetters(context.Background(), 10); len(dl) != 0 {
+		t.Errorf("accepted results were dead-lettered: %d", len(dl))
+	}
+}

@@ -77,7 +77,7 @@ func (l *outboxLoop) full() bool {
 //
 // Messages are delivered per destination (see Destination): each has its
 // own queue in memory, bounded in messages and bytes, and at most
-// MaxInFlight POSTs at once, so a runtime that is slow or never answers
+// SenderOptions.PerDestination POSTs at once, so a runtime that is slow or never answers
 // delays only the callbacks addressed to it. Messages for one callback URL
 // go out in the order they were sent, so a subscription's events never
 // overtake one another or its final event.
@@ -289,7 +289,7 @@ func (l *outboxLoop) dest(url string) *destination {
 	key := Destination(url)
 	d := l.dests[key]
 	if d == nil {
-		d = &destination{key: key, sem: make(chan struct{}, MaxInFlight), lanes: make(map[string]*urlLane)}
+		d = &destination{key: key, sem: make(chan struct{}, l.s.perDest), lanes: make(map[string]*urlLane)}
 		l.dests[key] = d
 	}
 	return d
@@ -521,4 +521,14 @@ func tooLargeResult(size, status int) *ToolResult {
 	}
 	return errorResult(fmt.Sprintf("the tool's result was too large to deliver: %d bytes, %s, so it was not sent. "+
 		"Large data should be linked (a URL or a file path), not inlined; ask the tool for less, or for a link.", size, why))
+}
+
+// backlog reports, for a Sender on the in-memory outbox of a Server
+// without a Store, how many callbacks wait for url's destination and
+// whether new calls for it should be refused.
+func (s *Sender) backlog(url string) (int, bool) {
+	if o, ok := s.outbox.(*memoryOutbox); ok {
+		return o.backlog(url)
+	}
+	return 0, false
 }

@@ -12,15 +12,17 @@ import (
 // Bounds of the in-memory outbox of a Server without a Store.
 const (
 	// MaxMemoryQueue is how many undelivered callbacks a Server without a
-	// Store keeps per destination (see Destination). Past it, a tool
-	// result is dead-lettered at once, so that no worker waits for a
-	// runtime, and Emit waits for room (until its ctx ends), so that a
+	// Store queues per destination (see Destination). Past it, new
+	// invocations whose callback_url is on that destination get 503 (the
+	// runtime retries them, RAP TR-3), the results of calls already
+	// accepted are still queued, so that no worker waits for a runtime,
+	// and Emit waits for room (until its ctx ends), so that a
 	// subscription slows down to its runtime's pace instead of losing
 	// events. Give the server a Store (rap/durable) to ride out long
 	// runtime outages.
 	MaxMemoryQueue = 1024
 	// MaxMemoryQueueBytes bounds the bodies of all undelivered callbacks
-	// of a Server without a Store.
+	// of a Server without a Store; a callback over it is dead-lettered.
 	MaxMemoryQueueBytes = 256 << 20
 	// MaxMemoryDeadLetters is how many dead letters a Server without a
 	// Store keeps; the oldest are forgotten first.
@@ -55,8 +57,9 @@ func newMemoryOutbox() *memoryOutbox {
 }
 
 // Enqueue queues m. When its destination's queue or the outbox is full, a
-// subscription event waits for room until ctx ends, and anything else is
-// dead-lettered.
+// subscription event waits for room until ctx ends. Anything else is
+// queued over the destination's bound (the server refuses new calls for
+// it meanwhile), and dead-lettered only when the outbox is full.
 func (o *memoryOutbox) Enqueue(ctx context.Context, m OutboxMessage) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -70,8 +73,9 @@ func (o *memoryOutbox) Enqueue(ctx context.Context, m OutboxMessage) error {
 	// keep only its own bytes while the message waits.
 	m.URL = strings.Clone(m.URL)
 	dst := Destination(m.URL)
-	full := func() bool { return o.perDst[dst] >= MaxMemoryQueue || o.bytes+len(m.Body) > MaxMemoryQueueBytes }
-	if full() && peekCallback(m.Body).Type == TypeSubscriptionEvent {
+	full := func() bool { return o.bytes+len(m.Body) > MaxMemoryQueueBytes }
+	if o.perDst[dst] >= MaxMemoryQueue && peekCallback(m.Body).Type == TypeSubscriptionEvent {
+		full = func() bool { return o.perDst[dst] >= MaxMemoryQueue || o.bytes+len(m.Body) > MaxMemoryQueueBytes }
 		for full() {
 			room := o.room
 			o.waiting++
@@ -89,7 +93,7 @@ func (o *memoryOutbox) Enqueue(ctx context.Context, m OutboxMessage) error {
 		}
 	}
 	if full() {
-		reason := fmt.Sprintf("the in-memory outbox is full (%d callbacks waiting for this destination, %d bytes in all)", o.perDst[dst], o.bytes)
+		reason := fmt.Sprintf("the in-memory outbox is full (%d callbacks waiting for this destination, %d bytes in all, limit %d)", o.perDst[dst], o.bytes, MaxMemoryQueueBytes)
 		o.addDead(DeadLetter{OutboxMessage: m, DeadAt: time.Now(), Reason: reason})
 		return fmt.Errorf("rap: callback to %s dead-lettered: %s; the runtime is not taking callbacks; give the server a Store (rap/durable) to ride out long outages",
 			RedactURL(m.URL), reason)
@@ -101,6 +105,15 @@ func (o *memoryOutbox) Enqueue(ctx context.Context, m OutboxMessage) error {
 	o.perDst[dst]++
 	o.bytes += len(m.Body)
 	return nil
+}
+
+// backlog reports how many callbacks wait for url's destination, and
+// whether that is its bound or the outbox is full.
+func (o *memoryOutbox) backlog(url string) (int, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := o.perDst[Destination(url)]
+	return n, n >= MaxMemoryQueue || o.bytes >= MaxMemoryQueueBytes-MaxCallbackBytes
 }
 
 // remove takes the message with key out of the queue and returns it.

@@ -8,29 +8,38 @@ import (
 )
 
 // issue 9 item 13: the in-memory outbox of a server without a Store is
-// bounded per destination. Past the bound a tool result is dead-lettered
-// at once (no worker waits for a runtime), while an event waits for room
-// (the subscription slows to its runtime's pace) and queues once there
-// is some. Another destination is not affected.
+// bounded per destination. Past the bound a tool result is still queued
+// (no worker waits for a runtime; the server refuses the destination's new
+// calls, see backlog), while an event waits for room (the subscription
+// slows to its runtime's pace) and queues once there is some. Another
+// destination is not affected.
 func TestMemoryOutboxBounds(t *testing.T) {
 	ctx := context.Background()
 	o := newMemoryOutbox()
 	body := func(typ MessageType) []byte {
 		return []byte(fmt.Sprintf(`{"type":%q,"group_id":"g","id":"i","tool_call_id":"i"}`, typ))
 	}
-	for i := range MaxMemoryQueue {
+	for i := range MaxMemoryQueue - 1 {
 		if err := o.Enqueue(ctx, OutboxMessage{Key: fmt.Sprint(i), URL: "http://dead:1/cb", Body: body(TypeToolResult)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := o.Enqueue(ctx, OutboxMessage{Key: "over", URL: "http://dead:1/cb/2", Body: body(TypeToolResult)}); err == nil {
-		t.Fatal("a result over the bound was queued")
+	if n, full := o.backlog("http://dead:1/x"); n != MaxMemoryQueue-1 || full {
+		t.Fatalf("backlog = %d, %v below the bound", n, full)
 	}
-	if dl, _ := o.DeadLetters(ctx, 10); len(dl) != 1 || dl[0].Key != "over" {
-		t.Fatalf("dead letters %+v, want the result over the bound", dl)
+	for _, k := range []string{"at", "over"} {
+		if err := o.Enqueue(ctx, OutboxMessage{Key: k, URL: "http://dead:1/cb/2", Body: body(TypeToolResult)}); err != nil {
+			t.Fatalf("a result of an accepted call was refused: %v", err)
+		}
 	}
-	if err := o.Enqueue(ctx, OutboxMessage{Key: "other", URL: "http://alive:1/cb", Body: body(TypeToolResult)}); err != nil {
-		t.Fatalf("another destination is refused: %v", err)
+	if n, full := o.backlog("http://dead:1/x"); n != MaxMemoryQueue+1 || !full {
+		t.Fatalf("backlog = %d, %v past the bound; want full", n, full)
+	}
+	if _, full := o.backlog("http://alive:1/cb"); full {
+		t.Fatal("another destination is backlogged")
+	}
+	if dl, _ := o.DeadLetters(ctx, 10); len(dl) != 0 {
+		t.Fatalf("dead letters %+v; results are queued, not dropped", dl)
 	}
 
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
@@ -51,8 +60,10 @@ func TestMemoryOutboxBounds(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	if err := o.Delivered(ctx, "0"); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"0", "1"} {
+		if err := o.Delivered(ctx, k); err != nil {
+			t.Fatal(err)
+		}
 	}
 	select {
 	case err := <-queued:

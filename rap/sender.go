@@ -113,6 +113,9 @@ type SenderOptions struct {
 	// AttemptTimeout bounds one POST; zero means DefaultAttemptTimeout
 	// (10 s).
 	AttemptTimeout time.Duration
+	// PerDestination bounds the POSTs Run makes at once to one
+	// destination (see Destination); zero means MaxInFlight.
+	PerDestination int
 	// Logger receives one record per delivery outcome; nil means
 	// slog.Default(). Records carry the redacted URL, never the body.
 	Logger *slog.Logger
@@ -174,6 +177,7 @@ type Sender struct {
 	outbox         Outbox
 	retry          RetryPolicy
 	attemptTimeout time.Duration
+	perDest        int // POSTs at once per destination
 	log            *slog.Logger
 
 	wake    chan struct{} // buffered(1): the outbox has news
@@ -200,6 +204,7 @@ func NewSender(opts SenderOptions) *Sender {
 		outbox:         opts.Outbox,
 		retry:          opts.Retry,
 		attemptTimeout: opts.AttemptTimeout,
+		perDest:        opts.PerDestination,
 		log:            opts.Logger,
 		wake:           make(chan struct{}, 1),
 		progress:       make(chan struct{}),
@@ -220,6 +225,9 @@ func NewSender(opts SenderOptions) *Sender {
 		s.retry.GiveUpAfter = DefaultMaxRetryAge
 	}
 	s.origins, s.configErr = parseOrigins(opts.HeaderOrigins, len(s.header) > 0)
+	if s.perDest <= 0 {
+		s.perDest = MaxInFlight
+	}
 	if s.attemptTimeout <= 0 {
 		s.attemptTimeout = DefaultAttemptTimeout
 	}

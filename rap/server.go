@@ -219,7 +219,9 @@ func NewServer(name string, opts *ServerOptions) *Server {
 		// for each, or most callbacks would dial a new one.
 		client = callbackClient(max(s.pool.workers, MaxInFlight))
 	}
-	so := SenderOptions{Client: client, Header: o.CallbackHeader, HeaderOrigins: o.CallbackOrigins, Retry: o.Retry, Logger: o.Logger}
+	// As many callbacks to one runtime at once as workers can produce.
+	so := SenderOptions{Client: client, Header: o.CallbackHeader, HeaderOrigins: o.CallbackOrigins, Retry: o.Retry, Logger: o.Logger,
+		PerDestination: max(s.pool.workers, MaxInFlight)}
 	if o.Store != nil {
 		so.Outbox = o.Store
 		s.subs = o.Store
@@ -601,6 +603,14 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	putBody(bp) // inv holds copies of what it keeps
 	if err != nil {
 		http.Error(w, "invalid invocation: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if n, full := s.sender.backlog(inv.CallbackURL); full {
+		// issue 9 item 13: the runtime is not taking its callbacks;
+		// refuse its new calls rather than queue without bound or hold
+		// workers. Other runtimes are served as usual.
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("tool server busy: %d callbacks to your callback_url's host wait for delivery; retry later", n), http.StatusServiceUnavailable)
 		return
 	}
 	if !s.pool.reserve() {
