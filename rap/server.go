@@ -243,7 +243,8 @@ func NewServer(name string, opts *ServerOptions) *Server {
 // outbox (when ServerOptions.Store is set) and resumes every stored
 // subscription, calling its handler with Subscription.Resumed true. Start
 // must be called once before the server handles invocations; until then
-// they get 503. Delivery stops when ctx ends or at Shutdown.
+// they get 503. Delivery stops at Shutdown, and with a Store also when ctx
+// ends (what is left stays in the outbox for the next Start).
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	switch {
@@ -266,7 +267,13 @@ func (s *Server) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return fmt.Errorf("rap: Start: listing stored subscriptions of toolset %q: %w; check that the Store is reachable, then call Start again", s.name, err)
 	}
-	runCtx, runStop := context.WithCancel(ctx)
+	loopCtx := ctx
+	if s.opts.Store == nil {
+		// The in-memory outbox is lost with the process: keep
+		// delivering until Shutdown has flushed it, even after ctx ends.
+		loopCtx = s.deliverCtx
+	}
+	runCtx, runStop := context.WithCancel(loopCtx)
 	runDone := make(chan struct{})
 	s.runStop, s.runDone = runStop, runDone
 	s.mu.Unlock()
