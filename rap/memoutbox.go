@@ -169,10 +169,11 @@ func (o *memoryOutbox) scan(after int64, limit int, match func(*SequencedMessage
 	return out
 }
 
-func all(*SequencedMessage) bool { return true }
+// anyMessage matches every message.
+func anyMessage(*SequencedMessage) bool { return true }
 
 func (o *memoryOutbox) Pending(_ context.Context, limit int) ([]OutboxMessage, error) {
-	msgs := o.scan(0, limit, all)
+	msgs := o.scan(0, limit, anyMessage)
 	out := make([]OutboxMessage, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.OutboxMessage
@@ -181,7 +182,7 @@ func (o *memoryOutbox) Pending(_ context.Context, limit int) ([]OutboxMessage, e
 }
 
 func (o *memoryOutbox) PendingAfter(_ context.Context, after int64, limit int) ([]SequencedMessage, error) {
-	return o.scan(after, limit, all), nil
+	return o.scan(after, limit, anyMessage), nil
 }
 
 func (o *memoryOutbox) PendingFor(_ context.Context, dest string, after int64, limit int) ([]SequencedMessage, error) {
