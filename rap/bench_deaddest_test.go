@@ -65,8 +65,8 @@ func peakHeap(stop <-chan struct{}) <-chan uint64 {
 // when the 15 healthy runtimes have all of theirs. It reports the peak
 // heap in use, the process's peak RSS, the heap in use and goroutines
 // left after a GC at the end (the dead runtimes' queues and hanging
-// attempts), and the callbacks dead-lettered because a dead runtime's
-// in-memory queue was full.
+// attempts), the callbacks dead-lettered, and the invocations for dead
+// runtimes refused with 503 once their in-memory backlog was full.
 //
 //	go test ./rap -run '^$' -bench DeadDestinations -benchtime 20000x
 func BenchmarkDeadDestinations(b *testing.B) {
@@ -101,6 +101,7 @@ func benchDeadDestinations(b *testing.B, mode string) {
 	b.Cleanup(func() { close(stop) })
 	text := strings.Repeat("r", 1<<10)
 
+	var refused int // invocations answered 503 (a runtime retries them)
 	var send func(i int) error
 	var deadLetters func() int
 	var shutdown func()
@@ -121,6 +122,10 @@ func benchDeadDestinations(b *testing.B, mode string) {
 				return err
 			}
 			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable && i%len(urls) >= healthy {
+				refused++ // a dead runtime's backlog is full
+				return nil
+			}
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("invocation answered %d", resp.StatusCode)
 			}
@@ -178,5 +183,6 @@ func benchDeadDestinations(b *testing.B, mode string) {
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "live-heap-MiB")
 	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
 	b.ReportMetric(float64(deadLetters()), "dead-letters")
+	b.ReportMetric(float64(refused), "refused-503")
 	shutdown()
 }
