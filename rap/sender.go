@@ -29,13 +29,21 @@ const (
 	// MaxCallbackURLBytes is the longest callback URL a Sender accepts.
 	MaxCallbackURLBytes = 8 << 10
 	// DefaultAttemptTimeout bounds one POST of a callback when
-	// SenderOptions.AttemptTimeout is zero.
-	DefaultAttemptTimeout = 30 * time.Second
+	// SenderOptions.AttemptTimeout is zero. It is short so that a runtime
+	// that accepts connections but never answers costs its own queue
+	// little time between retries.
+	DefaultAttemptTimeout = 10 * time.Second
 	// DefaultRetryInitial is RetryPolicy.Initial when it is zero.
 	DefaultRetryInitial = 250 * time.Millisecond
 	// DefaultRetryMax is RetryPolicy.Max when it is zero.
 	DefaultRetryMax = time.Minute
-	// MaxInFlight is how many callbacks a Sender's outbox loop POSTs at once.
+	// DefaultMaxRetryAge is RetryPolicy.GiveUpAfter when it is zero: how
+	// long a callback is retried before it is dead-lettered.
+	DefaultMaxRetryAge = 24 * time.Hour
+	// MaxInFlight is how many callbacks a Sender's outbox loop POSTs at
+	// once to one destination (Destination of the callback URL). Every
+	// destination has its own MaxInFlight, so a runtime that never answers
+	// slows only the callbacks addressed to it.
 	MaxInFlight = 16
 )
 
@@ -50,8 +58,6 @@ const callbackErrorBodyLimit = 1 << 10
 
 // Outbox loop tuning.
 const (
-	outboxBatch       = 256         // new messages read from the outbox per refill
-	outboxWindow      = 4096        // messages the loop holds in memory at most
 	outboxPoll        = time.Second // re-read the outbox this often even when not woken
 	outboxFlushPoll   = 50 * time.Millisecond
 	outboxMarkTimeout = 10 * time.Second // for Delivered/Attempted after a response
@@ -67,10 +73,14 @@ type RetryPolicy struct {
 	Initial time.Duration
 	// Max caps every backoff; zero means one minute.
 	Max time.Duration
-	// GiveUpAfter, when positive, abandons a message that is still not
+	// GiveUpAfter is the maximum retry age: a message still not
 	// delivered that long after it was first sent (direct mode) or
-	// enqueued (outbox mode). Zero means never give up, which is what RAP
-	// asks for: every invocation must end in a callback (RAP IN-4).
+	// enqueued (outbox mode) is given up after its next failed attempt
+	// (every message is attempted at least once, however old). In outbox mode it is then
+	// dead-lettered (see DeadLetterStore): kept, logged once with its
+	// redacted URL, and listable with Sender.DeadLetters or "rap outbox".
+	// Zero means DefaultMaxRetryAge (24 hours); a message is never
+	// retried for ever.
 	GiveUpAfter time.Duration
 }
 
@@ -81,17 +91,31 @@ type SenderOptions struct {
 	// http.DefaultTransport that keeps MaxInFlight idle connections per
 	// host and follows only the redirects that keep the POST (307, 308).
 	Client *http.Client
-	// Header holds extra headers put on every callback, such as an
-	// Authorization header the runtime expects (RAP TR-7). Content-Type
-	// is always application/json and cannot be overridden.
+	// Header holds extra headers put on callbacks, such as an
+	// Authorization header the runtime expects (RAP TR-7). They are sent
+	// only to callback URLs of HeaderOrigins: a caller names its own
+	// callback_url, and the runtime's credentials must not reach a URL an
+	// attacker chose. Content-Type is always application/json and cannot
+	// be overridden.
 	Header http.Header
+	// HeaderOrigins lists the origins that receive Header, each
+	// "scheme://host:port" (the port may be left out for 80 and 443), such
+	// as "https://runtime.example.com". Callbacks to other origins are
+	// still delivered, without Header. When Header is set and
+	// HeaderOrigins is empty, Send fails with an error naming this option.
+	// A redirect to another origin drops every configured header.
+	HeaderOrigins []string
 	// Outbox, when set, makes Send durable: it stores the message and
 	// returns, and Run delivers it, surviving restarts (RAP IN-4).
 	Outbox Outbox
 	// Retry is the backoff policy for retryable failures.
 	Retry RetryPolicy
-	// AttemptTimeout bounds one POST; zero means DefaultAttemptTimeout.
+	// AttemptTimeout bounds one POST; zero means DefaultAttemptTimeout
+	// (10 s).
 	AttemptTimeout time.Duration
+	// PerDestination bounds the POSTs Run makes at once to one
+	// destination (see Destination); zero means MaxInFlight.
+	PerDestination int
 	// Logger receives one record per delivery outcome; nil means
 	// slog.Default(). Records carry the redacted URL, never the body.
 	Logger *slog.Logger
@@ -148,13 +172,23 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 type Sender struct {
 	client         *http.Client
 	header         http.Header
+	origins        map[string]bool // normalised HeaderOrigins
+	configErr      error           // a problem of the options, returned by Send
 	outbox         Outbox
 	retry          RetryPolicy
 	attemptTimeout time.Duration
+	perDest        int // POSTs at once per destination
 	log            *slog.Logger
 
 	wake    chan struct{} // buffered(1): the outbox has news
 	running atomic.Bool   // Run is active
+
+	// onGone, when set, is told of a subscription event answered 410
+	// Gone: the runtime no longer knows the subscription (RAP SU-4).
+	onGone func(groupID, toolCallID string)
+
+	warnMu     sync.Mutex
+	warnedDest map[string]bool // destinations warned about withheld headers
 
 	mu       sync.Mutex
 	inflight int           // direct sends under way
@@ -170,6 +204,7 @@ func NewSender(opts SenderOptions) *Sender {
 		outbox:         opts.Outbox,
 		retry:          opts.Retry,
 		attemptTimeout: opts.AttemptTimeout,
+		perDest:        opts.PerDestination,
 		log:            opts.Logger,
 		wake:           make(chan struct{}, 1),
 		progress:       make(chan struct{}),
@@ -185,6 +220,13 @@ func NewSender(opts SenderOptions) *Sender {
 	}
 	if s.retry.Max < s.retry.Initial {
 		s.retry.Max = s.retry.Initial
+	}
+	if s.retry.GiveUpAfter <= 0 {
+		s.retry.GiveUpAfter = DefaultMaxRetryAge
+	}
+	s.origins, s.configErr = parseOrigins(opts.HeaderOrigins, len(s.header) > 0)
+	if s.perDest <= 0 {
+		s.perDest = MaxInFlight
 	}
 	if s.attemptTimeout <= 0 {
 		s.attemptTimeout = DefaultAttemptTimeout
@@ -225,6 +267,11 @@ func keepPOST(req *http.Request, via []*http.Request) error {
 		return errors.New("stopped after 10 redirects")
 	}
 	if req.Response != nil && (req.Response.StatusCode == http.StatusTemporaryRedirect || req.Response.StatusCode == http.StatusPermanentRedirect) {
+		if origin(req.URL) != origin(via[0].URL) {
+			// Credentials configured for the runtime's origin must not
+			// follow a redirect elsewhere (issue 9 item 14).
+			stripConfiguredHeaders(req.Header)
+		}
 		return nil
 	}
 	return http.ErrUseLastResponse
@@ -239,6 +286,9 @@ func keepPOST(req *http.Request, via []*http.Request) error {
 // retry policy gives up (a *DeliveryError), or ctx ends (an error wrapping
 // ctx.Err() and the last *DeliveryError).
 func (s *Sender) Send(ctx context.Context, callbackURL string, msg Callback) error {
+	if s.configErr != nil {
+		return s.configErr
+	}
 	if err := checkCallbackURL(callbackURL); err != nil {
 		return err
 	}
@@ -263,7 +313,19 @@ func (s *Sender) sendEnding(ctx context.Context, callbackURL string, msg Callbac
 		return fmt.Errorf("rap: Send: encoding %s message: %w", msg.MessageType(), err)
 	}
 	if len(body) > MaxCallbackBytes {
-		return fmt.Errorf("rap: Send: %s message is %d bytes, over the %d-byte limit; send large data by reference", msg.MessageType(), len(body), MaxCallbackBytes)
+		r, ok := msg.(*ToolResult)
+		if !ok || r == nil {
+			return fmt.Errorf("rap: Send: the %s is %d bytes, over the %d-byte limit of a callback (rap.MaxCallbackBytes), and was not sent; send less, and link large data (a URL or file path) instead of inlining it", msg.MessageType(), len(body), MaxCallbackBytes)
+		}
+		// A call must end in a result (RAP IN-4): send one that says
+		// why the real one could not be sent (issue 9 item 10).
+		s.log.Error("rap: tool result over the callback size limit; sending an error result instead", "url", redactedURL(callbackURL),
+			"group_id", r.GroupID, "id", r.ID, "bytes", len(body), "limit", MaxCallbackBytes)
+		small := tooLargeResult(len(body), 0)
+		small.GroupID, small.ID, small.CallID = r.GroupID, r.ID, r.CallID
+		if body, err = small.MarshalJSON(); err != nil {
+			return fmt.Errorf("rap: Send: encoding the error result for an oversized tool result: %w", err)
+		}
 	}
 	key := uuid.NewString()
 	if s.outbox == nil {
@@ -362,19 +424,27 @@ func (s *Sender) sendNow(ctx context.Context, callbackURL, key string, body []by
 
 	start := time.Now()
 	var last *DeliveryError
+	replaced := false
 	for attempt := 1; ; attempt++ {
 		r := s.attempt(ctx, callbackURL, key, body, attempt)
 		if r.ok() {
 			return nil
 		}
 		last = r.err
+		if last.Permanent && last.Status == http.StatusRequestEntityTooLarge && !replaced {
+			if small, ok := tooLargeReplacement(body); ok {
+				s.log.Error("rap: the runtime refused a tool result as too large (HTTP 413); sending an error result instead", "url", last.URL, "key", key, "bytes", len(body))
+				key, body, replaced = key+"-too-large", small, true
+				continue
+			}
+		}
 		if last.Permanent {
 			return last
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("rap: callback to %s not delivered after %d attempts: %w (last attempt: %w)", last.URL, attempt, err, last)
 		}
-		if s.retry.GiveUpAfter > 0 && time.Since(start) >= s.retry.GiveUpAfter {
+		if time.Since(start) >= s.retry.GiveUpAfter {
 			s.log.Error("rap: giving up on callback", "url", last.URL, "key", key, "attempts", attempt, "after", s.retry.GiveUpAfter)
 			return fmt.Errorf("rap: callback to %s: gave up after %d attempts in %v: %w", last.URL, attempt, s.retry.GiveUpAfter, last)
 		}
@@ -407,9 +477,15 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 		s.log.Error("rap: callback request could not be built", "url", redacted, "key", key, "error", de.Err)
 		return sendOutcome{err: de}
 	}
-	for k, vs := range s.header {
-		for _, v := range vs {
-			req.Header.Add(k, v)
+	if len(s.header) > 0 {
+		if s.headerAllowed(req.URL) {
+			for k, vs := range s.header {
+				for _, v := range vs {
+					req.Header.Add(k, v)
+				}
+			}
+		} else {
+			s.warnWithheld(req.URL)
 		}
 	}
 	req.Header["Content-Type"] = jsonContentType // RAP TR-1; set, not added to
@@ -543,7 +619,7 @@ func (s *Sender) signal() {
 }
 
 // Flush waits until nothing is left to deliver: with an Outbox, until the
-// outbox is empty (messages dropped after a 4xx count as done); without
+// outbox is empty (dead-lettered messages count as done); without
 // one, until every Send under way has returned. It returns ctx.Err() if
 // ctx ends first. With an Outbox, Flush only waits: Run must be running,
 // in this process or another one sharing the outbox, for it to return.
@@ -585,259 +661,6 @@ func (s *Sender) Flush(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
-		}
-	}
-}
-
-// urlLane is the queue of messages for one callback URL. One goroutine drains
-// a lane at a time, so its messages go out in enqueue order.
-type urlLane struct {
-	url    string
-	msgs   []OutboxMessage
-	active bool
-}
-
-// outboxLoop is the state of one Run.
-type outboxLoop struct {
-	s     *Sender
-	mu    sync.Mutex // guards lanes and known; held across outbox reads
-	lanes map[string]*urlLane
-	known map[string]bool // keys held in lanes, including the one in flight
-	// lastSeq is the largest Seq read from a SequencedOutbox.
-	lastSeq int64
-	sem     chan struct{} // bounds concurrent POSTs
-	wg      sync.WaitGroup
-	done    chan struct{} // a lane finished a message: room to refill
-}
-
-// Run delivers the outbox's messages until ctx ends, then returns
-// ctx.Err() once every delivery goroutine has stopped. It first delivers
-// whatever a previous process left pending, then every message Send
-// enqueues.
-//
-// Connection errors, timeouts and 5xx answers are retried per message with
-// full-jitter exponential backoff (RAP TR-6); the message stays in the
-// outbox meanwhile and later messages for the same URL wait behind it. A
-// 4xx answer is logged and the message dropped, never retried (RAP TR-6).
-// Up to MaxInFlight callbacks to different URLs are POSTed at once. Run
-// holds at most a few thousand messages in memory; the rest wait in the
-// outbox.
-//
-// Without an Outbox, Run has nothing to do and just waits for ctx. Only one
-// Run may be active per Sender; a second returns an error at once. Run one
-// delivery loop per outbox: two processes running Run on the same file
-// would both deliver its messages, duplicating them (harmless to a runtime
-// that deduplicates, RAP RE-6, but wasteful). Other processes may Send
-// into it freely; Run picks their messages up within a second.
-func (s *Sender) Run(ctx context.Context) error {
-	if s.outbox == nil {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	if !s.running.CompareAndSwap(false, true) {
-		return errors.New("rap: Sender.Run is already running; call it once per Sender")
-	}
-	defer s.running.Store(false)
-
-	l := &outboxLoop{
-		s:     s,
-		lanes: make(map[string]*urlLane),
-		known: make(map[string]bool),
-		sem:   make(chan struct{}, MaxInFlight),
-		done:  make(chan struct{}, 1),
-	}
-	defer l.wg.Wait()
-
-	poll := time.NewTicker(outboxPoll)
-	defer poll.Stop()
-	for {
-		if err := l.refill(ctx); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			s.log.Error("rap: reading the outbox failed; retrying", "error", err, "retry_in", outboxRetryWait)
-			if sleepCtx(ctx, outboxRetryWait) != nil {
-				return ctx.Err()
-			}
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.wake:
-		case <-l.done:
-		case <-poll.C:
-		}
-	}
-}
-
-// SequencedMessage is an outbox message with its position in enqueue order.
-type SequencedMessage struct {
-	OutboxMessage
-	// Seq grows with every enqueue and is never reused: a message
-	// enqueued later has a larger Seq.
-	Seq int64
-}
-
-// SequencedOutbox is an Outbox that can list the messages enqueued after a
-// position. Sender.Run uses it when the Outbox provides it, so that it
-// reads each message once instead of re-reading the ones it already holds;
-// this keeps a large backlog cheap to drain. rap/durable implements it.
-type SequencedOutbox interface {
-	Outbox
-	// PendingAfter returns up to limit undelivered messages whose Seq is
-	// greater than after, in Seq order. A message must become visible
-	// only after every message with a smaller Seq has.
-	PendingAfter(ctx context.Context, after int64, limit int) ([]SequencedMessage, error)
-}
-
-// refill reads pending messages the loop does not hold yet, appends them
-// to their lanes in enqueue order, and starts a goroutine for every idle
-// lane with work.
-//
-// The lock is held across the read so that a lane cannot finish a message
-// (delete it from the outbox, then forget its key) between the read and
-// the merge, which would otherwise bring the just-delivered message back.
-func (l *outboxLoop) refill(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if so, ok := l.s.outbox.(SequencedOutbox); ok {
-		for room := outboxWindow - len(l.known); room > 0; room = outboxWindow - len(l.known) {
-			ask := min(room, outboxBatch)
-			msgs, err := so.PendingAfter(ctx, l.lastSeq, ask)
-			if err != nil {
-				return err
-			}
-			for _, m := range msgs {
-				l.lastSeq = max(l.lastSeq, m.Seq)
-				l.hold(m.OutboxMessage)
-			}
-			if len(msgs) < ask {
-				break
-			}
-		}
-	} else if len(l.known) < outboxWindow {
-		msgs, err := l.s.outbox.Pending(ctx, len(l.known)+outboxBatch)
-		if err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			if len(l.known) >= outboxWindow {
-				break
-			}
-			l.hold(m)
-		}
-	}
-	for _, ln := range l.lanes {
-		if !ln.active && len(ln.msgs) > 0 {
-			ln.active = true
-			l.wg.Add(1)
-			go l.drain(ctx, ln)
-		}
-	}
-	return nil
-}
-
-// hold appends m to its lane unless the loop holds it already. l.mu must
-// be held.
-func (l *outboxLoop) hold(m OutboxMessage) {
-	if l.known[m.Key] {
-		return
-	}
-	l.known[m.Key] = true
-	ln := l.lanes[m.URL]
-	if ln == nil {
-		ln = &urlLane{url: m.URL}
-		l.lanes[m.URL] = ln
-	}
-	ln.msgs = append(ln.msgs, m)
-}
-
-// drain delivers a lane's messages in order until the lane is empty or ctx
-// ends.
-func (l *outboxLoop) drain(ctx context.Context, ln *urlLane) {
-	defer l.wg.Done()
-	for {
-		l.mu.Lock()
-		if len(ln.msgs) == 0 || ctx.Err() != nil {
-			ln.active = false
-			if len(ln.msgs) == 0 {
-				delete(l.lanes, ln.url)
-			}
-			l.mu.Unlock()
-			return
-		}
-		m := ln.msgs[0]
-		l.mu.Unlock()
-
-		if !l.deliver(ctx, m) {
-			// ctx ended: the message stays in the outbox for the next Run.
-			l.mu.Lock()
-			ln.active = false
-			l.mu.Unlock()
-			return
-		}
-		l.mu.Lock()
-		ln.msgs = ln.msgs[1:]
-		delete(l.known, m.Key)
-		l.mu.Unlock()
-		l.s.signal()
-		select {
-		case l.done <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// deliver POSTs m until it is delivered or dropped (true), or ctx ends
-// (false).
-func (l *outboxLoop) deliver(ctx context.Context, m OutboxMessage) bool {
-	s := l.s
-	for n := 1; ; n++ {
-		if s.retry.GiveUpAfter > 0 && !m.Created.IsZero() && time.Since(m.Created) >= s.retry.GiveUpAfter {
-			s.log.Error("rap: giving up on callback; dropping it", "url", RedactURL(m.URL), "key", m.Key, "attempts", m.Attempts+n-1, "age", time.Since(m.Created).Round(time.Millisecond))
-			return l.finish(ctx, m)
-		}
-		select {
-		case l.sem <- struct{}{}:
-		case <-ctx.Done():
-			return false
-		}
-		r := s.attempt(ctx, m.URL, m.Key, m.Body, m.Attempts+n)
-		<-l.sem
-		if r.ok() || r.err.Permanent {
-			// A 4xx is final: the message is dropped, never retried
-			// (RAP TR-6); attempt has logged it.
-			return l.finish(ctx, m)
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outboxMarkTimeout)
-		if err := s.outbox.Attempted(mctx, m.Key); err != nil {
-			s.log.Warn("rap: recording a callback attempt in the outbox failed", "url", RedactURL(m.URL), "key", m.Key, "error", err)
-		}
-		cancel()
-		if sleepCtx(ctx, s.backoff(n, r.retryAfter)) != nil {
-			return false
-		}
-	}
-}
-
-// finish removes m from the outbox. It retries a failing store until ctx
-// ends, since giving up would only resend a message already answered.
-func (l *outboxLoop) finish(ctx context.Context, m OutboxMessage) bool {
-	s := l.s
-	for n := 1; ; n++ {
-		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outboxMarkTimeout)
-		err := s.outbox.Delivered(mctx, m.Key)
-		cancel()
-		if err == nil {
-			return true
-		}
-		s.log.Error("rap: removing a delivered callback from the outbox failed; retrying", "url", RedactURL(m.URL), "key", m.Key, "error", err)
-		if sleepCtx(ctx, s.backoff(n, 0)) != nil {
-			return false
 		}
 	}
 }

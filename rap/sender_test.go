@@ -377,7 +377,7 @@ func TestSendRejectsBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	huge := &rap.ToolResult{GroupID: "g", ID: "big", Text: strings.Repeat("x", rap.MaxCallbackBytes)}
+	huge := &rap.SubscriptionEvent{GroupID: "g", ToolCallID: "big", Text: strings.Repeat("x", rap.MaxCallbackBytes)}
 	cases := []struct {
 		name string
 		url  string
@@ -432,7 +432,7 @@ func TestSendHeaders(t *testing.T) {
 	h := http.Header{}
 	h.Set("Authorization", "Bearer abc")
 	h.Set("Content-Type", "text/plain")
-	s := rap.NewSender(rap.SenderOptions{Header: h, Logger: quietLogger()})
+	s := rap.NewSender(rap.SenderOptions{Header: h, HeaderOrigins: []string{srv.URL}, Logger: quietLogger()})
 	h.Set("Authorization", "changed after NewSender")
 	if err := s.Send(context.Background(), srv.URL, result(1)); err != nil {
 		t.Fatal(err)
@@ -711,7 +711,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tool.db")
 
 	st := openStore(t, path)
-	s1 := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"first"}}})
+	s1 := rap.NewSender(rap.SenderOptions{Outbox: st, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"first"}}, HeaderOrigins: []string{rc.srv.URL}})
 	stop := runSender(t, s1)
 	var want []string
 	for i := range 20 {
@@ -749,7 +749,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	if p[0].Attempts == 0 {
 		t.Errorf("the first message's failed attempts were not recorded")
 	}
-	s2 := rap.NewSender(rap.SenderOptions{Outbox: st2, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"second"}}})
+	s2 := rap.NewSender(rap.SenderOptions{Outbox: st2, Retry: fastRetry, Logger: quietLogger(), Header: http.Header{"X-Process": {"second"}}, HeaderOrigins: []string{rc.srv.URL}})
 	stop2 := runSender(t, s2)
 	defer stop2()
 	flush(t, s2)
@@ -763,8 +763,9 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 }
 
 func TestOutboxDrops4xx(t *testing.T) {
-	// RAP TR-6: a 4xx is never retried. The message is dropped from the
-	// outbox (logged), and later messages to that URL still go out.
+	// RAP TR-6: a 4xx is never retried. The message leaves the outbox
+	// for its dead letters (logged), and later messages to that URL
+	// still go out.
 	var logs lockedBuffer
 	rc := newReceiver(t, func(r *http.Request, attempt int) int {
 		if r.URL.Path == "/gone" && attempt == 1 {
@@ -791,6 +792,9 @@ func TestOutboxDrops4xx(t *testing.T) {
 	p, _ := st.Pending(context.Background(), 10)
 	if len(p) != 0 {
 		t.Errorf("outbox still holds %d messages", len(p))
+	}
+	if dl, _ := st.DeadLetters(context.Background(), 10); len(dl) != 1 || dl[0].Status != http.StatusNotFound {
+		t.Errorf("dead letters %+v; want the refused message (issue 9 item 11)", dl)
 	}
 	if !strings.Contains(logs.String(), "status=404") || strings.Contains(logs.String(), "token=z") {
 		t.Errorf("want the 404 logged with a redacted URL; logs:\n%s", logs.String())

@@ -60,16 +60,25 @@ type ServerOptions struct {
 	// choice response may instead carry the per-choice key its
 	// response_url holds.
 	BearerToken string
-	// CallbackHeader is added to every outbound callback, for example the
-	// credentials the runtime expects (RAP TR-7).
+	// CallbackHeader is added to outbound callbacks whose URL is on one of
+	// CallbackOrigins, for example the credentials the runtime expects
+	// (RAP TR-7). Start fails when it is set and CallbackOrigins is empty.
 	CallbackHeader http.Header
+	// CallbackOrigins lists the runtime origins ("scheme://host:port",
+	// such as "https://runtime.example.com") that receive CallbackHeader.
+	// A callback_url on another origin still gets its callbacks, without
+	// the header, so a caller cannot harvest the runtime's credentials by
+	// naming its own URL (see SenderOptions.HeaderOrigins).
+	CallbackOrigins []string
 	// Store keeps callbacks and subscriptions durably. Nil keeps them in
-	// memory: callbacks are then delivered directly, by the worker that
-	// produced them, retrying while the runtime is unreachable (so a long
-	// outage fills the pool and new invocations get 503), and
-	// subscriptions end with the process. With a Store, callbacks go
-	// through a durable outbox delivered in the background, and
-	// subscriptions resume after a restart.
+	// memory: callbacks then wait in a bounded in-memory outbox
+	// (MaxMemoryQueue per destination) delivered in the background, so a
+	// handler's worker is free as soon as it returns even while its
+	// runtime is unreachable, and they and the subscriptions end with
+	// the process. With a Store, callbacks go through a durable outbox
+	// delivered in the background, and subscriptions resume after a
+	// restart. Either way, callbacks that cannot be delivered are
+	// dead-lettered (Server.DeadLetters).
 	Store Store
 	// NoCallJournal, with a Store that keeps a CallJournal (rap/durable
 	// does), leaves it unused. By default every invocation is recorded,
@@ -110,7 +119,9 @@ type ServerOptions struct {
 	// server logs ids and operation names, never tokens, arguments or
 	// OAuth URLs; callback URLs appear only redacted (see RedactURL).
 	Logger *slog.Logger
-	// Retry is the backoff policy for callback delivery.
+	// Retry is the backoff policy for callback delivery; its GiveUpAfter
+	// is the maximum retry age before a callback is dead-lettered
+	// (default DefaultMaxRetryAge).
 	Retry RetryPolicy
 	// HTTPClient sends callbacks; nil means a client that keeps an idle
 	// connection per worker to each runtime.
@@ -234,7 +245,9 @@ func NewServer(name string, opts *ServerOptions) *Server {
 		// for each, or most callbacks would dial a new one.
 		client = callbackClient(max(s.pool.workers, MaxInFlight))
 	}
-	so := SenderOptions{Client: client, Header: o.CallbackHeader, Retry: o.Retry, Logger: o.Logger}
+	// As many callbacks to one runtime at once as workers can produce.
+	so := SenderOptions{Client: client, Header: o.CallbackHeader, HeaderOrigins: o.CallbackOrigins, Retry: o.Retry, Logger: o.Logger,
+		PerDestination: max(s.pool.workers, MaxInFlight)}
 	if o.Store != nil {
 		so.Outbox = o.Store
 		s.subIndex = newSubscriptionIndex(o.Store)
@@ -242,10 +255,12 @@ func NewServer(name string, opts *ServerOptions) *Server {
 			s.journal, _ = o.Store.(CallJournal)
 		}
 	} else {
+		so.Outbox = newMemoryOutbox()
 		s.subIndex = newSubscriptionIndex(newMemorySubscriptions())
 	}
 	s.subs = s.subIndex
 	s.sender = NewSender(so)
+	s.sender.onGone = s.subscriptionGone
 	s.baseCtx, s.stop = context.WithCancelCause(context.Background())
 	s.deliverCtx, s.stopDelivery = context.WithCancel(context.Background())
 	return s
@@ -255,7 +270,8 @@ func NewServer(name string, opts *ServerOptions) *Server {
 // outbox (when ServerOptions.Store is set) and resumes every stored
 // subscription, calling its handler with Subscription.Resumed true. Start
 // must be called once before the server handles invocations; until then
-// they get 503. Delivery stops when ctx ends or at Shutdown.
+// they get 503. Delivery stops at Shutdown, and with a Store also when ctx
+// ends (what is left stays in the outbox for the next Start).
 func (s *Server) Start(ctx context.Context) error {
 	s.mu.Lock()
 	switch {
@@ -265,6 +281,9 @@ func (s *Server) Start(ctx context.Context) error {
 	case s.starting || s.runDone != nil:
 		s.mu.Unlock()
 		return errors.New("rap: Server.Start called twice; call it once before serving")
+	case s.sender.configErr != nil:
+		s.mu.Unlock()
+		return fmt.Errorf("rap: Start of toolset %q: %w", s.name, s.sender.configErr)
 	}
 	s.starting = true
 	s.mu.Unlock()
@@ -275,7 +294,13 @@ func (s *Server) Start(ctx context.Context) error {
 		s.mu.Unlock()
 		return fmt.Errorf("rap: Start: listing stored subscriptions of toolset %q: %w; check that the Store is reachable, then call Start again", s.name, err)
 	}
-	runCtx, runStop := context.WithCancel(ctx)
+	loopCtx := ctx
+	if s.opts.Store == nil {
+		// The in-memory outbox is lost with the process: keep
+		// delivering until Shutdown has flushed it, even after ctx ends.
+		loopCtx = s.deliverCtx
+	}
+	runCtx, runStop := context.WithCancel(loopCtx)
 	runDone := make(chan struct{})
 	s.runStop, s.runDone = runStop, runDone
 	s.mu.Unlock()
@@ -301,9 +326,10 @@ func (s *Server) Start(ctx context.Context) error {
 // Shutdown stops the server: new invocations get 503, every handler and
 // subscription context is cancelled with ErrServerShutdown, and Shutdown
 // waits for the handlers to return and their results to be sent. Stored
-// subscriptions stay stored, to be resumed by the next Start. With a
-// durable Store, Shutdown then waits for the outbox to drain; whatever is
-// still undelivered when ctx ends stays in the outbox for the next Start.
+// subscriptions stay stored, to be resumed by the next Start. Shutdown
+// then waits for the outbox to drain; whatever is still undelivered when
+// ctx ends stays in a durable Store's outbox for the next Start (without
+// a Store it is lost).
 // Shutdown returns ctx's error if it ends first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
@@ -327,9 +353,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("rap: shutdown of toolset %q: %d invocation(s) still running when the deadline passed: %w", s.name, s.pool.inFlight(), ctx.Err())
 	}
-	if err == nil && s.opts.Store != nil && runDone != nil {
+	if err == nil && runDone != nil {
 		if ferr := s.sender.Flush(ctx); ferr != nil {
-			err = fmt.Errorf("rap: shutdown of toolset %q: undelivered callbacks stay in the outbox for the next Start: %w", s.name, ferr)
+			fate := "stay in the outbox for the next Start"
+			if s.opts.Store == nil {
+				fate = "are lost (the server has no Store)"
+			}
+			err = fmt.Errorf("rap: shutdown of toolset %q: undelivered callbacks %s: %w", s.name, fate, ferr)
 		}
 	}
 	if runDone != nil {
@@ -625,6 +655,14 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	putBody(bp) // inv holds copies of what it keeps
 	if err != nil {
 		http.Error(w, "invalid invocation: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if n, full := s.sender.backlog(inv.CallbackURL); full {
+		// issue 9 item 13: the runtime is not taking its callbacks;
+		// refuse its new calls rather than queue without bound or hold
+		// workers. Other runtimes are served as usual.
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("tool server busy: %d callbacks to your callback_url's host wait for delivery; retry later", n), http.StatusServiceUnavailable)
 		return
 	}
 	if !s.pool.reserve() {

@@ -1133,7 +1133,7 @@ func TestCallbackHeader(t *testing.T) {
 		got <- r.Header.Get("Authorization") + "|" + r.Header.Get("Content-Type")
 	}))
 	defer rt.Close()
-	_, hs := newSDKServer(t, &rap.ServerOptions{CallbackHeader: http.Header{"Authorization": {"Bearer runtime-token"}}}, addEcho)
+	_, hs := newSDKServer(t, &rap.ServerOptions{CallbackHeader: http.Header{"Authorization": {"Bearer runtime-token"}}, CallbackOrigins: []string{rt.URL}}, addEcho)
 	sdkPost(t, hs.URL, sdkInvocation("echo", "h1", "t", rt.URL, map[string]any{"text": "x"}))
 	select {
 	case h := <-got:

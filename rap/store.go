@@ -3,6 +3,7 @@ package rap
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -100,3 +101,74 @@ type CallJournal interface {
 	// UnfinishedCalls returns every recorded call, oldest first.
 	UnfinishedCalls(ctx context.Context) ([]CallRecord, error)
 }
+
+// SequencedMessage is an outbox message with its position in enqueue order.
+type SequencedMessage struct {
+	OutboxMessage
+	// Seq grows with every enqueue and is never reused: a message
+	// enqueued later has a larger Seq.
+	Seq int64
+}
+
+// SequencedOutbox is an Outbox that can list the messages enqueued after a
+// position. Sender.Run uses it when the Outbox provides it, so that it
+// reads each message once instead of re-reading the ones it already holds;
+// this keeps a large backlog cheap to drain. rap/durable implements it.
+type SequencedOutbox interface {
+	Outbox
+	// PendingAfter returns up to limit undelivered messages whose Seq is
+	// greater than after, in Seq order. A message must become visible
+	// only after every message with a smaller Seq has.
+	PendingAfter(ctx context.Context, after int64, limit int) ([]SequencedMessage, error)
+}
+
+// DestinationOutbox is a SequencedOutbox that can list one destination's
+// messages. Sender.Run holds a bounded number of messages per destination
+// (see Destination); when a destination's backlog is larger, Run reads the
+// rest with PendingFor as the destination drains, so that a dead runtime's
+// backlog never fills the memory the healthy ones need. rap/durable
+// implements it; without it Run filters PendingAfter.
+type DestinationOutbox interface {
+	SequencedOutbox
+	// PendingFor returns up to limit undelivered messages whose Seq is
+	// greater than after and whose URL belongs to dest (Destination(URL)
+	// == dest), in Seq order.
+	PendingFor(ctx context.Context, dest string, after int64, limit int) ([]SequencedMessage, error)
+}
+
+// DeadLetter is a callback message the Sender stopped trying to deliver:
+// its retries outlived RetryPolicy.GiveUpAfter, or the receiver refused it
+// with a final 4xx answer.
+type DeadLetter struct {
+	OutboxMessage
+	// DeadAt is when delivery stopped.
+	DeadAt time.Time
+	// Status is the HTTP status of the last attempt, 0 when no answer came.
+	Status int
+	// Reason says why delivery stopped, without secrets.
+	Reason string
+}
+
+// DeadLetterStore is an optional part of an Outbox that keeps the messages
+// Sender.Run stopped delivering, so that an operator can list them and
+// retry or drop them (the command "rap outbox" does for rap/durable).
+// Without it, a dead message is logged and removed. rap/durable and the
+// in-memory outbox of a Server without a Store implement it.
+type DeadLetterStore interface {
+	// DeadLetter moves the pending message key into the dead letters,
+	// recording status and reason. An unknown key is not an error.
+	DeadLetter(ctx context.Context, key string, status int, reason string) error
+	// DeadLetters returns up to limit dead letters, oldest first.
+	DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error)
+	// RetryDeadLetter moves a dead letter back into the outbox, at the
+	// end of its queue with its attempts reset and Created set to now.
+	// An unknown key is an error wrapping ErrNoDeadLetter.
+	RetryDeadLetter(ctx context.Context, key string) error
+	// DropDeadLetter forgets a dead letter. An unknown key is an error
+	// wrapping ErrNoDeadLetter.
+	DropDeadLetter(ctx context.Context, key string) error
+}
+
+// ErrNoDeadLetter is wrapped by RetryDeadLetter and DropDeadLetter for a
+// key that names no dead letter.
+var ErrNoDeadLetter = errors.New("no dead letter with that key")

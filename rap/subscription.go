@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // AddSubscription adds a subscription tool (RAP SU-1): a tool whose call
@@ -22,9 +24,10 @@ import (
 // and sub.Final, and saves a resume cursor with sub.SaveState.
 //
 // h's ctx is cancelled by POST /cancel_tool_call for the subscription, by
-// POST /close_thread for its thread, and by Server.Shutdown;
-// context.Cause(ctx) tells which. After a cancel or a thread closure the
-// record is deleted and nothing more is sent (RAP SU-4). After a
+// POST /close_thread for its thread, by the runtime answering one of its
+// events 410 Gone (ErrSubscriptionGone), and by Server.Shutdown;
+// context.Cause(ctx) tells which. After a cancel, a thread closure or a
+// 410 the record is deleted and nothing more is sent (RAP SU-4). After a
 // shutdown the record stays stored, and the next Start calls h again with
 // sub.Resumed() true: that is the resume hook, and h should pick up from
 // sub.State().
@@ -208,7 +211,10 @@ func (s *Subscription) SaveState(ctx context.Context, state json.RawMessage) err
 }
 
 // Emit sends a threaded event: the runtime handles it in a child thread of
-// the subscribing thread (RAP SU-2, SU-6). text should be JSON.
+// the subscribing thread (RAP SU-2, SU-6). text should be JSON. The event
+// gets an EventID, the same on every redelivery. An event larger than
+// MaxCallbackBytes is not sent and Emit returns an error; emit a link to
+// large data instead.
 func (s *Subscription) Emit(ctx context.Context, text string) error {
 	return s.send(ctx, text, false, false)
 }
@@ -237,7 +243,10 @@ func (s *Subscription) send(ctx context.Context, text string, associative, final
 	if err := s.confirmLocked(ctx); err != nil {
 		return err
 	}
-	ev := &SubscriptionEvent{GroupID: s.inv.GroupID, ToolCallID: s.inv.ID, Text: text, Associative: associative, Final: final}
+	// The event id is fixed here, before the event is queued: every
+	// retry and every redelivery after a restart carries the same one
+	// (issue 9 item 8).
+	ev := &SubscriptionEvent{GroupID: s.inv.GroupID, ToolCallID: s.inv.ID, Text: text, Associative: associative, Final: final, EventID: uuid.NewString()}
 	if err := s.srv.sender.Send(ctx, s.inv.CallbackURL, ev); err != nil {
 		return fmt.Errorf("rap: subscription %s: sending event: %w", s.inv.ID, err)
 	}

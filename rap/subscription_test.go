@@ -115,7 +115,9 @@ func TestSubscriptionLifecycle(t *testing.T) {
 		{GroupID: "thread_s", ToolCallID: "sub_1", Text: `{"event":"closed"}`, Associative: true, Final: true},
 	}
 	for i := range want {
-		if *evs[i] != want[i] {
+		got := *evs[i]
+		got.EventID = "" // random; TestEventIDStable checks it
+		if got != want[i] {
 			t.Errorf("event %d = %+v, want %+v", i, *evs[i], want[i])
 		}
 	}

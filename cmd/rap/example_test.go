@@ -92,7 +92,7 @@ func TestExampleServesAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	if code := stop(); code != 0 {
-		t.Errorf("exit status %d after the interrupt, want 0", code)
+		t.Errorf("exit status %d after the interrupt, want 0; stderr:\n%s", code, errOut.String())
 	}
 	// RAP TR-7: the callback URL's token is a credential; it never reaches
 	// the log.

@@ -242,10 +242,13 @@ func loadAck(ctx context.Context, cfg loadConfig, stderr io.Writer) (*loadReport
 	callbackURL := cb.url()
 	target, err := newAckTarget(ts.Endpoint, cfg.token, func(id string) []byte {
 		b, _ := json.Marshal(rap.Invocation{
-			Operation:   cfg.op,
-			Arguments:   cfg.args,
-			ID:          "lt-" + id,
-			CallbackURL: callbackURL,
+			Operation: cfg.op,
+			Arguments: cfg.args,
+			ID:        "lt-" + id,
+			// One callback URL per call, as gorap's runtime gives: the
+			// SDK delivers the callbacks of one URL in order, one at a
+			// time, and those of different URLs concurrently.
+			CallbackURL: callbackURL + "/" + id,
 			GroupID:     "loadtest",
 		})
 		return b

@@ -28,8 +28,9 @@ type ackTarget struct {
 	network, addr string // dial address, host:port
 	tls           *tls.Config
 	head          []byte // request line and headers, up to "Content-Length: "
-	bodyPrefix    []byte // the invocation's JSON up to its id's number
-	bodySuffix    []byte // the rest of the invocation after the id's number
+	// bodyParts is the invocation's JSON split around its id's number,
+	// which appears once or more (in the id and the callback URL).
+	bodyParts [][]byte
 }
 
 // newAckTarget prepares the request template for endpoint.
@@ -60,11 +61,10 @@ func newAckTarget(endpoint, token string, body func(id string) []byte) (*ackTarg
 	// that each send only writes its number in between.
 	const marker = "RAPLOADTESTID9f3c"
 	b := body(marker)
-	i := bytes.Index(b, []byte(marker))
-	if i < 0 || bytes.Count(b, []byte(marker)) != 1 {
-		return nil, errors.New("building the invocation template: the id marker is not there exactly once")
+	t.bodyParts = bytes.Split(b, []byte(marker))
+	if len(t.bodyParts) < 2 {
+		return nil, errors.New("building the invocation template: the id marker is not there")
 	}
-	t.bodyPrefix, t.bodySuffix = b[:i], b[i+len(marker):]
 	return t, nil
 }
 
@@ -132,11 +132,18 @@ func (a *ackConn) send(ctx context.Context, n int64) (d time.Duration, status in
 	var num [20]byte
 	id := strconv.AppendInt(num[:0], n, 10)
 	req := append(a.req[:0], t.head...)
-	req = strconv.AppendInt(req, int64(len(t.bodyPrefix)+len(id)+len(t.bodySuffix)), 10)
+	size := (len(t.bodyParts) - 1) * len(id)
+	for _, p := range t.bodyParts {
+		size += len(p)
+	}
+	req = strconv.AppendInt(req, int64(size), 10)
 	req = append(req, "\r\n\r\n"...)
-	req = append(req, t.bodyPrefix...)
-	req = append(req, id...)
-	req = append(req, t.bodySuffix...)
+	for i, p := range t.bodyParts {
+		if i > 0 {
+			req = append(req, id...)
+		}
+		req = append(req, p...)
+	}
 	a.req = req
 	if now := time.Now(); a.deadline.Sub(now) < ackTimeout/2 {
 		a.deadline = now.Add(ackTimeout)

@@ -84,6 +84,7 @@ func crashHelper(mode string) int {
 		// test takes to kill the process.
 		AttemptTimeout: 2 * crashWait,
 		Header:         http.Header{helperHeader: {mode}},
+		HeaderOrigins:  []string{os.Getenv(helperURLEnv)},
 		Logger:         logger,
 	})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -87,8 +87,10 @@ const (
 )
 
 var (
-	_ rap.Store           = (*Store)(nil)
-	_ rap.SequencedOutbox = (*Store)(nil)
+	_ rap.Store             = (*Store)(nil)
+	_ rap.SequencedOutbox   = (*Store)(nil)
+	_ rap.DestinationOutbox = (*Store)(nil)
+	_ rap.DeadLetterStore   = (*Store)(nil)
 )
 
 // Open opens or creates the SQLite database at path and brings its schema
@@ -287,6 +289,18 @@ var migrations = []string{
 		accepted     INTEGER NOT NULL,               -- Unix nanoseconds
 		PRIMARY KEY (group_id, id)
 	);`,
+	// 3: callbacks Sender.Run stopped delivering (issue 9 item 11).
+	`CREATE TABLE dead_letters (
+		key      TEXT    PRIMARY KEY,
+		url      TEXT    NOT NULL,
+		body     BLOB    NOT NULL,
+		attempts INTEGER NOT NULL,
+		created  INTEGER NOT NULL,                  -- Unix nanoseconds
+		dead_at  INTEGER NOT NULL,                  -- Unix nanoseconds
+		status   INTEGER NOT NULL,                  -- last HTTP status, 0 for none
+		reason   TEXT    NOT NULL
+	);
+	CREATE INDEX dead_letters_dead_at ON dead_letters (dead_at);`,
 }
 
 // migrate applies the migrations the file has not seen yet, each in its
