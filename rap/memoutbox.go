@@ -1,7 +1,9 @@
 package rap
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -248,4 +250,25 @@ func (o *memoryOutbox) DropDeadLetter(_ context.Context, key string) error {
 	defer o.mu.Unlock()
 	_, err := o.takeDead(key)
 	return err
+}
+
+// PendingResult implements ResultLookup: whether a tool result for the
+// call (groupID, id) waits in the outbox. It reads every queued message,
+// which is fine for a question a runtime asks rarely.
+func (o *memoryOutbox) PendingResult(_ context.Context, groupID, id string) (bool, error) {
+	msgs := o.scan(0, 1, func(m *SequencedMessage) bool {
+		return bytes.Contains(m.Body, []byte(id)) && isResultFor(m.Body, groupID, id)
+	})
+	return len(msgs) > 0, nil
+}
+
+// isResultFor reports whether body is a tool_result of the call (groupID,
+// id).
+func isResultFor(body []byte, groupID, id string) bool {
+	var head struct {
+		Type    MessageType `json:"type"`
+		GroupID string      `json:"group_id"`
+		ID      string      `json:"id"`
+	}
+	return json.Unmarshal(body, &head) == nil && head.Type == TypeToolResult && head.GroupID == groupID && head.ID == id
 }

@@ -90,9 +90,11 @@ func (s *Server) callState(ctx context.Context, group, id string) (CallState, er
 		}
 		return CallRunning, nil
 	}
-	if s.opts.Store == nil {
+	if s.sender.outbox == nil {
 		return CallUnknown, nil
 	}
+	// The outbox: the Store's, or the in-memory one of a server without a
+	// Store, where a result waits once its handler has returned.
 	found, err := s.resultPending(ctx, group, id)
 	switch {
 	case err != nil:
@@ -106,20 +108,16 @@ func (s *Server) callState(ctx context.Context, group, id string) (CallState, er
 // resultPending reports whether the outbox holds a tool result for
 // (group, id).
 func (s *Server) resultPending(ctx context.Context, group, id string) (bool, error) {
-	if l, ok := s.opts.Store.(ResultLookup); ok {
+	outbox := s.sender.outbox
+	if l, ok := outbox.(ResultLookup); ok {
 		return l.PendingResult(ctx, group, id)
 	}
-	msgs, err := s.opts.Store.Pending(ctx, MaxStatusScan)
+	msgs, err := outbox.Pending(ctx, MaxStatusScan)
 	if err != nil {
 		return false, err
 	}
 	for _, m := range msgs {
-		var head struct {
-			Type    MessageType `json:"type"`
-			GroupID string      `json:"group_id"`
-			ID      string      `json:"id"`
-		}
-		if json.Unmarshal(m.Body, &head) == nil && head.Type == TypeToolResult && head.GroupID == group && head.ID == id {
+		if isResultFor(m.Body, group, id) {
 			return true, nil
 		}
 	}
