@@ -119,7 +119,7 @@ func (r *Runtime) serveCallback(w http.ResponseWriter, req *http.Request) {
 	}
 	msg, err := rap.DecodeCallback(body)
 	if err == nil {
-		err = fillEventID(msg, body)
+		err = checkEventID(msg)
 	}
 	if err != nil {
 		// RAP TR-5: the body must be a valid callback message.

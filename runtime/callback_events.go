@@ -31,27 +31,10 @@ const (
 // maxEventIDLen bounds a subscription event's event_id.
 const maxEventIDLen = 512
 
-// fillEventID reads the gorap event_id extension of a subscription event
-// when the decoder did not (rap.DecodeCallback may ignore unknown members).
-func fillEventID(msg rap.Callback, body []byte) error {
-	ev, ok := msg.(*rap.SubscriptionEvent)
-	if !ok {
-		return nil
-	}
-	if ev.EventID == "" && bytes.Contains(body, []byte(`"event_id"`)) {
-		var v struct {
-			EventID json.RawMessage `json:"event_id"`
-		}
-		if err := json.Unmarshal(body, &v); err != nil {
-			return fmt.Errorf("event_id: %v", err)
-		}
-		if len(v.EventID) > 0 && string(v.EventID) != "null" {
-			if err := json.Unmarshal(v.EventID, &ev.EventID); err != nil {
-				return errors.New("event_id: must be a string")
-			}
-		}
-	}
-	if len(ev.EventID) > maxEventIDLen {
+// checkEventID bounds the gorap event_id extension of a subscription
+// event, which rap.DecodeCallback reads.
+func checkEventID(msg rap.Callback) error {
+	if ev, ok := msg.(*rap.SubscriptionEvent); ok && len(ev.EventID) > maxEventIDLen {
 		return fmt.Errorf("event_id: has %d bytes, the limit is %d", len(ev.EventID), maxEventIDLen)
 	}
 	return nil
