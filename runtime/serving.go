@@ -4,8 +4,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
+
+	"github.com/gorap/gorap/rap"
 )
 
 // StreamLimits bounds the client API's event streams (GET
@@ -112,67 +113,24 @@ func (l ServerLimits) withDefaults() ServerLimits {
 
 // NewHTTPServer returns an http.Server for h with every timeout and the
 // header limit of l set (issue 9 item 15). Serve it on
-// LimitListener(ln, l) to cap its connections. log, when not nil, receives
-// the server's own errors at warning level.
+// LimitListener(ln, l) to cap its connections. log receives the server's
+// own errors at warning level; nil means slog.Default(). It is the rap
+// package's server with the runtime's defaults.
 func NewHTTPServer(h http.Handler, l ServerLimits, log *slog.Logger) *http.Server {
 	l = l.withDefaults()
-	srv := &http.Server{
-		Handler:           h,
+	return rap.NewHTTPServer(h, rap.HTTPLimits{
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
-	}
-	if log != nil {
-		srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	}
-	return srv
+		MaxConns:          l.MaxConns,
+	}, log)
 }
 
 // LimitListener returns a listener that keeps at most l.MaxConns accepted
 // connections open at once: past that, Accept waits until one closes, and
 // the kernel's backlog holds the newcomers.
 func LimitListener(ln net.Listener, l ServerLimits) net.Listener {
-	l = l.withDefaults()
-	return &limitListener{Listener: ln, sem: make(chan struct{}, l.MaxConns), done: make(chan struct{})}
-}
-
-type limitListener struct {
-	net.Listener
-	sem       chan struct{}
-	closeOnce sync.Once
-	done      chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.sem <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
-	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
-}
-
-func (l *limitListener) Close() error {
-	err := l.Listener.Close()
-	l.closeOnce.Do(func() { close(l.done) })
-	return err
-}
-
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+	return rap.LimitListener(ln, l.withDefaults().MaxConns, nil)
 }
