@@ -120,7 +120,7 @@ func (b *Bridge) mapTool(t *sdk.Tool) (*toolInfo, error) {
 		desc = title
 	case desc == "":
 		desc = fmt.Sprintf("Tool %q of the MCP server %q (it gives no description).", t.Name, b.opts.Name)
-	case title != "" && !strings.HasPrefix(desc, title):
+	case title != "" && title != desc && !strings.HasPrefix(desc, title+":"):
 		desc = title + ": " + desc
 	}
 	rt := rap.Tool{
