@@ -194,7 +194,9 @@ func names(ts *rap.Toolset) []string {
 func TestToolListChanged(t *testing.T) {
 	f := startHTTP(t, nil)
 	f.server.AddTool(&sdk.Tool{Name: "late", Description: "Added later.", InputSchema: json.RawMessage(`{"type":"object"}`)},
-		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return textResult("late here"), nil })
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return textResult("late here"), nil
+		})
 	waitFor(t, "the late tool to be served", func() bool { return toolByName(f.bridge.Toolset("http://x/"), "late") != nil })
 	if got := f.call(t, "late", map[string]any{}).Text; got != "late here" {
 		t.Errorf("late = %q", got)

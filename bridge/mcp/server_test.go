@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -109,6 +110,9 @@ func newTestServer(hooks *serverHooks) *sdk.Server {
 			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://notes", MIMEType: "text/markdown", Text: "# Notes"}},
 			&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://blob", MIMEType: "application/zip", Blob: []byte{1, 2, 3}}},
 		}}, nil
+	})
+	raw("rpc_error", "Answers with a JSON-RPC error.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: -32001, Message: "quota exceeded"}
 	})
 	raw("fail", "Always reports an error.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "disk full"}}}, nil
