@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/raptest"
 )
 
 // issue 10 item 4: each MCP content kind reaches the model as docs/mcp.md
@@ -126,6 +127,9 @@ func TestCancelToolCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Cancel once the MCP server runs the call (a call cancelled before
+	// its request left gets no notifications/cancelled: nothing to stop).
+	waitFor(t, "the MCP server to start the call", func() bool { return f.hooks.startedCalls() == 1 })
 	if err := c.Cancel(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +151,11 @@ func TestCloseThreadCancelsItsCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, err := f.rt.Invoke(ctx, f.url, "block", map[string]any{}, raptest.InThread("thread-other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the MCP server to start both calls", func() bool { return f.hooks.startedCalls() == 2 })
 	if err := f.rt.CloseThread(ctx, f.url, c.Invocation.GroupID); err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +167,14 @@ func TestCloseThreadCancelsItsCalls(t *testing.T) {
 		t.Errorf("result = %q", res.Text)
 	}
 	waitFor(t, "the MCP server to see the cancellation", func() bool { return slices.Contains(f.hooks.cancelledTools(), "block") })
+	// The other thread's call still runs, and finishes normally.
+	close(f.hooks.release)
+	if res, err := other.Result(ctx); err != nil || res.Text != "released" {
+		t.Errorf("the other thread's call = %+v, %v; want released", res, err)
+	}
+	if n := len(f.hooks.cancelledTools()); n != 1 {
+		t.Errorf("%d calls cancelled, want 1", n)
+	}
 }
 
 // issue 10 items 1, 4 and 2 (supervision): over stdio, a server that dies

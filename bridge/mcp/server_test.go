@@ -36,6 +36,7 @@ func TestMain(m *testing.M) {
 type serverHooks struct {
 	mu        sync.Mutex
 	cancelled []string // tools whose context the client cancelled
+	started   int      // calls of block that began
 	release   chan struct{}
 }
 
@@ -46,6 +47,21 @@ func (h *serverHooks) noteCancelled(tool string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cancelled = append(h.cancelled, tool)
+}
+
+func (h *serverHooks) noteStarted() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.started++
+}
+
+func (h *serverHooks) startedCalls() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.started
 }
 
 func (h *serverHooks) cancelledTools() []string {
@@ -131,6 +147,7 @@ func newTestServer(hooks *serverHooks) *sdk.Server {
 		})
 	raw("block", "Runs until cancelled.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var release chan struct{}
+		hooks.noteStarted()
 		if hooks != nil {
 			release = hooks.release
 		}
