@@ -81,6 +81,10 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if err != nil {
 		return err
 	}
+	// issue 10: mcp_server and http_mcp_server entries, bridged in process.
+	mcpb := startMCPBridges(ctx, &s, dir, log, stdout, stderr)
+	defer mcpb.shutdown()
+	toolServers = append(toolServers, mcpb.urls...)
 	spec, err := parseModelSpec(s.Model, getenvOS)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -117,6 +121,7 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if s.ToolToken != "" {
 		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: runtime.NewTransport()}}
 	}
+	hc = mcpb.client(hc) // issue 10: reaches the in-process MCP bridges
 	rt, err := runtime.New(runtime.Config{
 		Store:                     st,
 		Model:                     mdl,
