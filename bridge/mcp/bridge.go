@@ -272,21 +272,21 @@ func (b *Bridge) transport() sdk.Transport {
 		} else {
 			cmd.Stderr = os.Stderr
 		}
-		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		return &stdioTransport{cmd: cmd, deliver: b.progress.deliver}
 	}
-	hc := b.opts.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
+	var c http.Client
+	if b.opts.HTTPClient != nil {
+		c = *b.opts.HTTPClient
+	}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
 	}
 	if len(b.opts.Headers) > 0 {
-		c := *hc
-		next := c.Transport
-		if next == nil {
-			next = http.DefaultTransport
-		}
-		c.Transport = headerTransport{headers: b.opts.Headers, next: next}
-		hc = &c
+		next = headerTransport{headers: b.opts.Headers, next: next}
 	}
+	c.Transport = tapTransport{next: next, deliver: b.progress.deliver}
+	hc := &c
 	return &sdk.StreamableClientTransport{Endpoint: b.opts.URL, HTTPClient: hc}
 }
 

@@ -204,11 +204,13 @@ type progressTable struct {
 // progressSink forwards one call's progress as view updates. Updates are
 // coalesced: a slow runtime sees the latest progress, never a backlog.
 type progressSink struct {
-	token   string
-	call    *rap.Call
-	latest  chan *sdk.ProgressNotificationParams // capacity 1
-	final   chan struct{}                        // closed at progress >= total
-	once    sync.Once
+	token  string
+	call   *rap.Call
+	latest chan *sdk.ProgressNotificationParams // capacity 1
+	// last is the highest progress delivered: the wire tap and the SDK's
+	// handler both see each notification, and MCP progress increases.
+	last    float64
+	started bool
 	stopped chan struct{}
 	done    chan struct{}
 }
@@ -218,7 +220,6 @@ func (t *progressTable) open(c *rap.Call) *progressSink {
 		token:   "rap-" + strconv.FormatUint(t.next.Add(1), 10),
 		call:    c,
 		latest:  make(chan *sdk.ProgressNotificationParams, 1),
-		final:   make(chan struct{}),
 		stopped: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -232,16 +233,6 @@ func (t *progressTable) open(c *rap.Call) *progressSink {
 // close stops routing to s, sends its last pending update and waits for
 // the sends to finish, so that no view update follows the result.
 func (t *progressTable) close(s *progressSink) {
-	// The MCP SDK hands notifications to their handler on its own
-	// goroutine, so those the server sent just before its response may
-	// still be on their way: give them a moment, unless the last one
-	// already said the work was complete.
-	timer := time.NewTimer(progressSettle)
-	select {
-	case <-timer.C:
-	case <-s.final:
-		timer.Stop()
-	}
 	t.mu.Lock()
 	delete(t.m, s.token)
 	t.mu.Unlock()
@@ -260,8 +251,12 @@ func (t *progressTable) deliver(p *sdk.ProgressNotificationParams) {
 	if s == nil {
 		return
 	}
-	if p.Total > 0 && p.Progress >= p.Total {
-		defer s.once.Do(func() { close(s.final) })
+	t.mu.Lock()
+	dup := s.started && p.Progress <= s.last
+	s.last, s.started = max(s.last, p.Progress), true
+	t.mu.Unlock()
+	if dup {
+		return
 	}
 	for {
 		select {
@@ -275,10 +270,6 @@ func (t *progressTable) deliver(p *sdk.ProgressNotificationParams) {
 		}
 	}
 }
-
-// progressSettle is how long a call's result waits for progress
-// notifications the MCP server sent just before its response.
-const progressSettle = 20 * time.Millisecond
 
 // progressSendTimeout bounds one view update so a stuck runtime cannot
 // delay the result for long.

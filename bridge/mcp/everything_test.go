@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/raptest"
 )
 
 // End-to-end tests against the MCP reference test server,
@@ -135,6 +137,100 @@ func TestEverythingStdio(t *testing.T) {
 			t.Errorf("get-resource-reference with id 0 = %q", r.Text)
 		}
 	})
+}
+
+// issue 10 items 3, 4: every tool of server-everything is callable through
+// the bridge and each invocation ends in exactly one result, also tools
+// that need client features the bridge does not offer yet (elicitation,
+// sampling: they end in an Error: result).
+func TestEverythingEveryTool(t *testing.T) {
+	node, script := everythingServer(t)
+	f := startStdio(t, func(o *Options) {
+		o.Name = "everything"
+		o.Command = []string{node, script, "stdio"}
+		o.Env = nil
+		o.Stderr = devNull(t)
+	})
+	ts, err := f.rt.Discover(ctxT(t), f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overrides := map[string]map[string]any{
+		"trigger-long-running-operation": {"duration": 0.1, "steps": 2},
+		"get-structured-content":         {"location": "Chicago"},
+		"get-resource-reference":         {"resourceType": "Text", "resourceId": 2},
+		// A data: URL: no network needed.
+		"gzip-file-as-resource": {"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8gd29ybGQ=", "outputType": "resource"},
+	}
+	ctx := ctxT(t)
+	calls := map[string]*raptest.Call{}
+	for _, tool := range ts.Tools {
+		args := overrides[tool.Name]
+		if args == nil {
+			args = exampleArgs(tool.InputSchema)
+		}
+		c, err := f.rt.Invoke(ctx, f.url, tool.Name, args)
+		if err != nil {
+			t.Errorf("invoke %s: %v", tool.Name, err)
+			continue
+		}
+		calls[tool.Name] = c
+	}
+	for name, c := range calls {
+		res, err := c.Result(ctx)
+		if err != nil {
+			t.Errorf("%s: no result: %v", name, err)
+			continue
+		}
+		n := 0
+		for _, m := range c.Messages() {
+			if _, ok := m.(*rap.ToolResult); ok {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s: %d results", name, n)
+		}
+		if name == "gzip-file-as-resource" && !strings.Contains(res.ModelText(), "binary, application/gzip") {
+			t.Errorf("gzip-file-as-resource (an embedded blob) = %q", res.ModelText())
+		}
+		t.Logf("%s -> %.120q", name, res.ModelText())
+	}
+}
+
+// exampleArgs builds arguments from a schema's required properties: the
+// default or first enum value when given, else a value of the type.
+func exampleArgs(schema json.RawMessage) map[string]any {
+	var s struct {
+		Required   []string `json:"required"`
+		Properties map[string]struct {
+			Type    any   `json:"type"`
+			Enum    []any `json:"enum"`
+			Default any   `json:"default"`
+		} `json:"properties"`
+	}
+	_ = json.Unmarshal(schema, &s)
+	args := map[string]any{}
+	for _, r := range s.Required {
+		p := s.Properties[r]
+		switch {
+		case p.Default != nil:
+			args[r] = p.Default
+		case len(p.Enum) > 0:
+			args[r] = p.Enum[0]
+		case p.Type == "string":
+			args[r] = "x"
+		case p.Type == "number" || p.Type == "integer":
+			args[r] = 1
+		case p.Type == "boolean":
+			args[r] = false
+		case p.Type == "array":
+			args[r] = []any{}
+		default:
+			args[r] = map[string]any{}
+		}
+	}
+	return args
 }
 
 // issue 10 item 1: the same server over Streamable HTTP.

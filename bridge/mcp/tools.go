@@ -202,12 +202,11 @@ func displayScript(title, name string, schema json.RawMessage) string {
 		default:
 			continue // objects and arrays render poorly in one line
 		}
-		sep := ", "
 		if n == 0 {
-			sep = ": "
+			b.WriteString("let sep = \": \";\n")
 		}
 		key := rhaiString(r)
-		fmt.Fprintf(&b, "if args[%s] != () { s += %s + args[%s]; }\n", key, rhaiString(sep), key)
+		fmt.Fprintf(&b, "if args[%s] != () { s += sep + args[%s]; sep = \", \"; }\n", key, key)
 		n++
 	}
 	b.WriteString("s")
