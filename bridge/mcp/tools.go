@@ -90,12 +90,29 @@ func (b *Bridge) syncTools(ctx context.Context, cs *sdk.ClientSession) error {
 		added = append(added, ti)
 	}
 	for _, ti := range added {
-		tool := ti.rap
-		mcpName := ti.mcpName
-		b.srv.AddRawTool(&tool, func(ctx context.Context, c *rap.Call, args json.RawMessage) (*rap.Reply, error) {
-			return b.callTool(ctx, c, mcpName, args)
-		})
+		if err := b.addTool(ti); err != nil {
+			delete(b.tools, ti.rap.Name)
+			b.skipped = append(b.skipped, Problem{Tool: ti.mcpName, Reason: err.Error()})
+			b.log.Warn("mcp bridge: an MCP tool is left out of the RAP toolset", "tool", ti.mcpName, "reason", err)
+		}
 	}
+	return nil
+}
+
+// addTool registers ti with the rap server. AddRawTool panics on what
+// mapTool's validation already refused; the recover is a safety net so
+// that one odd tool can never take the bridge down.
+func (b *Bridge) addTool(ti *toolInfo) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the rap server refused it: %v", v)
+		}
+	}()
+	tool := ti.rap
+	mcpName := ti.mcpName
+	b.srv.AddRawTool(&tool, func(ctx context.Context, c *rap.Call, args json.RawMessage) (*rap.Reply, error) {
+		return b.callTool(ctx, c, mcpName, args)
+	})
 	return nil
 }
 
