@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +228,56 @@ func TestProxyMode(t *testing.T) {
 	}
 	if got := f.call(t, "test_invoke_tool", map[string]any{"tool_name": "nope"}).Text; !strings.HasPrefix(got, "Error: ") || !strings.Contains(got, "test_list_tools") {
 		t.Errorf("invoke_tool of an unknown tool = %q", got)
+	}
+}
+
+// syncBuf is a bytes.Buffer safe for concurrent use.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// issue 10 item 2, docs/security/mcp-bridge.md: the headers sent to an HTTP
+// MCP server (API keys) reach the server but never the bridge's log (at
+// debug level), the manifest or a result.
+func TestHeadersNotLeaked(t *testing.T) {
+	const secret = "s3cret-api-key-value"
+	var logs syncBuf
+	var seen atomic.Bool
+	server := newTestServer(&serverHooks{release: make(chan struct{})})
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return server }, nil)
+	mcpHTTP := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "Bearer "+secret {
+			seen.Store(true)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(mcpHTTP.Close)
+	f := startBridge(t, Options{Name: "test", URL: mcpHTTP.URL, Headers: map[string]string{"Authorization": "Bearer " + secret},
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	var results []string
+	for _, op := range []string{"echo", "fail", "rpc_error"} {
+		results = append(results, f.call(t, op, map[string]any{"text": "x"}).Text)
+	}
+	manifest, _ := json.Marshal(f.bridge.Toolset("http://x/"))
+	if !seen.Load() {
+		t.Fatal("the MCP server never received the configured header")
+	}
+	for what, s := range map[string]string{"log": logs.String(), "manifest": string(manifest), "results": strings.Join(results, "\n")} {
+		if strings.Contains(s, secret) {
+			t.Errorf("the header value appears in the %s", what)
+		}
 	}
 }

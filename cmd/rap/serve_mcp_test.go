@@ -34,7 +34,9 @@ func TestServeMCPEntries(t *testing.T) {
 	info, stdout, _, _ := runningServe(t, s)
 	wantLines(t, stdout.String(),
 		`rap serve: MCP server "ghost" (`+cfg+`: tool_sets[0]) skipped: cannot start MCP server "ghost"`,
-		`rap serve: MCP server "echoer" bridged in process: 1 tools`)
+		`rap serve: MCP server "echoer" bridged in process: 1 tools`,
+		// In process: a host that never resolves, no port opened.
+		"tool servers: http://echoer.mcp.rap.invalid (from")
 
 	var th struct {
 		ID string `json:"id"`
