@@ -62,6 +62,10 @@ func TestBridgeMCPURL(t *testing.T) {
 	if code := run(ctx, []string{"validate", base}, &vout, &verr); code != 0 {
 		t.Errorf("rap validate %s exited %d: %s %s", base, code, vout.String(), verr.String())
 	}
+	var iout, ierr bytes.Buffer
+	if code := run(ctx, []string{"invoke", base, "echo", `{"text":"via rap invoke"}`}, &iout, &ierr); code != 0 || !strings.Contains(iout.String(), "via rap invoke") {
+		t.Errorf("rap invoke %s echo exited %d: %s %s", base, code, iout.String(), ierr.String())
+	}
 	rt, err := raptest.Start()
 	if err != nil {
 		t.Fatal(err)
