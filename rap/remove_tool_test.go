@@ -14,7 +14,9 @@ import (
 // again with a new schema.
 func TestRemoveTool(t *testing.T) {
 	s := rap.NewServer("dyn", nil)
-	h := func(ctx context.Context, c *rap.Call, args json.RawMessage) (*rap.Reply, error) { return rap.Text("ok"), nil }
+	h := func(ctx context.Context, c *rap.Call, args json.RawMessage) (*rap.Reply, error) {
+		return rap.Text("ok"), nil
+	}
 	for _, n := range []string{"a", "b", "c"} {
 		s.AddRawTool(&rap.Tool{Name: n, Description: n, InputSchema: rap.EmptyObjectSchema}, h)
 	}

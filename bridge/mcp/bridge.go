@@ -361,7 +361,7 @@ func (b *Bridge) currentSession(ctx context.Context, wait time.Duration) (*sdk.C
 	if lastErr != nil {
 		why = fmt.Sprintf(" (%v)", lastErr)
 	}
-	return nil, fmt.Errorf("Error: the %s is not running%s; the bridge keeps restarting it. Call the tool again in a moment", b.describe(), why)
+	return nil, fmt.Errorf("Error: the %s is not running%s; the bridge keeps restarting it. Call the tool again in a moment.", b.describe(), why)
 }
 
 // supervise watches the session; when it ends it restarts the server

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,12 +55,15 @@ func (b *Bridge) callTool(ctx context.Context, c *rap.Call, mcpName string, args
 func (b *Bridge) callError(tool string, err error) error {
 	var we *jsonrpc.Error
 	if errors.As(err, &we) {
-		return fmt.Errorf("Error: the MCP server %q answered tools/call for %q with JSON-RPC error %d: %s. Check the arguments against the tool's inputSchema and try again", b.opts.Name, tool, we.Code, strings.TrimSpace(we.Message))
+		return fmt.Errorf("Error: the MCP server %q answered tools/call for %q with JSON-RPC error %d: %s. Check the arguments against the tool's inputSchema and try again.", b.opts.Name, tool, we.Code, strings.TrimSpace(we.Message))
 	}
-	if errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, sdk.ErrSessionMissing) || strings.Contains(err.Error(), "closed") || strings.Contains(err.Error(), "EOF") {
-		return fmt.Errorf("Error: the %s stopped while running %q (%v); the bridge is restarting it. Call the tool again in a moment", b.describe(), tool, err)
+	// The SDK words a lost connection in several ways (ErrConnectionClosed,
+	// a read error such as EOF from a process that died).
+	if errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, sdk.ErrSessionMissing) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(err.Error(), "closed") || strings.Contains(err.Error(), "EOF") {
+		return fmt.Errorf("Error: the %s stopped while running %q (%v); the bridge is restarting it. Call the tool again in a moment.", b.describe(), tool, err)
 	}
-	return fmt.Errorf("Error: calling %q on the %s failed: %v. Try again; if it keeps failing the MCP server may be unavailable", tool, b.describe(), err)
+	return fmt.Errorf("Error: calling %q on the %s failed: %v. Try again; if it keeps failing the MCP server may be unavailable.", tool, b.describe(), err)
 }
 
 // mapResult maps an MCP CallToolResult to a RAP reply (see docs/mcp.md):

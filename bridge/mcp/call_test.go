@@ -194,6 +194,7 @@ func TestStdioServerCrashMidCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("crash result: %s", res.Text)
 	if !strings.HasPrefix(res.Text, "Error: ") || !strings.Contains(res.Text, `MCP server "stdio"`) {
 		t.Errorf("crash result = %q", res.Text)
 	}

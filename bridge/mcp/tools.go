@@ -279,7 +279,7 @@ func (b *Bridge) addProxyTools() {
 			Arguments json.RawMessage `json:"arguments"`
 		}
 		if err := json.Unmarshal(args, &in); err != nil {
-			return nil, fmt.Errorf("Error: invalid arguments: %v", err)
+			return nil, fmt.Errorf("Error: invalid arguments: %v. Send tool_name and arguments as the inputSchema says.", err)
 		}
 		b.mu.Lock()
 		ti, ok := b.tools[b.opts.Prefix+in.ToolName]
@@ -288,7 +288,7 @@ func (b *Bridge) addProxyTools() {
 		}
 		b.mu.Unlock()
 		if !ok {
-			return nil, fmt.Errorf("Error: the MCP server %q has no tool %q. Call %s_list_tools to see its tools", name, in.ToolName, name)
+			return nil, fmt.Errorf("Error: the MCP server %q has no tool %q. Call %s_list_tools to see its tools.", name, in.ToolName, name)
 		}
 		toolArgs := in.Arguments
 		if len(toolArgs) == 0 || string(toolArgs) == "null" {
@@ -297,7 +297,7 @@ func (b *Bridge) addProxyTools() {
 		schema, err := rap.CompileSchema(ti.rap.InputSchema)
 		if err == nil {
 			if verr := schema.Validate(toolArgs); verr != nil {
-				return nil, fmt.Errorf("Error: invalid arguments for the MCP tool %q: %v. Fix them to match its inputSchema (see %s_list_tools) and call again", ti.mcpName, verr, name)
+				return nil, fmt.Errorf("Error: invalid arguments for the MCP tool %q: %v. Fix them to match its inputSchema (see %s_list_tools) and call again.", ti.mcpName, verr, name)
 			}
 		}
 		return b.callTool(ctx, c, ti.mcpName, toolArgs)
