@@ -45,6 +45,9 @@ const (
 	// DefaultConnectTimeout bounds starting the MCP server and its
 	// initialize handshake.
 	DefaultConnectTimeout = 30 * time.Second
+	// DefaultRestartWait bounds how long a call waits for a server that
+	// is being restarted before it ends with an error result.
+	DefaultRestartWait = 5 * time.Second
 	// DefaultWorkers is the number of MCP calls the bridge runs at once;
 	// further invocations wait in the rap server's queue.
 	DefaultWorkers = 256
@@ -85,6 +88,10 @@ type Options struct {
 	// ConnectTimeout bounds one start of the MCP server; zero means
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
+	// RestartWait is how long a call made while the server is being
+	// restarted waits for it before ending with an error result; zero
+	// means DefaultRestartWait.
+	RestartWait time.Duration
 	// Stderr receives a stdio server's standard error; nil means the
 	// bridge's own standard error.
 	Stderr *os.File
@@ -157,6 +164,9 @@ func New(opts Options) (*Bridge, error) {
 	}
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.RestartWait <= 0 {
+		opts.RestartWait = DefaultRestartWait
 	}
 	log := opts.Logger
 	if log == nil {

@@ -18,10 +18,6 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// restartWait bounds how long a call waits for an MCP server that is
-// being restarted before it ends with an error result.
-const restartWait = 5 * time.Second
-
 // ProgressViewType is the view type of the view updates the bridge sends
 // for MCP progress notifications.
 const ProgressViewType = "progress"
@@ -32,7 +28,7 @@ const ProgressViewType = "progress"
 // SDK then sends notifications/cancelled for the request. Whatever
 // happens, the returned reply or error becomes the call's one result.
 func (b *Bridge) callTool(ctx context.Context, c *rap.Call, mcpName string, args json.RawMessage) (*rap.Reply, error) {
-	cs, err := b.currentSession(ctx, restartWait)
+	cs, err := b.currentSession(ctx, b.opts.RestartWait)
 	if err != nil {
 		return nil, err
 	}
