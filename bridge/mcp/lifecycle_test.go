@@ -34,7 +34,9 @@ func TestShutdownMidCall(t *testing.T) {
 // issue 10 item 2 (supervision): a call made while the stdio server is
 // down and cannot come back ends with an Error: result that says so.
 func TestCallWhileServerDown(t *testing.T) {
-	f := startStdio(t, func(o *Options) { o.MinBackoff, o.MaxBackoff, o.RestartWait = time.Hour, time.Hour, 300*time.Millisecond })
+	f := startStdio(t, func(o *Options) {
+		o.MinBackoff, o.MaxBackoff, o.RestartWait = time.Hour, time.Hour, 300*time.Millisecond
+	})
 	ctx := ctxT(t)
 	c, err := f.rt.Invoke(ctx, f.url, "crash", map[string]any{})
 	if err != nil {
