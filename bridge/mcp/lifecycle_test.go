@@ -68,7 +68,9 @@ func TestCallWhileServerDown(t *testing.T) {
 // swapHandler serves whatever handler it currently holds.
 type swapHandler struct{ h atomic.Pointer[http.Handler] }
 
-func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*s.h.Load()).ServeHTTP(w, r) }
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
 
 // issue 10 item 2 (supervision): a Streamable HTTP server that restarted
 // (its sessions are gone) is reconnected; calls work again.
