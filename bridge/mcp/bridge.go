@@ -48,6 +48,8 @@ const (
 	// DefaultRestartWait bounds how long a call waits for a server that
 	// is being restarted before it ends with an error result.
 	DefaultRestartWait = 5 * time.Second
+	// DefaultTerminateWait is the default of Options.TerminateWait.
+	DefaultTerminateWait = 2 * time.Second
 	// DefaultWorkers is the number of MCP calls the bridge runs at once;
 	// further invocations wait in the rap server's queue.
 	DefaultWorkers = 256
@@ -92,6 +94,10 @@ type Options struct {
 	// restarted waits for it before ending with an error result; zero
 	// means DefaultRestartWait.
 	RestartWait time.Duration
+	// TerminateWait is how long a stdio server gets to exit after its
+	// standard input is closed, and again after SIGTERM, before it is
+	// killed; zero means DefaultTerminateWait.
+	TerminateWait time.Duration
 	// Stderr receives a stdio server's standard error; nil means the
 	// bridge's own standard error.
 	Stderr *os.File
@@ -106,6 +112,7 @@ type Bridge struct {
 	client *sdk.Client
 
 	progress progressTable
+	inflight calls
 
 	mu      sync.Mutex
 	session *sdk.ClientSession // nil while the server is down
@@ -165,6 +172,9 @@ func New(opts Options) (*Bridge, error) {
 	if opts.ConnectTimeout <= 0 {
 		opts.ConnectTimeout = DefaultConnectTimeout
 	}
+	if opts.TerminateWait <= 0 {
+		opts.TerminateWait = DefaultTerminateWait
+	}
 	if opts.RestartWait <= 0 {
 		opts.RestartWait = DefaultRestartWait
 	}
@@ -203,6 +213,11 @@ func New(opts Options) (*Bridge, error) {
 		},
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			b.progress.deliver(req.Params)
+		},
+		ElicitationHandler: b.elicit,
+		Capabilities: &sdk.ClientCapabilities{
+			RootsV2:     &sdk.RootCapabilities{ListChanged: true}, // the SDK's default
+			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}},
 		},
 	})
 	if opts.Mode == ModeProxy {
@@ -282,7 +297,7 @@ func (b *Bridge) transport() sdk.Transport {
 		} else {
 			cmd.Stderr = os.Stderr
 		}
-		return &stdioTransport{cmd: cmd, deliver: b.progress.deliver}
+		return &stdioTransport{cmd: cmd, deliver: b.progress.deliver, terminateWait: b.opts.TerminateWait}
 	}
 	var c http.Client
 	if b.opts.HTTPClient != nil {

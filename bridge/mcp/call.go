@@ -32,6 +32,10 @@ func (b *Bridge) callTool(ctx context.Context, c *rap.Call, mcpName string, args
 	if err != nil {
 		return nil, err
 	}
+	f := &inflight{call: c, ctx: ctx}
+	b.inflight.add(f)
+	defer b.inflight.remove(f)
+	ctx = context.WithValue(ctx, inflightKey{}, f)
 	params := &sdk.CallToolParams{Name: mcpName, Arguments: args}
 	sink := b.progress.open(c)
 	params.SetProgressToken(sink.token)
@@ -43,7 +47,17 @@ func (b *Bridge) callTool(ctx context.Context, c *rap.Call, mcpName string, args
 		}
 		return nil, b.callError(mcpName, err)
 	}
-	return mapResult(b.opts.Name, mcpName, res), nil
+	rep := mapResult(b.opts.Name, mcpName, res)
+	if notes := f.takeNotes(); len(notes) > 0 {
+		// What the bridge declined on the user's behalf (elicitation).
+		text := "[gorap MCP bridge] " + strings.Join(notes, " ")
+		if rep.Content != nil {
+			rep.Content = append(rep.Content, rap.TextContent(text))
+		} else {
+			rep.Text += "\n\n" + text
+		}
+	}
+	return rep, nil
 }
 
 // callError turns a failed tools/call into an "Error: ..." result text

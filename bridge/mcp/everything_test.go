@@ -48,6 +48,7 @@ func TestEverythingStdio(t *testing.T) {
 		o.Command = []string{node, script, "stdio"}
 		o.Env = nil
 		o.Stderr = devNull(t)
+		o.TerminateWait = 300 * time.Millisecond
 	})
 	ts, err := f.rt.Discover(ctxT(t), f.url)
 	if err != nil {
@@ -131,6 +132,16 @@ func TestEverythingStdio(t *testing.T) {
 			t.Errorf("no progress view update before the result: %d messages", len(c.Messages()))
 		}
 	})
+	t.Run("elicitation with free-text fields", func(t *testing.T) {
+		// issue 10 item 7: server-everything asks with elicitation/create
+		// (no reference to the call: the bridge attributes it to the one
+		// call in flight); its form has free-text fields, so the bridge
+		// declines and the result says why.
+		r := f.call(t, "trigger-elicitation-request", map[string]any{})
+		if !strings.Contains(r.Text, "decline") || !strings.Contains(r.Text, "[gorap MCP bridge]") || !strings.Contains(r.Text, "free-form") {
+			t.Errorf("trigger-elicitation-request = %q", r.Text)
+		}
+	})
 	t.Run("tool error", func(t *testing.T) {
 		r := f.call(t, "get-resource-reference", map[string]any{"resourceType": "Text", "resourceId": 0})
 		if !strings.HasPrefix(r.Text, "Error: ") || !strings.Contains(r.Text, `"everything"`) {
@@ -150,6 +161,7 @@ func TestEverythingEveryTool(t *testing.T) {
 		o.Command = []string{node, script, "stdio"}
 		o.Env = nil
 		o.Stderr = devNull(t)
+		o.TerminateWait = 300 * time.Millisecond
 	})
 	ts, err := f.rt.Discover(ctxT(t), f.url)
 	if err != nil {
@@ -163,6 +175,7 @@ func TestEverythingEveryTool(t *testing.T) {
 		"gzip-file-as-resource": {"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8gd29ybGQ=", "outputType": "resource"},
 	}
 	ctx := ctxT(t)
+	start := time.Now()
 	calls := map[string]*raptest.Call{}
 	for _, tool := range ts.Tools {
 		args := overrides[tool.Name]
@@ -194,7 +207,7 @@ func TestEverythingEveryTool(t *testing.T) {
 		if name == "gzip-file-as-resource" && !strings.Contains(res.ModelText(), "binary, application/gzip") {
 			t.Errorf("gzip-file-as-resource (an embedded blob) = %q", res.ModelText())
 		}
-		t.Logf("%s -> %.120q", name, res.ModelText())
+		t.Logf("%s -> %.60q (%v)", name, res.ModelText(), time.Since(start))
 	}
 }
 

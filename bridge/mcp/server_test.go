@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -130,6 +132,34 @@ func newTestServer(hooks *serverHooks) *sdk.Server {
 	raw("rpc_error", "Answers with a JSON-RPC error.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return nil, &jsonrpc.Error{Code: -32001, Message: "quota exceeded"}
 	})
+	// Multi round-trip elicitation (MCP 2026-07-28): the first call asks,
+	// the retry carries the answer.
+	ask := func(name string, schema map[string]any) {
+		raw(name, "Asks the user, then says what the answer was.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			if resp, ok := req.Params.InputResponses["q"]; ok {
+				er, _ := resp.(*sdk.ElicitResult)
+				if er == nil {
+					return textResult(fmt.Sprintf("unexpected response %T", resp)), nil
+				}
+				keys := make([]string, 0, len(er.Content))
+				for k := range er.Content {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				var parts []string
+				for _, k := range keys {
+					parts = append(parts, fmt.Sprintf("%s=%v", k, er.Content[k]))
+				}
+				return textResult(er.Action + " " + strings.Join(parts, " ")), nil
+			}
+			return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"q": &sdk.ElicitParams{Message: "Pick, please.", RequestedSchema: schema}}}, nil
+		})
+	}
+	ask("ask_colour", map[string]any{"type": "object", "required": []string{"colour"}, "properties": map[string]any{
+		"colour": map[string]any{"type": "string", "title": "Colour", "enum": []string{"red", "green"}},
+		"urgent": map[string]any{"type": "boolean", "title": "Urgent"},
+	}})
+	ask("ask_name", map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}})
 	raw("fail", "Always reports an error.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "disk full"}}}, nil
 	})

@@ -95,8 +95,9 @@ func (t *progressTap) inspect(line []byte) {
 // output, like the SDK's CommandTransport, with a progress tap on its
 // output.
 type stdioTransport struct {
-	cmd     *exec.Cmd
-	deliver func(*sdk.ProgressNotificationParams)
+	cmd           *exec.Cmd
+	deliver       func(*sdk.ProgressNotificationParams)
+	terminateWait time.Duration
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -113,7 +114,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	}
 	io := &sdk.IOTransport{
 		Reader: readNopCloser{&progressTap{r: stdout, deliver: t.deliver}},
-		Writer: &processStdin{cmd: t.cmd, stdin: stdin},
+		Writer: &processStdin{cmd: t.cmd, stdin: stdin, wait: t.terminateWait},
 	}
 	return io.Connect(ctx)
 }
@@ -123,16 +124,13 @@ type readNopCloser struct{ io.Reader }
 
 func (readNopCloser) Close() error { return nil }
 
-// terminateWait is how long a stdio server gets to exit after its stdin is
-// closed, and then after SIGTERM, before it is killed.
-const terminateWait = 2 * time.Second
-
 // processStdin is the server's standard input; closing it stops the
 // server as the MCP stdio transport asks: close stdin, wait, SIGTERM,
 // wait, SIGKILL.
 type processStdin struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
+	wait  time.Duration // before SIGTERM, then before SIGKILL
 	once  sync.Once
 	err   error
 }
@@ -145,7 +143,7 @@ func (p *processStdin) Close() error {
 		exited := make(chan error, 1)
 		go func() { exited <- p.cmd.Wait() }()
 		wait := func() bool {
-			t := time.NewTimer(terminateWait)
+			t := time.NewTimer(p.wait)
 			defer t.Stop()
 			select {
 			case p.err = <-exited:
