@@ -113,14 +113,18 @@ type Bridge struct {
 
 	progress progressTable
 	inflight calls
+	watchers watchers
 
 	mu      sync.Mutex
 	session *sdk.ClientSession // nil while the server is down
 	up      chan struct{}      // closed when session becomes non-nil
-	lastErr error              // why the server is down, for error results
-	tools   map[string]*toolInfo
-	skipped []Problem
-	stopped bool
+	// restarted is closed (and replaced) each time a session is set, so
+	// that resource subscriptions renew themselves on a new session.
+	restarted chan struct{}
+	lastErr   error // why the server is down, for error results
+	tools     map[string]*toolInfo
+	skipped   []Problem
+	stopped   bool
 
 	refresh chan struct{} // a tools/list_changed arrived
 	cancel  context.CancelFunc
@@ -194,13 +198,14 @@ func New(opts Options) (*Bridge, error) {
 		so.Description = fmt.Sprintf("Tools of the MCP server %q, bridged to RAP by gorap.", opts.Name)
 	}
 	b := &Bridge{
-		opts:    opts,
-		log:     log,
-		srv:     rap.NewServer(opts.Name, &so),
-		up:      make(chan struct{}),
-		tools:   map[string]*toolInfo{},
-		refresh: make(chan struct{}, 1),
-		done:    make(chan struct{}),
+		opts:      opts,
+		log:       log,
+		srv:       rap.NewServer(opts.Name, &so),
+		up:        make(chan struct{}),
+		restarted: make(chan struct{}),
+		tools:     map[string]*toolInfo{},
+		refresh:   make(chan struct{}, 1),
+		done:      make(chan struct{}),
 	}
 	b.progress.m = map[string]*progressSink{}
 	b.client = sdk.NewClient(&sdk.Implementation{Name: "gorap-mcp-bridge", Version: "1"}, &sdk.ClientOptions{
@@ -215,6 +220,11 @@ func New(opts Options) (*Bridge, error) {
 			b.progress.deliver(req.Params)
 		},
 		ElicitationHandler: b.elicit,
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			if req.Params != nil {
+				b.watchers.updated(req.Params.URI)
+			}
+		},
 		Capabilities: &sdk.ClientCapabilities{
 			RootsV2:     &sdk.RootCapabilities{ListChanged: true}, // the SDK's default
 			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}},
@@ -245,6 +255,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 	if err := b.syncTools(ctx, cs); err != nil {
 		b.log.Warn("mcp bridge: listing the MCP server's tools failed; serving none until it works", "error", err)
 	}
+	b.addSubscribeTool(cs)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.cancel = cancel
 	go b.supervise(sctx, cs)
@@ -345,6 +356,8 @@ func (b *Bridge) setSession(cs *sdk.ClientSession) {
 	b.session = cs
 	if cs != nil {
 		b.lastErr = nil
+		close(b.restarted)
+		b.restarted = make(chan struct{})
 		select {
 		case <-b.up:
 		default:

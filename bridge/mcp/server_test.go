@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +39,9 @@ func TestMain(m *testing.M) {
 type serverHooks struct {
 	mu        sync.Mutex
 	cancelled []string // tools whose context the client cancelled
-	started   int      // calls of block that began
+	subs      []string // "+uri" on subscribe, "-uri" on unsubscribe
+	counter   atomic.Int64
+	started   int // calls of block that began
 	release   chan struct{}
 }
 
@@ -49,6 +52,18 @@ func (h *serverHooks) noteCancelled(tool string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cancelled = append(h.cancelled, tool)
+}
+
+func (h *serverHooks) noteSub(s string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.subs = append(h.subs, s)
+}
+
+func (h *serverHooks) subEvents() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.subs...)
 }
 
 func (h *serverHooks) noteStarted() {
@@ -97,7 +112,26 @@ func ptr[T any](v T) *T { return &v }
 
 // newTestServer builds the test MCP server. hooks may be nil (stdio).
 func newTestServer(hooks *serverHooks) *sdk.Server {
-	s := sdk.NewServer(&sdk.Implementation{Name: "gorap-test", Version: "1"}, nil)
+	var opts *sdk.ServerOptions
+	if hooks != nil {
+		opts = &sdk.ServerOptions{
+			SubscribeHandler: func(ctx context.Context, req *sdk.SubscribeRequest) error {
+				hooks.noteSub("+" + req.Params.URI)
+				return nil
+			},
+			UnsubscribeHandler: func(ctx context.Context, req *sdk.UnsubscribeRequest) error {
+				hooks.noteSub("-" + req.Params.URI)
+				return nil
+			},
+		}
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "gorap-test", Version: "1"}, opts)
+	if hooks != nil {
+		s.AddResource(&sdk.Resource{URI: "mem://counter", Name: "counter", MIMEType: "text/plain"},
+			func(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+				return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "mem://counter", MIMEType: "text/plain", Text: fmt.Sprint(hooks.counter.Load())}}}, nil
+			})
+	}
 	sdk.AddTool(s, &sdk.Tool{Name: "echo", Title: "Echo", Description: "Echoes text.",
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}},
 		func(ctx context.Context, req *sdk.CallToolRequest, in echoIn) (*sdk.CallToolResult, any, error) {
