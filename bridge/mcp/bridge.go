@@ -1,7 +1,8 @@
 // Package mcp serves an MCP (Model Context Protocol) server as a RAP tool
 // server: each MCP tool becomes a RAP tool, each RAP invocation becomes an
-// MCP tools/call run in the background, and MCP progress notifications
-// become RAP view updates.
+// MCP tools/call run in the background, MCP progress notifications become
+// RAP view updates, multiple-choice form elicitations become RAP user
+// choices, and resource subscriptions become RAP subscriptions.
 //
 // The MCP side is the official MCP Go SDK
 // (github.com/modelcontextprotocol/go-sdk) acting as a client over stdio
