@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -99,6 +100,9 @@ type Options struct {
 	// standard input is closed, and again after SIGTERM, before it is
 	// killed; zero means DefaultTerminateWait.
 	TerminateWait time.Duration
+	// SamplingModel answers the MCP server's sampling/createMessage
+	// requests; nil declines them with an error saying how to enable it.
+	SamplingModel model.Provider
 	// Stderr receives a stdio server's standard error; nil means the
 	// bridge's own standard error.
 	Stderr *os.File
@@ -220,7 +224,8 @@ func New(opts Options) (*Bridge, error) {
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			b.progress.deliver(req.Params)
 		},
-		ElicitationHandler: b.elicit,
+		ElicitationHandler:   b.elicit,
+		CreateMessageHandler: b.sample, //nolint:staticcheck // sampling is deprecated in MCP 2026-07-28 but still served
 		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			if req.Params != nil {
 				b.watchers.updated(req.Params.URI)

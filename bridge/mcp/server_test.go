@@ -194,6 +194,24 @@ func newTestServer(hooks *serverHooks) *sdk.Server {
 		"urgent": map[string]any{"type": "boolean", "title": "Urgent"},
 	}})
 	ask("ask_name", map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}})
+	raw("ask_model", "Asks the client's model (sampling), then returns its answer.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if resp, ok := req.Params.InputResponses["s"]; ok {
+			switch r := resp.(type) {
+			case *sdk.CreateMessageResult:
+				tc, _ := r.Content.(*sdk.TextContent)
+				return textResult(fmt.Sprintf("model %s said %q", r.Model, tc.Text)), nil
+			case *sdk.CreateMessageWithToolsResult:
+				tc, _ := r.Content[0].(*sdk.TextContent)
+				return textResult(fmt.Sprintf("model %s said %q", r.Model, tc.Text)), nil
+			default:
+				return textResult(fmt.Sprintf("unexpected response %T", resp)), nil
+			}
+		}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"s": &sdk.CreateMessageParams{
+			SystemPrompt: "Be brief.", MaxTokens: 50,
+			Messages: []*sdk.SamplingMessage{{Role: "user", Content: &sdk.TextContent{Text: "Say hi"}}},
+		}}}, nil
+	})
 	raw("fail", "Always reports an error.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "disk full"}}}, nil
 	})
