@@ -55,6 +55,7 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	mode := fs.String("mode", mcp.ModeDirect, "direct: one RAP tool per MCP tool; proxy: two tools, NAME_list_tools and NAME_invoke_tool")
 	token := fs.String("token", "", "bearer token the RAP runtime must send (default $"+envToolToken+"; empty: none)")
 	publicURL := fs.String("public-url", "", "base URL the runtime reaches this bridge at, when a proxy rewrites the host")
+	samplingModel := fs.String("sampling-model", "", "PROVIDER:MODEL that answers the MCP server's sampling requests ("+modelProviders+"); empty: sampling is declined")
 	fs.Usage = func() { printBridgeHelp(stderr, c, fs) }
 	pos, err := parseBridgeArgs(fs, args[1:])
 	if err != nil {
@@ -84,6 +85,15 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if opts.Name == "" {
 		opts.Name = defaultBridgeName(pos, *url)
+	}
+	if *samplingModel != "" {
+		spec, err := parseModelSpec(*samplingModel, getenvOS)
+		if err != nil {
+			return fmt.Errorf("%w: --sampling-model: %v", errUsage, err)
+		}
+		if opts.SamplingModel, err = newModel(spec, nil); err != nil {
+			return fmt.Errorf("--sampling-model: %w", err)
+		}
 	}
 	return bridgeMCP(ctx, opts, *listen, stdout, nil)
 }

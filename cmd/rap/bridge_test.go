@@ -98,6 +98,7 @@ func TestBridgeUsageErrors(t *testing.T) {
 		{"bridge", "mcp", "--header", "A=B", "--", "cmd"},
 		{"bridge", "mcp", "--url", "http://x", "--header", "novalue"},
 		{"bridge", "mcp", "stray", "--", "cmd"},
+		{"bridge", "mcp", "--sampling-model", "llama:7b", "--", "cmd"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(ctx, args, &out, &errOut); code != 2 {

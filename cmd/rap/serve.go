@@ -81,10 +81,6 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if err != nil {
 		return err
 	}
-	// issue 10: mcp_server and http_mcp_server entries, bridged in process.
-	mcpb := startMCPBridges(ctx, &s, dir, log, stdout, stderr)
-	defer mcpb.shutdown()
-	toolServers = append(toolServers, mcpb.urls...)
 	spec, err := parseModelSpec(s.Model, getenvOS)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -93,6 +89,11 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if err != nil {
 		return err
 	}
+	// issue 10: mcp_server and http_mcp_server entries, bridged in process;
+	// the runtime's model answers their sampling requests.
+	mcpb := startMCPBridges(ctx, &s, dir, mdl, log, stdout)
+	defer mcpb.shutdown()
+	toolServers = append(toolServers, mcpb.urls...)
 
 	if err := os.MkdirAll(s.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir %s: %w (pass --data-dir DIR to use another)", s.DataDir, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/bridge/mcp"
+	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/config"
 )
@@ -30,9 +31,9 @@ type mcpBridges struct {
 }
 
 // startMCPBridges starts a bridge for each MCP entry of the tool-server
-// config, in parallel. An entry whose server cannot start is reported on
+// config, in parallel; sampler answers their sampling requests. An entry whose server cannot start is reported on
 // stdout and in the log, and skipped; the others load.
-func startMCPBridges(ctx context.Context, s *config.Settings, dir string, log *slog.Logger, stdout, stderr io.Writer) *mcpBridges {
+func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sampler model.Provider, log *slog.Logger, stdout io.Writer) *mcpBridges {
 	m := &mcpBridges{byHost: map[string]*mcp.Bridge{}}
 	f, _, err := s.LoadToolSets(dir, getenvOS)
 	if err != nil || f == nil {
@@ -43,7 +44,7 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, log *s
 	errs := make([]error, len(entries))
 	var wg sync.WaitGroup
 	for i, e := range entries {
-		wg.Go(func() { started[i], errs[i] = startMCPBridge(ctx, e, log, stderr) })
+		wg.Go(func() { started[i], errs[i] = startMCPBridge(ctx, e, sampler, log) })
 	}
 	wg.Wait()
 	for i, e := range entries {
@@ -66,9 +67,9 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, log *s
 }
 
 // startMCPBridge starts the bridge of one config entry.
-func startMCPBridge(ctx context.Context, e config.ToolSet, log *slog.Logger, stderr io.Writer) (*mcp.Bridge, error) {
+func startMCPBridge(ctx context.Context, e config.ToolSet, sampler model.Provider, log *slog.Logger) (*mcp.Bridge, error) {
 	c := e.MCP
-	opts := mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.Prefix, Logger: log}
+	opts := mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.Prefix, Logger: log, SamplingModel: sampler}
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
 		keys = append(keys, k)
