@@ -233,7 +233,7 @@ func New(opts Options) (*Bridge, error) {
 		},
 		Capabilities: &sdk.ClientCapabilities{
 			RootsV2:     &sdk.RootCapabilities{ListChanged: true}, // the SDK's default
-			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}},
+			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
 		},
 	})
 	if opts.Mode == ModeProxy {

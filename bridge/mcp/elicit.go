@@ -16,7 +16,7 @@ import (
 // the user for input while a tool call runs gets its answer through RAP
 // user_choice messages, one per field, when every field of the form is an
 // enum or a boolean. Other forms are declined and the tool result says
-// why. URL-mode elicitation is not advertised yet.
+// why. A URL-mode elicitation becomes a RAP oauth message with the URL.
 
 // declineChoice is the last choice of every question; it is the default,
 // so that a dismissal declines.
@@ -98,8 +98,14 @@ func (b *Bridge) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 		return &sdk.ElicitResult{Action: "decline"}, nil
 	}
 	if p.Mode == "url" {
-		f.note(fmt.Sprintf("The MCP server %q asked the user to open a URL; the bridge does not support that yet, so it was declined.", b.opts.Name))
-		return &sdk.ElicitResult{Action: "decline"}, nil
+		// The link goes to the user as a RAP oauth message (RAP OA-1);
+		// the call stays pending until the server, told out of band that
+		// the user finished, completes it. The URL is never logged.
+		if err := f.call.RequestOAuth(ctx, p.URL); err != nil {
+			f.note(fmt.Sprintf("The MCP server %q asked the user to open a link the bridge could not pass on (%v), so it was declined.", b.opts.Name, err))
+			return &sdk.ElicitResult{Action: "decline"}, nil
+		}
+		return &sdk.ElicitResult{Action: "accept"}, nil
 	}
 	fields, why := formFields(p.RequestedSchema)
 	if why != "" {

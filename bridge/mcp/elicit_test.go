@@ -94,3 +94,30 @@ func TestElicitationRichFormDeclined(t *testing.T) {
 		t.Errorf("result = %q", r.Text)
 	}
 }
+
+// issue 10 item 7: a URL-mode elicitation becomes a RAP oauth message
+// carrying the URL (RAP OA-1) before the call's result.
+func TestElicitationURL(t *testing.T) {
+	f := startHTTP(t, nil)
+	ctx := ctxT(t)
+	c, err := f.rt.Invoke(ctx, f.url, "ask_link", map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Result(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != "link accept" {
+		t.Errorf("result = %q", res.Text)
+	}
+	var oauth *rap.OAuth
+	for _, m := range c.Messages() {
+		if o, ok := m.(*rap.OAuth); ok {
+			oauth = o
+		}
+	}
+	if oauth == nil || oauth.AuthURL != "https://auth.example.com/authorize?state=s1" {
+		t.Errorf("oauth message = %+v among %d messages", oauth, len(c.Messages()))
+	}
+}

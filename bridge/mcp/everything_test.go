@@ -142,6 +142,27 @@ func TestEverythingStdio(t *testing.T) {
 			t.Errorf("trigger-elicitation-request = %q", r.Text)
 		}
 	})
+	t.Run("url elicitation", func(t *testing.T) {
+		// issue 10 item 7: the link reaches the runtime as an oauth message.
+		ctx := ctxT(t)
+		c, err := f.rt.Invoke(ctx, f.url, "trigger-url-elicitation", map[string]any{"url": "https://example.com/login?x=1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Result(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, m := range c.Messages() {
+			if o, ok := m.(*rap.OAuth); ok && o.AuthURL == "https://example.com/login?x=1" {
+				found = true
+			}
+		}
+		if !found || strings.HasPrefix(res.Text, "Error: ") {
+			t.Errorf("no oauth message with the URL, or an error result: %q", res.Text)
+		}
+	})
 	t.Run("tool error", func(t *testing.T) {
 		r := f.call(t, "get-resource-reference", map[string]any{"resourceType": "Text", "resourceId": 0})
 		if !strings.HasPrefix(r.Text, "Error: ") || !strings.Contains(r.Text, `"everything"`) {
@@ -171,6 +192,7 @@ func TestEverythingEveryTool(t *testing.T) {
 		"trigger-long-running-operation": {"duration": 0.1, "steps": 2},
 		"get-structured-content":         {"location": "Chicago"},
 		"get-resource-reference":         {"resourceType": "Text", "resourceId": 2},
+		"trigger-url-elicitation": {"url": "https://example.com/login"},
 		// A data: URL: no network needed.
 		"gzip-file-as-resource": {"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8gd29ybGQ=", "outputType": "resource"},
 	}

@@ -193,6 +193,16 @@ func newTestServer(hooks *serverHooks) *sdk.Server {
 		"colour": map[string]any{"type": "string", "title": "Colour", "enum": []string{"red", "green"}},
 		"urgent": map[string]any{"type": "boolean", "title": "Urgent"},
 	}})
+	raw("ask_link", "Asks the user to open a link, then says what the client answered.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if resp, ok := req.Params.InputResponses["u"]; ok {
+			er, _ := resp.(*sdk.ElicitResult)
+			if er == nil {
+				return textResult(fmt.Sprintf("unexpected response %T", resp)), nil
+			}
+			return textResult("link " + er.Action), nil
+		}
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"u": &sdk.ElicitParams{Mode: "url", Message: "Sign in", URL: "https://auth.example.com/authorize?state=s1", ElicitationID: "e1"}}}, nil
+	})
 	ask("ask_name", map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}})
 	raw("ask_model", "Asks the client's model (sampling), then returns its answer.", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		if resp, ok := req.Params.InputResponses["s"]; ok {
