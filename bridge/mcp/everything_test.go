@@ -192,7 +192,7 @@ func TestEverythingEveryTool(t *testing.T) {
 		"trigger-long-running-operation": {"duration": 0.1, "steps": 2},
 		"get-structured-content":         {"location": "Chicago"},
 		"get-resource-reference":         {"resourceType": "Text", "resourceId": 2},
-		"trigger-url-elicitation": {"url": "https://example.com/login"},
+		"trigger-url-elicitation":        {"url": "https://example.com/login"},
 		// A data: URL: no network needed.
 		"gzip-file-as-resource": {"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8gd29ybGQ=", "outputType": "resource"},
 	}
