@@ -96,6 +96,11 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if err != nil {
 		return err
 	}
+	// issue 10: mcp_server and http_mcp_server entries, bridged in process;
+	// the runtime's model answers their sampling requests.
+	mcpb := startMCPBridges(ctx, &s, dir, mdl, log, stdout)
+	defer mcpb.shutdown()
+	toolServers = append(toolServers, mcpb.urls...)
 
 	if err := privfile.MkdirAll(s.DataDir); err != nil {
 		return fmt.Errorf("create data dir %s: %w (pass --data-dir DIR to use another)", s.DataDir, err)
@@ -127,6 +132,7 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if s.ToolToken != "" {
 		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: runtime.NewTransport()}}
 	}
+	hc = mcpb.client(hc) // issue 10: reaches the in-process MCP bridges
 	rt, err := runtime.New(runtime.Config{
 		Store:                     st,
 		Model:                     mdl,

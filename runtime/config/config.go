@@ -40,8 +40,8 @@ const (
 	TypeHTTPMCPServer = "http_mcp_server"
 )
 
-// recognised lists the entry types of the reference format; only
-// TypeToolsetServer is supported by gorap so far.
+// recognised lists the entry types of the reference format; gorap
+// supports all but TypeToolsetCommand so far.
 var recognised = map[string]bool{
 	TypeToolsetServer:  true,
 	TypeToolsetCommand: true,
@@ -51,7 +51,8 @@ var recognised = map[string]bool{
 
 // ToolSet is one entry of a file's tool_sets array.
 type ToolSet struct {
-	// Type is the entry type; gorap supports TypeToolsetServer.
+	// Type is the entry type; gorap supports TypeToolsetServer,
+	// TypeMCPServer and TypeHTTPMCPServer.
 	Type string `json:"type"`
 	// ServerURL is the tool server's base URL; discovery appends
 	// /.well-known/rap-toolset to it (RAP TS-4).
@@ -59,6 +60,9 @@ type ToolSet struct {
 	// ID optionally names the entry; when two merged files hold entries
 	// with the same ID, the first file's entry wins.
 	ID string `json:"id,omitempty"`
+	// MCP holds the fields of an mcp_server or http_mcp_server entry
+	// (see mcp.go); nil for other types.
+	MCP *MCPServer `json:"-"`
 	// Source says where the entry came from, such as
 	// "/home/me/.config/rap/rap.json: tool_sets[0]". It is not read from
 	// the file.
@@ -204,7 +208,10 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	}
 	typ := *head.Type
 	if !recognised[typ] {
-		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q (or, in a later gorap release, %q, %q or %q)", typ, TypeToolsetServer, TypeToolsetCommand, TypeMCPServer, TypeHTTPMCPServer)}
+		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q, %q or %q (or, in a later gorap release, %q)", typ, TypeToolsetServer, TypeMCPServer, TypeHTTPMCPServer, TypeToolsetCommand)}
+	}
+	if typ == TypeMCPServer || typ == TypeHTTPMCPServer { // issue 10: bridged MCP servers
+		return parseMCPEntry(item, typ, name, path)
 	}
 	if typ != TypeToolsetServer {
 		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("entry type %q is not supported yet by gorap; run the server yourself and list it as a %q entry with its server_url", typ, TypeToolsetServer)}

@@ -65,12 +65,12 @@ func TestParseErrors(t *testing.T) {
 		data string
 		want []string // substrings of the error
 	}{
-		{"mcp_server", `{"tool_sets": [{"type":"toolset_server","server_url":"http://127.0.0.1:1"}, {"type":"mcp_server","name":"x","command":["x"]}]}`,
-			[]string{"f.json: ", `tool_sets[1]: entry type "mcp_server" is not supported yet by gorap`}},
+		{"mcp_server", `{"tool_sets": [{"type":"toolset_server","server_url":"http://127.0.0.1:1"}, {"type":"mcp_server","name":"x"}]}`,
+			[]string{"f.json: ", `tool_sets[1].command: missing`}}, // issue 10: mcp_server entries are supported
 		{"toolset_command", `{"tool_sets": [{"type":"toolset_command","command":"srv"}]}`,
 			[]string{`tool_sets[0]: entry type "toolset_command" is not supported yet by gorap`}},
-		{"http_mcp_server", `{"tool_sets": [{"type":"http_mcp_server","name":"x","url":"https://x"}]}`,
-			[]string{`tool_sets[0]: entry type "http_mcp_server" is not supported yet by gorap`}},
+		{"http_mcp_server", `{"tool_sets": [{"type":"http_mcp_server","name":"x","url":"ftp://x"}]}`,
+			[]string{`tool_sets[0].url: "ftp://x" is not an absolute http:// or https:// URL`}},
 		{"unknown type", `{"tool_sets": [{"type":"carrier_pigeon"}]}`,
 			[]string{`tool_sets[0]: unknown entry type "carrier_pigeon"`, "toolset_server"}},
 		{"missing type", `{"tool_sets": [{"server_url":"http://127.0.0.1:1"}]}`,
@@ -128,7 +128,7 @@ func TestLoadFileNamesFile(t *testing.T) {
 	dir := t.TempDir()
 	p := writeFile(t, filepath.Join(dir, "bad.json"), "{\n\"tool_sets\": [\n  {\"type\": \"mcp_server\"}\n]}")
 	_, err := LoadFile(p)
-	if err == nil || !strings.Contains(err.Error(), p+": tool_sets[0]: entry type \"mcp_server\"") {
+	if err == nil || !strings.Contains(err.Error(), p+": tool_sets[0].name: ") {
 		t.Fatalf("err = %v", err)
 	}
 	_, err = LoadFile(filepath.Join(dir, "missing.json"))

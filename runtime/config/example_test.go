@@ -19,11 +19,11 @@ func ExampleParse() {
 	}
 	fmt.Println(f.ServerURLs())
 
-	_, err = config.Parse([]byte(`{"tool_sets": [{"type": "mcp_server", "name": "git", "command": ["mcp-git"]}]}`), "rap.json")
-	fmt.Println(err)
+	f, err = config.Parse([]byte(`{"tool_sets": [{"type": "mcp_server", "name": "git", "command": ["mcp-git"]}]}`), "rap.json")
+	fmt.Println(f.MCPServers()[0].MCP.Name, f.MCPServers()[0].MCP.Command, err)
 	// Output:
 	// [http://127.0.0.1:3001 http://127.0.0.1:3002]
-	// rap.json: tool_sets[0]: entry type "mcp_server" is not supported yet by gorap; run the server yourself and list it as a "toolset_server" entry with its server_url
+	// git [mcp-git] <nil>
 }
 
 // Flags override environment variables, which override the defaults.

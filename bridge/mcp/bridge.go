@@ -1,0 +1,488 @@
+// Package mcp serves an MCP (Model Context Protocol) server as a RAP tool
+// server: each MCP tool becomes a RAP tool, each RAP invocation becomes an
+// MCP tools/call run in the background, MCP progress notifications become
+// RAP view updates, multiple-choice form elicitations become RAP user
+// choices, and resource subscriptions become RAP subscriptions.
+//
+// The MCP side is the official MCP Go SDK
+// (github.com/modelcontextprotocol/go-sdk) acting as a client over stdio
+// (a command the bridge starts and supervises) or Streamable HTTP (a URL).
+// The RAP side is gorap's own rap package: a *Bridge is an http.Handler
+// that serves discovery, invocations, cancellation and thread closing
+// exactly as any rap.Server does.
+//
+// See docs/mcp.md for the field-by-field mapping.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/rap"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Mode values of Options.Mode.
+const (
+	// ModeDirect exposes every MCP tool as a RAP tool of its own.
+	ModeDirect = "direct"
+	// ModeProxy exposes two tools, {name}_list_tools and
+	// {name}_invoke_tool (RAP CF-2), for servers with very many tools.
+	ModeProxy = "proxy"
+)
+
+// Defaults of the restart backoff of a supervised MCP server.
+const (
+	DefaultMinBackoff = 200 * time.Millisecond
+	DefaultMaxBackoff = 30 * time.Second
+	// DefaultConnectTimeout bounds starting the MCP server and its
+	// initialize handshake.
+	DefaultConnectTimeout = 30 * time.Second
+	// DefaultRestartWait bounds how long a call waits for a server that
+	// is being restarted before it ends with an error result.
+	DefaultRestartWait = 5 * time.Second
+	// DefaultTerminateWait is the default of Options.TerminateWait.
+	DefaultTerminateWait = 2 * time.Second
+	// DefaultWorkers is the number of MCP calls the bridge runs at once;
+	// further invocations wait in the rap server's queue.
+	DefaultWorkers = 256
+)
+
+// Options configure a Bridge. Exactly one of Command and URL is set.
+type Options struct {
+	// Name names the MCP server in the RAP toolset, in log lines and in
+	// error results; it is the toolset name. Required.
+	Name string
+	// Command is the stdio MCP server's program and arguments.
+	Command []string
+	// Env holds extra KEY=VALUE environment variables for Command, added
+	// to the bridge's own environment.
+	Env []string
+	// Dir is Command's working directory; empty means the bridge's.
+	Dir string
+	// URL is the Streamable HTTP MCP server's endpoint.
+	URL string
+	// Headers are sent with every HTTP request to URL (for example an
+	// API key).
+	Headers map[string]string
+	// HTTPClient is used for URL; nil means a default client.
+	HTTPClient *http.Client
+	// Prefix is prepended to every MCP tool name, to avoid collisions
+	// between servers ("fs_" makes "read_file" "fs_read_file").
+	Prefix string
+	// Mode is ModeDirect (the default when empty) or ModeProxy.
+	Mode string
+	// Logger receives the bridge's log lines; nil means slog.Default().
+	Logger *slog.Logger
+	// Server configures the RAP side (bearer token, durable store,
+	// public URL...). Workers defaults to DefaultWorkers.
+	Server rap.ServerOptions
+	// MinBackoff and MaxBackoff bound the delay before restarting an MCP
+	// server that exited; zero means the defaults.
+	MinBackoff, MaxBackoff time.Duration
+	// ConnectTimeout bounds one start of the MCP server; zero means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// RestartWait is how long a call made while the server is being
+	// restarted waits for it before ending with an error result; zero
+	// means DefaultRestartWait.
+	RestartWait time.Duration
+	// TerminateWait is how long a stdio server gets to exit after its
+	// standard input is closed, and again after SIGTERM, before it is
+	// killed; zero means DefaultTerminateWait.
+	TerminateWait time.Duration
+	// SamplingModel answers the MCP server's sampling/createMessage
+	// requests; nil declines them with an error saying how to enable it.
+	SamplingModel model.Provider
+	// Stderr receives a stdio server's standard error; nil means the
+	// bridge's own standard error.
+	Stderr *os.File
+}
+
+// Bridge is one MCP server served as a RAP tool server. Create it with
+// New, then Start it; it is an http.Handler.
+type Bridge struct {
+	opts   Options
+	log    *slog.Logger
+	srv    *rap.Server
+	client *sdk.Client
+
+	progress progressTable
+	inflight calls
+	watchers watchers
+
+	mu      sync.Mutex
+	session *sdk.ClientSession // nil while the server is down
+	up      chan struct{}      // closed when session becomes non-nil
+	// restarted is closed (and replaced) each time a session is set, so
+	// that resource subscriptions renew themselves on a new session.
+	restarted chan struct{}
+	lastErr   error // why the server is down, for error results
+	tools     map[string]*toolInfo
+	skipped   []Problem
+	stopped   bool
+
+	refresh chan struct{} // a tools/list_changed arrived
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// Problem is an MCP tool left out of the RAP toolset, and why.
+type Problem struct {
+	// Tool is the MCP tool's name.
+	Tool string
+	// Reason says what was wrong with it.
+	Reason string
+}
+
+func (p Problem) String() string { return fmt.Sprintf("tool %q left out: %s", p.Tool, p.Reason) }
+
+// New checks opts and returns a Bridge that is not started yet.
+func New(opts Options) (*Bridge, error) {
+	if strings.TrimSpace(opts.Name) == "" {
+		return nil, errors.New("mcp bridge: no name; give the MCP server a name such as \"files\"")
+	}
+	if (len(opts.Command) == 0) == (opts.URL == "") {
+		return nil, fmt.Errorf("mcp bridge %q: give either a command (stdio server) or a URL (Streamable HTTP server), not both or neither", opts.Name)
+	}
+	if len(opts.Command) > 0 && opts.Command[0] == "" {
+		return nil, fmt.Errorf("mcp bridge %q: the command's program name is empty", opts.Name)
+	}
+	for _, kv := range opts.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return nil, fmt.Errorf("mcp bridge %q: environment entry %q is not KEY=VALUE", opts.Name, kv)
+		}
+	}
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModeDirect
+	case ModeDirect, ModeProxy:
+	default:
+		return nil, fmt.Errorf("mcp bridge %q: mode %q is unknown; use %q (one RAP tool per MCP tool) or %q (two tools, list and invoke)", opts.Name, opts.Mode, ModeDirect, ModeProxy)
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.MaxBackoff < opts.MinBackoff {
+		opts.MaxBackoff = opts.MinBackoff
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.TerminateWait <= 0 {
+		opts.TerminateWait = DefaultTerminateWait
+	}
+	if opts.RestartWait <= 0 {
+		opts.RestartWait = DefaultRestartWait
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("mcp_server", opts.Name)
+	so := opts.Server
+	if so.Workers == 0 {
+		so.Workers = DefaultWorkers
+	}
+	if so.Logger == nil {
+		so.Logger = log
+	}
+	if so.Description == "" {
+		so.Description = fmt.Sprintf("Tools of the MCP server %q, bridged to RAP by gorap.", opts.Name)
+	}
+	b := &Bridge{
+		opts:      opts,
+		log:       log,
+		srv:       rap.NewServer(opts.Name, &so),
+		up:        make(chan struct{}),
+		restarted: make(chan struct{}),
+		tools:     map[string]*toolInfo{},
+		refresh:   make(chan struct{}, 1),
+		done:      make(chan struct{}),
+	}
+	b.progress.m = map[string]*progressSink{}
+	b.client = sdk.NewClient(&sdk.Implementation{Name: "gorap-mcp-bridge", Version: "1"}, &sdk.ClientOptions{
+		Logger: log,
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			select {
+			case b.refresh <- struct{}{}:
+			default:
+			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			b.progress.deliver(req.Params)
+		},
+		ElicitationHandler:   b.elicit,
+		CreateMessageHandler: b.sample, //nolint:staticcheck // sampling is deprecated in MCP 2026-07-28 but still served
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			if req.Params != nil {
+				b.watchers.updated(req.Params.URI)
+			}
+		},
+		Capabilities: &sdk.ClientCapabilities{
+			RootsV2:     &sdk.RootCapabilities{ListChanged: true}, // the SDK's default
+			Elicitation: &sdk.ElicitationCapabilities{Form: &sdk.FormElicitationCapabilities{}, URL: &sdk.URLElicitationCapabilities{}},
+		},
+	})
+	if opts.Mode == ModeProxy {
+		b.addProxyTools()
+	}
+	return b, nil
+}
+
+// Start starts the MCP server (or connects to it), lists its tools and
+// starts serving RAP. An MCP server that cannot be started or does not
+// answer the initialize handshake is an error: the caller reports it and
+// skips this server. After Start, the bridge restarts a stdio server
+// that exits and reconnects to an HTTP server that drops the session,
+// with exponential backoff, until Shutdown.
+func (b *Bridge) Start(ctx context.Context) error {
+	cs, err := b.connect(ctx)
+	if err != nil {
+		return err
+	}
+	if err := b.srv.Start(ctx); err != nil {
+		cs.Close()
+		return fmt.Errorf("mcp bridge %q: starting the RAP server: %w", b.opts.Name, err)
+	}
+	b.setSession(cs)
+	if err := b.syncTools(ctx, cs); err != nil {
+		b.log.Warn("mcp bridge: listing the MCP server's tools failed; serving none until it works", "error", err)
+	}
+	b.addSubscribeTool(cs)
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.cancel = cancel
+	go b.supervise(sctx, cs)
+	return nil
+}
+
+// ServeHTTP serves the RAP tool server: discovery, /invoke,
+// /cancel_tool_call, /close_thread and the rest (see rap.Server).
+func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.srv.ServeHTTP(w, r) }
+
+// Toolset returns the RAP manifest with the given endpoint.
+func (b *Bridge) Toolset(endpoint string) *rap.Toolset { return b.srv.Toolset(endpoint) }
+
+// Skipped lists the MCP tools left out of the toolset at the last
+// listing, with the reason for each.
+func (b *Bridge) Skipped() []Problem {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Problem(nil), b.skipped...)
+}
+
+// Name returns the MCP server's name.
+func (b *Bridge) Name() string { return b.opts.Name }
+
+// Shutdown stops serving RAP (calls in flight get ctx's deadline to
+// finish, see rap.Server.Shutdown) and stops the MCP server.
+func (b *Bridge) Shutdown(ctx context.Context) error {
+	err := b.srv.Shutdown(ctx)
+	b.mu.Lock()
+	b.stopped = true
+	cs := b.session
+	b.mu.Unlock()
+	if b.cancel != nil {
+		b.cancel()
+		<-b.done
+	} else if cs != nil {
+		cs.Close()
+	}
+	return err
+}
+
+// transport returns a fresh MCP transport for one connection.
+func (b *Bridge) transport() sdk.Transport {
+	if len(b.opts.Command) > 0 {
+		cmd := exec.Command(b.opts.Command[0], b.opts.Command[1:]...)
+		cmd.Env = append(os.Environ(), b.opts.Env...)
+		cmd.Dir = b.opts.Dir
+		if b.opts.Stderr != nil {
+			cmd.Stderr = b.opts.Stderr
+		} else {
+			cmd.Stderr = os.Stderr
+		}
+		return &stdioTransport{cmd: cmd, deliver: b.progress.deliver, terminateWait: b.opts.TerminateWait}
+	}
+	var c http.Client
+	if b.opts.HTTPClient != nil {
+		c = *b.opts.HTTPClient
+	}
+	next := c.Transport
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if len(b.opts.Headers) > 0 {
+		next = headerTransport{headers: b.opts.Headers, next: next}
+	}
+	c.Transport = tapTransport{next: next, deliver: b.progress.deliver}
+	hc := &c
+	return &sdk.StreamableClientTransport{Endpoint: b.opts.URL, HTTPClient: hc}
+}
+
+// describe names the MCP server for error messages.
+func (b *Bridge) describe() string {
+	if len(b.opts.Command) > 0 {
+		return fmt.Sprintf("MCP server %q (command %s)", b.opts.Name, b.opts.Command[0])
+	}
+	return fmt.Sprintf("MCP server %q (%s)", b.opts.Name, b.opts.URL)
+}
+
+// connect starts the MCP server and runs the initialize handshake.
+func (b *Bridge) connect(ctx context.Context) (*sdk.ClientSession, error) {
+	cctx, cancel := context.WithTimeout(ctx, b.opts.ConnectTimeout)
+	defer cancel()
+	cs, err := b.client.Connect(cctx, b.transport(), nil)
+	if err != nil {
+		hint := "check the URL and headers, and that the server is running"
+		if len(b.opts.Command) > 0 {
+			hint = "check that the command exists, runs and speaks MCP on standard input and output (its standard error is shown above)"
+		}
+		return nil, fmt.Errorf("cannot start %s: %v; %s", b.describe(), err, hint)
+	}
+	return cs, nil
+}
+
+// setSession makes cs the live session (nil: the server is down).
+func (b *Bridge) setSession(cs *sdk.ClientSession) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.session = cs
+	if cs != nil {
+		b.lastErr = nil
+		close(b.restarted)
+		b.restarted = make(chan struct{})
+		select {
+		case <-b.up:
+		default:
+			close(b.up)
+		}
+	} else {
+		select {
+		case <-b.up:
+			b.up = make(chan struct{})
+		default:
+		}
+	}
+}
+
+// currentSession returns the live session, waiting up to wait for one
+// while the server is restarting.
+func (b *Bridge) currentSession(ctx context.Context, wait time.Duration) (*sdk.ClientSession, error) {
+	b.mu.Lock()
+	cs, up, lastErr := b.session, b.up, b.lastErr
+	b.mu.Unlock()
+	if cs != nil {
+		return cs, nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-up:
+		b.mu.Lock()
+		cs = b.session
+		b.mu.Unlock()
+		if cs != nil {
+			return cs, nil
+		}
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	why := ""
+	if lastErr != nil {
+		why = fmt.Sprintf(" (%v)", lastErr)
+	}
+	return nil, fmt.Errorf("Error: the %s is not running%s; the bridge keeps restarting it. Call the tool again in a moment.", b.describe(), why)
+}
+
+// supervise watches the session; when it ends it restarts the server
+// with backoff, and it applies tools/list_changed refreshes.
+func (b *Bridge) supervise(ctx context.Context, cs *sdk.ClientSession) {
+	defer close(b.done)
+	backoff := b.opts.MinBackoff
+	for {
+		ended := make(chan error, 1)
+		go func(cs *sdk.ClientSession) { ended <- cs.Wait() }(cs)
+		started := time.Now()
+		var waitErr error
+	watch:
+		for {
+			select {
+			case <-ctx.Done():
+				cs.Close()
+				<-ended
+				return
+			case <-b.refresh:
+				if err := b.syncTools(ctx, cs); err != nil {
+					b.log.Warn("mcp bridge: refreshing the tool list after tools/list_changed failed", "error", err)
+				}
+			case waitErr = <-ended:
+				break watch
+			}
+		}
+		b.mu.Lock()
+		if waitErr == nil {
+			waitErr = errors.New("the connection closed")
+		}
+		b.lastErr = fmt.Errorf("it stopped: %v", waitErr)
+		b.mu.Unlock()
+		b.setSession(nil)
+		if time.Since(started) > 10*b.opts.MaxBackoff {
+			backoff = b.opts.MinBackoff
+		}
+		for {
+			b.log.Error("mcp bridge: the MCP server stopped; calls in flight end with an error, restarting it",
+				"server", b.describe(), "reason", waitErr, "restart_in", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			backoff = min(2*backoff, b.opts.MaxBackoff)
+			next, err := b.connect(ctx)
+			if err != nil {
+				waitErr = err
+				b.mu.Lock()
+				b.lastErr = err
+				b.mu.Unlock()
+				continue
+			}
+			cs = next
+			break
+		}
+		b.log.Info("mcp bridge: the MCP server is running again", "server", b.describe())
+		b.setSession(cs)
+		if err := b.syncTools(ctx, cs); err != nil {
+			b.log.Warn("mcp bridge: listing the MCP server's tools after the restart failed", "error", err)
+		}
+	}
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	next    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range t.headers {
+		req.Header.Set(k, v)
+	}
+	return t.next.RoundTrip(req)
+}

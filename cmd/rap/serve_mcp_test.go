@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+const mcpEchoScript = `{"turns": [
+  {"after_user": "Echo", "tool_calls": [{"name": "echo", "arguments": {"text": "hello from MCP"}}]},
+  {"when": {"last_input": "tool_result"}, "text": "Result: {{last_result}}"},
+  {"text": "ok", "repeat": true}
+]}`
+
+// issue 10 item 2: rap serve bridges http_mcp_server and mcp_server
+// entries in process; a tool of the MCP server is called by the model and
+// its result reaches the model; an entry whose server cannot start is
+// reported and skipped while the others load (RAP CF-1).
+func TestServeMCPEntries(t *testing.T) {
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	mcpURL := newBridgeTestMCP(t)
+	cfg := filepath.Join(dir, "rap.json")
+	data := fmt.Sprintf(`{"tool_sets": [
+		{"type": "mcp_server", "name": "ghost", "command": [%q]},
+		{"type": "http_mcp_server", "name": "echoer", "url": %q, "headers": {"X-Test": "1"}}
+	]}`, filepath.Join(dir, "no-such-mcp-server"), mcpURL)
+	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := baseSettings(t, "scripted:"+writeScript(t, dir, mcpEchoScript), cfg)
+	info, stdout, _, _ := runningServe(t, s)
+	wantLines(t, stdout.String(),
+		`rap serve: MCP server "ghost" (`+cfg+`: tool_sets[0]) skipped: cannot start MCP server "ghost"`,
+		`rap serve: MCP server "echoer" bridged in process: 1 tools`,
+		// In process: a host that never resolves, no port opened.
+		"tool servers: http://echoer.mcp.rap.invalid (from")
+
+	var th struct {
+		ID string `json:"id"`
+	}
+	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
+	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "Echo please"}, nil)
+	waitAnswer(t, info.URL, th.ID, "Result: hello from MCP")
+}
+
+const everythingSumScript = `{"turns": [
+  {"after_user": "Sum", "tool_calls": [{"name": "ev_get-sum", "arguments": {"a": 2, "b": 40}}]},
+  {"when": {"last_input": "tool_result"}, "text": "Result: {{last_result}}"},
+  {"text": "ok", "repeat": true}
+]}`
+
+// issue 10 item 2, end to end: rap serve runs
+// @modelcontextprotocol/server-everything (from npm, installed by .ci/run)
+// as an mcp_server entry with a prefix, and the model's call of one of its
+// tools gets the server's answer.
+func TestServeMCPEverything(t *testing.T) {
+	script, err := filepath.Abs(filepath.Join("..", "..", "bridge", "mcp", "testdata", "everything", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		t.Skip("@modelcontextprotocol/server-everything is not installed; run `npm ci` in bridge/mcp/testdata/everything (.ci/run does) to run this end-to-end test")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH; install Node.js to run this end-to-end test")
+	}
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "rap.json")
+	data := fmt.Sprintf(`{"tool_sets": [{"type": "mcp_server", "name": "everything", "prefix": "ev_", "command": [%q, %q, "stdio"], "env": {"GORAP_TEST": "1"}}]}`, node, script)
+	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := baseSettings(t, "scripted:"+writeScript(t, dir, everythingSumScript), cfg)
+	info, stdout, _, _ := runningServe(t, s)
+	wantLines(t, stdout.String(), `rap serve: MCP server "everything" bridged in process:`)
+	var th struct {
+		ID string `json:"id"`
+	}
+	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
+	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "Sum please"}, nil)
+	waitAnswer(t, info.URL, th.ID, "Result: The sum of 2 and 40 is 42.")
+}

@@ -1,0 +1,53 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// issue 10 item 2, RAP CF-1: mcp_server and http_mcp_server entries parse
+// into MCPServer settings.
+func TestParseMCPEntries(t *testing.T) {
+	f, err := Parse([]byte(`{"tool_sets": [
+		{"type": "mcp_server", "name": "everything", "command": ["npx", "-y", "srv"], "env": {"A": "1"}, "id": "e"},
+		{"type": "http_mcp_server", "name": "remote", "url": "https://mcp.example.com/mcp", "headers": {"X-Key": "k"}, "mode": "proxy", "prefix": "r_"},
+		{"type": "mcp_server", "name": "everything", "command": ["other"]},
+		{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}
+	]}`), "rap.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := f.MCPServers()
+	if len(ms) != 2 {
+		t.Fatalf("MCPServers() = %d entries, want 2 (the duplicate name dropped)", len(ms))
+	}
+	e, r := ms[0].MCP, ms[1].MCP
+	if e.Name != "everything" || strings.Join(e.Command, " ") != "npx -y srv" || e.Env["A"] != "1" || ms[0].ID != "e" || ms[0].Source != "rap.json: tool_sets[0]" {
+		t.Errorf("mcp_server = %+v (%+v)", e, ms[0])
+	}
+	if r.URL != "https://mcp.example.com/mcp" || r.Headers["X-Key"] != "k" || r.Mode != "proxy" || r.Prefix != "r_" {
+		t.Errorf("http_mcp_server = %+v", r)
+	}
+	if got := f.ServerURLs(); len(got) != 1 {
+		t.Errorf("ServerURLs() = %v; MCP entries are not URLs", got)
+	}
+}
+
+func TestParseMCPEntryErrors(t *testing.T) {
+	for _, c := range []struct{ data, want string }{
+		{`{"type":"mcp_server","command":["x"]}`, `tool_sets[0].name: "" must be`},
+		{`{"type":"mcp_server","name":"a b","command":["x"]}`, `tool_sets[0].name: "a b"`},
+		{`{"type":"mcp_server","name":"x","command":[]}`, `tool_sets[0].command: missing`},
+		{`{"type":"mcp_server","name":"x","command":"npx srv"}`, `tool_sets[0].command: is a JSON string`},
+		{`{"type":"mcp_server","name":"x","command":["x"],"url":"http://h"}`, `tool_sets[0].url: is for http_mcp_server`},
+		{`{"type":"mcp_server","name":"x","command":["x"],"mode":"fast"}`, `tool_sets[0].mode: "fast" is unknown`},
+		{`{"type":"mcp_server","name":"x","command":["x"],"colour":"red"}`, `unknown field "colour"`},
+		{`{"type":"http_mcp_server","name":"x"}`, `tool_sets[0].url: "" is not an absolute`},
+		{`{"type":"http_mcp_server","name":"x","url":"https://h","command":["x"]}`, `tool_sets[0].command: is for mcp_server`},
+	} {
+		_, err := Parse([]byte(`{"tool_sets": [`+c.data+`]}`), "")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%s) = %v, want an error containing %q", c.data, err, c.want)
+		}
+	}
+}
