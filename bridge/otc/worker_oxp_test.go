@@ -236,3 +236,7 @@ func (w *oxpWorker) lastCall(t *testing.T) oxpCall {
 	json.Unmarshal(w.requests[len(w.requests)-1], &c)
 	return c
 }
+
+func jsonschemaUnmarshal(s string) (any, error) {
+	return jsonschema.UnmarshalJSON(strings.NewReader(s))
+}
