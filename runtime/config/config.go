@@ -47,6 +47,7 @@ var recognised = map[string]bool{
 	TypeToolsetCommand: true,
 	TypeMCPServer:      true,
 	TypeHTTPMCPServer:  true,
+	TypeOTCServer:      true, // issue 13: see otc.go
 }
 
 // ToolSet is one entry of a file's tool_sets array.
@@ -59,6 +60,8 @@ type ToolSet struct {
 	// ID optionally names the entry; when two merged files hold entries
 	// with the same ID, the first file's entry wins.
 	ID string `json:"id,omitempty"`
+	// issue 13: the fields of an "otc_server" entry (see otc.go).
+	OTC *OTCServer `json:"-"`
 	// Source says where the entry came from, such as
 	// "/home/me/.config/rap/rap.json: tool_sets[0]". It is not read from
 	// the file.
@@ -205,6 +208,9 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	typ := *head.Type
 	if !recognised[typ] {
 		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q (or, in a later gorap release, %q, %q or %q)", typ, TypeToolsetServer, TypeToolsetCommand, TypeMCPServer, TypeHTTPMCPServer)}
+	}
+	if typ == TypeOTCServer { // issue 13
+		return parseOTCEntry(item, name, path)
 	}
 	if typ != TypeToolsetServer {
 		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("entry type %q is not supported yet by gorap; run the server yourself and list it as a %q entry with its server_url", typ, TypeToolsetServer)}

@@ -1,0 +1,153 @@
+package main
+
+// issue 13: rap serve with otc_server entries and rap bridge otc + rap
+// invoke, against small OTC workers of both dialects (routes and JWT checks
+// from arcade_serve/core/{base,components,auth}.py; OXP bodies from
+// openapi-1.0.json; the full test workers are in bridge/otc).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+func miniArcadeWorker(t *testing.T, secret string) string {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /worker/health", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"status":"ok"}`) })
+	auth := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			claims := jwt.MapClaims{}
+			_, err := jwt.ParseWithClaims(tok, claims, func(*jwt.Token) (any, error) { return []byte(secret), nil },
+				jwt.WithValidMethods([]string{"HS256"}), jwt.WithAudience("worker"))
+			if err != nil || claims["ver"] != "1" {
+				w.WriteHeader(401)
+				fmt.Fprint(w, `{"detail":"Invalid token"}`)
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux.HandleFunc("GET /worker/tools", auth(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `[{"name":"Add","fully_qualified_name":"Math.Add","description":"Adds.","toolkit":{"name":"Math","version":"1.0.0"},
+		 "input":{"parameters":[{"name":"a","required":true,"value_schema":{"val_type":"integer"}},{"name":"b","required":true,"value_schema":{"val_type":"integer"}}]},
+		 "output":{"available_modes":["value","error"]},"requirements":{}}]`)
+	}))
+	mux.HandleFunc("POST /worker/tools/invoke", auth(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ExecutionID string `json:"execution_id"`
+			Inputs      struct{ A, B int }
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		fmt.Fprintf(w, `{"execution_id":%q,"finished_at":"2026-01-01T00:00:00","duration":1,"success":true,"output":{"value":%d}}`, req.ExecutionID, req.Inputs.A+req.Inputs.B)
+	}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func miniOXPWorker(t *testing.T) string {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("GET /tools", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"items":[{"id":"Calc.Greet","name":"Calc_Greet","description":"Greets.","version":"1.0.0","input_schema":{"type":"object","properties":{"who":{"type":"string"}},"required":["who"]}}]}`)
+	})
+	mux.HandleFunc("POST /tools/call", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Request struct {
+				CallID string `json:"call_id"`
+				Input  struct{ Who string }
+			}
+		}
+		json.NewDecoder(r.Body).Decode(&body)
+		fmt.Fprintf(w, `{"result":{"call_id":%q,"success":true,"value":"hello %s"}}`, body.Request.CallID, body.Request.Input.Who)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// issue 13 "done when": a conversation through rap serve calls one tool of
+// each dialect (otc_server entries) and answers from its value.
+func TestServeOTCServers(t *testing.T) {
+	clearRAPEnv(t)
+	t.Setenv("TEST_OTC_SECRET", "s3cret")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "rap.json")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"tool_sets":[
+	 {"type":"otc_server","name":"arcade","url":%q,"dialect":"arcade","secret_env":"TEST_OTC_SECRET"},
+	 {"type":"otc_server","name":"oxp","url":%q,"no_auth":true}]}`, miniArcadeWorker(t, "s3cret"), miniOXPWorker(t))), 0o600)
+	script := `{"turns": [
+	  {"after_user": "sum", "tool_calls": [{"name": "Math_Add", "arguments": {"a": 2, "b": 40}}]},
+	  {"after_user": "greet", "tool_calls": [{"name": "Calc_Greet", "arguments": {"who": "Ada"}}]},
+	  {"when": {"last_input": "tool_result"}, "text": "Result: {{last_result}}", "repeat": true},
+	  {"text": "ok", "repeat": true}]}`
+	s := baseSettings(t, "scripted:"+writeScript(t, dir, script), cfg)
+	info, _, stderr, _ := runningServe(t, s)
+	var th struct {
+		ID string `json:"id"`
+	}
+	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
+	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "sum please"}, nil)
+	waitAnswer(t, info.URL, th.ID, "Result: 42")
+	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "greet Ada"}, nil)
+	waitAnswer(t, info.URL, th.ID, "Result: hello Ada")
+	if strings.Contains(stderr.String(), "s3cret") {
+		t.Fatal("the worker secret appears in the log")
+	}
+}
+
+// issue 13 item 1: rap bridge otc WORKER_URL --listen ADDR, called with
+// rap invoke; a wrong secret fails at start with a clear message.
+func TestBridgeOTCCommand(t *testing.T) {
+	clearRAPEnv(t)
+	worker := miniArcadeWorker(t, "right")
+	t.Setenv("ARCADE_WORKER_SECRET", "wrong")
+	code, _, errOut := runVerb(t, invokeContext(t), "bridge", "otc", worker, "--listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "HTTP 401") || !strings.Contains(errOut, "ARCADE_WORKER_SECRET") {
+		t.Fatalf("wrong secret: status %d, stderr:\n%s", code, errOut)
+	}
+	t.Setenv("ARCADE_WORKER_SECRET", "right")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"bridge", "otc", worker, "--listen", "127.0.0.1:0"}, out, &syncBuffer{}) }()
+	var url string
+	deadline := time.Now().Add(10 * time.Second)
+	for url == "" {
+		if _, after, ok := strings.Cut(out.String(), " on http://"); ok {
+			url = "http://" + strings.TrimSpace(strings.SplitN(after, "\n", 2)[0])
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rap bridge otc did not start: %s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	code, stdout, errOut := runVerb(t, invokeContext(t), "invoke", url, "Math_Add", `{"a":1,"b":2}`)
+	if code != 0 || !strings.Contains(stdout, `"text":"3"`) {
+		t.Fatalf("rap invoke: status %d\nstdout: %s\nstderr: %s", code, stdout, errOut)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("rap bridge otc exited %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("rap bridge otc did not stop")
+	}
+	if c, _, e := runVerb(t, invokeContext(t), "bridge", "nope"); c != 2 || !strings.Contains(e, "unknown bridge kind") {
+		t.Fatalf("unknown kind: %d %s", c, e)
+	}
+}
