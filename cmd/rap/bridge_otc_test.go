@@ -40,14 +40,21 @@ func miniArcadeWorker(t *testing.T, secret string) string {
 	mux.HandleFunc("GET /worker/tools", auth(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `[{"name":"Add","fully_qualified_name":"Math.Add","description":"Adds.","toolkit":{"name":"Math","version":"1.0.0"},
 		 "input":{"parameters":[{"name":"a","required":true,"value_schema":{"val_type":"integer"}},{"name":"b","required":true,"value_schema":{"val_type":"integer"}}]},
-		 "output":{"available_modes":["value","error"]},"requirements":{}}]`)
+		 "output":{"available_modes":["value","error"]},"requirements":{"secrets":[{"key":"MINI_KEY"}]}}]`)
 	}))
 	mux.HandleFunc("POST /worker/tools/invoke", auth(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			ExecutionID string `json:"execution_id"`
 			Inputs      struct{ A, B int }
+			Context     struct {
+				Secrets []struct{ Key, Value string }
+			}
 		}
 		json.NewDecoder(r.Body).Decode(&req)
+		if len(req.Context.Secrets) != 1 || req.Context.Secrets[0].Key != "MINI_KEY" || req.Context.Secrets[0].Value != os.Getenv("MINI_KEY") {
+			fmt.Fprintf(w, `{"execution_id":%q,"finished_at":"2026-01-01T00:00:00","duration":1,"success":false,"output":{"error":{"message":"no MINI_KEY","kind":"TOOL_RUNTIME_FATAL"}}}`, req.ExecutionID)
+			return
+		}
 		fmt.Fprintf(w, `{"execution_id":%q,"finished_at":"2026-01-01T00:00:00","duration":1,"success":true,"output":{"value":%d}}`, req.ExecutionID, req.Inputs.A+req.Inputs.B)
 	}))
 	srv := httptest.NewServer(mux)
@@ -81,6 +88,8 @@ func miniOXPWorker(t *testing.T) string {
 func TestServeOTCServers(t *testing.T) {
 	clearRAPEnv(t)
 	t.Setenv("TEST_OTC_SECRET", "s3cret")
+	minikey := fmt.Sprintf("mini-%d", time.Now().UnixNano())
+	t.Setenv("MINI_KEY", minikey)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "rap.json")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"tool_sets":[
@@ -104,12 +113,27 @@ func TestServeOTCServers(t *testing.T) {
 	if strings.Contains(stderr.String(), "s3cret") {
 		t.Fatal("the worker secret appears in the log")
 	}
+	// The tool secret reached the worker (else the answer would be an
+	// error) and appears in no log, no history and no file of the data dir
+	// (the SQLite store and its journal).
+	if strings.Contains(stderr.String(), minikey) || strings.Contains(jsonString(getHistoryAuth(t, info.URL, th.ID, "")), minikey) {
+		t.Fatal("the tool secret appears in the log or the history")
+	}
+	filepath.WalkDir(s.DataDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), minikey) {
+				t.Errorf("the tool secret is stored in %s", p)
+			}
+		}
+		return nil
+	})
 }
 
 // issue 13 item 1: rap bridge otc WORKER_URL --listen ADDR, called with
 // rap invoke; a wrong secret fails at start with a clear message.
 func TestBridgeOTCCommand(t *testing.T) {
 	clearRAPEnv(t)
+	t.Setenv("MINI_KEY", "k")
 	worker := miniArcadeWorker(t, "right")
 	t.Setenv("ARCADE_WORKER_SECRET", "wrong")
 	code, _, errOut := runVerb(t, invokeContext(t), "bridge", "otc", worker, "--listen", "127.0.0.1:0")
