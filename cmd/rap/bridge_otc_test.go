@@ -175,3 +175,35 @@ func TestBridgeOTCCommand(t *testing.T) {
 		t.Fatalf("unknown kind: %d %s", c, e)
 	}
 }
+
+// issue 13 item 6: rap example --oxp answers the OXP routes; a plain
+// rap example does not.
+func TestExampleOXP(t *testing.T) {
+	url, _, stop := startExample(t, "get-time", "--listen", "127.0.0.1:0", "--oxp")
+	defer stop()
+	resp, err := http.Post(url+"/tools/call", "application/json", strings.NewReader(`{"request":{"tool_id":"gettime.get_current_time"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Result struct {
+			Success bool   `json:"success"`
+			Value   string `json:"value"`
+		} `json:"result"`
+	}
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !out.Result.Success || out.Result.Value == "" {
+		t.Fatalf("OXP call: %d %+v", resp.StatusCode, out)
+	}
+	plain, _, stop2 := startExample(t, "get-time", "--listen", "127.0.0.1:0")
+	defer stop2()
+	resp, err = http.Get(plain + "/tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("GET /tools without --oxp: %d", resp.StatusCode)
+	}
+}
