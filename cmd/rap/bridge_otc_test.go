@@ -145,7 +145,9 @@ func TestBridgeOTCCommand(t *testing.T) {
 	defer cancel()
 	out := &syncBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"bridge", "otc", worker, "--listen", "127.0.0.1:0"}, out, &syncBuffer{}) }()
+	go func() {
+		done <- run(ctx, []string{"bridge", "otc", worker, "--listen", "127.0.0.1:0"}, out, &syncBuffer{})
+	}()
 	var url string
 	deadline := time.Now().Add(10 * time.Second)
 	for url == "" {
