@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorap/gorap/rap"
 )
@@ -348,11 +349,29 @@ func (b *Bridge) reply(ctx context.Context, log *slog.Logger, m *Mapped, o *Outc
 		if o.Error.DeveloperMessage != "" {
 			log.Warn("otc: tool error", "developer_message", o.Error.DeveloperMessage, "kind", o.Error.Kind)
 		}
-		return rap.Text(ErrorText(o.Error))
+		return rap.Text(FitText(ErrorText(o.Error), maxResultText))
 	case o.Artifact != nil:
 		return b.artifactReply(ctx, log, o.Artifact)
 	}
-	return rap.Text(ValueText(o.Value))
+	return rap.Text(FitText(ValueText(o.Value), maxResultText))
+}
+
+// maxResultText bounds the text of a result so that the tool_result
+// callback stays under rap.MaxCallbackBytes (4 MiB) even with JSON escaping.
+const maxResultText = 1 << 20
+
+// FitText returns s, or when it is longer than limit bytes its first
+// limit bytes (cut at a character boundary) and a note saying how much was
+// left out.
+func FitText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[truncated by the OTC bridge: the tool's value was %d bytes; only the first %d are shown]", len(s), cut)
 }
 
 // ValueText renders a value result: a JSON string as its text, anything else
@@ -426,7 +445,8 @@ func (b *Bridge) artifactReply(ctx context.Context, log *slog.Logger, a *Artifac
 			rap.ImageContent(base64.StdEncoding.EncodeToString(data), ct),
 		}}
 	}
-	return &rap.Reply{Text: string(data), Content: []rap.ContentItem{rap.TextContent(desc), rap.TextContent(string(data))}}
+	text := FitText(string(data), maxTextArtifactBytes/2)
+	return &rap.Reply{Text: text, Content: []rap.ContentItem{rap.TextContent(desc), rap.TextContent(text)}}
 }
 
 // ArtifactDescription describes an artifact in words.

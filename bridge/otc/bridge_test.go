@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/raptest"
@@ -228,5 +229,19 @@ func TestArcadeHangAndCancel(t *testing.T) {
 	case <-w2.hangDone: // the worker saw its request aborted
 	case <-ctx.Done():
 		t.Fatal("/cancel_tool_call did not abort the HTTP call to the worker")
+	}
+}
+
+// issue 13 item 5: a value larger than a RAP callback can carry is cut, with
+// a note, so that the result is still delivered.
+func TestHugeValueTruncated(t *testing.T) {
+	_, tb := arcadeBridge(t, Options{})
+	res, _ := tb.result(t, "Text_Huge", nil)
+	txt := res.ModelText()
+	if len(txt) > maxResultText+200 || !strings.Contains(txt, "truncated by the OTC bridge: the tool's value was 3145728 bytes") || !utf8.ValidString(txt) {
+		t.Fatalf("result of %d bytes ends %q", len(txt), txt[max(0, len(txt)-120):])
+	}
+	if got := FitText("héllo", 2); got != "h\n[truncated by the OTC bridge: the tool's value was 6 bytes; only the first 1 are shown]" {
+		t.Fatalf("FitText cut inside a character: %q", got)
 	}
 }

@@ -128,6 +128,7 @@ func (w *arcadeWorker) catalog(rw http.ResponseWriter, r *http.Request) {
 		arcadeDef("Pics", "Chart", "Draws a chart.", "", ""),
 		arcadeDef("Pics", "Report", "Writes a PDF.", "", ""),
 		arcadeDef("Slow", "Hang", "Never answers.", "", ""),
+		arcadeDef("Text", "Huge", "Returns 3 MiB of text.", "", ""),
 		arcadeDef("Bad", "Date", "Has a type OTC does not know.", arcadeParam("d", true, `{"val_type":"date"}`), ""),
 	}
 	rw.Header().Set("Content-Type", "application/json")
@@ -173,6 +174,8 @@ func (w *arcadeWorker) invoke(rw http.ResponseWriter, r *http.Request) {
 		out["value"] = req.Inputs["text"]
 	case "Text.Profile":
 		out["value"] = map[string]any{"name": "Ada", "langs": []string{"go"}}
+	case "Text.Huge":
+		out["value"] = strings.Repeat("é", 3<<19) // 3 MiB
 	case "Text.Flaky":
 		out["error"] = map[string]any{"message": "The service is busy.", "kind": "TOOL_RUNTIME_RETRY", "developer_message": "dev: shard 3 timed out",
 			"can_retry": true, "additional_prompt_content": "Ask for fewer items.", "retry_after_ms": 1500}
