@@ -209,3 +209,54 @@ func TestExampleOXP(t *testing.T) {
 		t.Fatalf("GET /tools without --oxp: %d", resp.StatusCode)
 	}
 }
+
+// issue 13 "done when": rap bridge otc + rap invoke for the OXP dialect (detected), and a
+// worker that is down at start stops rap bridge otc with a clear error.
+func TestBridgeOTCCommandOXPAndDown(t *testing.T) {
+	clearRAPEnv(t)
+	t.Setenv("ARCADE_WORKER_SECRET", "")
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	code, _, errOut := runVerb(t, invokeContext(t), "bridge", "otc", deadURL, "--no-auth", "--listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "cannot reach the worker at "+deadURL) {
+		t.Fatalf("worker down: status %d, stderr:\n%s", code, errOut)
+	}
+	code, _, errOut = runVerb(t, invokeContext(t), "bridge", "otc", miniOXPWorker(t), "--listen", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "no worker secret: set the environment variable ARCADE_WORKER_SECRET") {
+		t.Fatalf("no secret: status %d, stderr:\n%s", code, errOut)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"bridge", "otc", miniOXPWorker(t), "--no-auth", "--listen", "127.0.0.1:0"}, out, &syncBuffer{})
+	}()
+	var url string
+	deadline := time.Now().Add(10 * time.Second)
+	for url == "" {
+		if _, after, ok := strings.Cut(out.String(), " on http://"); ok {
+			url = "http://" + strings.TrimSpace(strings.SplitN(after, "\n", 2)[0])
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rap bridge otc did not start: %s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "of the oxp worker") {
+		t.Fatalf("dialect not detected as oxp: %s", out.String())
+	}
+	code, stdout, errOut := runVerb(t, invokeContext(t), "invoke", url, "Calc_Greet", `{"who":"Ada"}`)
+	if code != 0 || !strings.Contains(stdout, `"text":"hello Ada"`) {
+		t.Fatalf("rap invoke: status %d\nstdout: %s\nstderr: %s", code, stdout, errOut)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("rap bridge otc did not stop")
+	}
+}
