@@ -245,3 +245,29 @@ func TestHugeValueTruncated(t *testing.T) {
 		t.Fatalf("FitText cut inside a character: %q", got)
 	}
 }
+
+// issue 13 item 4: a token the bridge holds for the tool's provider and user
+// is sent in the context, so no authorization is asked for.
+func TestArcadeTokenFromResolver(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	w, tb := arcadeBridge(t, Options{Tokens: func(_ context.Context, provider, user string) (string, error) {
+		mu.Lock()
+		asked = append(asked, provider+"/"+user)
+		mu.Unlock()
+		return "gh-token-" + user, nil
+	}})
+	res, call := tb.result(t, "Github_Me", nil, raptest.WithUserID("ada"))
+	if res.ModelText() != "octocat via token (ada)" || len(call.Messages()) != 1 {
+		t.Fatalf("result %q after %d messages", res.ModelText(), len(call.Messages()))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || asked[0] != "github/ada" {
+		t.Fatalf("token lookups %v", asked)
+	}
+	if strings.Contains(tb.log.String(), "gh-token-") {
+		t.Fatal("a token was logged")
+	}
+	_ = w
+}

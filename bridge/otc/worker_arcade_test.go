@@ -194,7 +194,9 @@ func (w *arcadeWorker) invoke(rw http.ResponseWriter, r *http.Request) {
 			out["error"] = map[string]any{"message": "Secret 'VAULT_KEY' not found in context.", "kind": "TOOL_RUNTIME_FATAL"}
 		}
 	case "Github.Me":
-		if !w.authorized.Load() {
+		if tok := req.Context.Authorization; tok != nil && tok.Token == "gh-token-"+req.Context.UserID {
+			out["value"] = "octocat via token (" + req.Context.UserID + ")"
+		} else if !w.authorized.Load() {
 			out["requires_authorization"] = map[string]any{"authorization_url": w.srv.URL + "/authorize/gh-1", "authorization_id": "gh-1", "scopes": []string{"read:user"}, "status": "pending"}
 		} else {
 			out["value"] = "octocat (" + req.Context.UserID + ")"
