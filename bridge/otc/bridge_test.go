@@ -41,6 +41,13 @@ func startBridge(t *testing.T, o Options) *testBridge {
 	if o.AuthPollMin == 0 {
 		o.AuthPollMin, o.AuthPollMax = 5*time.Millisecond, 20*time.Millisecond
 	}
+	// The runtime closes last (cleanups run in reverse), so that results
+	// the bridge still sends at shutdown are delivered.
+	rt, err := raptest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
 	b, err := New(ctx, o)
 	if err != nil {
 		t.Fatal(err)
@@ -55,11 +62,6 @@ func startBridge(t *testing.T, o Options) *testBridge {
 		defer c()
 		b.Server().Shutdown(sctx)
 	})
-	rt, err := raptest.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
 	return &testBridge{b: b, url: hs.URL, log: lb, rt: rt}
 }
 
