@@ -130,6 +130,10 @@ type ServerOptions struct {
 	// needsMigration: true (RAP MI-1). It must return only once the
 	// destination holds the session's state.
 	Migrator func(ctx context.Context, req *MigrateRequest) error
+	// OXP, when set, also serves the OXP 1.0 routes GET /health, GET /tools
+	// and POST /tools/call, so that an OXP client can call the tools
+	// synchronously (issue 13 item 6; see oxp.go and docs/otc.md).
+	OXP bool
 	// PublicURL is the server's base URL as the runtime reaches it, used to
 	// build user choices' response_url. Empty means the base URL each
 	// invocation request reached. Set it when a proxy rewrites the host.
@@ -423,6 +427,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // cancel_tool_call, migrate, tool_call_status or user_choice_response
 // endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.opts.OXP && s.serveOXP(w, r) { // issue 13 item 6
+		return
+	}
 	switch r.URL.Path {
 	case WellKnownPath:
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

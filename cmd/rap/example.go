@@ -57,6 +57,7 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dataDir := fs.String("data-dir", "", "directory for a SQLite store of undelivered callbacks and subscriptions, so they survive a restart (default: in memory)")
 	publicURL := fs.String("public-url", "", "base URL runtimes reach this server at, when it differs from the listen address")
 	logLevel := fs.String("log-level", "info", "least severe log level shown on standard error: debug, info, warn or error")
+	oxp := fs.Bool("oxp", false, "also answer the OXP 1.0 routes (GET /health, GET /tools, POST /tools/call) for synchronous OXP clients; see docs/otc.md")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s\n\nRuns an example RAP tool server until interrupted (Ctrl-C stops it gracefully).\nIt prints the base URL to give a runtime ('rap invoke', or a tool_sets entry).\n\nExamples:\n", c.usage)
 		for _, n := range exampleNames() {
@@ -96,6 +97,7 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	opts := &rap.ServerOptions{Logger: log, BearerToken: *token, PublicURL: *publicURL}
+	opts.OXP = *oxp // issue 13 item 6
 	if *dataDir != "" {
 		if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 			return fmt.Errorf("creating --data-dir: %w", err)

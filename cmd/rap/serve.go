@@ -88,6 +88,13 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if err != nil {
 		return err
 	}
+	// issue 13: otc_server entries are bridged on loopback ports.
+	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, log)
+	if err != nil {
+		return err
+	}
+	defer stopOTC()
+	toolServers = append(toolServers, otcURLs...)
 	spec, err := parseModelSpec(s.Model, getenvOS)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

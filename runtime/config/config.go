@@ -47,6 +47,7 @@ var recognised = map[string]bool{
 	TypeToolsetCommand: true,
 	TypeMCPServer:      true,
 	TypeHTTPMCPServer:  true,
+	TypeOTCServer:      true, // issue 13: see otc.go
 }
 
 // ToolSet is one entry of a file's tool_sets array.
@@ -63,6 +64,8 @@ type ToolSet struct {
 	// MCP holds the fields of an mcp_server or http_mcp_server entry
 	// (see mcp.go); nil for other types.
 	MCP *MCPServer `json:"-"`
+	// issue 13: the fields of an "otc_server" entry (see otc.go).
+	OTC *OTCServer `json:"-"`
 	// Source says where the entry came from, such as
 	// "/home/me/.config/rap/rap.json: tool_sets[0]". It is not read from
 	// the file.
@@ -208,10 +211,13 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	}
 	typ := *head.Type
 	if !recognised[typ] {
-		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q, %q or %q (or, in a later gorap release, %q)", typ, TypeToolsetServer, TypeMCPServer, TypeHTTPMCPServer, TypeToolsetCommand)}
+		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q, %q, %q or %q (or, in a later gorap release, %q)", typ, TypeToolsetServer, TypeMCPServer, TypeHTTPMCPServer, TypeOTCServer, TypeToolsetCommand)}
 	}
 	if typ == TypeMCPServer || typ == TypeHTTPMCPServer { // issue 10: bridged MCP servers
 		return parseMCPEntry(item, typ, name, path)
+	}
+	if typ == TypeOTCServer { // issue 13
+		return parseOTCEntry(item, name, path)
 	}
 	if typ != TypeToolsetServer {
 		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("entry type %q is not supported yet by gorap; run the server yourself and list it as a %q entry with its server_url", typ, TypeToolsetServer)}

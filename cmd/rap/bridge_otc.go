@@ -1,0 +1,151 @@
+package main
+
+// issue 13: "rap bridge otc" and the otc_server entries of rap serve.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gorap/gorap/bridge/otc"
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/config"
+)
+
+func init() {
+	registerBridge(&command{
+		name:    "otc",
+		summary: "serve an Open Tool Calling worker (Arcade worker protocol or OXP 1.0) as a RAP tool server",
+		usage:   "rap bridge otc [flags] WORKER_URL",
+		run:     runBridgeOTC,
+	})
+}
+
+// otcFlags are the settings shared by "rap bridge otc" and otc_server
+// entries.
+type otcFlags struct {
+	name, dialect, secretEnv, secretFile, secretsDir string
+	noAuth                                           bool
+	callTimeout, authTimeout                         time.Duration
+}
+
+// newOTCBridge builds a bridge from its settings; the worker secret is read
+// from the environment or a file, never from a flag value.
+func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, log *slog.Logger) (*otc.Bridge, error) {
+	c := &otc.Client{BaseURL: strings.TrimRight(url, "/"), Dialect: otc.Dialect(f.dialect)}
+	if !f.noAuth {
+		secret, err := otc.LoadWorkerSecret(f.secretEnv, f.secretFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w (or pass --no-auth for a worker that runs without authentication)", err)
+		}
+		c.Secret = secret
+	}
+	return otc.New(ctx, otc.Options{
+		Name:        f.name,
+		Client:      c,
+		Secrets:     otc.EnvFileSecrets{Dir: f.secretsDir},
+		CallTimeout: f.callTimeout,
+		AuthTimeout: f.authTimeout,
+		Logger:      log,
+		Server:      rap.ServerOptions{BearerToken: bearer, Logger: log},
+	})
+}
+
+func runBridgeOTC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := bridgeCommands["otc"]
+	fs := newFlagSet(&command{name: "bridge otc", usage: c.usage, summary: c.summary}, stderr)
+	var f otcFlags
+	listen := fs.String("listen", "127.0.0.1:3001", "address the RAP tool server listens on")
+	fs.StringVar(&f.name, "name", "otc", "RAP toolset name")
+	fs.StringVar(&f.dialect, "dialect", "", `"arcade" or "oxp" (default: detect from the health route that answers)`)
+	fs.StringVar(&f.secretEnv, "secret-env", otc.DefaultSecretEnv, "environment variable holding the worker secret that signs the worker JWT")
+	fs.StringVar(&f.secretFile, "secret-file", "", "file holding the worker secret instead (must not be readable by other users)")
+	fs.BoolVar(&f.noAuth, "no-auth", false, "send no worker JWT (for workers run with authentication disabled)")
+	fs.StringVar(&f.secretsDir, "secrets-dir", "", "directory with one file per tool secret (tool secrets are otherwise read from environment variables of the same name)")
+	fs.DurationVar(&f.callTimeout, "call-timeout", otc.DefaultCallTimeout, "give up on a worker call after this long (the RAP call ends with an Error: result)")
+	fs.DurationVar(&f.authTimeout, "auth-timeout", otc.DefaultAuthTimeout, "give up waiting for a user authorization after this long")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: want exactly one WORKER_URL, got %d arguments", errUsage, len(pos))
+	}
+	lvl, err := config.ParseLogLevel(*level)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	b, err := newOTCBridge(ctx, pos[0], f, os.Getenv(envToolToken), log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", *listen, err)
+	}
+	fmt.Fprintf(stdout, "rap bridge otc: serving %d tools of the %s worker at %s on http://%s\n", len(b.Tools()), b.Dialect(), pos[0], ln.Addr())
+	for _, p := range b.Problems() {
+		fmt.Fprintf(stdout, "  left out %s: %v\n", p.Tool, p.Err)
+	}
+	return b.Server().Serve(ctx, ln)
+}
+
+// startOTCBridges starts one bridge per otc_server entry of the merged tool
+// configuration, each on its own loopback port, and returns their base URLs
+// for the runtime's tool servers and a function that stops them.
+func startOTCBridges(ctx context.Context, s *config.Settings, dir string, log *slog.Logger) ([]string, func(), error) {
+	f, _, err := s.LoadToolSets(dir, getenvOS)
+	if err != nil || f == nil {
+		return nil, func() {}, err
+	}
+	var urls []string
+	var servers []*http.Server
+	var bridges []*otc.Bridge
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for i, hs := range servers {
+			_ = bridges[i].Server().Shutdown(sctx)
+			_ = hs.Close()
+		}
+	}
+	for _, o := range f.OTCServers() {
+		fl := otcFlags{name: o.Name, dialect: o.Dialect, secretEnv: o.SecretEnv, secretFile: o.SecretFile,
+			noAuth: o.NoAuth, secretsDir: o.SecretsDir, callTimeout: time.Duration(o.CallTimeout), authTimeout: time.Duration(o.AuthTimeout)}
+		b, err := newOTCBridge(ctx, o.URL, fl, s.ToolToken, log.With("otc_server", o.Name))
+		if err != nil {
+			stop()
+			return nil, func() {}, fmt.Errorf("otc_server %q (%s): %w", o.Name, o.URL, err)
+		}
+		if err := b.Server().Start(ctx); err != nil {
+			stop()
+			return nil, func() {}, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			stop()
+			return nil, func() {}, err
+		}
+		hs := rap.NewHTTPServer(b.Server(), rap.HTTPLimits{}, log)
+		go func() { _ = hs.Serve(ln) }()
+		servers = append(servers, hs)
+		bridges = append(bridges, b)
+		urls = append(urls, "http://"+ln.Addr().String())
+		log.Info("otc_server bridged", "name", o.Name, "worker", o.URL, "dialect", string(b.Dialect()), "tools", len(b.Tools()), "at", urls[len(urls)-1])
+	}
+	return urls, stop, nil
+}
