@@ -3,6 +3,7 @@ package toolsjson
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -72,6 +73,8 @@ type served struct {
 	rt    *raptest.Runtime
 	logs  *syncBuffer
 	audit *syncBuffer
+	// callbacks are every callback message received, as JSON.
+	callbacks []string
 }
 
 func serveBundle(t *testing.T, dir string, opts Options) *served {
@@ -121,6 +124,10 @@ func (s *served) invoke(t *testing.T, tool string, args any) string {
 	res, err := call.Result(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, m := range call.Messages() {
+		b, _ := json.Marshal(m)
+		s.callbacks = append(s.callbacks, string(b))
 	}
 	return res.ModelText()
 }
