@@ -88,6 +88,14 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if err != nil {
 		return err
 	}
+	// tools.json bundles (issue 12 item 1): each tools_json entry is served
+	// in-process on a loopback port and used like any tool server.
+	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, s.ToolToken, log, stdout)
+	if err != nil {
+		return err
+	}
+	defer stopToolsJSON()
+	toolServers = append(toolServers, tjURLs...)
 	spec, err := parseModelSpec(s.Model, getenvOS)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
