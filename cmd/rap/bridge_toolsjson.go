@@ -91,6 +91,10 @@ func runBridgeToolsJSON(ctx context.Context, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", *listen, err)
 	}
+	if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && f.token == "" {
+		ln.Close()
+		return fmt.Errorf("%w: refusing to serve a bundle's tools on %s without --token: anyone who reaches it could run them; listen on loopback or set --token (or $%s)", errUsage, ln.Addr(), config.EnvToolToken)
+	}
 	fmt.Fprintf(stdout, "rap bridge toolsjson: serving %d tools of %s on http://%s\n", len(b.Tools), b.Dir, ln.Addr())
 	for _, t := range b.Tools {
 		fmt.Fprintf(stdout, "  %-28s %s (%s)\n", t.Name, t.ID, t.Transport.Kind)
