@@ -153,6 +153,7 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		ModelTimeout:              s.ModelTimeout,
 		ModelRetry:                runtime.ModelRetryPolicy{Initial: s.ModelRetryBackoff, Attempts: s.ModelAttempts},
 		Secrets:                   knownSecrets(s),
+		ConfirmDestructive:        confirmExternalActions(s, dir), // issue 12 item 7
 	})
 	if err != nil {
 		return err

@@ -276,3 +276,14 @@ func validateToolsJSON(src string, allowUnsigned bool, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "OK: bundle %s is valid\n", src)
 	return nil
 }
+
+// confirmExternalActions reads security.confirm_external_actions from the
+// config files (default true); a config that cannot be read was already
+// reported by the caller, so it counts as the default.
+func confirmExternalActions(st config.Settings, dir string) bool {
+	f, _, err := st.LoadToolSets(dir, getenvOS)
+	if err != nil {
+		return true
+	}
+	return f.ConfirmExternalActions()
+}
