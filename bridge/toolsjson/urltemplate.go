@@ -35,6 +35,11 @@ func ParseURLTemplate(raw string) (*URLTemplate, error) {
 	if strings.ContainsAny(plain, "{}") {
 		return nil, fmt.Errorf("%q has an unbalanced { or }; templates are {field}", raw)
 	}
+	for _, r := range plain {
+		if r <= ' ' || r >= 0x7f || strings.ContainsRune("\"<>\\^`|", r) {
+			return nil, fmt.Errorf("%q holds %q, which must be percent-encoded in a URL", raw, r)
+		}
+	}
 	u, err := url.Parse(plain)
 	if err != nil {
 		return nil, fmt.Errorf("%q is not a valid URL: %v", raw, err)
