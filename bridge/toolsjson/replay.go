@@ -83,7 +83,9 @@ func (r *Replay) Missing(b *Bundle) []string {
 
 func replayKey(toolID string, input json.RawMessage) string {
 	var v any
-	if err := json.Unmarshal(input, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(input))
+	dec.UseNumber() // compare numbers exactly
+	if err := dec.Decode(&v); err != nil {
 		return toolID + "\x00" + string(input)
 	}
 	canon, _ := json.Marshal(v) // maps marshal with sorted keys

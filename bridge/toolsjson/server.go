@@ -1,6 +1,7 @@
 package toolsjson
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -127,7 +128,6 @@ func NewServer(b *Bundle, opts Options) (*Server, error) {
 		s.trace = tr
 	}
 	for _, t := range b.Tools {
-		t := t
 		s.AddRawTool(rapTool(t), func(ctx context.Context, c *rap.Call, args json.RawMessage) (*rap.Reply, error) {
 			return s.call(ctx, c, t, args)
 		})
@@ -233,9 +233,9 @@ func (s *Server) call(ctx context.Context, c *rap.Call, t *Tool, args json.RawMe
 }
 
 // checkResult checks a tool's output against its result schema and
-// returns it compacted.
+// returns it compacted, numbers and member order exactly as the tool wrote
+// them.
 func checkResult(t *Tool, out []byte) ([]byte, error) {
-	var buf strings.Builder
 	if !json.Valid(out) {
 		snippet := strings.TrimSpace(string(out))
 		if len(snippet) > 200 {
@@ -246,12 +246,11 @@ func checkResult(t *Tool, out []byte) ([]byte, error) {
 	if err := t.result.Validate(out); err != nil {
 		return nil, fmt.Errorf("its output does not match result_schema (%s): %s", t.ResultRef, strings.TrimPrefix(err.Error(), "Error: "))
 	}
-	var v any
-	_ = json.Unmarshal(out, &v)
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	return []byte(strings.TrimSuffix(buf.String(), "\n")), nil
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, out); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // secretDenied writes the cap_denied record of a secret that could not be

@@ -223,3 +223,13 @@ func TestHTTPRedirectNeedsGrant(t *testing.T) {
 }
 
 func raptestUnchecked() raptest.InvokeOption { return raptest.Unchecked() }
+
+// Results reach the model as the tool wrote them, compacted: member order
+// and large numbers are kept exactly. issue 12 item 6
+func TestResultKeptExactly(t *testing.T) {
+	tool := writeScript(t, `printf '{ "z": 1,\n "echo": "x", "n": 12345678901234567890 }'`)
+	s := serveBundle(t, writeBundle(t, bundleOf(execTool("t.n", tool, "")), ""), Options{})
+	if got := s.invoke(t, "t_n", map[string]any{"text": "x"}); got != `{"z":1,"echo":"x","n":12345678901234567890}` {
+		t.Fatalf("result %q", got)
+	}
+}
