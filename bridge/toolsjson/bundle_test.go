@@ -3,6 +3,7 @@ package toolsjson
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,4 +257,23 @@ func TestPolicyGrants(t *testing.T) {
 			t.Errorf("ParsePolicy(%q) = %v", bad, err)
 		}
 	}
+}
+
+// Recursive and fanned-out schema references are refused quickly instead
+// of expanding without bound. issue 12 item 2
+func TestSchemaRefCyclesAndFanOut(t *testing.T) {
+	entry := func(refs string) string {
+		return `{"version":1,"tools":[{"id":"a","description":"d","transport":{"kind":"exec","command":"/bin/true"},"input_schema":{"$ref":"schema:a"},"result_schema":{"type":"object"},"schema_refs":` + refs + `}]}`
+	}
+	_, err := Load(writeBundle(t, entry(`{"a":{"type":"object","properties":{"x":{"$ref":"schema:b"}}},"b":{"type":"object","properties":{"y":{"$ref":"schema:a"}}}}`), ""), LoadOptions{})
+	mustContain(t, errString(err), "tools[0].input_schema.properties.x.properties.y.$ref", `"schema:a" refers to itself (through a -> b)`)
+	// Each level refers to the next twice: 2^20 copies if expanded.
+	var b strings.Builder
+	b.WriteString("{")
+	for i := 0; i < 20; i++ {
+		fmt.Fprintf(&b, `"l%d":{"type":"object","properties":{"p":{"$ref":"schema:l%d"},"q":{"$ref":"schema:l%d"}}},`, i, i+1, i+1)
+	}
+	b.WriteString(`"l20":{"type":"string"},"a":{"$ref":"schema:l0"}}`)
+	_, err = Load(writeBundle(t, entry(b.String()), ""), LoadOptions{})
+	mustContain(t, errString(err), "more than 256 schema: references")
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/gorap/gorap/rap"
@@ -264,8 +265,19 @@ func urlHost(raw string) string {
 	return u.Host
 }
 
-// maxRefDepth bounds nested schema: references.
-const maxRefDepth = 16
+// maxRefExpansions bounds how many schema: references one schema may
+// expand, so that references that fan out cannot blow a small tools.json
+// up into a huge schema.
+const maxRefExpansions = 256
+
+// expansion is the state of expanding one schema's references.
+type expansion struct {
+	refs  map[string]json.RawMessage
+	dir   string
+	stack []string // ids being expanded, to find cycles
+	left  int      // expansions left
+	vs    []Violation
+}
 
 // resolveSchema resolves "schema:ID" references in an input_schema or
 // result_schema, compiles the result, and returns it with the reference as
@@ -286,10 +298,10 @@ func resolveSchema(raw json.RawMessage, p string, refs map[string]json.RawMessag
 			ref = r
 		}
 	}
-	var vs []Violation
-	expanded := expandRefs(doc, p, refs, dir, 0, &vs)
-	if len(vs) > 0 {
-		return nil, ref, nil, vs
+	x := &expansion{refs: refs, dir: dir, left: maxRefExpansions}
+	expanded := x.expand(doc, p)
+	if len(x.vs) > 0 {
+		return nil, ref, nil, x.vs
 	}
 	out, err := json.Marshal(expanded)
 	if err != nil {
@@ -302,36 +314,47 @@ func resolveSchema(raw json.RawMessage, p string, refs map[string]json.RawMessag
 	return out, ref, s, nil
 }
 
-// expandRefs replaces every {"$ref": "schema:ID"} in v by the schema it
-// names.
-func expandRefs(v any, p string, refs map[string]json.RawMessage, dir string, depth int, vs *[]Violation) any {
-	switch x := v.(type) {
+// expand replaces every {"$ref": "schema:ID"} in v by the schema it
+// names. A reference inside the schema it names (a cycle) is an error.
+func (x *expansion) expand(v any, p string) any {
+	if len(x.vs) > 0 {
+		return nil // report the first problem of a schema only
+	}
+	switch m := v.(type) {
 	case map[string]any:
-		if r, ok := x["$ref"].(string); ok && strings.HasPrefix(r, "schema:") {
-			if len(x) != 1 {
-				*vs = append(*vs, Violation{Path: p, Message: fmt.Sprintf("a {\"$ref\": %q} must stand alone; move the other keywords into the referenced schema", r)})
+		if r, ok := m["$ref"].(string); ok && strings.HasPrefix(r, "schema:") {
+			id := strings.TrimPrefix(r, "schema:")
+			switch {
+			case len(m) != 1:
+				x.vs = append(x.vs, Violation{Path: p, Message: fmt.Sprintf("a {\"$ref\": %q} must stand alone; move the other keywords into the referenced schema", r)})
+				return nil
+			case slices.Contains(x.stack, id):
+				x.vs = append(x.vs, Violation{Path: p + ".$ref", Message: fmt.Sprintf("%q refers to itself (through %s); recursive schema references are not supported, use $defs inside one schema", r, strings.Join(x.stack, " -> "))})
+				return nil
+			case x.left == 0:
+				x.vs = append(x.vs, Violation{Path: p + ".$ref", Message: fmt.Sprintf("more than %d schema: references are expanded for this schema; share definitions with $defs instead", maxRefExpansions)})
 				return nil
 			}
-			if depth >= maxRefDepth {
-				*vs = append(*vs, Violation{Path: p, Message: fmt.Sprintf("schema references nest more than %d deep (a cycle?) at %q", maxRefDepth, r)})
-				return nil
-			}
-			target, err := lookupRef(strings.TrimPrefix(r, "schema:"), refs, dir)
+			x.left--
+			target, err := lookupRef(id, x.refs, x.dir)
 			if err != nil {
-				*vs = append(*vs, Violation{Path: p + ".$ref", Message: err.Error()})
+				x.vs = append(x.vs, Violation{Path: p + ".$ref", Message: err.Error()})
 				return nil
 			}
-			return expandRefs(target, p, refs, dir, depth+1, vs)
+			x.stack = append(x.stack, id)
+			out := x.expand(target, p)
+			x.stack = x.stack[:len(x.stack)-1]
+			return out
 		}
-		out := make(map[string]any, len(x))
-		for _, k := range sortedKeys(x) {
-			out[k] = expandRefs(x[k], p+"."+k, refs, dir, depth, vs)
+		out := make(map[string]any, len(m))
+		for _, k := range sortedKeys(m) {
+			out[k] = x.expand(m[k], p+"."+k)
 		}
 		return out
 	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = expandRefs(e, fmt.Sprintf("%s[%d]", p, i), refs, dir, depth, vs)
+		out := make([]any, len(m))
+		for i, e := range m {
+			out[i] = x.expand(e, fmt.Sprintf("%s[%d]", p, i))
 		}
 		return out
 	default:
