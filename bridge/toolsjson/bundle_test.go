@@ -277,3 +277,30 @@ func TestSchemaRefCyclesAndFanOut(t *testing.T) {
 	_, err = Load(writeBundle(t, entry(b.String()), ""), LoadOptions{})
 	mustContain(t, errString(err), "more than 256 schema: references")
 }
+
+// The manifest keeps the original id, budget, tags and the confirmation
+// flag as x-runloop-* annotations. issue 12 items 3, 8
+func TestManifestAnnotations(t *testing.T) {
+	s := serveBundle(t, writeValid(t), Options{})
+	ts, err := s.rt.Discover(t.Context(), s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ts.Tools[0].Annotations
+	if ts.Tools[0].Name != "files_echo" || a == nil {
+		t.Fatalf("tool %+v", ts.Tools[0])
+	}
+	for k, want := range map[string]string{
+		AnnotationID: `"files.echo"`, AnnotationBudget: `{"tokens":500,"usd":0.25}`, AnnotationTags: `["local"]`,
+	} {
+		if got := string(a.Custom[k]); got != want {
+			t.Errorf("%s = %s, want %s", k, got, want)
+		}
+	}
+	if _, ok := a.Custom[AnnotationConfirmation]; ok {
+		t.Error("confirmation annotation on a tool without requires_confirmation")
+	}
+	if got := string(ts.Tools[1].Annotations.Custom[AnnotationID]); got != `"mail.smtp_send"` {
+		t.Errorf("second tool id annotation %s", got)
+	}
+}

@@ -225,7 +225,7 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
 	}
 }
 
-// rap serve with a tools_json entry: the model calls the http tool, the
+// rap serve with a tools_json entry: the model calls the exec and the http tool, the
 // user is asked through the runtime's client API (Deny leaves it unrun,
 // Allow runs it), the result reaches the model, and the secret appears in
 // no log, trace, audit record, store file or result.
@@ -246,6 +246,7 @@ func TestServeToolsJSONEntry(t *testing.T) {
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`{"tool_sets":[{"type":"tools_json","bundle":%q}]}`, bundle)), 0o644)
 	script := writeScript(t, dir, `{"turns": [
   {"when": {"user_contains": "weather", "last_input": "user"}, "repeat": true, "tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris", "units": "metric"}}]},
+  {"when": {"user_contains": "note", "last_input": "user"}, "repeat": true, "tool_calls": [{"name": "notes_echo", "arguments": {"note": "buy milk"}}]},
   {"when": {"last_input": "tool_result"}, "text": "Result: {{last_result}}", "repeat": true},
   {"text": "ok", "repeat": true}
 ]}`)
@@ -299,6 +300,9 @@ func TestServeToolsJSONEntry(t *testing.T) {
 	if hits.Load() != 1 {
 		t.Fatalf("api hits %d", hits.Load())
 	}
+	// The exec tool: no confirmation needed, its result reaches the model.
+	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "note this"}, nil)
+	waitAnswer(t, info.URL, th.ID, `Result: {"note":"buy milk"}`)
 	msgs := getHistoryAuth(t, info.URL, th.ID, "")
 	if err := stop(); err != nil {
 		t.Fatal(err)
