@@ -111,6 +111,18 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
 	apiSrv := httptest.NewServer(api.Handler(demoKey))
 	defer apiSrv.Close()
 	dir := copyExampleBundle(t, apiSrv.URL)
+	// A failing exec tool too.
+	failing := filepath.Join(t.TempDir(), "fail.sh")
+	os.WriteFile(failing, []byte("#!/bin/sh\necho 'quota exceeded' >&2\nexit 9\n"), 0o755)
+	tp := filepath.Join(dir, "tools.json")
+	data, _ := os.ReadFile(tp)
+	data = bytes.Replace(data, []byte(`"tools": [`), []byte(`"tools": [
+    {"id": "notes.fail", "description": "Always fails.", "transport": {"kind": "exec", "command": "`+failing+`"},
+     "input_schema": {"type": "object"}, "result_schema": {"type": "object"}},`), 1)
+	os.WriteFile(tp, data, 0o644)
+	if err := writeDigest(dir); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("DEMO_WEATHER_API_KEY", demoKey)
 	dataDir := t.TempDir()
 
@@ -165,6 +177,9 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
 	if got := call("weather_lookup", map[string]any{"city": "Atlantis", "units": "metric"}); !strings.HasPrefix(got, "Error: ") || !strings.Contains(got, "404") {
 		t.Fatalf("http failure %q", got)
 	}
+	if got := call("notes_fail", map[string]any{}); !strings.HasPrefix(got, "Error: ") || !strings.Contains(got, "exited with status 9") || !strings.Contains(got, "quota exceeded") {
+		t.Fatalf("exec failure %q", got)
+	}
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("bridge exit %d\n%s", code, stderr)
@@ -174,7 +189,7 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
 		t.Fatalf("traces %v", ts)
 	}
 	trace, _ := os.ReadFile(ts[0])
-	if strings.Count(string(trace), `"type":"CT_TOOL_CALL"`) != 3 || !strings.Contains(string(trace), `"tool_id":"weather.lookup"`) {
+	if strings.Count(string(trace), `"type":"CT_TOOL_CALL"`) != 4 || !strings.Contains(string(trace), `"tool_id":"weather.lookup"`) {
 		t.Fatalf("trace:\n%s", trace)
 	}
 
@@ -193,9 +208,9 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
 		Version int               `json:"version"`
 		Tools   []json.RawMessage `json:"tools"`
 	}
-	data, _ := os.ReadFile(filepath.Join(dir, "tools.json"))
+	data, _ = os.ReadFile(filepath.Join(dir, "tools.json"))
 	json.Unmarshal(data, &doc)
-	doc.Tools = doc.Tools[:1]
+	doc.Tools = doc.Tools[1:2] // notes.echo only
 	data, _ = json.Marshal(doc)
 	os.WriteFile(filepath.Join(small, "tools.json"), data, 0o644)
 	writeDigest(small)
@@ -214,7 +229,6 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
 	<-rdone
 
 	// One byte changed: refused, both digests shown, nothing served.
-	tp := filepath.Join(dir, "tools.json")
 	data, _ = os.ReadFile(tp)
 	pinned := toolsjson.Digest(data)
 	data[len(data)-2] = ' '
@@ -322,5 +336,24 @@ func TestServeToolsJSONEntry(t *testing.T) {
 	}
 	if !strings.Contains(everything, "CT_TOOL_RESULT") || !strings.Contains(everything, "runtime.db") {
 		t.Fatal("the grep did not see the trace and the store")
+	}
+}
+
+// rap serve refuses to start with an invalid tools_json bundle and prints
+// every violation with its path. issue 12 items 1, 2
+func TestServeRefusesInvalidBundle(t *testing.T) {
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "agents", "bad")
+	os.MkdirAll(bundle, 0o755)
+	os.WriteFile(filepath.Join(bundle, "tools.json"), []byte(`{"version":3,"tools":[]}`), 0o644)
+	if err := writeDigest(bundle); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "rap.json")
+	os.WriteFile(cfg, []byte(`{"tool_sets":[{"type":"tools_json","bundle":"agents/bad"}]}`), 0o644)
+	code, out, errOut := runCmd(t, "serve", "--config", cfg, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--model", "scripted:"+writeScript(t, dir, tokyoScript))
+	if code != 1 || !strings.Contains(errOut, "tool_sets[0]") || !strings.Contains(errOut, "version: is 3") || strings.Contains(out, "listening") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
