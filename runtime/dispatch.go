@@ -55,6 +55,9 @@ func resultDedupKey(threadID, callID string) string {
 // error result (RAP TR-4). Every
 // invocation is logged for audit (RAP RT-6).
 func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string) {
+	if r.awaitConfirmation(ctx, c, ancestors) { // issue 12 item 7: destructive tools ask first
+		return
+	}
 	start := time.Now()
 	inv, err := r.invocation(ctx, c, ancestors)
 	var attempts int

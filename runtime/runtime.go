@@ -156,6 +156,12 @@ type Config struct {
 	Model model.Provider
 	// ToolServers are the base URLs of the RAP tool servers (RAP TS-4).
 	ToolServers []string
+	// ConfirmDestructive asks the user (a user choice: Allow / Deny,
+	// default Deny) before dispatching a call of a tool annotated
+	// destructive (RAP TS-3); Deny ends the call with an error result and
+	// the tool is never invoked (issue 12 item 7). "rap serve" sets it from
+	// security.confirm_external_actions.
+	ConfirmDestructive bool
 	// PublicURL is the base URL tools call back to, such as
 	// http://127.0.0.1:8080; callback URLs are PublicURL + "/rap/callback/" + token.
 	PublicURL string
@@ -284,6 +290,9 @@ type Runtime struct {
 	// then may a plain tool_result have held events to discard at once
 	// (events held before a restart are found by sweepHeldEvents).
 	heldSince atomic.Bool
+	// confirmed holds the calls the user allowed (ConfirmDestructive)
+	// until they are dispatched; see confirm.go.
+	confirmed sync.Map
 }
 
 // threadState is the in-memory state of a thread that has a worker.

@@ -294,6 +294,7 @@ func (r *Runtime) PendingChoices(ctx context.Context, threadID string) ([]store.
 // the choice stays open and the error wraps ErrChoiceDelivery.
 func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, selected *int) (int, error) {
 	var ch store.Choice
+	var confirmCall *store.Call // a runtime confirmation (confirm.go)
 	err := r.store.Update(ctx, func(tx store.Tx) error {
 		var err error
 		ch, err = tx.TakeChoice(threadID, callID)
@@ -315,6 +316,10 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 		if err != nil {
 			return err
 		}
+		if ch.ResponseURL == runtimeConfirmURL { // issue 12 item 7
+			confirmCall = &call
+			return nil
+		}
 		if problem := r.checkResponseURL(call, ch.ResponseURL); problem != "" {
 			r.log.Warn("user choice not sent: response_url refused", "thread", threadID, "call_id", callID, "problem", problem)
 			return fmt.Errorf("%w: the tool's response_url %s; the choice is still open", ErrChoiceDelivery, problem)
@@ -327,6 +332,10 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 	sel := ch.Default
 	if selected != nil {
 		sel = *selected
+	}
+	if confirmCall != nil {
+		r.answerConfirmation(ctx, *confirmCall, sel, selected == nil)
+		return sel, nil
 	}
 	// Announced before the POST: the tool may send its result before the
 	// POST returns, and clients should see the answer before the result.

@@ -26,7 +26,7 @@ func registerBridge(c *command) {
 func init() {
 	register(&command{
 		name:    "bridge",
-		summary: "serve another tool protocol's tools as a RAP tool server (rap bridge mcp|otc ...)",
+		summary: "serve another tool protocol's tools as a RAP tool server (rap bridge mcp|otc|toolsjson ...)",
 		usage:   "rap bridge KIND [flags] [arguments]",
 		run:     runBridge,
 	})
@@ -42,7 +42,7 @@ func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			fmt.Fprintf(stderr, "  %-8s %s\n", n, bridgeCommands[n].summary)
+			fmt.Fprintf(stderr, "  %-10s %s\n", n, bridgeCommands[n].summary)
 		}
 		fmt.Fprintf(stderr, "\nRun 'rap bridge KIND --help' for a kind's flags and examples.\n")
 		if len(args) == 0 {

@@ -95,6 +95,14 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	}
 	defer stopOTC()
 	toolServers = append(toolServers, otcURLs...)
+	// tools.json bundles (issue 12 item 1): each tools_json entry is served
+	// in-process on a loopback port and used like any tool server.
+	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, s.ToolToken, log, stdout)
+	if err != nil {
+		return err
+	}
+	defer stopToolsJSON()
+	toolServers = append(toolServers, tjURLs...)
 	spec, err := parseModelSpec(s.Model, getenvOS)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -158,6 +166,7 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		ModelTimeout:              s.ModelTimeout,
 		ModelRetry:                runtime.ModelRetryPolicy{Initial: s.ModelRetryBackoff, Attempts: s.ModelAttempts},
 		Secrets:                   knownSecrets(s),
+		ConfirmDestructive:        confirmExternalActions(s, dir), // issue 12 item 7
 	})
 	if err != nil {
 		return err

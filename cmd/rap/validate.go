@@ -18,7 +18,7 @@ func init() {
 	register(&command{
 		name:    "validate",
 		summary: "check a toolset manifest from a tool server or a file against the RAP rules",
-		usage:   "rap validate [--token T] URL|FILE|-",
+		usage:   "rap validate [--token T] URL|FILE|-|BUNDLE",
 		run:     runValidate,
 	})
 }
@@ -30,13 +30,15 @@ func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	c := commands["validate"]
 	fs := newFlagSet(c, stderr)
 	token := fs.String("token", "", "bearer token for the tool server (default $"+envToolToken+")")
+	allowUnsigned := fs.Bool("allow-unsigned", false, "for a tools.json bundle: report a missing or wrong digest as a warning")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `usage: %s
 
 Checks a toolset manifest (RAP TS-1..TS-8) and prints every violation, one
 per line with its path, then the warnings. The argument is a tool server's
 base URL (its manifest is fetched from BASE/.well-known/rap-toolset), a
-manifest file, or - for standard input.
+manifest file, or - for standard input. A tools.json file or a bundle
+directory is checked as a tools.json bundle (docs/toolsjson.md).
 
 Exit status: 0 when the manifest is valid (warnings allowed), 1 when it has
 violations or cannot be read, 2 for a usage error.
@@ -53,6 +55,9 @@ Flags:
 		return fmt.Errorf("%w: want exactly one URL, FILE or -, got %d arguments", errUsage, len(pos))
 	}
 	src := pos[0]
+	if isToolsJSON(src) { // a tools.json bundle (issue 12 item 10)
+		return validateToolsJSON(src, *allowUnsigned, stdout)
+	}
 	if *token == "" {
 		*token = os.Getenv(envToolToken)
 	}

@@ -38,6 +38,9 @@ const (
 	TypeMCPServer = "mcp_server"
 	// TypeHTTPMCPServer is a remote MCP server reached over HTTP.
 	TypeHTTPMCPServer = "http_mcp_server"
+	// TypeToolsJSON is a Runloop tools.json bundle that "rap serve" serves
+	// itself as a RAP tool server (a gorap entry type; issue 12 item 1).
+	TypeToolsJSON = "tools_json"
 )
 
 // recognised lists the entry types of the reference format; gorap
@@ -48,6 +51,7 @@ var recognised = map[string]bool{
 	TypeMCPServer:      true,
 	TypeHTTPMCPServer:  true,
 	TypeOTCServer:      true, // issue 13: see otc.go
+	TypeToolsJSON:      true,
 }
 
 // ToolSet is one entry of a file's tool_sets array.
@@ -66,6 +70,12 @@ type ToolSet struct {
 	MCP *MCPServer `json:"-"`
 	// issue 13: the fields of an "otc_server" entry (see otc.go).
 	OTC *OTCServer `json:"-"`
+	// Bundle is a tools_json entry's bundle directory (or its tools.json);
+	// a relative path is relative to the config file's directory.
+	Bundle string `json:"bundle,omitempty"`
+	// AllowUnsigned accepts a tools_json bundle whose digest does not
+	// match its manifest: for development only.
+	AllowUnsigned bool `json:"allow_unsigned,omitempty"`
 	// Source says where the entry came from, such as
 	// "/home/me/.config/rap/rap.json: tool_sets[0]". It is not read from
 	// the file.
@@ -76,6 +86,22 @@ type ToolSet struct {
 type File struct {
 	// ToolSets lists the configured tool sources in order.
 	ToolSets []ToolSet `json:"tool_sets"`
+	// Security holds the operator's security switches.
+	Security Security `json:"security"`
+}
+
+// Security are the "security" settings of a config file.
+type Security struct {
+	// ConfirmExternalActions, when false, runs tools that require
+	// confirmation (tools.json requires_confirmation) without asking the
+	// user. Nil, the default, means true. The first file that sets it wins.
+	ConfirmExternalActions *bool `json:"confirm_external_actions,omitempty"`
+}
+
+// ConfirmExternalActions reports security.confirm_external_actions: true
+// unless a file disabled it.
+func (f *File) ConfirmExternalActions() bool {
+	return f.Security.ConfirmExternalActions == nil || *f.Security.ConfirmExternalActions
 }
 
 // ServerURLs returns the base URLs of the toolset_server entries, in order
@@ -102,6 +128,9 @@ func (f *File) ServerURLs() []string {
 func (f *File) Merge(other *File) {
 	if other == nil {
 		return
+	}
+	if f.Security.ConfirmExternalActions == nil {
+		f.Security.ConfirmExternalActions = other.Security.ConfirmExternalActions
 	}
 	ids := map[string]bool{}
 	urls := map[string]bool{}
@@ -172,6 +201,7 @@ func Parse(data []byte, name string) (*File, error) {
 	}
 	var raw struct {
 		ToolSets *[]json.RawMessage `json:"tool_sets"`
+		Security *Security          `json:"security"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
@@ -184,6 +214,9 @@ func Parse(data []byte, name string) (*File, error) {
 		return nil, &Error{File: name, Path: "tool_sets", Problem: `missing; want {"tool_sets": [{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}]}`}
 	}
 	f := &File{}
+	if raw.Security != nil {
+		f.Security = *raw.Security
+	}
 	for i, item := range *raw.ToolSets {
 		path := fmt.Sprintf("tool_sets[%d]", i)
 		ts, err := parseEntry(item, name, path)
@@ -218,6 +251,9 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	}
 	if typ == TypeOTCServer { // issue 13
 		return parseOTCEntry(item, name, path)
+	}
+	if typ == TypeToolsJSON {
+		return parseToolsJSONEntry(item, name, path)
 	}
 	if typ != TypeToolsetServer {
 		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("entry type %q is not supported yet by gorap; run the server yourself and list it as a %q entry with its server_url", typ, TypeToolsetServer)}

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/gorap/gorap/bridge/toolsjson"
+	"github.com/gorap/gorap/internal/privfile"
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/config"
+)
+
+// This file holds what "rap bridge toolsjson", "rap replay", "rap serve"
+// (tools_json entries) and "rap validate" share for tools.json bundles,
+// and the "rap toolsjson" verb (issue 12).
+
+func init() {
+	register(&command{
+		name:    "toolsjson",
+		summary: "author tools.json bundles: init DIR writes an empty signed bundle, digest DIR re-pins tools.json",
+		usage:   "rap toolsjson init|digest DIR",
+		run:     runToolsJSON,
+	})
+}
+
+// toolsJSONFlags are the flags of the verbs that serve a bundle.
+type toolsJSONFlags struct {
+	allowUnsigned bool
+	noConfirm     bool
+	secretsFile   string
+	secretCommand string
+	secretPrefix  string
+	dataDir       string
+	token         string
+	timeout       time.Duration
+}
+
+func (f *toolsJSONFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "DEVELOPMENT ONLY: serve a bundle whose tools.json digest is missing from or differs from manifest.toml")
+	fs.BoolVar(&f.noConfirm, "no-confirm", false, "run requires_confirmation tools without asking the user (security.confirm_external_actions = false)")
+	fs.StringVar(&f.secretsFile, "secrets-file", "", "`FILE` of \"ID = VALUE\" secret lines, mode 600")
+	fs.StringVar(&f.secretCommand, "secret-command", "", "`PROGRAM` run with a secret id as its last argument; its output is the value")
+	fs.StringVar(&f.secretPrefix, "secret-env-prefix", "", "`PREFIX` of the environment variables secrets are read from (PREFIX + ID upper-cased, non-alphanumerics as _)")
+	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir(getenvOS), "`DIR` for traces (DIR/toolsjson/traces) and the audit log (DIR/toolsjson/audit.jsonl)")
+	fs.StringVar(&f.token, "token", os.Getenv(config.EnvToolToken), "bearer `TOKEN` the runtime must send (default $"+config.EnvToolToken+")")
+	fs.DurationVar(&f.timeout, "timeout", toolsjson.DefaultTimeout, "bound of one tool call without a timeout_ms of its own")
+}
+
+// resolver builds the secret resolver chain: the environment, then the
+// secrets file, then the secret command.
+func (f *toolsJSONFlags) resolver() toolsjson.SecretResolver {
+	chain := toolsjson.ChainResolver{toolsjson.EnvResolver{Prefix: f.secretPrefix}}
+	if f.secretsFile != "" {
+		chain = append(chain, toolsjson.FileResolver{Path: f.secretsFile})
+	}
+	if f.secretCommand != "" {
+		chain = append(chain, toolsjson.CommandResolver{Command: f.secretCommand})
+	}
+	return chain
+}
+
+// toolsJSONServer loads a bundle and builds its server, with traces and
+// audit records under dataDir. close releases the audit and trace files.
+func toolsJSONServer(bundle string, f toolsJSONFlags, log *slog.Logger, replay *toolsjson.Replay, out io.Writer) (*toolsjson.Server, *toolsjson.Bundle, func(), error) {
+	b, err := toolsjson.Load(bundle, toolsjson.LoadOptions{AllowUnsigned: f.allowUnsigned})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, w := range b.Warnings {
+		fmt.Fprintf(out, "WARNING: %s\n", w)
+	}
+	for _, d := range b.Denied {
+		fmt.Fprintf(out, "denied: tool %q is not served: capability %q (%s) is not granted by policy.caps\n", d.ToolID, d.Capability, d.Path)
+	}
+	dir := filepath.Join(f.dataDir, "toolsjson")
+	if err := privfile.MkdirAll(dir); err != nil {
+		return nil, nil, nil, fmt.Errorf("create %s: %w (pass --data-dir DIR to use another)", dir, err)
+	}
+	audit, err := os.OpenFile(filepath.Join(dir, "audit.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open the audit log: %w", err)
+	}
+	opts := toolsjson.Options{
+		Secrets:   f.resolver(),
+		Audit:     audit,
+		TraceDir:  filepath.Join(dir, "traces"),
+		Logger:    log,
+		Timeout:   f.timeout,
+		NoConfirm: f.noConfirm,
+		Replay:    replay,
+		Server:    &rap.ServerOptions{BearerToken: f.token, Logger: log},
+	}
+	s, err := toolsjson.NewServer(b, opts)
+	if err != nil {
+		audit.Close()
+		return nil, nil, nil, err
+	}
+	return s, b, func() { s.Close(); audit.Close() }, nil
+}
+
+// serveToolsJSON serves s on ln until ctx ends.
+func serveToolsJSON(ctx context.Context, s *toolsjson.Server, ln net.Listener) error {
+	err := s.Serve(ctx, ln)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// startToolsJSONEntries starts an in-process tool server on a loopback
+// port for each tools_json entry of the config (issue 12 item 1) and
+// returns their base URLs. stop shuts them down.
+func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, toolToken string, log *slog.Logger, out io.Writer) (urls []string, stop func(), err error) {
+	f, _, err := st.LoadToolSets(dir, getenvOS)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	entries := f.ToolsJSONEntries()
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	for _, e := range entries {
+		flags := toolsJSONFlags{allowUnsigned: e.AllowUnsigned, noConfirm: !f.ConfirmExternalActions(), dataDir: st.DataDir, token: toolToken, timeout: toolsjson.DefaultTimeout}
+		s, _, closeFn, err := toolsJSONServer(e.Bundle, flags, log.With("bundle", e.Bundle), nil, out)
+		if err != nil {
+			stop()
+			return nil, func() {}, fmt.Errorf("%s: %w", e.Source, err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			closeFn()
+			stop()
+			return nil, func() {}, fmt.Errorf("%s: listen for the bundle's tool server: %w", e.Source, err)
+		}
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() { defer close(done); _ = serveToolsJSON(sctx, s, ln) }()
+		stops = append(stops, func() { cancel(); <-done; closeFn() })
+		u := "http://" + ln.Addr().String()
+		urls = append(urls, u)
+		fmt.Fprintf(out, "  tools.json:   %s served at %s (traces in %s)\n", e.Bundle, u, filepath.Dir(s.TracePath()))
+	}
+	return urls, stop, nil
+}
+
+func runToolsJSON(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := commands["toolsjson"]
+	fs := newFlagSet(c, stderr)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 || (pos[0] != "init" && pos[0] != "digest") {
+		return fmt.Errorf("%w: want init DIR or digest DIR", errUsage)
+	}
+	dir := pos[1]
+	switch pos[0] {
+	case "init":
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		p := filepath.Join(dir, toolsjson.ToolsFile)
+		if _, err := os.Stat(p); err == nil {
+			return fmt.Errorf("%s already exists; use 'rap toolsjson digest %s' to re-pin it", p, dir)
+		}
+		if err := os.WriteFile(p, []byte("{\n  \"version\": 1,\n  \"tools\": []\n}\n"), 0o644); err != nil {
+			return err
+		}
+		if err := writeDigest(dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s (version 1, no tools) and pinned its BLAKE3 digest in %s\n", p, filepath.Join(dir, toolsjson.ManifestFile))
+	case "digest":
+		if err := writeDigest(dir); err != nil {
+			return err
+		}
+		data, _ := os.ReadFile(filepath.Join(dir, toolsjson.ToolsFile))
+		fmt.Fprintf(stdout, "pinned tools.json BLAKE3 %s in %s\n", toolsjson.Digest(data), filepath.Join(dir, toolsjson.ManifestFile))
+	}
+	return nil
+}
+
+// artifactsTools finds the [artifacts.tools] table and its blake3 line.
+var (
+	artifactsToolsHeader = regexp.MustCompile(`(?m)^\s*\[\s*artifacts\.tools\s*\]\s*(#.*)?$`)
+	anyHeader            = regexp.MustCompile(`(?m)^\s*\[`)
+	blake3Line           = regexp.MustCompile(`(?m)^\s*blake3\s*=.*$`)
+)
+
+// writeDigest pins the BLAKE3 digest of DIR/tools.json in
+// DIR/manifest.toml, creating the manifest or its [artifacts.tools] table
+// when missing and leaving the rest of the file as it is.
+func writeDigest(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, toolsjson.ToolsFile))
+	if err != nil {
+		return fmt.Errorf("%w; run 'rap toolsjson init %s' to create one", err, dir)
+	}
+	sum := toolsjson.Digest(data)
+	mp := filepath.Join(dir, toolsjson.ManifestFile)
+	old, err := os.ReadFile(mp)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	text := string(old)
+	line := fmt.Sprintf("blake3 = %q", sum)
+	loc := artifactsToolsHeader.FindStringIndex(text)
+	switch {
+	case loc == nil:
+		if text != "" && !strings.HasSuffix(text, "\n") {
+			text += "\n"
+		}
+		if text != "" {
+			text += "\n"
+		}
+		text += "[artifacts.tools]\npath = \"tools.json\"\n" + line + "\nversion = 1\n"
+	default:
+		start := loc[1]
+		end := len(text)
+		if next := anyHeader.FindStringIndex(text[start:]); next != nil {
+			end = start + next[0]
+		}
+		table := text[start:end]
+		if blake3Line.MatchString(table) {
+			table = blake3Line.ReplaceAllLiteralString(table, line)
+		} else {
+			table = "\n" + line + strings.TrimPrefix(table, "\n")
+			if !strings.HasPrefix(table, "\n") {
+				table = "\n" + table
+			}
+		}
+		text = text[:start] + table + text[end:]
+	}
+	return os.WriteFile(mp, []byte(text), 0o644)
+}
+
+// isToolsJSON reports whether a "rap validate" argument is a tools.json
+// bundle: a directory, or a file named tools.json.
+func isToolsJSON(src string) bool {
+	if filepath.Base(src) == toolsjson.ToolsFile {
+		return true
+	}
+	fi, err := os.Stat(src)
+	return err == nil && fi.IsDir()
+}
+
+// validateToolsJSON prints every violation of a bundle, then its warnings;
+// it exits 1 when there is any violation.
+func validateToolsJSON(src string, allowUnsigned bool, stdout io.Writer) error {
+	vs, ws, err := toolsjson.Validate(src, toolsjson.LoadOptions{AllowUnsigned: allowUnsigned})
+	if err != nil {
+		return err
+	}
+	for _, v := range vs {
+		fmt.Fprintf(stdout, "error: %s\n", v)
+	}
+	for _, w := range ws {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
+	if len(vs) > 0 {
+		fmt.Fprintf(stdout, "FAIL: bundle %s has %s; nothing of a refused bundle is served, and a tool with a capability not granted is not served\n", src, plural(len(vs), "violation"))
+		return exitError{1}
+	}
+	fmt.Fprintf(stdout, "OK: bundle %s is valid\n", src)
+	return nil
+}
+
+// confirmExternalActions reads security.confirm_external_actions from the
+// config files (default true); a config that cannot be read was already
+// reported by the caller, so it counts as the default.
+func confirmExternalActions(st config.Settings, dir string) bool {
+	f, _, err := st.LoadToolSets(dir, getenvOS)
+	if err != nil {
+		return true
+	}
+	return f.ConfirmExternalActions()
+}
