@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -105,22 +104,21 @@ func runBridgeOTC(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // startOTCBridges starts one bridge per otc_server entry of the merged tool
-// configuration, each on its own loopback port, and returns their base URLs
-// for the runtime's tool servers and a function that stops them.
-func startOTCBridges(ctx context.Context, s *config.Settings, dir string, log *slog.Logger) ([]string, func(), error) {
+// configuration, served in process at NAME.otc.rap.invalid (see
+// inProcessHosts), and returns their base URLs for the runtime's tool
+// servers and a function that stops them.
+func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts inProcessHosts, log *slog.Logger) ([]string, func(), error) {
 	f, _, err := s.LoadToolSets(dir, getenvOS)
 	if err != nil || f == nil {
 		return nil, func() {}, err
 	}
 	var urls []string
-	var servers []*http.Server
 	var bridges []*otc.Bridge
 	stop := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		for i, hs := range servers {
-			_ = bridges[i].Server().Shutdown(sctx)
-			_ = hs.Close()
+		for _, b := range bridges {
+			_ = b.Server().Shutdown(sctx)
 		}
 	}
 	for _, o := range f.OTCServers() {
@@ -135,16 +133,8 @@ func startOTCBridges(ctx context.Context, s *config.Settings, dir string, log *s
 			stop()
 			return nil, func() {}, err
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			stop()
-			return nil, func() {}, err
-		}
-		hs := rap.NewHTTPServer(b.Server(), rap.HTTPLimits{}, log)
-		go func() { _ = hs.Serve(ln) }()
-		servers = append(servers, hs)
 		bridges = append(bridges, b)
-		urls = append(urls, "http://"+ln.Addr().String())
+		urls = append(urls, hosts.add("otc", o.Name, b.Server()))
 		log.Info("otc_server bridged", "name", o.Name, "worker", o.URL, "dialect", string(b.Dialect()), "tools", len(b.Tools()), "at", urls[len(urls)-1])
 	}
 	return urls, stop, nil

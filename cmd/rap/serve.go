@@ -88,16 +88,16 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if err != nil {
 		return err
 	}
-	// issue 13: otc_server entries are bridged on loopback ports.
-	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, log)
+	// Bridged entries are served in process (no port): otc_server (issue
+	// 13), tools_json (issue 12) and the MCP entries (issue 10) below.
+	hosts := inProcessHosts{}
+	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, hosts, log)
 	if err != nil {
 		return err
 	}
 	defer stopOTC()
 	toolServers = append(toolServers, otcURLs...)
-	// tools.json bundles (issue 12 item 1): each tools_json entry is served
-	// in-process on a loopback port and used like any tool server.
-	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, s.ToolToken, log, stdout)
+	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, hosts, log, stdout)
 	if err != nil {
 		return err
 	}
@@ -116,6 +116,9 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	mcpb := startMCPBridges(ctx, &s, dir, mdl, log, stdout)
 	defer mcpb.shutdown()
 	toolServers = append(toolServers, mcpb.urls...)
+	for host, b := range mcpb.byHost {
+		hosts[host] = b
+	}
 
 	if err := privfile.MkdirAll(s.DataDir); err != nil {
 		return fmt.Errorf("create data dir %s: %w (pass --data-dir DIR to use another)", s.DataDir, err)
@@ -147,7 +150,7 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if s.ToolToken != "" {
 		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: runtime.NewTransport()}}
 	}
-	hc = mcpb.client(hc) // issue 10: reaches the in-process MCP bridges
+	hc = hosts.client(hc) // reaches the bridges served in process
 	rt, err := runtime.New(runtime.Config{
 		Store:                     st,
 		Model:                     mdl,

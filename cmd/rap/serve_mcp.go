@@ -5,22 +5,18 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/gorap/gorap/bridge/mcp"
 	"github.com/gorap/gorap/model"
-	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/config"
 )
 
 // mcpBridgeHostSuffix names the in-process bridges: the runtime reaches
-// the bridge of MCP server NAME at http://NAME.mcp.rap.invalid, a host
-// that never resolves, through a transport that serves it in process. No
-// port is opened for it.
+// the bridge of MCP server NAME at http://NAME.mcp.rap.invalid (see
+// inProcessHosts). No port is opened for it.
 const mcpBridgeHostSuffix = ".mcp.rap.invalid"
 
 // mcpBridges are the in-process bridges "rap serve" runs for the config's
@@ -88,24 +84,6 @@ func startMCPBridge(ctx context.Context, e config.ToolSet, sampler model.Provide
 	return b, nil
 }
 
-// client returns hc (or a default client) with a transport that serves the
-// bridges' hosts in process and sends everything else on.
-func (m *mcpBridges) client(hc *http.Client) *http.Client {
-	if len(m.byHost) == 0 {
-		return hc
-	}
-	var c http.Client
-	if hc != nil {
-		c = *hc
-	}
-	next := c.Transport
-	if next == nil {
-		next = runtime.NewTransport()
-	}
-	c.Transport = inProcessTransport{hosts: m.byHost, next: next}
-	return &c
-}
-
 // shutdown stops every bridge and its MCP server.
 func (m *mcpBridges) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -115,33 +93,4 @@ func (m *mcpBridges) shutdown() {
 		wg.Go(func() { _ = b.Shutdown(ctx) })
 	}
 	wg.Wait()
-}
-
-// inProcessTransport serves requests for the bridges' hosts by calling
-// their handlers directly.
-type inProcessTransport struct {
-	hosts map[string]*mcp.Bridge
-	next  http.RoundTripper
-}
-
-func (t inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	b, ok := t.hosts[req.URL.Host]
-	if !ok {
-		return t.next.RoundTrip(req)
-	}
-	r := req.Clone(req.Context())
-	r.Host = req.URL.Host
-	if r.URL.Path == "" {
-		r.URL.Path = "/"
-	}
-	r.RemoteAddr = "127.0.0.1:0"
-	r.RequestURI = req.URL.RequestURI()
-	if r.Body == nil {
-		r.Body = http.NoBody
-	}
-	rec := httptest.NewRecorder()
-	b.ServeHTTP(rec, r)
-	resp := rec.Result()
-	resp.Request = req
-	return resp, nil
 }

@@ -117,10 +117,11 @@ func serveToolsJSON(ctx context.Context, s *toolsjson.Server, ln net.Listener) e
 	return err
 }
 
-// startToolsJSONEntries starts an in-process tool server on a loopback
-// port for each tools_json entry of the config (issue 12 item 1) and
-// returns their base URLs. stop shuts them down.
-func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, toolToken string, log *slog.Logger, out io.Writer) (urls []string, stop func(), err error) {
+// startToolsJSONEntries starts a tool server for each tools_json entry
+// of the config (issue 12 item 1), served in process at
+// NAME.toolsjson.rap.invalid (see inProcessHosts), and returns their base
+// URLs. stop shuts them down.
+func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, hosts inProcessHosts, log *slog.Logger, out io.Writer) (urls []string, stop func(), err error) {
 	f, _, err := st.LoadToolSets(dir, getenvOS)
 	if err != nil {
 		return nil, func() {}, err
@@ -133,25 +134,26 @@ func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, 
 		}
 	}
 	for _, e := range entries {
-		flags := toolsJSONFlags{allowUnsigned: e.AllowUnsigned, noConfirm: !f.ConfirmExternalActions(), dataDir: st.DataDir, token: toolToken, timeout: toolsjson.DefaultTimeout}
+		flags := toolsJSONFlags{allowUnsigned: e.AllowUnsigned, noConfirm: !f.ConfirmExternalActions(), dataDir: st.DataDir, token: st.ToolToken, timeout: toolsjson.DefaultTimeout}
 		s, _, closeFn, err := toolsJSONServer(e.Bundle, flags, log.With("bundle", e.Bundle), nil, out)
 		if err != nil {
 			stop()
 			return nil, func() {}, fmt.Errorf("%s: %w", e.Source, err)
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
+		if err := s.Start(context.WithoutCancel(ctx)); err != nil {
 			closeFn()
 			stop()
-			return nil, func() {}, fmt.Errorf("%s: listen for the bundle's tool server: %w", e.Source, err)
+			return nil, func() {}, fmt.Errorf("%s: start the bundle's tool server: %w", e.Source, err)
 		}
-		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		done := make(chan struct{})
-		go func() { defer close(done); _ = serveToolsJSON(sctx, s, ln) }()
-		stops = append(stops, func() { cancel(); <-done; closeFn() })
-		u := "http://" + ln.Addr().String()
+		stops = append(stops, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.Shutdown(sctx)
+			closeFn()
+		})
+		u := hosts.add("toolsjson", filepath.Base(filepath.Clean(e.Bundle)), s)
 		urls = append(urls, u)
-		fmt.Fprintf(out, "  tools.json:   %s served at %s (traces in %s)\n", e.Bundle, u, filepath.Dir(s.TracePath()))
+		fmt.Fprintf(out, "  tools.json:   %s served in process at %s (traces in %s)\n", e.Bundle, u, filepath.Dir(s.TracePath()))
 	}
 	return urls, stop, nil
 }

@@ -266,7 +266,7 @@ func TestServeToolsJSONEntry(t *testing.T) {
 ]}`)
 	s := baseSettings(t, "scripted:"+script, cfg)
 	info, stdout, stderr, stop := runningServe(t, s)
-	wantLines(t, stdout.String(), "tools.json:", "tool servers: http://127.0.0.1:")
+	wantLines(t, stdout.String(), "tools.json:", "tool servers: http://demo.toolsjson.rap.invalid") // served in process, no port
 
 	var th struct {
 		ID string `json:"id"`
