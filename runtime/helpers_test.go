@@ -93,6 +93,8 @@ type env struct {
 	handler atomic.Pointer[http.Handler]
 	logs    *logBuffer
 	model   *recorder
+	// wrapStore wraps the store the runtime sees; see envOptions.
+	wrapStore func(store.Store) store.Store
 }
 
 type envOptions struct {
@@ -100,6 +102,8 @@ type envOptions struct {
 	model   model.Provider // overrides turns
 	servers []string
 	tweak   func(*Config)
+	// wrapStore, when set, wraps the store the runtime sees (each start).
+	wrapStore func(store.Store) store.Store
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -134,6 +138,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.tweak != nil {
 		o.tweak(&e.cfg)
 	}
+	e.wrapStore = o.wrapStore
 	e.start()
 	t.Cleanup(e.stop)
 	t.Cleanup(func() {
@@ -153,6 +158,9 @@ func (e *env) start() {
 	e.st = st
 	cfg := e.cfg
 	cfg.Store = st
+	if e.wrapStore != nil {
+		cfg.Store = e.wrapStore(st)
+	}
 	rt, err := New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
