@@ -183,6 +183,10 @@ type limitedConn struct {
 	release func()
 }
 
+// NetConn returns the connection it wraps, so that a handler can reach
+// the TCP connection's settings (such as its send buffer).
+func (c *limitedConn) NetConn() net.Conn { return c.Conn }
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)

@@ -340,6 +340,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	defer release()
+	limitSendBuffer(req)
 	prime, err := r.primeEvents(req.Context(), id)
 	if err != nil {
 		r.writeStoreError(w, err)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"net/http"
@@ -118,7 +119,7 @@ func (l ServerLimits) withDefaults() ServerLimits {
 // package's server with the runtime's defaults.
 func NewHTTPServer(h http.Handler, l ServerLimits, log *slog.Logger) *http.Server {
 	l = l.withDefaults()
-	return rap.NewHTTPServer(h, rap.HTTPLimits{
+	srv := rap.NewHTTPServer(h, rap.HTTPLimits{
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,
@@ -126,6 +127,42 @@ func NewHTTPServer(h http.Handler, l ServerLimits, log *slog.Logger) *http.Serve
 		MaxHeaderBytes:    l.MaxHeaderBytes,
 		MaxConns:          l.MaxConns,
 	}, log)
+	// Event streams shrink their connection's kernel send buffer (see
+	// streamSendBuffer); they find the connection in the request context.
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
+	}
+	return srv
+}
+
+// connKey is the request context key of the connection, set by the
+// servers NewHTTPServer makes.
+type connKey struct{}
+
+// streamSendBuffer is the kernel send buffer of an event stream's TCP
+// connection. Without a bound, the kernel accepts megabytes for a client
+// that does not read (on loopback, as much as it has to spare), which
+// counts against the machine's TCP memory and, with a thousand stuck
+// clients, slows every other connection of the process; the runtime's own
+// queue (StreamLimits.BufferBytes) is where a stream's backlog belongs.
+const streamSendBuffer = 64 << 10
+
+// limitSendBuffer bounds the kernel send buffer of the connection that
+// serves req, when the server made the connection reachable (NewHTTPServer
+// does).
+func limitSendBuffer(req *http.Request) {
+	c, _ := req.Context().Value(connKey{}).(net.Conn)
+	for c != nil {
+		if tc, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
+			_ = tc.SetWriteBuffer(streamSendBuffer)
+			return
+		}
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return
+		}
+		c = w.NetConn()
+	}
 }
 
 // LimitListener returns a listener that keeps at most l.MaxConns accepted
