@@ -170,9 +170,11 @@ type API struct {
 	stop   chan struct{}
 	once   sync.Once
 
-	mu   sync.Mutex
-	key  string
-	reqs []Request
+	mu      sync.Mutex
+	key     string
+	reqs    []Request
+	discard bool // keep no requests (ForgetRequests)
+	served  int
 }
 
 // AnthropicAPI returns a handler for POST /v1/messages.
@@ -194,6 +196,16 @@ func newAPI(w wire, s Script) *API {
 func (a *API) RequireAPIKey(key string) *API {
 	a.mu.Lock()
 	a.key = key
+	a.mu.Unlock()
+	return a
+}
+
+// ForgetRequests makes the API keep no requests, so that a long-running
+// benchmark does not grow without bound; Requests then returns nil. It
+// returns a for chaining.
+func (a *API) ForgetRequests() *API {
+	a.mu.Lock()
+	a.discard, a.reqs = true, nil
 	a.mu.Unlock()
 	return a
 }
@@ -229,8 +241,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	decodeErr := a.wire.decode(body, &req)
 
 	a.mu.Lock()
-	a.reqs = append(a.reqs, req)
-	seq := len(a.reqs)
+	a.served++
+	seq := a.served
+	if !a.discard {
+		a.reqs = append(a.reqs, req)
+	}
 	key := a.key
 	a.mu.Unlock()
 
