@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ func runBenchRuntime(ctx context.Context, args []string, stdout, stderr io.Write
 	fs := newFlagSet(c, stderr)
 	var opts bench.CycleOptions
 	var verbose bool
-	var provider, serveWire string
+	var provider, serveWire, cpuProfile string
 	fs.IntVar(&opts.Threads, "threads", 16, "`N` threads looping concurrently")
 	fs.DurationVar(&opts.Duration, "duration", 10*time.Second, "measured `time`")
 	fs.DurationVar(&opts.Warmup, "warmup", time.Second, "warm-up `time` before measuring")
@@ -46,6 +47,7 @@ func runBenchRuntime(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&provider, "provider", "scripted", "the model: scripted (instant, in process), or `anthropic` or openai: the real provider package, streaming from a local server speaking that wire format (model/wiretest) in a child process")
 	fs.IntVar(&opts.Budget, "budget", 50, "with --provider anthropic|openai: tool calls per thread before the model answers in text and a new thread takes its place")
 	fs.StringVar(&serveWire, "serve-wire", "", "internal: serve the model wire format `API` for a parent bench-runtime")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (this process) to `FILE`")
 	fs.BoolVar(&verbose, "verbose", false, "show the runtime's warnings")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -91,6 +93,17 @@ func runBenchRuntime(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	fmt.Fprintf(stdout, "rap bench-runtime: %d threads, %v (after %v warm-up); SQLite WAL, synchronous=FULL; %s; loopback tool server\n",
 		opts.Threads, opts.Duration, opts.Warmup, what)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("create the CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := bench.RunCycles(ctx, opts)
 	if err != nil {
 		return err
