@@ -104,7 +104,7 @@ func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
 func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 	var (
 		merged []Turn
-		firsts []int                         // index in msgs of each merged turn's first message
+		firsts []int                       // index in msgs of each merged turn's first message
 		seen   = map[string][]ToolResult{} // call id -> results kept so far
 	)
 	for i, m := range msgs {

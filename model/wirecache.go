@@ -33,7 +33,7 @@ type WireCache struct {
 	ends []int  // end offsets in body
 	// head is the provider's encoding of the parts other than the
 	// messages, made from system and tools.
-	head   []byte
+	head   [][]byte
 	system string
 	tools  []ToolSpec
 }
@@ -75,20 +75,25 @@ func (c *WireCache) Extend(enc []byte, seq int64) bool {
 // Head returns the encoding the provider stored with SetHead for the
 // same system prompt and tools, and whether there is one. The caller holds
 // the lock.
-func (c *WireCache) Head(system string, tools []ToolSpec) ([]byte, bool) {
+func (c *WireCache) Head(system string, tools []ToolSpec) ([][]byte, bool) {
 	if c.head == nil || c.system != system || !slices.EqualFunc(c.tools, tools, sameTool) {
 		return nil, false
 	}
 	return c.head, true
 }
 
-// SetHead stores enc, the provider's encoding of the request parts other
-// than the messages, made from system and tools. The caller holds the lock.
-func (c *WireCache) SetHead(system string, tools []ToolSpec, enc []byte) {
-	if len(enc) > c.limit() {
+// SetHead stores parts, the provider's encodings of the request parts
+// other than the messages, made from system and tools. The caller holds
+// the lock.
+func (c *WireCache) SetHead(system string, tools []ToolSpec, parts ...[]byte) {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n > c.limit() {
 		return
 	}
-	c.system, c.tools, c.head = system, slices.Clone(tools), enc
+	c.system, c.tools, c.head = system, slices.Clone(tools), parts
 }
 
 func sameTool(a, b ToolSpec) bool {
@@ -106,5 +111,9 @@ func (c *WireCache) limit() int {
 func (c *WireCache) Size() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.body) + len(c.head)
+	n := len(c.body)
+	for _, p := range c.head {
+		n += len(p)
+	}
+	return n
 }

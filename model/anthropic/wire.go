@@ -72,7 +72,9 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 	}
 	var head []byte
 	if w != nil {
-		head, _ = w.Head(system, tools)
+		if parts, ok := w.Head(system, tools); ok {
+			head = parts[0]
+		}
 	}
 	if head == nil {
 		var err error

@@ -1,0 +1,116 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/model/wiretest"
+)
+
+var wireTools = []model.ToolSpec{
+	{Name: "get_weather", Description: "Weather.", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
+	{Name: "tool", InputSchema: json.RawMessage(`{"type":"object"}`)},
+}
+
+// issue 11 item 2: over random histories that grow one message at a time,
+// with the settled prefix growing behind them, the bytes the provider
+// sends with its wire cache equal those the SDK sends for the request
+// built from scratch (sdk.ChatCompletionNewParams).
+func TestWireCacheSendsFromScratchBytes(t *testing.T) {
+	srv := wiretest.NewOpenAI(func(wiretest.Request) wiretest.Reply { return wiretest.Reply{Text: "ok"} })
+	defer srv.Close()
+	ctx := context.Background()
+	cached := 0
+	for seed := uint64(0); seed < 30; seed++ {
+		r := rand.New(rand.NewPCG(seed, 11))
+		data := make([]byte, 8+r.IntN(48))
+		for i := range data {
+			data[i] = byte(r.IntN(256))
+		}
+		msgs := wiretest.Conversation(data)
+		images := seed%5 != 4
+		p, err := New(Options{APIKey: "k", BaseURL: srv.URL + "/v1", SupportsImages: &images})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &model.WireCache{}
+		if seed%7 == 6 {
+			w.Limit = 600 // the bound is reached part way
+		}
+		system := ""
+		if seed%3 != 0 {
+			system = "Be brief."
+		}
+		tools := wireTools[:seed%3]
+		settled := 0
+		for n := 1; n <= len(msgs); n++ {
+			settled = max(settled, n-r.IntN(4))
+			req := model.Request{System: system, Tools: tools, Messages: msgs[:n], Settled: settled, SettledSeq: int64(settled), Wire: w}
+			before := len(srv.Requests())
+			_, cerr := p.Complete(ctx, req, nil)
+			params, perr := p.params(req)
+			if perr != nil {
+				if cerr == nil || len(srv.Requests()) != before {
+					t.Fatalf("seed %d, %d messages: from scratch fails (%v) but the cached path sent a request", seed, n, perr)
+				}
+				continue
+			}
+			st := p.client.Chat.Completions.NewStreaming(ctx, params)
+			for st.Next() {
+			}
+			st.Close()
+			reqs := srv.Requests()
+			if len(reqs) != before+2 {
+				t.Fatalf("seed %d, %d messages: %d requests sent, want 2 (cached path: %v)", seed, n, len(reqs)-before, cerr)
+			}
+			if got, want := reqs[before].Body, reqs[before+1].Body; !bytes.Equal(got, want) {
+				t.Fatalf("seed %d, %d messages (settled %d): bytes differ\ncached:       %s\nfrom scratch: %s", seed, n, settled, got, want)
+			}
+		}
+		if w.Size() > 0 {
+			cached++
+		}
+	}
+	if cached < 10 {
+		t.Errorf("only %d of 30 conversations used the wire cache: the test does not exercise it", cached)
+	}
+}
+
+// A cache filled under another provider configuration, or for a longer
+// settled prefix than the request's, is not read.
+func TestWireCacheKeyAndShrink(t *testing.T) {
+	p, _ := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1", Model: "a"})
+	q, _ := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1", Model: "b"})
+	msgs := wiretest.Conversation([]byte{0, 2, 3, 2, 3, 2, 3, 2, 3, 0})
+	w := &model.WireCache{}
+	req := model.Request{Messages: msgs, Settled: len(msgs) - 1, SettledSeq: 9, Wire: w}
+	if _, err := p.body(req); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		p    *Provider
+		req  model.Request
+	}{
+		{"another model", q, req},
+		{"shorter settled prefix", p, model.Request{Messages: msgs[:4], Settled: 3, SettledSeq: 3, Wire: w}},
+	} {
+		got, err := c.p.body(c.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.req.Wire = nil
+		params, _ := c.p.params(c.req)
+		want, _ := json.Marshal(params)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: got\n%s\nwant\n%s", c.name, got, want)
+		}
+	}
+	_ = sdk.ChatCompletionNewParams{}
+}
