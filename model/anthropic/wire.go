@@ -123,7 +123,7 @@ func (p *Provider) encodeTurn(t model.Turn, i int, breakpoint bool) ([]byte, err
 	if breakpoint {
 		setCacheControl(m.Content)
 	}
-	return json.Marshal(m)
+	return marshalMessage(m)
 }
 
 // encodeHead encodes what follows the messages: `,"model":…,"system":…,"tools":…`,

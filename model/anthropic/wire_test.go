@@ -14,7 +14,7 @@ import (
 )
 
 var wireTools = []model.ToolSpec{
-	{Name: "get_weather", Description: "Weather.", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
+	{Name: "get_weather", Description: "Weather <today> & \"tomorrow\".", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)},
 	{Name: "tool", InputSchema: json.RawMessage(`{"type":"object"}`)},
 }
 
@@ -34,6 +34,9 @@ func TestWireCacheSendsFromScratchBytes(t *testing.T) {
 			data[i] = byte(r.IntN(256))
 		}
 		msgs := wiretest.Conversation(data)
+		if seed%4 == 1 {
+			msgs = awkward(msgs)
+		}
 		images := seed%5 != 4
 		p, err := New(Options{APIKey: "k", BaseURL: srv.URL, SupportsImages: &images})
 		if err != nil {
@@ -46,6 +49,9 @@ func TestWireCacheSendsFromScratchBytes(t *testing.T) {
 		system := ""
 		if seed%3 != 0 {
 			system = "Be brief."
+		}
+		if seed%4 == 1 {
+			system += " <Use> & \"escape\"."
 		}
 		tools := wireTools[:seed%3]
 		settled := 0
@@ -113,4 +119,38 @@ func TestWireCacheKeyAndShrink(t *testing.T) {
 		}
 	}
 	_ = sdk.MessageNewParams{}
+}
+
+// awkward gives every text characters that JSON encoders escape, and every
+// call arguments with spaces to compact.
+func awkward(msgs []model.Message) []model.Message {
+	const odd = " <b>&amp;\"quoted\" \\ tab\t line\n \u2028 é \x01"
+	out := make([]model.Message, len(msgs))
+	for i, m := range msgs {
+		if m.Text != "" {
+			m.Text += odd
+		}
+		var calls []model.ToolCall
+		for _, c := range m.ToolCalls {
+			c.Arguments = json.RawMessage(`{ "q" : "<x> & y" , "n": [1, 2] }`)
+			calls = append(calls, c)
+		}
+		m.ToolCalls = calls
+		var results []model.ToolResult
+		for _, r := range m.ToolResults {
+			r.Text += odd
+			var parts []model.ContentPart
+			for _, c := range r.Content {
+				if c.Type == "text" {
+					c.Text += odd
+				}
+				parts = append(parts, c)
+			}
+			r.Content = parts
+			results = append(results, r)
+		}
+		m.ToolResults = results
+		out[i] = m
+	}
+	return out
 }

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -117,7 +116,7 @@ func (p *Provider) encodeTurn(t model.Turn, i int) ([]byte, error) {
 	}
 	var b []byte
 	for _, m := range msgs {
-		enc, err := json.Marshal(m)
+		enc, err := m.MarshalJSON() // not json.Marshal, which would escape HTML characters the SDK leaves as they are
 		if err != nil {
 			return nil, err
 		}
@@ -142,7 +141,7 @@ func (p *Provider) encodeHead(limit int, system string, tools []model.ToolSpec) 
 		}
 		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
 	}
-	all, err := json.Marshal(params)
+	all, err := params.MarshalJSON()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -152,7 +151,8 @@ func (p *Provider) encodeHead(limit int, system string, tools []model.ToolSpec) 
 	}
 	tail = all[len(open):]
 	if system != "" {
-		s, err := json.Marshal(sdk.SystemMessage(system))
+		m := sdk.SystemMessage(system)
+		s, err := m.MarshalJSON()
 		if err != nil {
 			return nil, nil, err
 		}
