@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -73,6 +74,7 @@ type Provider struct {
 	images    bool
 	baseURL   string
 	messages  sdk.MessageService
+	head      atomic.Pointer[encodedHead] // the last head encoded (wire.go)
 }
 
 var _ model.Provider = (*Provider)(nil)

@@ -1,9 +1,11 @@
 package anthropic
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
@@ -22,6 +24,20 @@ import (
 // tools and the system prompt, which the API puts before the messages) and
 // another the last stable turn, so the API can serve everything up to it
 // from its prompt cache.
+
+// encodedHead is the encoding of the request parts after the messages for
+// one system prompt and set of tools: the provider keeps the last one, so
+// that a thread's first completions, which have no WireCache entry yet, do
+// not encode the tools again either.
+type encodedHead struct {
+	system string
+	tools  []model.ToolSpec
+	enc    []byte
+}
+
+func sameTool(a, b model.ToolSpec) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.InputSchema, b.InputSchema)
+}
 
 // wireKey names this provider's wire form in a WireCache.
 func (p *Provider) wireKey() string {
@@ -77,11 +93,19 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 		}
 	}
 	if head == nil {
+		if last := p.head.Load(); last != nil && last.system == system && slices.EqualFunc(last.tools, tools, sameTool) {
+			head = last.enc
+		}
+	}
+	if head == nil {
 		var err error
 		if head, err = p.encodeHead(system, tools); err != nil {
 			return nil, err
 		}
-		if w != nil {
+		p.head.Store(&encodedHead{system: system, tools: slices.Clone(tools), enc: head})
+	}
+	if w != nil {
+		if _, ok := w.Head(system, tools); !ok {
 			w.SetHead(system, tools, head)
 		}
 	}
