@@ -79,6 +79,7 @@ func (anthropicWire) decode(body []byte, req *Request) error {
 		return fmt.Errorf("request body is not valid JSON: %v", err)
 	}
 	req.Model, req.MaxTokens, req.Stream = ar.Model, ar.MaxTokens, ar.Stream
+	req.Breakpoints = antBreakpoints(body)
 	if ar.Model == "" {
 		return errors.New("model: Field required")
 	}
@@ -310,7 +311,8 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 	calls := fillIDs(rep.ToolCalls, "toolu_wt", seq)
 	stopReason := rep.stopReason("end_turn", "tool_use")
 	msgID := fmt.Sprintf("msg_wt%d", seq)
-	usage := map[string]any{"input_tokens": len(req.Body) / 4, "output_tokens": 0}
+	usage := map[string]any{"input_tokens": max(len(req.Body)-req.CacheReadBytes-req.CacheWriteBytes, 0) / 4, "output_tokens": 0,
+		"cache_read_input_tokens": req.CacheReadBytes / 4, "cache_creation_input_tokens": req.CacheWriteBytes / 4}
 	if !req.Stream {
 		var content []map[string]any
 		if rep.Text != "" {

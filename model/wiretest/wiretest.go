@@ -66,6 +66,13 @@ type Request struct {
 	Messages []model.Message
 	// Tools are the tools offered to the model.
 	Tools []model.ToolSpec
+	// Breakpoints are the request's prompt-cache breakpoints (Anthropic
+	// cache_control markers), in request order.
+	Breakpoints []Breakpoint
+	// CacheReadBytes and CacheWriteBytes are how much of the request's
+	// prefix the server's prompt cache served and stored (see
+	// Breakpoint); usage reports them as tokens of four bytes.
+	CacheReadBytes, CacheWriteBytes int
 }
 
 // ToolResults returns the tool results sent after the last assistant
@@ -175,6 +182,7 @@ type API struct {
 	reqs    []Request
 	discard bool // keep no requests (ForgetRequests)
 	served  int
+	cache   map[[32]byte]bool // prompt-cache prefixes written (promptcache.go)
 }
 
 // AnthropicAPI returns a handler for POST /v1/messages.
@@ -240,6 +248,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	decodeErr := a.wire.decode(body, &req)
 
+	if decodeErr == nil && len(req.Breakpoints) > 0 {
+		a.mu.Lock()
+		req.CacheReadBytes, req.CacheWriteBytes = a.cacheLookup(req.Breakpoints)
+		a.mu.Unlock()
+	}
 	a.mu.Lock()
 	a.served++
 	seq := a.served
