@@ -140,7 +140,7 @@ func serveBenchWire(ctx context.Context, api string, budget int, in io.Reader, o
 	default:
 		return fmt.Errorf("%w: --serve-wire %q: want anthropic or openai", errUsage, api)
 	}
-	srv.ForgetRequests()
+	srv.ForgetRequests().WithoutPromptCache()
 	defer srv.Close()
 	fmt.Fprintln(out, srv.URL)
 	sc := bufio.NewScanner(in)

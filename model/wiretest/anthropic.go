@@ -17,6 +17,8 @@ type anthropicWire struct{}
 
 func (anthropicWire) path() string { return "/v1/messages" }
 
+func (anthropicWire) breakpoints(body []byte) []Breakpoint { return antBreakpoints(body) }
+
 // Request shapes of the Messages API, as far as this server checks them.
 type (
 	antRequest struct {
@@ -79,7 +81,6 @@ func (anthropicWire) decode(body []byte, req *Request) error {
 		return fmt.Errorf("request body is not valid JSON: %v", err)
 	}
 	req.Model, req.MaxTokens, req.Stream = ar.Model, ar.MaxTokens, ar.Stream
-	req.Breakpoints = antBreakpoints(body)
 	if ar.Model == "" {
 		return errors.New("model: Field required")
 	}

@@ -18,6 +18,10 @@ type openaiWire struct{}
 
 func (openaiWire) path() string { return "/v1/chat/completions" }
 
+// breakpoints: the Chat Completions API has no cache markers (its caching
+// is automatic).
+func (openaiWire) breakpoints([]byte) []Breakpoint { return nil }
+
 // Request shapes of the Chat Completions API, as far as this server checks
 // them.
 type (

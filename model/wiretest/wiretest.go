@@ -166,6 +166,7 @@ type wire interface {
 	authorize(h http.Header, key string) string
 	writeError(w http.ResponseWriter, status int, msg string)
 	writeReply(w http.ResponseWriter, r *http.Request, req Request, rep Reply, seq int, stop <-chan struct{})
+	breakpoints(body []byte) []Breakpoint
 }
 
 // API is an http.Handler that speaks one provider's wire format, answers
@@ -183,6 +184,18 @@ type API struct {
 	discard bool // keep no requests (ForgetRequests)
 	served  int
 	cache   map[[32]byte]bool // prompt-cache prefixes written (promptcache.go)
+	noCache bool              // WithoutPromptCache
+}
+
+// WithoutPromptCache turns the prompt-cache simulation off (see
+// Breakpoint): requests then report no breakpoints and no cached tokens,
+// and the server spends no CPU on them, as a benchmark wants. It returns
+// a for chaining.
+func (a *API) WithoutPromptCache() *API {
+	a.mu.Lock()
+	a.noCache = true
+	a.mu.Unlock()
+	return a
 }
 
 // AnthropicAPI returns a handler for POST /v1/messages.
@@ -248,10 +261,15 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
 	decodeErr := a.wire.decode(body, &req)
 
-	if decodeErr == nil && len(req.Breakpoints) > 0 {
-		a.mu.Lock()
-		req.CacheReadBytes, req.CacheWriteBytes = a.cacheLookup(req.Breakpoints)
-		a.mu.Unlock()
+	a.mu.Lock()
+	noCache := a.noCache
+	a.mu.Unlock()
+	if decodeErr == nil && !noCache {
+		if req.Breakpoints = a.wire.breakpoints(body); len(req.Breakpoints) > 0 {
+			a.mu.Lock()
+			req.CacheReadBytes, req.CacheWriteBytes = a.cacheLookup(req.Breakpoints)
+			a.mu.Unlock()
+		}
 	}
 	a.mu.Lock()
 	a.served++
