@@ -200,7 +200,7 @@ func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error
 	if limit <= 0 {
 		limit = p.maxTokens
 	}
-	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
+	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model), StreamOptions: streamOptions}
 	// The public API wants max_completion_tokens (its reasoning models
 	// reject max_tokens); local servers widely know only max_tokens.
 	if p.public {
@@ -234,6 +234,11 @@ func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error
 	}
 	return params, nil
 }
+
+// streamOptions asks for the usage chunk at the end of the stream, which
+// counts the prompt tokens served from the automatic prompt cache (issue 11
+// item 3).
+var streamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)}
 
 // functionParam maps a tool spec; the schema must be a JSON object.
 func functionParam(t model.ToolSpec) (shared.FunctionDefinitionParam, error) {

@@ -128,7 +128,7 @@ func (p *Provider) encodeTurn(t model.Turn, i int) ([]byte, error) {
 // encodeHead encodes the system message (followed by a comma) and what
 // follows the messages: `],"model":…,"max_tokens":…,"tools":…}`.
 func (p *Provider) encodeHead(limit int, system string, tools []model.ToolSpec) (sys, tail []byte, err error) {
-	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model), Messages: []sdk.ChatCompletionMessageParamUnion{}}
+	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model), Messages: []sdk.ChatCompletionMessageParamUnion{}, StreamOptions: streamOptions}
 	if p.public {
 		params.MaxCompletionTokens = sdk.Int(int64(limit))
 	} else {

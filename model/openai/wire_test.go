@@ -154,3 +154,34 @@ func awkward(msgs []model.Message) []model.Message {
 	}
 	return out
 }
+
+// issue 11 item 3: the provider asks for the usage chunk and reports the
+// prompt tokens the server's automatic cache served: a second request that
+// repeats the first one's prefix reads it from the cache.
+func TestUsageReportsCachedPromptTokens(t *testing.T) {
+	srv := wiretest.NewOpenAI(func(wiretest.Request) wiretest.Reply { return wiretest.Reply{Text: "ok"} })
+	defer srv.Close()
+	p, err := New(Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := wiretest.Conversation([]byte{0, 2, 3, 2, 3, 2, 3, 0, 1, 0})
+	w := &model.WireCache{}
+	first, err := p.Complete(context.Background(), model.Request{System: "Be brief.", Tools: wireTools, Messages: msgs[:7], Settled: 5, SettledSeq: 5, Wire: w}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := p.Complete(context.Background(), model.Request{System: "Be brief.", Tools: wireTools, Messages: msgs, Settled: 8, SettledSeq: 8, Wire: w}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Usage.InputTokens == 0 || first.Usage.OutputTokens == 0 {
+		t.Fatalf("first usage %+v: want input and output tokens", first.Usage)
+	}
+	if u := second.Usage; u.CachedInputTokens == 0 || u.UncachedInputTokens() <= 0 || u.CachedInputTokens > u.InputTokens {
+		t.Fatalf("second usage %+v: want part of the input served from the prompt cache", u)
+	}
+	if !bytes.Contains(srv.Requests()[0].Body, []byte(`"stream_options":{"include_usage":true}`)) {
+		t.Errorf("the request does not ask for the usage chunk: %s", srv.Requests()[0].Body)
+	}
+}

@@ -133,3 +133,22 @@ func (a *API) cacheLookup(bps []Breakpoint) (read, written int) {
 	}
 	return read, max(last-read, 0)
 }
+
+// autoCache plays OpenAI's automatic prompt caching: the longest prefix
+// body shares with one of the last requests is read from the cache. It
+// returns its size in bytes. The caller holds a.mu.
+func (a *API) autoCache(body []byte) int {
+	best := 0
+	for _, r := range a.recent {
+		n := 0
+		for n < len(r) && n < len(body) && r[n] == body[n] {
+			n++
+		}
+		best = max(best, n)
+	}
+	if len(a.recent) >= 64 {
+		a.recent = a.recent[1:]
+	}
+	a.recent = append(a.recent, body)
+	return best
+}

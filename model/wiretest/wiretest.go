@@ -185,6 +185,7 @@ type API struct {
 	served  int
 	cache   map[[32]byte]bool // prompt-cache prefixes written (promptcache.go)
 	noCache bool              // WithoutPromptCache
+	recent  [][]byte          // the last bodies, for OpenAI's automatic prompt cache
 }
 
 // WithoutPromptCache turns the prompt-cache simulation off (see
@@ -268,6 +269,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if req.Breakpoints = a.wire.breakpoints(body); len(req.Breakpoints) > 0 {
 			a.mu.Lock()
 			req.CacheReadBytes, req.CacheWriteBytes = a.cacheLookup(req.Breakpoints)
+			a.mu.Unlock()
+		} else if _, auto := a.wire.(openaiWire); auto {
+			a.mu.Lock()
+			req.CacheReadBytes = a.autoCache(body)
 			a.mu.Unlock()
 		}
 	}
