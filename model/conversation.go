@@ -138,7 +138,7 @@ func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 		merged = append(merged, Turn{
 			Role:        m.Role,
 			Text:        m.Text,
-			ToolCalls:   slices.Clone(m.ToolCalls),
+			ToolCalls:   slices.Clip(m.ToolCalls), // a merge appends to a copy, never into msgs
 			ToolResults: results,
 		})
 		firsts = append(firsts, i)
