@@ -58,9 +58,24 @@ const ErrorResultNote = "(the tool reported an error)"
 // other than RoleUser and RoleAssistant, on tool results in an assistant
 // message and on tool calls in a user message. It does not modify msgs.
 func Normalize(msgs []Message) ([]Turn, error) {
-	merged, err := mergeRoles(msgs)
+	turns, _, err := NormalizeSettled(msgs, 0)
+	return turns, err
+}
+
+// NormalizeSettled is Normalize that also reports how many leading turns
+// are stable: made only of msgs[:settled] and closed by a later message of
+// msgs[:settled], so that no message after them can change them. A
+// provider encodes those once (Request.Settled, issue 11 item 2).
+func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
+	merged, firsts, err := mergeRoles(msgs)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	stable := 0
+	for i := 1; i < len(merged); i++ {
+		if firsts[i] < settled {
+			stable = i // turn i starts with a settled message: the turns before it are closed
+		}
 	}
 	names := map[string]string{} // call id -> tool name, for late results
 	out := make([]Turn, 0, len(merged)+1)
@@ -80,26 +95,27 @@ func Normalize(msgs []Message) ([]Turn, error) {
 	if len(open) > 0 {
 		out = append(out, answer(open, nil, "", names))
 	}
-	return out, nil
+	return out, stable, nil
 }
 
 // mergeRoles checks each message, drops redelivered results and empty
 // messages, and merges consecutive messages of one role. User turns keep
 // their text in Text until answer moves it into Content.
-func mergeRoles(msgs []Message) ([]Turn, error) {
+func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 	var (
 		merged []Turn
+		firsts []int                       // index in msgs of each merged turn's first message
 		seen   = map[string][]ToolResult{} // call id -> results kept so far
 	)
 	for i, m := range msgs {
 		if m.Role != RoleUser && m.Role != RoleAssistant {
-			return nil, fmt.Errorf("messages[%d]: role %q is neither %q nor %q", i, m.Role, RoleUser, RoleAssistant)
+			return nil, nil, fmt.Errorf("messages[%d]: role %q is neither %q nor %q", i, m.Role, RoleUser, RoleAssistant)
 		}
 		if m.Role == RoleAssistant && len(m.ToolResults) > 0 {
-			return nil, fmt.Errorf("messages[%d]: an assistant message carries tool results; put them in a user message", i)
+			return nil, nil, fmt.Errorf("messages[%d]: an assistant message carries tool results; put them in a user message", i)
 		}
 		if m.Role == RoleUser && len(m.ToolCalls) > 0 {
-			return nil, fmt.Errorf("messages[%d]: a user message carries tool calls; put them in an assistant message", i)
+			return nil, nil, fmt.Errorf("messages[%d]: a user message carries tool calls; put them in an assistant message", i)
 		}
 		var results []ToolResult
 		for _, r := range m.ToolResults {
@@ -122,11 +138,12 @@ func mergeRoles(msgs []Message) ([]Turn, error) {
 		merged = append(merged, Turn{
 			Role:        m.Role,
 			Text:        m.Text,
-			ToolCalls:   slices.Clone(m.ToolCalls),
+			ToolCalls:   slices.Clip(m.ToolCalls), // a merge appends to a copy, never into msgs
 			ToolResults: results,
 		})
+		firsts = append(firsts, i)
 	}
-	return merged, nil
+	return merged, firsts, nil
 }
 
 // answer builds the user turn that follows an assistant turn whose calls

@@ -97,6 +97,16 @@ type Request struct {
 	Messages  []Message
 	Tools     []ToolSpec
 	MaxTokens int
+	// Settled is how many leading Messages will be sent unchanged in every
+	// later request of the same conversation, and SettledSeq the caller's
+	// sequence number of the last stored message they cover. With Wire,
+	// a provider encodes those messages once (issue 11 item 2) and marks
+	// them as the stable prefix for the API's prompt caching (item 3).
+	Settled    int
+	SettledSeq int64
+	// Wire, when set, is the conversation's cache of encoded settled
+	// messages (see WireCache); nil means every message is encoded anew.
+	Wire *WireCache
 }
 
 // Response is a finished completion: the assistant's turn.
@@ -104,7 +114,25 @@ type Response struct {
 	Text       string
 	ToolCalls  []ToolCall
 	StopReason string
+	// Usage is the token count the API reported, zero when it reported
+	// none.
+	Usage Usage
 }
+
+// Usage counts a completion's tokens. InputTokens is every input token;
+// CachedInputTokens of them were read from the provider's prompt cache
+// and CacheWriteInputTokens were written to it (Anthropic only), so
+// InputTokens − CachedInputTokens − CacheWriteInputTokens were processed
+// without the cache.
+type Usage struct {
+	InputTokens           int64 `json:"input_tokens"`
+	CachedInputTokens     int64 `json:"cached_input_tokens"`
+	CacheWriteInputTokens int64 `json:"cache_write_input_tokens,omitempty"`
+	OutputTokens          int64 `json:"output_tokens"`
+}
+
+// UncachedInputTokens is the input tokens not read from the cache.
+func (u Usage) UncachedInputTokens() int64 { return u.InputTokens - u.CachedInputTokens }
 
 // Stream receives a completion's output as it is produced. Deltas are for
 // display only: the runtime persists the Response, never a half stream.

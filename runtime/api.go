@@ -217,6 +217,10 @@ type threadInfo struct {
 	ChildrenNextCursor string `json:"children_next_cursor,omitempty"`
 	// Choices are the user choices waiting for an answer (RAP UC-1).
 	Choices []store.Choice `json:"choices"`
+	// Usage sums the tokens of the thread's completions since the runtime
+	// started, cached and uncached input apart (issue 11 item 3); absent
+	// when there were none.
+	Usage *usageEvent `json:"usage,omitempty"`
 }
 
 func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
@@ -270,6 +274,7 @@ func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 		r.writeStoreError(w, err)
 		return
 	}
+	info.Usage = r.usage.get(id)
 	writeJSON(w, http.StatusOK, info)
 }
 

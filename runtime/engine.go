@@ -202,6 +202,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 			// The inputs stay queued (RAP RT-4); a durable timer retries.
 			return consumed, r.modelFailed(ctx, threadID, items, consumed, err)
 		}
+		r.recordUsage(threadID, resp.Usage)
 		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
 			return r.hist.callIDUsed(threadID, id, history, pending)
 		})

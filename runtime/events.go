@@ -21,6 +21,11 @@ const (
 	EventToolResult = "tool_result"
 	// EventError: {"message"}.
 	EventError = "error"
+	// EventUsage: {"input_tokens", "cached_input_tokens",
+	// "uncached_input_tokens", "cache_write_input_tokens", "output_tokens"}
+	// — the tokens of one completion, as the provider reported them;
+	// cached ones were read from its prompt cache (issue 11 item 3).
+	EventUsage = "usage"
 	// EventStatus: {"state": "running" | "idle"}.
 	EventStatus = "status"
 	// EventView: {"view_type", "content"} (RAP VU-2).

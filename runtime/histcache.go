@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -32,6 +33,9 @@ type historyEntry struct {
 	// ids holds the tool call ids of msgs[:idsUpTo], indexed as needed.
 	ids     map[string]struct{}
 	idsUpTo int
+	// wire is the provider's encoding of the settled prefix (issue 11
+	// item 2), bounded by model.DefaultWireCacheBytes per thread.
+	wire *model.WireCache
 }
 
 func newHistoryCache(max int) *historyCache {
@@ -151,6 +155,25 @@ func (c *historyCache) setArranged(thread string, a *arranged) {
 	if el, ok := c.entries[thread]; ok {
 		el.Value.(*historyEntry).arr = a
 	}
+}
+
+// wire returns the thread's cache of encoded settled messages, nil when
+// the thread's history is not cached (the encoding is then not kept).
+func (c *historyCache) wire(thread string) *model.WireCache {
+	if c == nil || c.max < 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[thread]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*historyEntry)
+	if e.wire == nil {
+		e.wire = &model.WireCache{}
+	}
+	return e.wire
 }
 
 // callIDUsed reports whether a call of the thread already has id (see

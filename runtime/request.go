@@ -39,7 +39,29 @@ func (r *Runtime) buildRequest(threadID string, sess *session, history, more []s
 	var next *arranged
 	req.Messages, next = arrangeFrom(joined{history, more}, r.model.SupportsImages(), placeholder, r.hist.arranged(threadID))
 	r.hist.setArranged(threadID, next)
+	if n := next.settled(); n > 0 {
+		// issue 11 item 2: the provider encodes these messages once.
+		if w := r.hist.wire(threadID); w != nil {
+			req.Settled, req.SettledSeq, req.Wire = n, history[next.upto-1].Seq, w
+		}
+	}
 	return req
+}
+
+// settled is how many leading messages of every request built from a
+// (nil: none) read the same in every later request of the thread: all of
+// its model form but the last message, which later user text can merge
+// into, and but any placeholder of a missing result, whose text can
+// change.
+func (a *arranged) settled() int {
+	if a == nil || len(a.msgs) == 0 {
+		return 0
+	}
+	n := len(a.msgs) - 1
+	for _, h := range a.holes {
+		n = min(n, h.msg)
+	}
+	return n
 }
 
 // arrangeHistory implements the ordering rule: results that arrived before

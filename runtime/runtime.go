@@ -254,6 +254,7 @@ const DefaultMaxSubscriptionsPerThread = 32
 // Handler, and call Shutdown when done. Its methods are safe for concurrent
 // use.
 type Runtime struct {
+	usage usageTotals // token usage per thread since start (usage.go)
 	cfg   Config
 	store store.Store
 	model model.Provider

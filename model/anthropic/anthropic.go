@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -73,6 +74,7 @@ type Provider struct {
 	images    bool
 	baseURL   string
 	messages  sdk.MessageService
+	head      atomic.Pointer[encodedHead] // the last head encoded (wire.go)
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -142,11 +144,13 @@ func (p *Provider) SupportsImages() bool { return p.images }
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
 	// An error body may echo the API key: never pass it on (issue 9 item 19).
 	defer func() { err = model.RedactError(err, p.key) }()
-	params, perr := p.params(req)
-	if perr != nil {
-		return nil, perr
+	body, berr := p.body(req)
+	if berr != nil {
+		return nil, berr
 	}
-	stream := p.messages.NewStreaming(ctx, params)
+	// The body is encoded here (see wire.go); the SDK sends it, retries and
+	// decodes the stream. The empty params it encodes are replaced.
+	stream := p.messages.NewStreaming(ctx, sdk.MessageNewParams{}, option.WithRequestBody("application/json", body))
 	defer stream.Close()
 
 	var (
@@ -175,7 +179,9 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	return acc.response(p.model)
 }
 
-// params builds the Messages API request for req.
+// params builds the Messages API request for req from scratch, with the
+// SDK's types: the reference that body, which sends the same bytes, is
+// tested against.
 func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 	limit := req.MaxTokens
 	if limit <= 0 {
@@ -195,7 +201,12 @@ func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 		}
 		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: tool})
 	}
-	turns, err := model.Normalize(req.Messages)
+	if n := len(params.System); n > 0 {
+		params.System[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
+	} else if n := len(params.Tools); n > 0 {
+		params.Tools[n-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	turns, stable, err := model.NormalizeSettled(req.Messages, req.Settled)
 	if err != nil {
 		return params, fmt.Errorf("anthropic: %w", err)
 	}
@@ -206,6 +217,9 @@ func (p *Provider) params(req model.Request) (sdk.MessageNewParams, error) {
 		m, err := p.message(t)
 		if err != nil {
 			return params, fmt.Errorf("anthropic: conversation turn %d (%s): %w", i, t.Role, err)
+		}
+		if i == stable-1 {
+			setCacheControl(m.Content)
 		}
 		params.Messages = append(params.Messages, m)
 	}

@@ -26,6 +26,7 @@ type accumulator struct {
 	blocks map[int64]*block
 	stop   string
 	size   int
+	usage  model.Usage
 }
 
 func (a *accumulator) grow(n int) error {
@@ -44,6 +45,11 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, s model.Stream) error 
 	switch ev.Type {
 	case "message_start":
 		a.stop = string(ev.Message.StopReason)
+		u := ev.Message.Usage
+		a.usage.CachedInputTokens = u.CacheReadInputTokens
+		a.usage.CacheWriteInputTokens = u.CacheCreationInputTokens
+		a.usage.InputTokens = u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens
+		a.usage.OutputTokens = u.OutputTokens
 	case "content_block_start":
 		cb := ev.ContentBlock
 		b := &block{kind: cb.Type, id: cb.ID, name: cb.Name}
@@ -87,6 +93,9 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, s model.Stream) error 
 		if ev.Delta.StopReason != "" {
 			a.stop = string(ev.Delta.StopReason)
 		}
+		if u := ev.Usage; u.OutputTokens > 0 {
+			a.usage.OutputTokens = u.OutputTokens
+		}
 	}
 	return nil
 }
@@ -99,7 +108,7 @@ func (a *accumulator) response(modelID string) (*model.Response, error) {
 		idx = append(idx, i)
 	}
 	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
-	resp := &model.Response{StopReason: a.stop}
+	resp := &model.Response{StopReason: a.stop, Usage: a.usage}
 	var text strings.Builder
 	for _, i := range idx {
 		b := a.blocks[i]

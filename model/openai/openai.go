@@ -164,11 +164,13 @@ func (p *Provider) SupportsImages() bool { return p.images }
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
 	// An error body may echo the API key: never pass it on (issue 9 item 19).
 	defer func() { err = model.RedactError(err, p.key) }()
-	params, perr := p.params(req)
-	if perr != nil {
-		return nil, perr
+	body, berr := p.body(req)
+	if berr != nil {
+		return nil, berr
 	}
-	stream := p.client.Chat.Completions.NewStreaming(ctx, params)
+	// The body is encoded here (see wire.go); the SDK sends it, retries and
+	// decodes the stream. The empty params it encodes are replaced.
+	stream := p.client.Chat.Completions.NewStreaming(ctx, sdk.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body))
 	defer stream.Close()
 
 	acc := accumulator{names: toolNames(req)}
@@ -190,13 +192,15 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	return acc.response(p.model)
 }
 
-// params builds the Chat Completions request for req.
+// params builds the Chat Completions request for req from scratch, with
+// the SDK's types: the reference that body, which sends the same bytes, is
+// tested against.
 func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error) {
 	limit := req.MaxTokens
 	if limit <= 0 {
 		limit = p.maxTokens
 	}
-	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model)}
+	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model), StreamOptions: streamOptions}
 	// The public API wants max_completion_tokens (its reasoning models
 	// reject max_tokens); local servers widely know only max_tokens.
 	if p.public {
@@ -230,6 +234,11 @@ func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error
 	}
 	return params, nil
 }
+
+// streamOptions asks for the usage chunk at the end of the stream, which
+// counts the prompt tokens served from the automatic prompt cache (issue 11
+// item 3).
+var streamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)}
 
 // functionParam maps a tool spec; the schema must be a JSON object.
 func functionParam(t model.ToolSpec) (shared.FunctionDefinitionParam, error) {

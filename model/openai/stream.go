@@ -23,6 +23,7 @@ type accumulator struct {
 	calls  []*call
 	slot   map[int64]int // chunk tool-call index -> position in calls
 	finish string
+	usage  model.Usage
 	size   int
 	names  map[string]string // wire function name -> tool name
 }
@@ -37,6 +38,9 @@ func (a *accumulator) grow(n int) error {
 
 // add folds one chunk in, passing text deltas to s.
 func (a *accumulator) add(ch sdk.ChatCompletionChunk, s model.Stream) error {
+	if u := ch.Usage; u.PromptTokens > 0 || u.CompletionTokens > 0 {
+		a.usage = model.Usage{InputTokens: u.PromptTokens, CachedInputTokens: u.PromptTokensDetails.CachedTokens, OutputTokens: u.CompletionTokens}
+	}
 	for _, choice := range ch.Choices {
 		if choice.Index != 0 {
 			continue
@@ -97,7 +101,7 @@ var stopReasons = map[string]string{"stop": "end_turn", "tool_calls": "tool_use"
 
 // response is the assembled assistant turn.
 func (a *accumulator) response(modelID string) (*model.Response, error) {
-	resp := &model.Response{Text: a.text.String(), StopReason: a.finish}
+	resp := &model.Response{Text: a.text.String(), StopReason: a.finish, Usage: a.usage}
 	if r, ok := stopReasons[a.finish]; ok {
 		resp.StopReason = r
 	}

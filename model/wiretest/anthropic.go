@@ -17,6 +17,8 @@ type anthropicWire struct{}
 
 func (anthropicWire) path() string { return "/v1/messages" }
 
+func (anthropicWire) breakpoints(body []byte) []Breakpoint { return antBreakpoints(body) }
+
 // Request shapes of the Messages API, as far as this server checks them.
 type (
 	antRequest struct {
@@ -310,7 +312,8 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 	calls := fillIDs(rep.ToolCalls, "toolu_wt", seq)
 	stopReason := rep.stopReason("end_turn", "tool_use")
 	msgID := fmt.Sprintf("msg_wt%d", seq)
-	usage := map[string]any{"input_tokens": len(req.Body) / 4, "output_tokens": 0}
+	usage := map[string]any{"input_tokens": max(len(req.Body)-req.CacheReadBytes-req.CacheWriteBytes, 0) / 4, "output_tokens": 0,
+		"cache_read_input_tokens": req.CacheReadBytes / 4, "cache_creation_input_tokens": req.CacheWriteBytes / 4}
 	if !req.Stream {
 		var content []map[string]any
 		if rep.Text != "" {

@@ -316,3 +316,13 @@ func BenchmarkComplete(b *testing.B, h Harness) {
 		}
 	}
 }
+
+// Conversation builds a conversation from arbitrary bytes, one message per
+// byte, of every shape a runtime may send (user and assistant text, tool
+// calls, results in time, late, unknown, repeated, with errors or images,
+// empty messages): the random histories of the providers' wire-cache
+// tests (issue 11 item 2).
+func Conversation(data []byte) []model.Message {
+	msgs, _ := conversationFrom(data)
+	return msgs
+}

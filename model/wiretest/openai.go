@@ -18,6 +18,10 @@ type openaiWire struct{}
 
 func (openaiWire) path() string { return "/v1/chat/completions" }
 
+// breakpoints: the Chat Completions API has no cache markers (its caching
+// is automatic).
+func (openaiWire) breakpoints([]byte) []Breakpoint { return nil }
+
 // Request shapes of the Chat Completions API, as far as this server checks
 // them.
 type (
@@ -231,7 +235,8 @@ func (openaiWire) writeReply(w http.ResponseWriter, r *http.Request, req Request
 	finish := rep.stopReason("stop", "tool_calls")
 	id := fmt.Sprintf("chatcmpl-wt%d", seq)
 	created := time.Now().Unix()
-	usage := map[string]any{"prompt_tokens": len(req.Body) / 4, "completion_tokens": max(1, len(rep.Text)/4)}
+	usage := map[string]any{"prompt_tokens": len(req.Body) / 4, "completion_tokens": max(1, len(rep.Text)/4),
+		"prompt_tokens_details": map[string]any{"cached_tokens": req.CacheReadBytes / 4}}
 	usage["total_tokens"] = usage["prompt_tokens"].(int) + usage["completion_tokens"].(int)
 
 	if !req.Stream {

@@ -66,6 +66,13 @@ type Request struct {
 	Messages []model.Message
 	// Tools are the tools offered to the model.
 	Tools []model.ToolSpec
+	// Breakpoints are the request's prompt-cache breakpoints (Anthropic
+	// cache_control markers), in request order.
+	Breakpoints []Breakpoint
+	// CacheReadBytes and CacheWriteBytes are how much of the request's
+	// prefix the server's prompt cache served and stored (see
+	// Breakpoint); usage reports them as tokens of four bytes.
+	CacheReadBytes, CacheWriteBytes int
 }
 
 // ToolResults returns the tool results sent after the last assistant
@@ -159,6 +166,7 @@ type wire interface {
 	authorize(h http.Header, key string) string
 	writeError(w http.ResponseWriter, status int, msg string)
 	writeReply(w http.ResponseWriter, r *http.Request, req Request, rep Reply, seq int, stop <-chan struct{})
+	breakpoints(body []byte) []Breakpoint
 }
 
 // API is an http.Handler that speaks one provider's wire format, answers
@@ -170,9 +178,25 @@ type API struct {
 	stop   chan struct{}
 	once   sync.Once
 
-	mu   sync.Mutex
-	key  string
-	reqs []Request
+	mu      sync.Mutex
+	key     string
+	reqs    []Request
+	discard bool // keep no requests (ForgetRequests)
+	served  int
+	cache   map[[32]byte]bool // prompt-cache prefixes written (promptcache.go)
+	noCache bool              // WithoutPromptCache
+	recent  [][]byte          // the last bodies, for OpenAI's automatic prompt cache
+}
+
+// WithoutPromptCache turns the prompt-cache simulation off (see
+// Breakpoint): requests then report no breakpoints and no cached tokens,
+// and the server spends no CPU on them, as a benchmark wants. It returns
+// a for chaining.
+func (a *API) WithoutPromptCache() *API {
+	a.mu.Lock()
+	a.noCache = true
+	a.mu.Unlock()
+	return a
 }
 
 // AnthropicAPI returns a handler for POST /v1/messages.
@@ -194,6 +218,16 @@ func newAPI(w wire, s Script) *API {
 func (a *API) RequireAPIKey(key string) *API {
 	a.mu.Lock()
 	a.key = key
+	a.mu.Unlock()
+	return a
+}
+
+// ForgetRequests makes the API keep no requests, so that a long-running
+// benchmark does not grow without bound; Requests then returns nil. It
+// returns a for chaining.
+func (a *API) ForgetRequests() *API {
+	a.mu.Lock()
+	a.discard, a.reqs = true, nil
 	a.mu.Unlock()
 	return a
 }
@@ -229,8 +263,25 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	decodeErr := a.wire.decode(body, &req)
 
 	a.mu.Lock()
-	a.reqs = append(a.reqs, req)
-	seq := len(a.reqs)
+	noCache := a.noCache
+	a.mu.Unlock()
+	if decodeErr == nil && !noCache {
+		if req.Breakpoints = a.wire.breakpoints(body); len(req.Breakpoints) > 0 {
+			a.mu.Lock()
+			req.CacheReadBytes, req.CacheWriteBytes = a.cacheLookup(req.Breakpoints)
+			a.mu.Unlock()
+		} else if _, auto := a.wire.(openaiWire); auto {
+			a.mu.Lock()
+			req.CacheReadBytes = a.autoCache(body)
+			a.mu.Unlock()
+		}
+	}
+	a.mu.Lock()
+	a.served++
+	seq := a.served
+	if !a.discard {
+		a.reqs = append(a.reqs, req)
+	}
 	key := a.key
 	a.mu.Unlock()
 

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/internal/cpustat"
+	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
@@ -65,7 +66,10 @@ func (e *env) closeIdleConnections() {
 
 // newEnv starts a tool server and a runtime whose store lives in dataDir
 // (a temporary directory when empty).
-func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTool) (*env, error) {
+func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTool, prov model.Provider) (*env, error) {
+	if prov == nil {
+		prov = scripted.New(loopScript)
+	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -106,7 +110,7 @@ func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTo
 	}
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	rt, err := runtime.New(runtime.Config{
-		Store: st, Model: scripted.New(loopScript), ToolServers: []string{tools.base},
+		Store: st, Model: prov, ToolServers: []string{tools.base},
 		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, Logger: log,
 		HTTPClient: e.client,
 	})
@@ -170,6 +174,13 @@ type loopTool struct {
 	cycles    int64
 	invoked   atomic.Int64
 	failures  atomic.Int64
+
+	// budget, when positive, is the calls per thread after which the
+	// model ends the thread's turn (RunCycles with a real provider);
+	// renew then starts a thread in its place, so the pool stays full.
+	budget int
+	calls  map[string]int
+	renew  func()
 }
 
 func newLoopTool(post bool, conns int) *loopTool {
@@ -177,6 +188,7 @@ func newLoopTool(post bool, conns int) *loopTool {
 		post:     post,
 		client:   &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns}},
 		lastPost: map[string]time.Time{},
+		calls:    map[string]int{},
 	}
 }
 
@@ -229,6 +241,14 @@ func (l *loopTool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		l.invoked.Add(1)
 		l.mu.Lock()
+		last := false
+		if l.budget > 0 {
+			l.calls[inv.GroupID]++
+			if last = l.calls[inv.GroupID] >= l.budget; last {
+				delete(l.calls, inv.GroupID)
+				delete(l.lastPost, inv.GroupID)
+			}
+		}
 		if l.measuring {
 			l.cycles++
 			if t, ok := l.lastPost[inv.GroupID]; ok {
@@ -243,19 +263,26 @@ func (l *loopTool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.posting.Add(1)
 		go func() {
 			defer l.posting.Done()
-			l.sendResult(inv)
+			l.sendResult(inv, !last)
+			if last && l.renew != nil && !l.stopped.Load() {
+				l.renew()
+			}
 		}()
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-func (l *loopTool) sendResult(inv *rap.Invocation) {
+// sendResult posts the result of inv; timed says whether the thread's next
+// invocation is expected (and its latency measured).
+func (l *loopTool) sendResult(inv *rap.Invocation, timed bool) {
 	msg, _ := json.Marshal(&rap.ToolResult{GroupID: inv.GroupID, ID: inv.ID, Text: "ok"})
 	for attempt := 0; attempt < 5 && !l.stopped.Load(); attempt++ {
-		l.mu.Lock()
-		l.lastPost[inv.GroupID] = time.Now()
-		l.mu.Unlock()
+		if timed {
+			l.mu.Lock()
+			l.lastPost[inv.GroupID] = time.Now()
+			l.mu.Unlock()
+		}
 		resp, err := l.client.Post(inv.CallbackURL, "application/json", bytes.NewReader(msg))
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
@@ -287,6 +314,20 @@ type CycleOptions struct {
 	DataDir string
 	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger
+	// Model is the provider the runtime completes with; nil means an
+	// instant scripted model that calls the tool after every input.
+	// A real provider (against a local server speaking its wire format,
+	// such as model/wiretest) must call the tool "work" until the
+	// request holds Budget tool calls, then answer in text.
+	Model model.Provider
+	// Budget, with Model, is the tool calls per thread before its model
+	// answers in text; the thread is then replaced by a new one, so
+	// histories stay as long as in a real agent loop. Zero means 50.
+	Budget int
+	// ExternalCPU, when set, returns the CPU time used so far by
+	// processes outside this one that serve the run (a model server in
+	// a child process); the report shows it per cycle apart.
+	ExternalCPU func() (time.Duration, error)
 }
 
 // CycleReport is the outcome of RunCycles.
@@ -311,6 +352,10 @@ type CycleReport struct {
 	// hypervisor took from the virtual CPUs, which explains most of the
 	// run-to-run variation on a virtual machine.
 	Machine cpustat.MachineTimes
+	// ExternalCPUPerCycle is CycleOptions.ExternalCPU's time per cycle.
+	ExternalCPUPerCycle time.Duration
+	// Model names the provider used.
+	Model string
 	// Writer is what the store's single writer did during the measurement:
 	// Writer.Updates/Writer.Transactions Update calls shared each commit.
 	Writer sqlite.WriterStats
@@ -318,10 +363,17 @@ type CycleReport struct {
 
 // String formats the report as a small table.
 func (r *CycleReport) String() string {
-	s := fmt.Sprintf("threads      %d\nduration     %v\ncycles       %d\ncycles/s     %.0f\nlatency p50  %v\nlatency p90  %v\nlatency p99  %v\nlatency max  %v\nfailures     %d\n",
+	s := ""
+	if r.Model != "" {
+		s += fmt.Sprintf("model        %s\n", r.Model)
+	}
+	s += fmt.Sprintf("threads      %d\nduration     %v\ncycles       %d\ncycles/s     %.0f\nlatency p50  %v\nlatency p90  %v\nlatency p99  %v\nlatency max  %v\nfailures     %d\n",
 		r.Threads, r.Duration, r.Cycles, r.PerSecond, r.P50, r.P90, r.P99, r.Max, r.Failures)
 	if r.CPUPerCycle > 0 {
 		s += fmt.Sprintf("cpu/cycle    %v (whole process: runtime, tool server, load)\n", r.CPUPerCycle.Round(time.Microsecond))
+	}
+	if r.ExternalCPUPerCycle > 0 {
+		s += fmt.Sprintf("model server %v cpu/cycle (its own process, not counted above)\n", r.ExternalCPUPerCycle.Round(time.Microsecond))
 	}
 	if m := r.Machine; m.Total > 0 && r.Duration > 0 {
 		s += fmt.Sprintf("machine CPU  %.2f cores busy (all processes), %.2f cores stolen by the hypervisor\n",
@@ -356,18 +408,37 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 		opts.Warmup = time.Second
 	}
 	tools := newLoopTool(true, 2*opts.Threads)
-	e, err := newEnv(ctx, opts.DataDir, opts.Logger, tools)
+	if opts.Model != nil {
+		tools.budget = opts.Budget
+		if tools.budget <= 0 {
+			tools.budget = 50
+		}
+	}
+	e, err := newEnv(ctx, opts.DataDir, opts.Logger, tools, opts.Model)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
-	for i := 0; i < opts.Threads; i++ {
+	start := func() error {
 		id, err := e.rt.CreateThread(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("create thread %d: %w", i, err)
+			return fmt.Errorf("create thread: %w", err)
 		}
 		if err := e.rt.PostMessage(ctx, id, "loop"); err != nil {
-			return nil, fmt.Errorf("start thread %d: %w", i, err)
+			return fmt.Errorf("start thread %s: %w", id, err)
+		}
+		return nil
+	}
+	if tools.budget > 0 {
+		tools.renew = func() {
+			if err := start(); err != nil {
+				tools.failures.Add(1)
+			}
+		}
+	}
+	for i := 0; i < opts.Threads; i++ {
+		if err := start(); err != nil {
+			return nil, fmt.Errorf("thread %d: %w", i, err)
 		}
 	}
 	if err := sleep(ctx, opts.Warmup); err != nil {
@@ -377,8 +448,14 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 		return nil, errors.New("no invocation reached the tool server during the warmup: the loop does not run")
 	}
 	tools.startMeasuring()
-	start := time.Now()
+	begin := time.Now()
 	cpu0, cpuOK := cpustat.Process()
+	var ext0 time.Duration
+	if opts.ExternalCPU != nil {
+		if ext0, err = opts.ExternalCPU(); err != nil {
+			return nil, err
+		}
+	}
 	mach0, machOK := cpustat.Machine()
 	w0 := e.st.WriterStats()
 	if opts.Cycles > 0 {
@@ -395,8 +472,14 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 		return nil, err
 	}
 	cycles, lat := tools.result()
-	elapsed := time.Since(start)
+	elapsed := time.Since(begin)
 	cpu1, _ := cpustat.Process()
+	var ext1 time.Duration
+	if opts.ExternalCPU != nil {
+		if ext1, err = opts.ExternalCPU(); err != nil {
+			return nil, err
+		}
+	}
 	mach1, _ := cpustat.Machine()
 	w1 := e.st.WriterStats()
 	tools.stop()
@@ -408,6 +491,13 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 			QuickViewTime: w1.QuickViewTime - w0.QuickViewTime}}
 	if cpuOK && cycles > 0 {
 		rep.CPUPerCycle = (cpu1 - cpu0) / time.Duration(cycles)
+	}
+	if opts.ExternalCPU != nil && cycles > 0 {
+		rep.ExternalCPUPerCycle = (ext1 - ext0) / time.Duration(cycles)
+	}
+	rep.Model = "scripted (instant)"
+	if opts.Model != nil {
+		rep.Model = opts.Model.Name()
 	}
 	if machOK {
 		rep.Machine = mach1.Sub(mach0)

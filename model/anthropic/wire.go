@@ -1,0 +1,215 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	sdk "github.com/anthropics/anthropic-sdk-go"
+
+	"github.com/gorap/gorap/model"
+)
+
+// The request body (issue 11 items 2 and 3). It is the SDK's own encoding
+// of sdk.MessageNewParams, byte for byte, but built piece by piece: each
+// settled turn is encoded once and kept in the conversation's
+// model.WireCache, so a completion encodes only the turns added since; the
+// SDK still does the HTTP, retries and stream decoding
+// (option.WithRequestBody).
+//
+// Prompt caching: a cache_control breakpoint ends the stable head (the
+// tools and the system prompt, which the API puts before the messages) and
+// another the last stable turn, so the API can serve everything up to it
+// from its prompt cache.
+
+// encodedHead is the encoding of the request parts after the messages for
+// one system prompt and set of tools: the provider keeps the last one, so
+// that a thread's first completions, which have no WireCache entry yet, do
+// not encode the tools again either.
+type encodedHead struct {
+	system string
+	tools  []model.ToolSpec
+	enc    []byte
+}
+
+func sameTool(a, b model.ToolSpec) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.InputSchema, b.InputSchema)
+}
+
+// wireKey names this provider's wire form in a WireCache.
+func (p *Provider) wireKey() string {
+	return "anthropic\x00" + p.model + "\x00" + strconv.FormatBool(p.images)
+}
+
+// body encodes the Messages API request for req.
+func (p *Provider) body(req model.Request) ([]byte, error) {
+	limit := req.MaxTokens
+	if limit <= 0 {
+		limit = p.maxTokens
+	}
+	turns, stable, err := model.NormalizeSettled(req.Messages, req.Settled)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: %w", err)
+	}
+	if len(turns) == 0 {
+		return nil, errors.New("anthropic: the request has no messages with content: add a user message")
+	}
+	w := req.Wire
+	if w == nil {
+		return p.encodeBody(limit, req.System, req.Tools, turns, stable, nil, 0)
+	}
+	w.Lock()
+	defer w.Unlock()
+	return p.encodeBody(limit, req.System, req.Tools, turns, stable, w, req.SettledSeq)
+}
+
+// encodeBody writes the body; with w (locked by the caller) the turns
+// before the last stable one come from, and go to, the cache.
+func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, turns []model.Turn, stable int, w *model.WireCache, seq int64) ([]byte, error) {
+	var cached []byte
+	var ends []int
+	if w != nil {
+		cached, ends = w.Prefix(p.wireKey(), stable, seq)
+		// Cache the turns before the breakpoint turn (stable-1), which is
+		// encoded with its cache_control on each use.
+		for n := len(ends); n < stable-1; n++ {
+			enc, err := p.encodeTurn(turns[n], n, false)
+			if err != nil {
+				return nil, err
+			}
+			if !w.Extend(append(enc, ','), seq) {
+				break
+			}
+			cached, ends = w.Prefix(p.wireKey(), stable, seq)
+		}
+	}
+	var head []byte
+	if w != nil {
+		if parts, ok := w.Head(system, tools); ok {
+			head = parts[0]
+		}
+	}
+	if head == nil {
+		if last := p.head.Load(); last != nil && last.system == system && slices.EqualFunc(last.tools, tools, sameTool) {
+			head = last.enc
+		}
+	}
+	if head == nil {
+		var err error
+		if head, err = p.encodeHead(system, tools); err != nil {
+			return nil, err
+		}
+		p.head.Store(&encodedHead{system: system, tools: slices.Clone(tools), enc: head})
+	}
+	if w != nil {
+		if _, ok := w.Head(system, tools); !ok {
+			w.SetHead(system, tools, head)
+		}
+	}
+	k := min(len(ends), max(stable-1, 0)) // turns taken from the cache
+	size := 32 + len(head)
+	if k > 0 {
+		size += ends[k-1]
+	}
+	b := make([]byte, 0, size+1024*(len(turns)-k))
+	b = append(b, `{"max_tokens":`...)
+	b = strconv.AppendInt(b, int64(limit), 10)
+	b = append(b, `,"messages":[`...)
+	if k > 0 {
+		b = append(b, cached[:ends[k-1]]...)
+	}
+	for i := k; i < len(turns); i++ {
+		enc, err := p.encodeTurn(turns[i], i, i == stable-1)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, enc...)
+		if i < len(turns)-1 {
+			b = append(b, ',')
+		}
+	}
+	b = append(b, ']')
+	b = append(b, head...)
+	b = append(b, '}')
+	return b, nil
+}
+
+// encodeTurn encodes one turn; breakpoint puts a cache_control on its last
+// content block.
+func (p *Provider) encodeTurn(t model.Turn, i int, breakpoint bool) ([]byte, error) {
+	m, err := p.message(t)
+	if err != nil {
+		return nil, fmt.Errorf("anthropic: conversation turn %d (%s): %w", i, t.Role, err)
+	}
+	if breakpoint {
+		setCacheControl(m.Content)
+	}
+	return marshalMessage(m)
+}
+
+// encodeHead encodes what follows the messages: `,"model":…,"system":…,"tools":…`,
+// with a cache_control breakpoint on the last of them.
+func (p *Provider) encodeHead(system string, tools []model.ToolSpec) ([]byte, error) {
+	var params sdk.MessageNewParams
+	params.Model = sdk.Model(p.model)
+	if system != "" {
+		params.System = []sdk.TextBlockParam{{Text: system}}
+	}
+	for i, t := range tools {
+		tool, err := toolParam(t)
+		if err != nil {
+			return nil, fmt.Errorf("anthropic: tools[%d] (%s): %w", i, t.Name, err)
+		}
+		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: tool})
+	}
+	// The API reads tools, then system, then messages: the breakpoint on
+	// the system prompt (else the last tool) caches both.
+	if n := len(params.System); n > 0 {
+		params.System[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
+	} else if n := len(params.Tools); n > 0 {
+		params.Tools[n-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	model, err := json.Marshal(params.Model)
+	if err != nil {
+		return nil, err
+	}
+	b := append([]byte(`,"model":`), model...)
+	if params.System != nil {
+		sys, err := json.Marshal(params.System)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"system":`...), sys...)
+	}
+	if params.Tools != nil {
+		ts, err := json.Marshal(params.Tools)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"tools":`...), ts...)
+	}
+	return b, nil
+}
+
+// setCacheControl marks the last block that can carry a breakpoint.
+func setCacheControl(blocks []sdk.ContentBlockParamUnion) {
+	cc := sdk.NewCacheControlEphemeralParam()
+	for i := len(blocks) - 1; i >= 0; i-- {
+		switch b := &blocks[i]; {
+		case b.OfText != nil:
+			b.OfText.CacheControl = cc
+		case b.OfToolResult != nil:
+			b.OfToolResult.CacheControl = cc
+		case b.OfToolUse != nil:
+			b.OfToolUse.CacheControl = cc
+		case b.OfImage != nil:
+			b.OfImage.CacheControl = cc
+		default:
+			continue
+		}
+		return
+	}
+}

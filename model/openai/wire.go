@@ -1,0 +1,162 @@
+package openai
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/gorap/gorap/model"
+)
+
+// The request body (issue 11 item 2). It is the SDK's own encoding of
+// sdk.ChatCompletionNewParams, byte for byte, built piece by piece: each
+// settled turn is encoded once and kept in the conversation's
+// model.WireCache, so a completion encodes only the turns added since; the
+// SDK still does the HTTP, retries and stream decoding
+// (option.WithRequestBody).
+//
+// Prompt caching (item 3): OpenAI-compatible APIs cache the longest
+// prefix they saw recently, by itself. The request keeps that prefix
+// stable: the tools, then the system message, then the settled turns,
+// always in the same order and the same bytes.
+
+// wireKey names this provider's wire form in a WireCache.
+func (p *Provider) wireKey() string {
+	return "openai\x00" + p.model + "\x00" + strconv.FormatBool(p.images) + strconv.FormatBool(p.public)
+}
+
+// body encodes the Chat Completions request for req.
+func (p *Provider) body(req model.Request) ([]byte, error) {
+	limit := req.MaxTokens
+	if limit <= 0 {
+		limit = p.maxTokens
+	}
+	turns, stable, err := model.NormalizeSettled(req.Messages, req.Settled)
+	if err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
+	}
+	if len(turns) == 0 {
+		return nil, errors.New("openai: the request has no messages with content: add a user message")
+	}
+	w := req.Wire
+	if w == nil {
+		return p.encodeBody(limit, req.System, req.Tools, turns, 0, nil, 0)
+	}
+	w.Lock()
+	defer w.Unlock()
+	return p.encodeBody(limit, req.System, req.Tools, turns, stable, w, req.SettledSeq)
+}
+
+// encodeBody writes the body; with w (locked by the caller) the stable
+// turns come from, and go to, the cache.
+func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, turns []model.Turn, stable int, w *model.WireCache, seq int64) ([]byte, error) {
+	var cached []byte
+	var ends []int
+	if w != nil {
+		cached, ends = w.Prefix(p.wireKey(), stable, seq)
+		for n := len(ends); n < stable; n++ {
+			enc, err := p.encodeTurn(turns[n], n)
+			if err != nil {
+				return nil, err
+			}
+			if !w.Extend(enc, seq) {
+				break
+			}
+			cached, ends = w.Prefix(p.wireKey(), stable, seq)
+		}
+	}
+	lim := strconv.Itoa(limit)
+	var sys, tail []byte
+	if w != nil {
+		if parts, ok := w.Head(system, tools); ok && string(parts[2]) == lim {
+			sys, tail = parts[0], parts[1]
+		}
+	}
+	if tail == nil {
+		var err error
+		if sys, tail, err = p.encodeHead(limit, system, tools); err != nil {
+			return nil, err
+		}
+		if w != nil {
+			w.SetHead(system, tools, sys, tail, []byte(lim))
+		}
+	}
+	k := len(ends)
+	size := 16 + len(sys) + len(tail)
+	if k > 0 {
+		size += ends[k-1]
+	}
+	b := make([]byte, 0, size+1024*(len(turns)-k))
+	b = append(b, `{"messages":[`...)
+	b = append(b, sys...)
+	if k > 0 {
+		b = append(b, cached[:ends[k-1]]...)
+	}
+	for i := k; i < len(turns); i++ {
+		enc, err := p.encodeTurn(turns[i], i)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, enc...)
+	}
+	b = bytes.TrimSuffix(b, []byte(","))
+	b = append(b, tail...)
+	return b, nil
+}
+
+// encodeTurn encodes the messages of one turn, each followed by a comma.
+func (p *Provider) encodeTurn(t model.Turn, i int) ([]byte, error) {
+	msgs, err := p.messages(t)
+	if err != nil {
+		return nil, fmt.Errorf("openai: conversation turn %d (%s): %w", i, t.Role, err)
+	}
+	var b []byte
+	for _, m := range msgs {
+		enc, err := m.MarshalJSON() // not json.Marshal, which would escape HTML characters the SDK leaves as they are
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, enc...), ',')
+	}
+	return b, nil
+}
+
+// encodeHead encodes the system message (followed by a comma) and what
+// follows the messages: `],"model":…,"max_tokens":…,"tools":…}`.
+func (p *Provider) encodeHead(limit int, system string, tools []model.ToolSpec) (sys, tail []byte, err error) {
+	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model), Messages: []sdk.ChatCompletionMessageParamUnion{}, StreamOptions: streamOptions}
+	if p.public {
+		params.MaxCompletionTokens = sdk.Int(int64(limit))
+	} else {
+		params.MaxTokens = sdk.Int(int64(limit))
+	}
+	for i, t := range tools {
+		fn, err := functionParam(t)
+		if err != nil {
+			return nil, nil, fmt.Errorf("openai: tools[%d] (%s): %w", i, t.Name, err)
+		}
+		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
+	}
+	all, err := params.MarshalJSON()
+	if err != nil {
+		return nil, nil, err
+	}
+	const open = `{"messages":[`
+	if !bytes.HasPrefix(all, []byte(open+"]")) {
+		return nil, nil, fmt.Errorf("openai: the SDK encodes requests in an unexpected form (%.40s...): report this", all)
+	}
+	tail = all[len(open):]
+	if system != "" {
+		m := sdk.SystemMessage(system)
+		s, err := m.MarshalJSON()
+		if err != nil {
+			return nil, nil, err
+		}
+		sys = append(s, ',')
+	}
+	return sys, tail, nil
+}

@@ -1,0 +1,119 @@
+package model
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+)
+
+// DefaultWireCacheBytes bounds the bytes one WireCache keeps when its
+// Limit is zero.
+const DefaultWireCacheBytes = 1 << 20
+
+// WireCache keeps the wire form of a conversation's settled messages, so
+// that a provider encodes each message once and sends the same bytes again
+// in every later completion of the conversation (issue 11 item 2). The
+// runtime keeps one per thread with its history cache and passes it in
+// Request.Wire; Request.Settled says how many leading messages can no
+// longer change.
+//
+// A provider uses it through Prefix and Extend under Lock; what it stores
+// is its own business, named by a key (the provider's wire format, model
+// and options) so that another provider or configuration never reads it.
+// The cache is bounded: past Limit bytes it stops growing and the rest of
+// the conversation is encoded per completion, as without a cache.
+type WireCache struct {
+	mu sync.Mutex
+	// Limit bounds the cached bytes; zero means DefaultWireCacheBytes.
+	Limit int
+
+	key  string
+	seq  int64  // the caller's sequence number of the last message covered
+	body []byte // the encodings of messages [0, len(ends)), each ends at ends[i]
+	ends []int  // end offsets in body
+	// head is the provider's encoding of the parts other than the
+	// messages, made from system and tools.
+	head   [][]byte
+	system string
+	tools  []ToolSpec
+}
+
+// Lock locks the cache for a provider's use; Unlock releases it.
+func (c *WireCache) Lock() { c.mu.Lock() }
+
+// Unlock releases the cache.
+func (c *WireCache) Unlock() { c.mu.Unlock() }
+
+// Prefix returns the cached encodings of the first messages of a request
+// whose first settled messages are settled, their last one at the caller's
+// sequence number seq, as bytes and the end offset of each message in
+// them. The cache is emptied first when it was written under another key
+// or holds more than settled messages or a later sequence number than seq
+// (the conversation is not the one it was filled from). The caller holds
+// the lock and must not modify the bytes returned.
+func (c *WireCache) Prefix(key string, settled int, seq int64) ([]byte, []int) {
+	if c.key != key || len(c.ends) > settled || c.seq > seq {
+		c.key, c.seq, c.body, c.ends, c.head, c.tools, c.system = key, 0, nil, nil, nil, nil, ""
+	}
+	return c.body, c.ends
+}
+
+// Extend appends the encoding of the next message, the n-th with n the
+// number of messages cached, which is settled up to the caller's sequence
+// number seq. It reports false, caching nothing, when the limit is reached.
+// The caller holds the lock.
+func (c *WireCache) Extend(enc []byte, seq int64) bool {
+	if len(c.body)+len(enc) > c.limit() {
+		return false
+	}
+	c.body = append(c.body, enc...)
+	c.ends = append(c.ends, len(c.body))
+	c.seq = seq
+	return true
+}
+
+// Head returns the encoding the provider stored with SetHead for the
+// same system prompt and tools, and whether there is one. The caller holds
+// the lock.
+func (c *WireCache) Head(system string, tools []ToolSpec) ([][]byte, bool) {
+	if c.head == nil || c.system != system || !slices.EqualFunc(c.tools, tools, sameTool) {
+		return nil, false
+	}
+	return c.head, true
+}
+
+// SetHead stores parts, the provider's encodings of the request parts
+// other than the messages, made from system and tools. The caller holds
+// the lock.
+func (c *WireCache) SetHead(system string, tools []ToolSpec, parts ...[]byte) {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if n > c.limit() {
+		return
+	}
+	c.system, c.tools, c.head = system, slices.Clone(tools), parts
+}
+
+func sameTool(a, b ToolSpec) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.InputSchema, b.InputSchema)
+}
+
+func (c *WireCache) limit() int {
+	if c.Limit == 0 {
+		return DefaultWireCacheBytes
+	}
+	return c.Limit
+}
+
+// Size is the number of bytes the cache holds.
+func (c *WireCache) Size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.body)
+	for _, p := range c.head {
+		n += len(p)
+	}
+	return n
+}
