@@ -29,8 +29,8 @@ func testCalls(t *testing.T, s store.Store) {
 			Toolset: "ts", Endpoint: "http://tools.example/" + id, TurnSeq: 2, State: state, Deadline: deadline, Created: at(created)}
 	}
 	calls := []store.Call{
-		mk("a", "c2", 2*time.Second, store.CallNew, at(time.Hour)),
-		mk("a", "c1", time.Second, store.CallDispatched, at(30*time.Minute)),
+		mk("a", "c2", time.Second, store.CallNew, at(time.Hour)),
+		mk("a", "c1", 2*time.Second, store.CallDispatched, at(30*time.Minute)),
 		mk("a", "c3", 3*time.Second, store.CallDone, at(time.Minute)),
 		mk("b", "c1", 4*time.Second, store.CallNew, time.Time{}),
 	}
@@ -61,9 +61,9 @@ func testCalls(t *testing.T, s store.Store) {
 			}
 		}
 		got, err := tx.ThreadCalls("a")
-		check("ThreadCalls(a)", got, err, "c1", "c2", "c3")
+		check("ThreadCalls(a)", got, err, "c2", "c1", "c3")
 		got, err = tx.PendingCalls("a")
-		check("PendingCalls(a)", got, err, "c1", "c2")
+		check("PendingCalls(a)", got, err, "c2", "c1")
 		got, err = tx.CallsInState(store.CallNew)
 		check("CallsInState(new)", got, err, "c2", "c1")
 		got, err = tx.DueCalls(at(30 * time.Minute))

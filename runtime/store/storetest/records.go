@@ -199,14 +199,14 @@ func testChoices(t *testing.T, s store.Store) {
 			Default: 1, ResponseURL: "http://tools.example/choice?key=secret-" + call, Created: at(created)}
 	}
 	update(t, s, func(tx store.Tx) error {
-		for _, c := range []store.Choice{mk("a", "k2", 2*time.Second), mk("a", "k1", time.Second), mk("b", "k1", time.Second)} {
+		for _, c := range []store.Choice{mk("a", "k1", 2*time.Second), mk("a", "k2", time.Second), mk("b", "k1", time.Second)} {
 			if err := tx.PutChoice(c); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	replaced := mk("a", "k2", 2*time.Second)
+	replaced := mk("a", "k2", time.Second)
 	replaced.Choices, replaced.Default = []string{"a", "b", "c"}, 2
 	update(t, s, func(tx store.Tx) error { return tx.PutChoice(replaced) })
 	view(t, s, func(tx store.Tx) error {
@@ -214,11 +214,11 @@ func testChoices(t *testing.T, s store.Store) {
 		if err != nil {
 			return err
 		}
-		if len(cs) != 2 || cs[0].CallID != "k1" || cs[1].CallID != "k2" {
-			t.Fatalf("ThreadChoices(a) = %+v, want k1 then k2", cs)
+		if len(cs) != 2 || cs[0].CallID != "k2" || cs[1].CallID != "k1" {
+			t.Fatalf("ThreadChoices(a) = %+v, want k2 then k1 (oldest first)", cs)
 		}
-		if !choiceEqual(cs[0], mk("a", "k1", time.Second)) || !choiceEqual(cs[1], replaced) {
-			t.Errorf("ThreadChoices(a) =\n%+v\nwant\n%+v", cs, []store.Choice{mk("a", "k1", time.Second), replaced})
+		if !choiceEqual(cs[0], replaced) || !choiceEqual(cs[1], mk("a", "k1", 2*time.Second)) {
+			t.Errorf("ThreadChoices(a) =\n%+v\nwant\n%+v", cs, []store.Choice{replaced, mk("a", "k1", 2*time.Second)})
 		}
 		return nil
 	})
@@ -228,7 +228,7 @@ func testChoices(t *testing.T, s store.Store) {
 		took, err = tx.TakeChoice("a", "k1")
 		return err
 	})
-	if !choiceEqual(took, mk("a", "k1", time.Second)) {
+	if !choiceEqual(took, mk("a", "k1", 2*time.Second)) {
 		t.Errorf("TakeChoice(a, k1) = %+v", took)
 	}
 	update(t, s, func(tx store.Tx) error {

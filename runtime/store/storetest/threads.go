@@ -12,15 +12,17 @@ import (
 
 // testThreads: CreateThread stores every field, fills a root's RootID with
 // its own id and a child's RootID and UserID from its parent, refuses a
-// duplicate id; ListThreads is oldest first (Created, then ID);
-// SetThreadStatus changes the status.
+// duplicate id and an unknown parent; ListThreads is oldest first
+// (Created, then ID); SetThreadStatus changes the status.
 func testThreads(t *testing.T, s store.Store) {
 	root := store.Thread{ID: "root", Status: store.ThreadActive, Created: at(0), UserID: "alice"}
 	child := store.Thread{ID: "child", ParentID: "root", Status: store.ThreadActive, Created: at(time.Second),
 		OriginCallID: "call-1", OriginTool: "spawn_thread", OriginArgs: json.RawMessage(`{"task":"x"}`), InheritSeq: 0}
 	grand := store.Thread{ID: "grand", ParentID: "child", Status: store.ThreadActive, Created: at(2 * time.Second), UserID: "bob"}
+	// RootID given, UserID not: the user still comes from the parent.
+	sibling := store.Thread{ID: "sibling", ParentID: "root", RootID: "root", Status: store.ThreadActive, Created: at(3 * time.Second)}
 	update(t, s, func(tx store.Tx) error {
-		for _, th := range []store.Thread{root, child, grand} {
+		for _, th := range []store.Thread{root, child, grand, sibling} {
 			if err := tx.CreateThread(th); err != nil {
 				return err
 			}
@@ -51,6 +53,13 @@ func testThreads(t *testing.T, s store.Store) {
 		if got.RootID != "root" || got.UserID != "bob" {
 			t.Errorf("grandchild read back with RootID %q, UserID %q; want the session's root and its own user", got.RootID, got.UserID)
 		}
+		got, err = tx.Thread("sibling")
+		if err != nil {
+			return err
+		}
+		if got.RootID != "root" || got.UserID != "alice" {
+			t.Errorf("a child given its RootID but no UserID read back with RootID %q, UserID %q; want root and its parent's user alice", got.RootID, got.UserID)
+		}
 		return nil
 	})
 
@@ -60,6 +69,13 @@ func testThreads(t *testing.T, s store.Store) {
 	})
 	if err == nil {
 		t.Errorf("CreateThread with an existing id succeeded; want an error")
+	}
+
+	// A child of a thread that does not exist is an error.
+	if err := s.Update(ctx(), func(tx store.Tx) error {
+		return tx.CreateThread(store.Thread{ID: "orphan", ParentID: "ghost", Status: store.ThreadActive, Created: at(time.Hour)})
+	}); err == nil {
+		t.Errorf("CreateThread with an unknown parent succeeded; want an error")
 	}
 
 	// ListThreads: oldest first, ties broken by id.
@@ -76,7 +92,7 @@ func testThreads(t *testing.T, s store.Store) {
 		if err != nil {
 			return err
 		}
-		if want := []string{"root", "child", "tie-a", "tie-b", "grand"}; !slices.Equal(threadIDs(all), want) {
+		if want := []string{"root", "child", "tie-a", "tie-b", "grand", "sibling"}; !slices.Equal(threadIDs(all), want) {
 			t.Errorf("ListThreads = %v, want %v (by Created, then ID)", threadIDs(all), want)
 		}
 		got, err := tx.Thread("child")
