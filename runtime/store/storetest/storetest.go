@@ -15,11 +15,22 @@
 //		})
 //	}
 //
-// Run closes each store when its subtest ends. Subtests are independent,
-// deterministic and quick; each names the contract it checks, so a failure
-// reads as the broken promise. Subtests marked "issue 14" describe
+// open must return an empty store of its own each time (for a database
+// server: a new database or schema per call); Run closes it when the
+// subtest ends. Subtests run one after the other, are deterministic and
+// take well under a second each on SQLite; each names the part of the
+// contract it checks (see the doc comment of its function), so a failure
+// reads as the broken promise. Subtests named Issue14... describe
 // behaviour issue 14 (several processes on one database) adds to the
-// contract; they skip until it exists.
+// contract; they skip, with the reason, until it exists.
+//
+// Beyond the letter of package store's doc comments, the suite holds a
+// store to what the engine relies on: a View reads one consistent
+// snapshot (an Update committed while it runs does not change what it
+// reads: REPEATABLE READ or stronger on PostgreSQL), a write inside View
+// fails, concurrent read-modify-write Updates lose nothing (Update retries
+// serialization failures itself), and a failed lookup (ErrNotFound) leaves
+// the transaction usable.
 //
 // Times: the suite writes times on whole microseconds (a PostgreSQL
 // timestamp's precision) in UTC and compares them with time.Time.Equal.
