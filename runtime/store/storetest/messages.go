@@ -205,6 +205,13 @@ func testInheritedHistory(t *testing.T, s store.Store) {
 		if n, err := tx.LastSeq("child"); err != nil || n != 2 {
 			t.Errorf("LastSeq of a child with only inherited messages = %d, %v; want 2", n, err)
 		}
+		since, err := tx.HistorySince("child", 1)
+		if err != nil {
+			return err
+		}
+		if got := fmt.Sprint(seqs(since)); got != "[parent:2]" || since[0].Text != "p2" {
+			t.Errorf("HistorySince(child, 1) of a child with only inherited messages = %s, want [parent:2]", got)
+		}
 		h, err := tx.History("fresh")
 		if err != nil || len(h) != 0 {
 			t.Errorf("History of a child with InheritSeq 0 = %v, %v; want empty", seqs(h), err)

@@ -82,6 +82,7 @@ var cases = []struct {
 	{"ChildThreads", testChildThreads},
 	{"Messages", testMessages},
 	{"InheritedHistory", testInheritedHistory},
+	{"AwkwardText", testAwkwardText},
 	{"Inbox", testInbox},
 	{"InboxDedupKeys", testInboxDedupKeys},
 	{"Calls", testCalls},
