@@ -104,6 +104,7 @@ var cases = []struct {
 	{"Issue14ThreadClaims", testThreadClaims},
 	{"Issue14TimerClaims", testTimerClaims},
 	{"Issue14ThreadEventIDs", testThreadEventIDs},
+	{"Issue14OAuthLinks", testOAuthLinks},
 	{"Issue14SharedCallbackKey", testSharedCallbackKey},
 }
 

@@ -358,6 +358,7 @@ func testViewIsReadOnly(t *testing.T, s store.Store) {
 	if writeErr == nil && err == nil {
 		t.Errorf("CreateThread inside View succeeded; a View is read-only")
 	}
+	t.Logf("CreateThread inside View: %v", writeErr)
 	view(t, s, func(tx store.Tx) error {
 		_, err := tx.Thread("written-in-view")
 		if !errors.Is(err, store.ErrNotFound) {
