@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -141,7 +142,12 @@ func openLocked(abs string, opts openOptions) (*Store, error) {
 		writer.Close()
 		return nil, err
 	}
-	reader, err := sql.Open("sqlite", "file:"+abs+"?"+pragmas.Encode())
+	// query_only: a write inside View fails instead of taking the write
+	// lock on a reader connection (and queueing behind, or blocking, the
+	// writer) only to be rolled back; database/sql's ReadOnly option alone
+	// does not stop it with this driver.
+	rq := url.Values{"_pragma": append(slices.Clone(pragmas["_pragma"]), "query_only(1)")}
+	reader, err := sql.Open("sqlite", "file:"+abs+"?"+rq.Encode())
 	if err != nil {
 		s.group.syncer.close()
 		writer.Close()
