@@ -163,6 +163,7 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		DefaultToolTimeout:        s.ToolTimeout,
 		MaxSubscriptionsPerThread: s.MaxSubscriptions,
 		DefaultUserID:             s.UserID,
+		ChoiceResponseHosts:       s.ChoiceResponseHosts,
 		CallStatusAfter:           s.CallStatusAfter,
 		DisplayText:               displayText,
 		ModelIdleTimeout:          s.ModelIdleTimeout,

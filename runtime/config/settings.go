@@ -45,6 +45,9 @@ const (
 	EnvModelRetryBackoff = "RAP_MODEL_RETRY_BACKOFF"
 	// EnvUserID is the user id of sessions created without one.
 	EnvUserID = "RAP_USER_ID"
+	// EnvChoiceResponseHosts lists, comma-separated, hosts besides a tool's
+	// own to which the runtime may POST a user's choice.
+	EnvChoiceResponseHosts = "RAP_CHOICE_RESPONSE_HOSTS"
 	// EnvCallStatusAfter is how long a call may stay silent before the
 	// runtime asks its tool server about it (Go duration; negative = never).
 	EnvCallStatusAfter = "RAP_CALL_STATUS_AFTER"
@@ -107,6 +110,10 @@ type Settings struct {
 	// user_id in their invocations; empty means none. It maps to
 	// runtime.Config.DefaultUserID.
 	UserID string
+	// ChoiceResponseHosts are hosts ("host" or "host:port"), besides the
+	// tool's own, to which the runtime may POST a user's answer to a
+	// user_choice. It maps to runtime.Config.ChoiceResponseHosts.
+	ChoiceResponseHosts []string
 	// CallStatusAfter is how long a dispatched call or an active
 	// subscription may stay silent before the runtime asks its tool server
 	// POST {base}/tool_call_status; 0 means the runtime's default (10
@@ -198,6 +205,14 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		s.ModelAttempts = n
 	}
 	set(&s.UserID, EnvUserID)
+	if v := getenv(EnvChoiceResponseHosts); v != "" {
+		s.ChoiceResponseHosts = nil
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				s.ChoiceResponseHosts = append(s.ChoiceResponseHosts, h)
+			}
+		}
+	}
 	if v := getenv(EnvCallStatusAfter); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -234,6 +249,17 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&s.ModelAttempts, "model-attempts", s.ModelAttempts, "try one input with the model `N` times, retrying on its own, before waiting for the next message; 0 = 5 (env "+EnvModelAttempts+")")
 	fs.DurationVar(&s.ModelRetryBackoff, "model-retry-backoff", s.ModelRetryBackoff, "wait `D` before the first automatic retry of a failed completion, doubling each time; 0 = 5s (env "+EnvModelRetryBackoff+")")
 	fs.BoolVar(&s.Insecure, "insecure", s.Insecure, "serve the client API on a non-loopback address without a token ("+EnvToken+"); anyone who reaches it can read and drive every conversation")
+	fromEnv := true // the first --choice-response-host replaces the environment's list
+	fs.Func("choice-response-host", "`HOST` (or HOST:PORT) besides a tool's own to which a user's choice may be POSTed; repeatable (env "+EnvChoiceResponseHosts+", comma-separated)", func(v string) error {
+		if v = strings.TrimSpace(v); v == "" || strings.ContainsAny(v, "/ ") {
+			return fmt.Errorf("want a host name or host:port such as approvals.internal:8443")
+		}
+		if fromEnv {
+			s.ChoiceResponseHosts, fromEnv = nil, false
+		}
+		s.ChoiceResponseHosts = append(s.ChoiceResponseHosts, v)
+		return nil
+	})
 	fs.StringVar(&s.UserID, "user-id", s.UserID, "`ID` of the end user of sessions created without one, sent as user_id in their invocations (env "+EnvUserID+")")
 	fs.DurationVar(&s.CallStatusAfter, "call-status-after", s.CallStatusAfter, "`SILENCE` after which the runtime asks a tool server whether it still knows a pending call (POST /tool_call_status); 0 = the default of 10m, negative = never (env "+EnvCallStatusAfter+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
@@ -358,6 +384,7 @@ func (s Settings) LogValue() slog.Value {
 		slog.Int("model_attempts", s.ModelAttempts),
 		slog.Duration("model_retry_backoff", s.ModelRetryBackoff),
 		slog.String("user_id", s.UserID),
+		slog.Any("choice_response_hosts", s.ChoiceResponseHosts),
 		slog.Duration("call_status_after", s.CallStatusAfter),
 	)
 }
