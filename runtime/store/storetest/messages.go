@@ -173,7 +173,7 @@ func normResults(rs []store.ToolResult) []store.ToolResult {
 			c, _ := json.Marshal(v)
 			segs[j] = rap.DisplaySegment{Type: d.Type, Content: c}
 		}
-		if segs != nil && len(segs) > 0 {
+		if len(segs) > 0 {
 			r.DisplayAs = segs
 		}
 		out[i] = r
