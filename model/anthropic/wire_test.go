@@ -35,7 +35,7 @@ func TestWireCacheSendsFromScratchBytes(t *testing.T) {
 		}
 		msgs := wiretest.Conversation(data)
 		if seed%4 == 1 {
-			msgs = awkward(msgs)
+			msgs = wiretest.Awkward(msgs)
 		}
 		images := seed%5 != 4
 		p, err := New(Options{APIKey: "k", BaseURL: srv.URL, SupportsImages: &images})
@@ -119,38 +119,4 @@ func TestWireCacheKeyAndShrink(t *testing.T) {
 		}
 	}
 	_ = sdk.MessageNewParams{}
-}
-
-// awkward gives every text characters that JSON encoders escape, and every
-// call arguments with spaces to compact.
-func awkward(msgs []model.Message) []model.Message {
-	const odd = " <b>&amp;\"quoted\" \\ tab\t line\n \u2028 é \x01"
-	out := make([]model.Message, len(msgs))
-	for i, m := range msgs {
-		if m.Text != "" {
-			m.Text += odd
-		}
-		var calls []model.ToolCall
-		for _, c := range m.ToolCalls {
-			c.Arguments = json.RawMessage(`{ "q" : "<x> & y" , "n": [1, 2] }`)
-			calls = append(calls, c)
-		}
-		m.ToolCalls = calls
-		var results []model.ToolResult
-		for _, r := range m.ToolResults {
-			r.Text += odd
-			var parts []model.ContentPart
-			for _, c := range r.Content {
-				if c.Type == "text" {
-					c.Text += odd
-				}
-				parts = append(parts, c)
-			}
-			r.Content = parts
-			results = append(results, r)
-		}
-		m.ToolResults = results
-		out[i] = m
-	}
-	return out
 }
