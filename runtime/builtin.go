@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
@@ -202,7 +200,7 @@ func (r *Runtime) execBuiltin(tx store.Tx, th store.Thread, c store.ToolCall, fx
 			return fail("child_of must be your own thread stack %s, got %s. You are thread %s: if you are a child thread, work on your own task instead of repeating your parent's plans",
 				jsonString(stack), jsonString(a.ChildOf), th.ID)
 		}
-		child := store.Thread{ID: uuid.NewString(), ParentID: th.ID, RootID: th.RootID, Status: store.ThreadActive,
+		child := store.Thread{ID: store.NewThreadID(), ParentID: th.ID, RootID: th.RootID, Status: store.ThreadActive,
 			OriginCallID: c.ID, OriginTool: c.Name, OriginArgs: c.Arguments}
 		if err := r.createChild(tx, child, th.ID); err != nil {
 			return res, false, err

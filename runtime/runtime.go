@@ -497,7 +497,7 @@ func (r *Runtime) CreateThreadFor(ctx context.Context, userID string) (string, e
 	if userID == "" {
 		userID = r.cfg.DefaultUserID
 	}
-	id := uuid.NewString()
+	id := store.NewThreadID()
 	th := store.Thread{ID: id, RootID: id, Status: store.ThreadActive, UserID: userID}
 	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.CreateThread(th) }); err != nil {
 		return "", fmt.Errorf("create thread: %w", err)

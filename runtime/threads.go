@@ -212,7 +212,7 @@ func eventThreadNote(childID, tool string) string {
 // history so far, then the event as a synthetic call of the reserved tool
 // (RAP SU-5), then an instruction to handle it and report or close.
 func (r *Runtime) spawnEventThread(tx store.Tx, parent store.Thread, sub store.Call, ev *rap.SubscriptionEvent, fx *effects) error {
-	child := store.Thread{ID: uuid.NewString(), ParentID: parent.ID, RootID: parent.RootID, Status: store.ThreadActive,
+	child := store.Thread{ID: store.NewThreadID(), ParentID: parent.ID, RootID: parent.RootID, Status: store.ThreadActive,
 		OriginCallID: sub.CallID, OriginTool: sub.ToolName, OriginArgs: sub.Arguments}
 	if err := r.createChild(tx, child, parent.ID); err != nil {
 		return err

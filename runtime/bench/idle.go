@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
 )
@@ -120,7 +118,7 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 		n := min(opts.Batch, opts.Threads-done)
 		batch := make([]string, n)
 		for i := range batch {
-			batch[i] = uuid.NewString()
+			batch[i] = store.NewThreadID()
 		}
 		err := e.st.Update(ctx, func(tx store.Tx) error {
 			now := time.Now().UTC()
