@@ -34,10 +34,11 @@ import (
 // http://NAME.cmd.rap.invalid, forwarded to http://127.0.0.1:N: the port
 // changes when the program is restarted, the name the sessions cached its
 // manifest under does not.
+// commandStartTimeout bounds how long a program may take to print its
+// port (a variable for tests).
+var commandStartTimeout = 15 * time.Second
+
 const (
-	// commandStartTimeout bounds how long a program may take to print
-	// its port.
-	commandStartTimeout = 15 * time.Second
 	// commandStopGrace is how long a program has to exit after SIGTERM
 	// before its process group is killed.
 	commandStopGrace = 5 * time.Second

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -11,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorap/gorap/runtime/config"
 )
 
 // commandEntry is a toolset_command entry that runs this test binary as
@@ -143,4 +148,36 @@ func TestServeToolsetCommand(t *testing.T) {
 		waitFor(t, "pid "+strconv.Itoa(pid)+" to be gone", func() bool { return processGone(pid) })
 	}
 	wantLines(t, stderr.String(), `msg="toolset_command stopped" toolset_command=clock pid=`+strconv.Itoa(pids[len(pids)-1]))
+}
+
+// issue 10 item 2: a program that runs but never prints its port is
+// reported, naming the contract, and killed with its process group once
+// the start timeout passes.
+func TestCommandStartTimeout(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep program")
+	}
+	old := commandStartTimeout
+	commandStartTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { commandStartTimeout = old })
+	sup := newCommandSupervisor(config.ToolSet{Source: "rap.json: tool_sets[0]", Command: &config.ToolsetCommand{Name: "quiet", Argv: []string{sleep, "60"}}}, t.TempDir(), slog.New(slog.DiscardHandler))
+	err = sup.start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `printed no {"port": N} line within 300ms`) {
+		t.Fatalf("start error = %v, want the missing port line named", err)
+	}
+	if sup.proc != nil {
+		t.Errorf("a program that never reported its port must not be kept")
+	}
+}
+
+// The port line is the reference runtime's JSON object; anything else is
+// not taken for it.
+func TestParsePortLine(t *testing.T) {
+	for line, want := range map[string]int{`{"port": 4242}`: 4242, ` {"port":1} `: 1, `{"port": 0}`: 0, `{"port": 70000}`: 0, `listening on 4242`: 0, `{"addr": 3}`: 0, `{"port": "80"}`: 0} {
+		got, ok := parsePortLine(line)
+		if ok != (want != 0) || got != want {
+			t.Errorf("parsePortLine(%q) = %d, %v; want %d", line, got, ok, want)
+		}
+	}
 }
