@@ -60,7 +60,7 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	logLevel := fs.String("log-level", "info", "least severe log level shown on standard error: debug, info, warn or error")
 	oxp := fs.Bool("oxp", false, "also answer the OXP 1.0 routes (GET /health, GET /tools, POST /tools/call) for synchronous OXP clients; see docs/otc.md")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s\n\nRuns an example RAP tool server until interrupted (Ctrl-C stops it gracefully).\nIt prints the base URL to give a runtime ('rap invoke', or a tool_sets entry).\n\nExamples:\n", c.usage)
+		fmt.Fprintf(stderr, "usage: %s\n\nRuns an example RAP tool server until interrupted (Ctrl-C stops it gracefully).\nIt prints the base URL to give a runtime ('rap invoke', or a tool_sets entry).\nWith RAP_EMBEDDED set (a toolset_command entry), it listens on a free loopback port\nunless --listen is given, and prints {\"port\": N} as its first line.\n\nExamples:\n", c.usage)
 		for _, n := range exampleNames() {
 			fmt.Fprintf(stderr, "  %-8s %s\n", n, examples[n].about)
 		}

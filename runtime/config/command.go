@@ -77,7 +77,7 @@ func parseCommandEntry(item json.RawMessage, name, path string) (ToolSet, error)
 			return fail("command", err.Error())
 		}
 		if i := strings.IndexAny(s, shellChars); i >= 0 {
-			return fail("command", fmt.Sprintf("%q uses shell syntax (%q), and gorap runs programs without a shell; write the program and its arguments as an array, such as [\"my-server\", \"--flag\"], or wrap it yourself: [\"sh\", \"-c\", \"...\"]", s, s[i]))
+			return fail("command", fmt.Sprintf("%q uses shell syntax (%q), and gorap runs programs without a shell; write the program and its arguments as an array, such as [\"my-server\", \"--flag\"], or wrap it yourself: [\"sh\", \"-c\", \"...\"]", s, string(s[i])))
 		}
 		argv = strings.Fields(s)
 	case trimmed[0] == '[':

@@ -56,8 +56,7 @@ var recognised = map[string]bool{
 
 // ToolSet is one entry of a file's tool_sets array.
 type ToolSet struct {
-	// Type is the entry type; gorap supports TypeToolsetServer,
-	// TypeMCPServer and TypeHTTPMCPServer.
+	// Type is the entry type, one of the Type constants.
 	Type string `json:"type"`
 	// ServerURL is the tool server's base URL; discovery appends
 	// /.well-known/rap-toolset to it (RAP TS-4).

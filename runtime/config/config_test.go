@@ -70,7 +70,7 @@ func TestParseErrors(t *testing.T) {
 		// issue 10 item 2: toolset_command entries are supported; a string
 		// command with shell syntax is refused (gorap uses no shell).
 		{"toolset_command shell", `{"tool_sets": [{"type":"toolset_command","command":"srv | tee log"}]}`,
-			[]string{`tool_sets[0].command: "srv | tee log" uses shell syntax`, "array"}},
+			[]string{`tool_sets[0].command: "srv | tee log" uses shell syntax ("|")`, "array"}},
 		{"toolset_command empty", `{"tool_sets": [{"type":"toolset_command","command":[]}]}`,
 			[]string{`tool_sets[0].command: is empty`}},
 		{"toolset_command unknown field", `{"tool_sets": [{"type":"toolset_command","command":["x"],"port":3}]}`,
