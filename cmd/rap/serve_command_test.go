@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/config"
 )
 
@@ -179,5 +184,49 @@ func TestParsePortLine(t *testing.T) {
 		if ok != (want != 0) || got != want {
 			t.Errorf("parsePortLine(%q) = %d, %v; want %d", line, got, ok, want)
 		}
+	}
+}
+
+// issue 10 item 2: the stable name forwards to the program's current
+// port with the runtime's bearer token; a manifest whose endpoint names
+// the program's own loopback port is rewritten to the stable name; while
+// the program is down the name answers 503.
+func TestCommandProxy(t *testing.T) {
+	var gotAuth, gotHost string
+	var port string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth, gotHost = r.Header.Get("Authorization"), r.Host
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"name":"x","endpoint":"http://127.0.0.1:%s/invoke","tools":[]}`, port)
+	}))
+	defer ts.Close()
+	u, _ := url.Parse(ts.URL)
+	port = u.Port()
+	sup := &commandSupervisor{name: "x", host: "x.cmd.rap.invalid", log: slog.New(slog.DiscardHandler)}
+	h := sup.proxy("tok")
+
+	get := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "http://x.cmd.rap.invalid"+rap.WellKnownPath, nil)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := get(); rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("while down: status %d, want 503", rec.Code)
+	}
+	n, _ := strconv.Atoi(port)
+	sup.port.Store(int32(n))
+	rec := get()
+	var m struct {
+		Endpoint string `json:"endpoint"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("status %d, body %s: %v", rec.Code, rec.Body, err)
+	}
+	if m.Endpoint != "http://x.cmd.rap.invalid/invoke" {
+		t.Errorf("endpoint = %q, want it on the stable name", m.Endpoint)
+	}
+	if gotAuth != "Bearer tok" || gotHost != "x.cmd.rap.invalid" {
+		t.Errorf("program got Authorization %q and Host %q", gotAuth, gotHost)
 	}
 }
