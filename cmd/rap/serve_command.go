@@ -232,6 +232,7 @@ func (s *commandSupervisor) supervise() {
 		case <-p.exited:
 		}
 		s.port.Store(0)
+		signalGroup(p.cmd, true) // what the program started goes with it
 		if time.Since(p.started) >= commandStableRun {
 			backoff = commandBackoffMin
 		}
@@ -263,6 +264,11 @@ func (s *commandSupervisor) stop() {
 	s.mu.Unlock()
 	if p == nil {
 		return
+	}
+	select {
+	case <-p.exited: // ended and cleaned up by supervise
+		return
+	default:
 	}
 	terminateProcess(p)
 	s.port.Store(0)
