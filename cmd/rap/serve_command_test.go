@@ -230,3 +230,27 @@ func TestCommandProxy(t *testing.T) {
 		t.Errorf("program got Authorization %q and Host %q", gotAuth, gotHost)
 	}
 }
+
+// issue 10 item 2: a "rap serve" process stopped with SIGTERM stops its
+// toolset_command programs too (they run in process groups of their own,
+// out of reach of the signals sent to rap serve's group).
+func TestServeProcessStopsCommands(t *testing.T) {
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	cfg := writeEntries(t, dir, commandEntry("clock", "example", "get-time"))
+	p, stderr, err := startServeProcess(t, dir, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
+		"--model", "scripted:"+writeScript(t, dir, tokyoScript), "--config", cfg)
+	if p == nil {
+		t.Fatalf("rap serve: %v\n%s", err, stderr)
+	}
+	m := regexp.MustCompile(`toolset_command "clock" started \(pid (\d+)`).FindStringSubmatch(p.stdout)
+	if m == nil {
+		t.Fatalf("no start line for clock in:\n%s", p.stdout)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	if processGone(pid) {
+		t.Fatalf("pid %d is not running", pid)
+	}
+	p.stop(t)
+	waitFor(t, "the program to be gone", func() bool { return processGone(pid) })
+}
