@@ -59,6 +59,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// killOnFailure kills the program pid at the end of a failed test, so
+// that a failure leaves nothing running.
+func killOnFailure(t *testing.T, pid int) {
+	t.Cleanup(func() {
+		if t.Failed() && !processGone(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
+
 // processGone reports whether no process has the pid any more.
 func processGone(pid int) bool {
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
@@ -143,6 +153,7 @@ func TestServeToolsetCommand(t *testing.T) {
 	waitFor(t, "clock to be restarted", func() bool { return len(startedPIDs(stderr.String())) >= 2 })
 	wantLines(t, stderr.String(), `msg="toolset_command exited; restarting it" toolset_command=clock pid=`+strconv.Itoa(pids[0]), "signal: killed")
 	pids = startedPIDs(stderr.String())
+	killOnFailure(t, pids[len(pids)-1])
 	ask("")    // a new session reaches the restarted program,
 	ask(first) // and so does the session that cached its manifest before the restart
 
@@ -248,6 +259,7 @@ func TestServeProcessStopsCommands(t *testing.T) {
 		t.Fatalf("no start line for clock in:\n%s", p.stdout)
 	}
 	pid, _ := strconv.Atoi(m[1])
+	killOnFailure(t, pid)
 	if processGone(pid) {
 		t.Fatalf("pid %d is not running", pid)
 	}
