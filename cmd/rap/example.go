@@ -19,6 +19,7 @@ import (
 	"github.com/gorap/gorap/examples/gettime"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/rap/durable"
+	"github.com/gorap/gorap/runtime/config"
 )
 
 func init() {
@@ -59,7 +60,7 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	logLevel := fs.String("log-level", "info", "least severe log level shown on standard error: debug, info, warn or error")
 	oxp := fs.Bool("oxp", false, "also answer the OXP 1.0 routes (GET /health, GET /tools, POST /tools/call) for synchronous OXP clients; see docs/otc.md")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s\n\nRuns an example RAP tool server until interrupted (Ctrl-C stops it gracefully).\nIt prints the base URL to give a runtime ('rap invoke', or a tool_sets entry).\n\nExamples:\n", c.usage)
+		fmt.Fprintf(stderr, "usage: %s\n\nRuns an example RAP tool server until interrupted (Ctrl-C stops it gracefully).\nIt prints the base URL to give a runtime ('rap invoke', or a tool_sets entry).\nWith RAP_EMBEDDED set (a toolset_command entry), it listens on a free loopback port\nunless --listen is given, and prints {\"port\": N} as its first line.\n\nExamples:\n", c.usage)
 		for _, n := range exampleNames() {
 			fmt.Fprintf(stderr, "  %-8s %s\n", n, examples[n].about)
 		}
@@ -111,6 +112,13 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	srv := ex.build(opts)
 
+	// issue 10 item 2: run by a runtime's toolset_command entry
+	// (RAP_EMBEDDED set), pick a free loopback port unless --listen says
+	// otherwise, and report it on the first line (see embeddedListen).
+	embedded := os.Getenv(config.EnvEmbedded) != ""
+	if embedded && !flagSet(fs, "listen") {
+		*listen = "127.0.0.1:0"
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w; choose another address with --listen (port 0 picks a free one)", *listen, err)
@@ -125,6 +133,9 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	go func() { served <- hs.Serve(rap.LimitListener(ln, rap.DefaultMaxConns, opts.Logger)) }()
 
 	base := "http://" + ln.Addr().String()
+	if embedded {
+		fmt.Fprintf(stdout, "{\"port\": %d}\n", ln.Addr().(*net.TCPAddr).Port)
+	}
 	fmt.Fprintf(stdout, "%s tool server listening on %s\n", name, base)
 	fmt.Fprintf(stdout, "  manifest: %s%s\n", base, rap.WellKnownPath)
 	fmt.Fprintf(stdout, "  try:      rap invoke %s %s\n", base, tryCall(name))

@@ -103,6 +103,11 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	}
 	defer stopToolsJSON()
 	toolServers = append(toolServers, tjURLs...)
+	// issue 10 item 2: toolset_command entries, supervised child
+	// processes served under stable in-process names (serve_command.go).
+	cmds := startCommandServers(ctx, &s, dir, hosts, s.ToolToken, log, stdout)
+	defer cmds.shutdown()
+	toolServers = append(toolServers, cmds.urls...)
 	spec, err := parseModelSpec(s.Model, getenvOS)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)

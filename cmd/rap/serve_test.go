@@ -210,7 +210,7 @@ func TestServeConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	script := writeScript(t, dir, tokyoScript)
 	mcp := filepath.Join(dir, "mcp.json")
-	os.WriteFile(mcp, []byte(`{"tool_sets":[{"type":"toolset_server","server_url":"http://127.0.0.1:1"},{"type":"toolset_command","command":"x"}]}`), 0o644) // issue 10: mcp_server entries are supported now
+	os.WriteFile(mcp, []byte(`{"tool_sets":[{"type":"toolset_server","server_url":"http://127.0.0.1:1"},{"type":"toolset_command","command":[]}]}`), 0o644) // issue 10: mcp_server and toolset_command entries are supported now
 	broken := filepath.Join(dir, "broken.json")
 	os.WriteFile(broken, []byte("{\n  \"tool_sets\": [\n    oops\n  ]\n}"), 0o644)
 
@@ -222,7 +222,7 @@ func TestServeConfigErrors(t *testing.T) {
 		wants []string
 	}{
 		{"mcp entry", []string{"--config", mcp, "--model", "scripted:" + script}, nil, 1,
-			[]string{mcp + ": tool_sets[1]: entry type \"toolset_command\" is not supported yet by gorap"}},
+			[]string{mcp + ": tool_sets[1].command: is empty"}},
 		{"bad json", []string{"--config", broken, "--model", "scripted:" + script}, nil, 1,
 			[]string{broken + ":3: invalid JSON"}},
 		{"missing file", []string{"--config", filepath.Join(dir, "nope.json"), "--model", "scripted:" + script}, nil, 1,

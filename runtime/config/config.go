@@ -43,8 +43,8 @@ const (
 	TypeToolsJSON = "tools_json"
 )
 
-// recognised lists the entry types of the reference format; gorap
-// supports all but TypeToolsetCommand so far.
+// recognised lists the entry types gorap reads: those of the reference
+// format and gorap's own.
 var recognised = map[string]bool{
 	TypeToolsetServer:  true,
 	TypeToolsetCommand: true,
@@ -56,8 +56,7 @@ var recognised = map[string]bool{
 
 // ToolSet is one entry of a file's tool_sets array.
 type ToolSet struct {
-	// Type is the entry type; gorap supports TypeToolsetServer,
-	// TypeMCPServer and TypeHTTPMCPServer.
+	// Type is the entry type, one of the Type constants.
 	Type string `json:"type"`
 	// ServerURL is the tool server's base URL; discovery appends
 	// /.well-known/rap-toolset to it (RAP TS-4).
@@ -70,6 +69,8 @@ type ToolSet struct {
 	MCP *MCPServer `json:"-"`
 	// issue 13: the fields of an "otc_server" entry (see otc.go).
 	OTC *OTCServer `json:"-"`
+	// issue 10: the fields of a "toolset_command" entry (see command.go).
+	Command *ToolsetCommand `json:"-"`
 	// Bundle is a tools_json entry's bundle directory (or its tools.json);
 	// a relative path is relative to the config file's directory.
 	Bundle string `json:"bundle,omitempty"`
@@ -244,7 +245,7 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	}
 	typ := *head.Type
 	if !recognised[typ] {
-		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q, %q, %q or %q (or, in a later gorap release, %q)", typ, TypeToolsetServer, TypeMCPServer, TypeHTTPMCPServer, TypeOTCServer, TypeToolsetCommand)}
+		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q, %q, %q, %q or %q", typ, TypeToolsetServer, TypeToolsetCommand, TypeMCPServer, TypeHTTPMCPServer, TypeOTCServer)}
 	}
 	if typ == TypeMCPServer || typ == TypeHTTPMCPServer { // issue 10: bridged MCP servers
 		return parseMCPEntry(item, typ, name, path)
@@ -254,6 +255,9 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	}
 	if typ == TypeToolsJSON {
 		return parseToolsJSONEntry(item, name, path)
+	}
+	if typ == TypeToolsetCommand { // issue 10 item 2: see command.go
+		return parseCommandEntry(item, name, path)
 	}
 	if typ != TypeToolsetServer {
 		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("entry type %q is not supported yet by gorap; run the server yourself and list it as a %q entry with its server_url", typ, TypeToolsetServer)}

@@ -67,8 +67,14 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"mcp_server", `{"tool_sets": [{"type":"toolset_server","server_url":"http://127.0.0.1:1"}, {"type":"mcp_server","name":"x"}]}`,
 			[]string{"f.json: ", `tool_sets[1].command: missing`}}, // issue 10: mcp_server entries are supported
-		{"toolset_command", `{"tool_sets": [{"type":"toolset_command","command":"srv"}]}`,
-			[]string{`tool_sets[0]: entry type "toolset_command" is not supported yet by gorap`}},
+		// issue 10 item 2: toolset_command entries are supported; a string
+		// command with shell syntax is refused (gorap uses no shell).
+		{"toolset_command shell", `{"tool_sets": [{"type":"toolset_command","command":"srv | tee log"}]}`,
+			[]string{`tool_sets[0].command: "srv | tee log" uses shell syntax ("|")`, "array"}},
+		{"toolset_command empty", `{"tool_sets": [{"type":"toolset_command","command":[]}]}`,
+			[]string{`tool_sets[0].command: is empty`}},
+		{"toolset_command unknown field", `{"tool_sets": [{"type":"toolset_command","command":["x"],"port":3}]}`,
+			[]string{`tool_sets[0]: json: unknown field "port"`}},
 		{"http_mcp_server", `{"tool_sets": [{"type":"http_mcp_server","name":"x","url":"ftp://x"}]}`,
 			[]string{`tool_sets[0].url: "ftp://x" is not an absolute http:// or https:// URL`}},
 		{"unknown type", `{"tool_sets": [{"type":"carrier_pigeon"}]}`,

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/config"
+)
+
+// commandEntry is a toolset_command entry that runs this test binary as
+// "rap ARGS..." (see TestRapHelper).
+func commandEntry(name string, args ...string) map[string]any {
+	return map[string]any{
+		"type":    "toolset_command",
+		"name":    name,
+		"command": []string{os.Args[0], "-test.run=^TestRapHelper$", "-test.count=1"},
+		"env":     map[string]string{rapHelperArgsEnv: strings.Join(args, "\n")},
+	}
+}
+
+func writeEntries(t *testing.T, dir string, entries ...map[string]any) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"tool_sets": entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "rap.json")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitFor polls cond until it holds or 30s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killOnFailure kills the program pid at the end of a failed test, so
+// that a failure leaves nothing running.
+func killOnFailure(t *testing.T, pid int) {
+	t.Cleanup(func() {
+		if t.Failed() && !processGone(pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+}
+
+// processGone reports whether no process has the pid any more.
+func processGone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+var startedRE = regexp.MustCompile(`msg="toolset_command started" toolset_command=clock pid=(\d+)`)
+
+// startedPIDs lists the pids of the "clock" program's starts, in order.
+func startedPIDs(log string) []int {
+	var pids []int
+	for _, m := range startedRE.FindAllStringSubmatch(log, -1) {
+		n, _ := strconv.Atoi(m[1])
+		pids = append(pids, n)
+	}
+	return pids
+}
+
+// issue 10 item 2, RAP CF-1: rap serve runs a toolset_command program
+// (here "rap example get-time", which prints {"port": N} under
+// RAP_EMBEDDED), and its tools reach the model; an entry whose program
+// exits at once and one whose program does not exist are reported and
+// skipped while the other loads; a program killed while serving is
+// restarted and its tools work again under the same name; nothing is left
+// running once rap serve stops.
+func TestServeToolsetCommand(t *testing.T) {
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	cfg := writeEntries(t, dir,
+		commandEntry("broken", "no-such-subcommand"),
+		map[string]any{"type": "toolset_command", "name": "missing", "command": []string{filepath.Join(dir, "no-such-program")}},
+		commandEntry("clock", "example", "get-time"),
+	)
+	// Each "Tokyo" message calls the tool, in any thread, any number of times.
+	script := `{"turns": [
+  {"after_user": "Tokyo", "when": {"last_input": "user"}, "tool_calls": [{"name": "get_time_in_zone", "arguments": {"timezone": "Asia/Tokyo"}}], "repeat": true},
+  {"when": {"last_input": "tool_result"}, "text": "Result: {{last_result}}", "repeat": true},
+  {"text": "ok", "repeat": true}
+]}`
+	s := baseSettings(t, "scripted:"+writeScript(t, dir, script), cfg)
+	info, stdout, stderr, stop := runningServe(t, s)
+	wantLines(t, stdout.String(),
+		`rap serve: toolset_command "broken" (`+cfg+`: tool_sets[0]) skipped: `,
+		`exited (exit status 2) before printing its port`,
+		`rap serve: toolset_command "missing" (`+cfg+`: tool_sets[1]) skipped: cannot run`,
+		`rap serve: toolset_command "clock" started (pid `,
+		"tool servers: http://clock.cmd.rap.invalid")
+
+	// ask sends a message to the thread (a new one when id is "") and
+	// waits for the model's answer, which quotes the tool's result.
+	ask := func(id string) string {
+		t.Helper()
+		if id == "" {
+			var th struct {
+				ID string `json:"id"`
+			}
+			postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
+			id = th.ID
+		}
+		before := len(getHistoryAuth(t, info.URL, id, ""))
+		postJSON(t, info.URL+"/v1/threads/"+id+"/messages", map[string]string{"text": "Time in Tokyo?"}, nil)
+		defer func() {
+			if t.Failed() {
+				t.Logf("history of %s: %s", id, jsonString(getHistoryAuth(t, info.URL, id, "")))
+			}
+		}()
+		waitFor(t, "the answer", func() bool {
+			msgs := getHistoryAuth(t, info.URL, id, "")
+			n := len(msgs)
+			return n >= before+4 && strings.Contains(msgs[n-1].Text, "+09:00")
+		})
+		return id
+	}
+	first := ask("")
+
+	pids := startedPIDs(stderr.String())
+	if len(pids) != 1 {
+		t.Fatalf("want one start of clock, got pids %v; log:\n%s", pids, stderr)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "clock to be restarted", func() bool { return len(startedPIDs(stderr.String())) >= 2 })
+	wantLines(t, stderr.String(), `msg="toolset_command exited; restarting it" toolset_command=clock pid=`+strconv.Itoa(pids[0]), "signal: killed")
+	pids = startedPIDs(stderr.String())
+	killOnFailure(t, pids[len(pids)-1])
+	ask("")    // a new session reaches the restarted program,
+	ask(first) // and so does the session that cached its manifest before the restart
+
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	for _, pid := range pids {
+		waitFor(t, "pid "+strconv.Itoa(pid)+" to be gone", func() bool { return processGone(pid) })
+	}
+	wantLines(t, stderr.String(), `msg="toolset_command stopped" toolset_command=clock pid=`+strconv.Itoa(pids[len(pids)-1]))
+}
+
+// issue 10 item 2: a program that runs but never prints its port is
+// reported, naming the contract, and killed with its process group once
+// the start timeout passes.
+func TestCommandStartTimeout(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep program")
+	}
+	old := commandStartTimeout
+	commandStartTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { commandStartTimeout = old })
+	sup := newCommandSupervisor(config.ToolSet{Source: "rap.json: tool_sets[0]", Command: &config.ToolsetCommand{Name: "quiet", Argv: []string{sleep, "60"}}}, t.TempDir(), slog.New(slog.DiscardHandler))
+	err = sup.start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `printed no {"port": N} line within 300ms`) {
+		t.Fatalf("start error = %v, want the missing port line named", err)
+	}
+	if sup.proc != nil {
+		t.Errorf("a program that never reported its port must not be kept")
+	}
+}
+
+// The port line is the reference runtime's JSON object; anything else is
+// not taken for it.
+func TestParsePortLine(t *testing.T) {
+	for line, want := range map[string]int{`{"port": 4242}`: 4242, ` {"port":1} `: 1, `{"port": 0}`: 0, `{"port": 70000}`: 0, `listening on 4242`: 0, `{"addr": 3}`: 0, `{"port": "80"}`: 0} {
+		got, ok := parsePortLine(line)
+		if ok != (want != 0) || got != want {
+			t.Errorf("parsePortLine(%q) = %d, %v; want %d", line, got, ok, want)
+		}
+	}
+}
+
+// issue 10 item 2: the stable name forwards to the program's current
+// port with the runtime's bearer token; a manifest whose endpoint names
+// the program's own loopback port is rewritten to the stable name; while
+// the program is down the name answers 503.
+func TestCommandProxy(t *testing.T) {
+	var gotAuth, gotHost string
+	var port string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth, gotHost = r.Header.Get("Authorization"), r.Host
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"name":"x","endpoint":"http://127.0.0.1:%s/invoke","tools":[]}`, port)
+	}))
+	defer ts.Close()
+	u, _ := url.Parse(ts.URL)
+	port = u.Port()
+	sup := &commandSupervisor{name: "x", host: "x.cmd.rap.invalid", log: slog.New(slog.DiscardHandler)}
+	h := sup.proxy("tok")
+
+	get := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "http://x.cmd.rap.invalid"+rap.WellKnownPath, nil)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := get(); rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("while down: status %d, want 503", rec.Code)
+	}
+	n, _ := strconv.Atoi(port)
+	sup.port.Store(int32(n))
+	rec := get()
+	var m struct {
+		Endpoint string `json:"endpoint"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("status %d, body %s: %v", rec.Code, rec.Body, err)
+	}
+	if m.Endpoint != "http://x.cmd.rap.invalid/invoke" {
+		t.Errorf("endpoint = %q, want it on the stable name", m.Endpoint)
+	}
+	if gotAuth != "Bearer tok" || gotHost != "x.cmd.rap.invalid" {
+		t.Errorf("program got Authorization %q and Host %q", gotAuth, gotHost)
+	}
+}
+
+// issue 10 item 2: a "rap serve" process stopped with SIGTERM stops its
+// toolset_command programs too (they run in process groups of their own,
+// out of reach of the signals sent to rap serve's group).
+func TestServeProcessStopsCommands(t *testing.T) {
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	cfg := writeEntries(t, dir, commandEntry("clock", "example", "get-time"))
+	p, stderr, err := startServeProcess(t, dir, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"),
+		"--model", "scripted:"+writeScript(t, dir, tokyoScript), "--config", cfg)
+	if p == nil {
+		t.Fatalf("rap serve: %v\n%s", err, stderr)
+	}
+	m := regexp.MustCompile(`toolset_command "clock" started \(pid (\d+)`).FindStringSubmatch(p.stdout)
+	if m == nil {
+		t.Fatalf("no start line for clock in:\n%s", p.stdout)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	killOnFailure(t, pid)
+	if processGone(pid) {
+		t.Fatalf("pid %d is not running", pid)
+	}
+	p.stop(t)
+	waitFor(t, "the program to be gone", func() bool { return processGone(pid) })
+}
