@@ -371,6 +371,11 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return false
 		}
+		// A kick (the subscriber dropped) before the deadline above was
+		// overwritten by it: stop here. One after it cuts the write.
+		if sub.isClosed() {
+			return false
+		}
 		for _, p := range parts {
 			if _, err := w.Write(p); err != nil {
 				return false
@@ -380,6 +385,11 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	}
 	flush := func() bool {
 		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
+		// A kick (the subscriber dropped) before the deadline above was
+		// overwritten by it: stop here. One after it cuts the write.
+		if sub.isClosed() {
 			return false
 		}
 		return rc.Flush() == nil

@@ -183,11 +183,23 @@ func (s *subscriber) dropLocked() {
 	}
 }
 
-// setKick sets the function called if the subscriber is dropped.
+// isClosed reports whether the subscriber was closed or dropped.
+func (s *subscriber) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// setKick sets the function called if the subscriber is dropped. A
+// subscriber dropped before its kick was set (the publisher may outrun the
+// stream's handler right after it subscribed) is kicked at once.
 func (s *subscriber) setKick(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.kick = f
+	if s.closed {
+		f()
+	}
 }
 
 // queued returns the bytes queued now and the most ever queued.
