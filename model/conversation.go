@@ -77,23 +77,19 @@ func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
 			stable = i // turn i starts with a settled message: the turns before it are closed
 		}
 	}
-	names := map[string]string{} // call id -> tool name, for late results
 	out := make([]Turn, 0, len(merged)+1)
 	var open []ToolCall // calls of the previous assistant turn
-	for _, t := range merged {
+	for i, t := range merged {
 		if t.Role == RoleAssistant { // merged turns alternate: open is empty here
-			for _, c := range t.ToolCalls {
-				names[c.ID] = c.Name
-			}
 			open = t.ToolCalls
 			out = append(out, t)
 			continue
 		}
-		out = append(out, answer(open, t.ToolResults, t.Text, names))
+		out = append(out, answer(open, t.ToolResults, t.Text, merged[:i]))
 		open = nil
 	}
 	if len(open) > 0 {
-		out = append(out, answer(open, nil, "", names))
+		out = append(out, answer(open, nil, "", merged))
 	}
 	return out, stable, nil
 }
@@ -103,10 +99,28 @@ func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
 // their text in Text until answer moves it into Content.
 func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 	var (
-		merged []Turn
-		firsts []int                       // index in msgs of each merged turn's first message
-		seen   = map[string][]ToolResult{} // call id -> results kept so far
+		merged = make([]Turn, 0, len(msgs))
+		firsts = make([]int, 0, len(msgs)) // index in msgs of each merged turn's first message
+		// seen holds each call id's first result kept; more holds the
+		// others (rare: a call has several different results).
+		seen = make(map[string]ToolResult, len(msgs)/2)
+		more map[string][]ToolResult
 	)
+	redelivered := func(r ToolResult) bool {
+		first, ok := seen[r.CallID]
+		if !ok {
+			seen[r.CallID] = r
+			return false
+		}
+		if r.same(first) || slices.ContainsFunc(more[r.CallID], r.same) {
+			return true
+		}
+		if more == nil {
+			more = map[string][]ToolResult{}
+		}
+		more[r.CallID] = append(more[r.CallID], r)
+		return false
+	}
 	for i, m := range msgs {
 		if m.Role != RoleUser && m.Role != RoleAssistant {
 			return nil, nil, fmt.Errorf("messages[%d]: role %q is neither %q nor %q", i, m.Role, RoleUser, RoleAssistant)
@@ -117,13 +131,22 @@ func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 		if m.Role == RoleUser && len(m.ToolCalls) > 0 {
 			return nil, nil, fmt.Errorf("messages[%d]: a user message carries tool calls; put them in an assistant message", i)
 		}
-		var results []ToolResult
-		for _, r := range m.ToolResults {
-			if slices.ContainsFunc(seen[r.CallID], r.same) {
-				continue // redelivered (RAP RE-6)
+		// results is m.ToolResults (clipped: a merge appends to a copy,
+		// never into msgs) until a redelivered one is dropped.
+		results := slices.Clip(m.ToolResults)
+		for j, r := range m.ToolResults {
+			if !redelivered(r) {
+				if len(results) < len(m.ToolResults) {
+					results = append(results, r)
+				}
+				continue
 			}
-			seen[r.CallID] = append(seen[r.CallID], r)
-			results = append(results, r)
+			if len(results) == len(m.ToolResults) {
+				results = slices.Clone(m.ToolResults[:j]) // redelivered (RAP RE-6)
+			}
+		}
+		if len(results) == 0 {
+			results = nil
 		}
 		if m.Text == "" && len(m.ToolCalls) == 0 && len(results) == 0 {
 			continue // nothing to say; the APIs reject empty messages
@@ -150,17 +173,29 @@ func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 // are open. Results that answer an open call are placed in call order;
 // calls without a result get PendingResultText; other results become
 // Content, then text follows.
-func answer(open []ToolCall, results []ToolResult, text string, names map[string]string) Turn {
+func answer(open []ToolCall, results []ToolResult, text string, before []Turn) Turn {
 	u := Turn{Role: RoleUser}
-	first := make(map[string]int, len(results)) // call id -> index of its first result
-	for i, r := range results {
-		if _, ok := first[r.CallID]; !ok {
-			first[r.CallID] = i
+	if inOrder(open, results) {
+		// The usual turn: each call answered once, in call order. It
+		// shares results (clipped), which nothing modifies.
+		u.ToolResults = slices.Clip(results)
+		if text != "" {
+			u.Content = []ContentPart{{Type: "text", Text: text}}
 		}
+		return u
 	}
-	used := make([]bool, len(results))
+	var usedBuf [16]bool
+	var used []bool
+	if len(results) <= len(usedBuf) {
+		used = usedBuf[:len(results)]
+	} else {
+		used = make([]bool, len(results))
+	}
+	if len(open) > 0 {
+		u.ToolResults = make([]ToolResult, 0, len(open))
+	}
 	for _, c := range open {
-		if i, ok := first[c.ID]; ok && !used[i] {
+		if i := firstResult(results, c.ID); i >= 0 && !used[i] {
 			used[i] = true
 			u.ToolResults = append(u.ToolResults, results[i])
 			continue
@@ -171,7 +206,7 @@ func answer(open []ToolCall, results []ToolResult, text string, names map[string
 		if used[i] {
 			continue
 		}
-		u.Content = append(u.Content, ContentPart{Type: "text", Text: lateHeader(r.CallID, names)})
+		u.Content = append(u.Content, ContentPart{Type: "text", Text: lateHeader(r.CallID, before)})
 		if r.IsError {
 			u.Content = append(u.Content, ContentPart{Type: "text", Text: ErrorResultNote})
 		}
@@ -183,10 +218,40 @@ func answer(open []ToolCall, results []ToolResult, text string, names map[string
 	return u
 }
 
-// lateHeader heads a result that arrived after its call was answered.
-func lateHeader(callID string, names map[string]string) string {
-	if name, ok := names[callID]; ok {
-		return fmt.Sprintf("Result of the earlier call %s to tool %s:", callID, name)
+// inOrder reports whether results answer the calls of open one for one, in
+// the same order, with no other result for any of them.
+func inOrder(open []ToolCall, results []ToolResult) bool {
+	if len(open) == 0 || len(results) != len(open) {
+		return false
+	}
+	for k, c := range open {
+		if results[k].CallID != c.ID || firstResult(results, c.ID) != k {
+			return false
+		}
+	}
+	return true
+}
+
+// firstResult returns the index of the first result for call id, or -1.
+// A turn holds few results: a scan costs less than building a map.
+func firstResult(results []ToolResult, id string) int {
+	for i, r := range results {
+		if r.CallID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// lateHeader heads a result that arrived after its call was answered,
+// naming the tool when a turn before holds the call (the latest such).
+func lateHeader(callID string, before []Turn) string {
+	for i := len(before) - 1; i >= 0; i-- {
+		for _, c := range before[i].ToolCalls {
+			if c.ID == callID {
+				return fmt.Sprintf("Result of the earlier call %s to tool %s:", callID, c.Name)
+			}
+		}
 	}
 	return fmt.Sprintf("Result of the earlier tool call %s:", callID)
 }

@@ -423,7 +423,7 @@ func (s *Sender) sendNow(ctx context.Context, callbackURL, key string, body []by
 	}()
 
 	start := time.Now()
-	var last *DeliveryError
+	var last, answered *DeliveryError // answered: the last attempt the runtime answered
 	replaced := false
 	for attempt := 1; ; attempt++ {
 		r := s.attempt(ctx, callbackURL, key, body, attempt)
@@ -431,6 +431,9 @@ func (s *Sender) sendNow(ctx context.Context, callbackURL, key string, body []by
 			return nil
 		}
 		last = r.err
+		if last.Status != 0 {
+			answered = last
+		}
 		if last.Permanent && last.Status == http.StatusRequestEntityTooLarge && !replaced {
 			if small, ok := tooLargeReplacement(body); ok {
 				s.log.Error("rap: the runtime refused a tool result as too large (HTTP 413); sending an error result instead", "url", last.URL, "key", key, "bytes", len(body))
@@ -442,14 +445,14 @@ func (s *Sender) sendNow(ctx context.Context, callbackURL, key string, body []by
 			return last
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("rap: callback to %s not delivered after %d attempts: %w (last attempt: %w)", last.URL, attempt, err, last)
+			return notDelivered(attempt, err, last, answered)
 		}
 		if time.Since(start) >= s.retry.GiveUpAfter {
 			s.log.Error("rap: giving up on callback", "url", last.URL, "key", key, "attempts", attempt, "after", s.retry.GiveUpAfter)
 			return fmt.Errorf("rap: callback to %s: gave up after %d attempts in %v: %w", last.URL, attempt, s.retry.GiveUpAfter, last)
 		}
 		if err := sleepCtx(ctx, s.backoff(attempt, r.retryAfter)); err != nil {
-			return fmt.Errorf("rap: callback to %s not delivered after %d attempts: %w (last attempt: %w)", last.URL, attempt, err, last)
+			return notDelivered(attempt, err, last, answered)
 		}
 	}
 }
@@ -575,6 +578,16 @@ func (s *Sender) backoff(n int, retryAfter time.Duration) time.Duration {
 		d = min(retryAfter, s.retry.Max)
 	}
 	return d
+}
+
+// notDelivered is Send's error when ctx ended before a delivery: it wraps
+// ctx's error and the last answer the runtime gave (such as a 503), which
+// says more than an attempt the deadline cut short.
+func notDelivered(attempts int, ctxErr error, last, answered *DeliveryError) error {
+	if answered != nil && answered != last {
+		return fmt.Errorf("rap: callback to %s not delivered after %d attempts: %w (last answer: %w; the last attempt was cut short: %v)", last.URL, attempts, ctxErr, answered, last)
+	}
+	return fmt.Errorf("rap: callback to %s not delivered after %d attempts: %w (last attempt: %w)", last.URL, attempts, ctxErr, last)
 }
 
 // sleep waits d or until ctx ends.

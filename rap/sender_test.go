@@ -350,6 +350,34 @@ func TestSendBackoffGrows(t *testing.T) {
 	}
 }
 
+// When the deadline cuts an attempt short, Send's error still wraps the
+// runtime's last answer (a 503 here), not only the cut attempt: this made
+// TestSendBackoffGrows fail now and then on a loaded machine.
+func TestSendDeadlineKeepsLastAnswer(t *testing.T) {
+	var n atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		select { // later attempts hang until Send has given up
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	s := rap.NewSender(rap.SenderOptions{Retry: rap.RetryPolicy{Initial: time.Millisecond, Max: time.Millisecond}, Logger: quietLogger()})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := s.Send(ctx, srv.URL+"/cb", result(1))
+	var de *rap.DeliveryError
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &de) || de.Status != http.StatusServiceUnavailable {
+		t.Fatalf("Send error = %v, want one wrapping the deadline and the 503 answer", err)
+	}
+}
+
 func TestSendGivesUpAfter(t *testing.T) {
 	rc := newReceiver(t, always(http.StatusBadGateway))
 	s := rap.NewSender(rap.SenderOptions{Retry: rap.RetryPolicy{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, GiveUpAfter: 200 * time.Millisecond}, Logger: quietLogger()})

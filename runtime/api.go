@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -102,10 +103,10 @@ func (r *Runtime) serveCreateThread(w http.ResponseWriter, req *http.Request) {
 		r.writeStoreError(w, err)
 		return
 	}
-	resp := map[string]any{"id": id}
+	resp := api.CreateThreadResponse{ID: id}
 	r.mu.Lock()
 	if s := r.catalogs[id]; s != nil {
-		resp["toolsets"] = s
+		resp.Toolsets = s.toolsets()
 	}
 	r.mu.Unlock()
 	writeJSON(w, http.StatusCreated, resp)
@@ -147,13 +148,13 @@ func (r *Runtime) serveListThreads(w http.ResponseWriter, req *http.Request) {
 		r.writeStoreError(w, err)
 		return
 	}
-	resp := threadPage{Threads: page}
+	resp := api.ThreadPage{Threads: page}
 	if len(page) > limit {
 		resp.Threads = page[:limit]
 		resp.NextCursor = encodeCursor(store.CursorOf(page[limit-1]))
 	}
 	if resp.Threads == nil {
-		resp.Threads = []store.Thread{}
+		resp.Threads = []api.Thread{}
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
@@ -168,13 +169,6 @@ const (
 // it the answer has children_next_cursor, to read the rest from
 // GET /v1/threads?parent_id={id}&cursor=.
 const maxStatusChildren = 1000
-
-// threadPage is the answer of GET /v1/threads.
-type threadPage struct {
-	Threads []store.Thread `json:"threads"`
-	// NextCursor, when set, is the ?cursor= of the next page.
-	NextCursor string `json:"next_cursor,omitempty"`
-}
 
 // encodeCursor makes an opaque page cursor of c.
 func encodeCursor(c store.ThreadCursor) string {
@@ -199,83 +193,69 @@ func decodeCursor(s string) (store.ThreadCursor, error) {
 	return store.ThreadCursor{Created: time.Unix(0, n).UTC(), ID: id}, nil
 }
 
-// threadInfo is the answer of GET /v1/threads/{id}.
-type threadInfo struct {
-	store.Thread
-	PendingCalls  []store.Call         `json:"pending_calls"`
-	Subscriptions []store.Subscription `json:"subscriptions"`
-	Queued        int                  `json:"queued"`
-	// LastSeq is the Seq of the thread's last saved message. Events are
-	// published after the save, so a client compares it with the last
-	// message event it saw to know its stream has caught up.
-	LastSeq int64 `json:"last_seq"`
-	// Children are the ids of the thread's child threads, oldest first;
-	// at most maxStatusChildren of them.
-	Children []string `json:"children"`
-	// ChildrenNextCursor, when set, says there are more children: read
-	// them from GET /v1/threads?parent_id={id}&cursor={it}.
-	ChildrenNextCursor string `json:"children_next_cursor,omitempty"`
-	// Choices are the user choices waiting for an answer (RAP UC-1).
-	Choices []store.Choice `json:"choices"`
-	// Usage sums the tokens of the thread's completions since the runtime
-	// started, cached and uncached input apart (issue 11 item 3); absent
-	// when there were none.
-	Usage *usageEvent `json:"usage,omitempty"`
-}
-
 func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("id")
-	info := threadInfo{PendingCalls: []store.Call{}, Subscriptions: []store.Subscription{}, Children: []string{}, Choices: []store.Choice{}}
+	var info api.ThreadInfo
 	err := r.store.View(req.Context(), func(tx store.Tx) error {
 		var err error
-		if info.Thread, err = tx.Thread(id); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, id)
-			}
-			return err
-		}
-		// Every read below is an indexed lookup of this thread's rows
-		// (issue 9 item 18): no scan of all threads.
-		calls, err := tx.PendingCalls(id)
-		if err != nil {
-			return err
-		}
-		info.PendingCalls = append(info.PendingCalls, calls...)
-		subs, err := tx.ThreadSubscriptions(id)
-		if err != nil {
-			return err
-		}
-		info.Subscriptions = append(info.Subscriptions, subs...)
-		kids, err := tx.ChildThreads(id, store.ThreadCursor{}, maxStatusChildren+1)
-		if err != nil {
-			return err
-		}
-		if len(kids) > maxStatusChildren {
-			kids = kids[:maxStatusChildren]
-			info.ChildrenNextCursor = encodeCursor(store.CursorOf(kids[len(kids)-1]))
-		}
-		for _, k := range kids {
-			info.Children = append(info.Children, k.ID)
-		}
-		choices, err := tx.ThreadChoices(id)
-		if err != nil {
-			return err
-		}
-		info.Choices = append(info.Choices, choices...)
-		q, err := tx.Queued(id)
-		if err != nil {
-			return err
-		}
-		info.Queued = len(q)
-		info.LastSeq, err = tx.LastSeq(id)
+		info, err = r.readThreadInfo(tx, id)
 		return err
 	})
 	if err != nil {
 		r.writeStoreError(w, err)
 		return
 	}
-	info.Usage = r.usage.get(id)
 	writeJSON(w, http.StatusOK, info)
+}
+
+// readThreadInfo reads the answer of GET /v1/threads/{id}.
+func (r *Runtime) readThreadInfo(tx store.Tx, id string) (api.ThreadInfo, error) {
+	info := api.ThreadInfo{PendingCalls: []store.Call{}, Subscriptions: []store.Subscription{}, Children: []string{}, Choices: []store.Choice{}}
+	var err error
+	if info.Thread, err = tx.Thread(id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return info, fmt.Errorf("%w %q", ErrUnknownThread, id)
+		}
+		return info, err
+	}
+	// Every read below is an indexed lookup of this thread's rows
+	// (issue 9 item 18): no scan of all threads.
+	calls, err := tx.PendingCalls(id)
+	if err != nil {
+		return info, err
+	}
+	info.PendingCalls = append(info.PendingCalls, calls...)
+	subs, err := tx.ThreadSubscriptions(id)
+	if err != nil {
+		return info, err
+	}
+	info.Subscriptions = append(info.Subscriptions, subs...)
+	kids, err := tx.ChildThreads(id, store.ThreadCursor{}, maxStatusChildren+1)
+	if err != nil {
+		return info, err
+	}
+	if len(kids) > maxStatusChildren {
+		kids = kids[:maxStatusChildren]
+		info.ChildrenNextCursor = encodeCursor(store.CursorOf(kids[len(kids)-1]))
+	}
+	for _, k := range kids {
+		info.Children = append(info.Children, k.ID)
+	}
+	choices, err := tx.ThreadChoices(id)
+	if err != nil {
+		return info, err
+	}
+	info.Choices = append(info.Choices, choices...)
+	q, err := tx.Queued(id)
+	if err != nil {
+		return info, err
+	}
+	info.Queued = len(q)
+	if info.LastSeq, err = tx.LastSeq(id); err != nil {
+		return info, err
+	}
+	info.Usage = r.usage.get(id)
+	return info, nil
 }
 
 func (r *Runtime) servePostMessage(w http.ResponseWriter, req *http.Request) {
@@ -318,17 +298,27 @@ func (r *Runtime) serveHistory(w http.ResponseWriter, req *http.Request) {
 var (
 	sseConnected     = []byte(": connected\n\n")
 	sseKeepAliveLine = []byte(": keep-alive\n\n")
+	sseIDPrefix      = []byte("id: ")
 	sseEventPrefix   = []byte("event: ")
+	sseNewline       = []byte("\n")
 	sseData          = []byte("\ndata: ")
 	sseEnd           = []byte("\n\n")
 )
 
-// serveEvents streams the thread's events as Server-Sent Events. A new
-// client first receives the session's toolsets and every current view
-// (RAP VU-2), then live events. Streams are bounded (issue 9 item 12): so
-// many per thread and in total (429 and 503 past them), each event write
-// has a deadline, and a client that falls StreamLimits.BufferBytes behind
-// is disconnected; it may reconnect and is primed afresh.
+// LastEventIDParam is the query parameter that may carry the Last-Event-ID
+// of GET /v1/threads/{id}/events, for clients that cannot set the header.
+const LastEventIDParam = api.LastEventIDParam
+
+// serveEvents streams the thread's events as Server-Sent Events (issue 15
+// item 1). A client without Last-Event-ID first receives the thread's
+// state (see replayEvents), then a replay_done marker, then live events; a
+// client whose Last-Event-ID is still in the thread's log receives exactly
+// the events it missed, then the marker; any other Last-Event-ID gets a
+// reset event and a full replay. Live events carry an "id:" line. Streams
+// are bounded (issue 9 item 12): so many per thread and in total (429 and
+// 503 past them), each event write has a deadline, and a client that falls
+// StreamLimits.BufferBytes behind is disconnected; it may reconnect and
+// resume.
 func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("id")
 	rc := http.NewResponseController(w)
@@ -346,13 +336,29 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	}
 	defer release()
 	limitSendBuffer(req)
-	prime, err := r.primeEvents(req.Context(), id)
+	lastID := req.Header.Get("Last-Event-ID")
+	if lastID == "" {
+		lastID = req.URL.Query().Get(LastEventIDParam)
+	}
+	sub, cancel, att, err := r.attach(req.Context(), id, lastID)
 	if err != nil {
 		r.writeStoreError(w, err)
 		return
 	}
-	sub, cancel := r.hub.subscribe(id, prime)
 	defer cancel()
+	var replay []Event
+	// replayedSeq is the Seq of the last history message replayed: live
+	// events of messages up to it were replayed already. -1: none.
+	replayedSeq := int64(-1)
+	if !att.resumed {
+		replay, replayedSeq, err = r.replayEvents(req.Context(), id, att)
+		if err != nil {
+			cancel()
+			r.hub.forget(id)
+			r.writeStoreError(w, err)
+			return
+		}
+	}
 	// Dropped for falling behind: end a write blocked on the client now,
 	// which frees this stream's slot and memory without waiting for the
 	// write deadline. (cancel closes sub first, so this never runs after
@@ -383,6 +389,12 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		}
 		return true
 	}
+	writeEvent := func(e Event) bool {
+		if e.ID != "" && !write(sseIDPrefix, []byte(e.ID), sseNewline) {
+			return false
+		}
+		return write(sseEventPrefix, []byte(e.Type), sseData, e.Data, sseEnd)
+	}
 	flush := func() bool {
 		if err := rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return false
@@ -398,7 +410,16 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if !write(sseConnected) || !flush() {
+	if !write(sseConnected) {
+		return
+	}
+	for i, e := range replay {
+		if !writeEvent(e) {
+			return
+		}
+		replay[i] = Event{}
+	}
+	if !flush() {
 		return
 	}
 	keep := time.NewTicker(sseKeepAlive)
@@ -419,7 +440,10 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 			// One flush per batch: a client that keeps up gets each event
 			// at once, one that lags gets them in fewer, larger writes.
 			for i, e := range events {
-				if !write(sseEventPrefix, []byte(e.Type), sseData, e.Data, sseEnd) {
+				if e.msgSeq > 0 && e.msgSeq <= replayedSeq {
+					continue // replayed from the history already
+				}
+				if !writeEvent(e) {
 					return
 				}
 				events[i] = Event{} // let the written payload go
@@ -431,47 +455,85 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// primeEvents returns the events a new event-stream client starts with.
-func (r *Runtime) primeEvents(ctx context.Context, id string) ([]Event, error) {
-	var th store.Thread
+// replayEvents returns the thread's state as the events a client that
+// starts afresh receives before live ones (issue 15 item 1): a reset event
+// when its Last-Event-ID could not be resumed; the session's toolsets; the
+// thread's state (thread); the history as the message, tool_call and
+// tool_result events it was announced with; every current view (RAP VU-2);
+// every user choice waiting for an answer; every oauth link of a call still
+// waiting for authorization; the text the running completion streamed so
+// far as one text_delta; and the replay_done marker. It also returns the
+// Seq of the last history message replayed.
+func (r *Runtime) replayEvents(ctx context.Context, id string, att attachment) ([]Event, int64, error) {
+	var info api.ThreadInfo
+	var history []store.Message
 	var views []store.View
-	var choices []store.Choice
 	err := r.store.View(ctx, func(tx store.Tx) error {
 		var err error
-		if th, err = tx.Thread(id); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, id)
-			}
+		if info, err = r.readThreadInfo(tx, id); err != nil {
 			return err
 		}
-		if views, err = tx.ThreadViews(id); err != nil {
+		if history, err = tx.History(id); err != nil {
 			return err
 		}
-		choices, err = tx.ThreadChoices(id)
+		views, err = tx.ThreadViews(id)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	lastSeq := lastSeqOf(history)
 	var out []Event
-	if s, err := r.sessionOf(ctx, th.RootID); err == nil {
-		b, _ := json.Marshal(s)
-		out = append(out, Event{Type: EventToolsets, ThreadID: id, Data: b})
+	add := func(typ string, data any) {
+		b, _ := json.Marshal(data)
+		out = append(out, Event{Type: typ, ThreadID: id, Data: b})
+	}
+	if att.reset != "" {
+		add(EventReset, api.Reset{Reason: att.reset})
+	}
+	if s, err := r.sessionOf(ctx, info.RootID); err == nil {
+		add(EventToolsets, s.toolsets())
+	}
+	add(EventThread, info)
+	for _, m := range history {
+		out = append(out, messageEvents(id, m)...)
 	}
 	for _, v := range views {
-		b, _ := json.Marshal(map[string]any{"view_type": v.ViewType, "content": v.Content})
-		out = append(out, Event{Type: EventView, ThreadID: id, Data: b})
+		add(EventView, api.View{ViewType: v.ViewType, Content: v.Content})
 	}
-	for _, c := range choices {
-		b, _ := json.Marshal(choiceEvent(c))
-		out = append(out, Event{Type: EventUserChoice, ThreadID: id, Data: b})
+	for _, c := range info.Choices {
+		add(EventUserChoice, choiceEvent(c))
 	}
-	r.mu.Lock()
-	for _, e := range r.authShown[id] {
-		out = append(out, e)
+	if r.hub.sh != nil {
+		links, err := r.sharedOAuthLinks(ctx, id)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, links...)
+	} else {
+		r.mu.Lock()
+		for _, e := range r.authShown[id] {
+			out = append(out, e)
+		}
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
-	return out, nil
+	// The running completion's text, unless its turn was saved (and so
+	// replayed above) between the attach and the read.
+	if att.hasTurn && att.turn != "" && att.base == lastSeq {
+		add(EventTextDelta, api.TextDelta{Text: att.turn})
+	}
+	mode := api.ReplayFull
+	if att.reset != "" {
+		mode = api.ReplayReset
+	}
+	// Replayed events have ids of their own, so that a client cut off
+	// during the replay (a browser's EventSource reconnects with the last
+	// id it saw) is recognised and starts afresh.
+	for i := range out {
+		out[i].ID = att.mark + replayIDSep + strconv.Itoa(i+1)
+	}
+	out = append(out, replayDone(id, att.mark, mode, lastSeq))
+	return out, lastSeq, nil
 }
 
 func (r *Runtime) serveClose(w http.ResponseWriter, req *http.Request) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -216,7 +217,7 @@ func (r *Runtime) execBuiltin(tx store.Tx, th store.Thread, c store.ToolCall, fx
 			return res, false, err
 		}
 		fx.wake = append(fx.wake, child.ID)
-		fx.event(th.ID, EventThreadSpawned, map[string]any{"thread_id": child.ID, "parent_id": th.ID, "origin_call_id": c.ID, "origin_tool": c.Name, "reason": "spawn_thread"})
+		fx.event(th.ID, EventThreadSpawned, api.ThreadSpawned{ThreadID: child.ID, ParentID: th.ID, OriginCallID: c.ID, OriginTool: c.Name, Reason: api.SpawnThread})
 		return done(fmt.Sprintf("Child thread spawned with id %s. It runs on its own and reports back; go on with your own work.", child.ID))
 
 	case BuiltinReportToParent:
@@ -469,9 +470,9 @@ func (r *Runtime) closeThreadTx(tx store.Tx, th store.Thread, fx *effects) error
 	}
 	fx.closed[th.ID] = true
 	fx.notices = append(fx.notices, notice{path: rap.CloseThreadPath, body: rap.CloseThreadRequest{ThreadID: th.ID}})
-	fx.event(th.ID, EventThreadClosed, map[string]string{"thread_id": th.ID})
+	fx.event(th.ID, EventThreadClosed, api.ThreadClosed{ThreadID: th.ID})
 	if th.ParentID != "" {
-		fx.event(th.ParentID, EventThreadClosed, map[string]string{"thread_id": th.ID})
+		fx.event(th.ParentID, EventThreadClosed, api.ThreadClosed{ThreadID: th.ID})
 	}
 	return nil
 }

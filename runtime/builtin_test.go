@@ -207,6 +207,10 @@ func TestBT2SpawnThreadReportAndClose(t *testing.T) {
 		t.Fatalf("thread_spawned event %s does not name the child %s", ev.Data, child.ID)
 	}
 	poll(t, "the child to close", func() bool { return e.thread(child.ID).Status == store.ThreadClosed })
+	// The child's shutdown notice reaches the parent after the close; wait
+	// for it before the next message, or both can arrive in one batch and
+	// the model answers the notice instead of the message.
+	e.waitHistory(root, "the shutdown notice", func(h []store.Message) bool { _, ir := injected(h); return len(ir) == 2 })
 	e.post(root, "later, tell me more")
 	e.waitHistory(root, "the later answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "a later answer") })
 

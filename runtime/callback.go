@@ -2,8 +2,6 @@ package runtime
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -14,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -34,12 +33,7 @@ func (r *Runtime) callbackToken(threadID, callID string) string {
 }
 
 func (r *Runtime) tokenMAC(threadID, callID string) []byte {
-	m := hmac.New(sha256.New, r.cfg.Secret)
-	m.Write([]byte("gorap-callback-v1\x00"))
-	m.Write([]byte(threadID))
-	m.Write([]byte{0})
-	m.Write([]byte(callID))
-	return m.Sum(nil)
+	return macWith(r.currentKeys().Current, threadID, callID)
 }
 
 func (r *Runtime) callbackURL(threadID, callID string) string {
@@ -65,7 +59,7 @@ func (r *Runtime) verifyToken(tok string) (threadID, callID string, err error) {
 	if err1 != nil || err2 != nil || err3 != nil || len(t) == 0 || len(c) == 0 {
 		return "", "", errBadToken
 	}
-	if !hmac.Equal(mac, r.tokenMAC(string(t), string(c))) {
+	if !r.checkMAC(mac, string(t), string(c)) {
 		return "", "", errBadToken
 	}
 	return string(t), string(c), nil
@@ -256,6 +250,9 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if _, err := tx.TakeChoice(call.ThreadID, call.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return callbackOutcome{}, err
 		}
+		if err := r.forgetAuthTx(tx, call.ThreadID, call.CallID); err != nil {
+			return callbackOutcome{}, err
+		}
 		added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindToolResult, Payload: payload,
 			DedupKey: resultDedupKey(call.ThreadID, call.CallID)})
 		if err != nil {
@@ -297,7 +294,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		}
 		out, _ := ok("accepted", false)
 		out.after = func() {
-			r.emit(call.ThreadID, EventView, map[string]any{"view_type": m.ViewType, "content": m.Content})
+			r.emit(call.ThreadID, EventView, api.View{ViewType: m.ViewType, Content: m.Content})
 		}
 		return out, nil
 	case *rap.OAuth:
@@ -327,10 +324,14 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if err != nil {
 			return callbackOutcome{}, err
 		}
-		out, _ := ok("accepted: the call stays pending until its tool_result", noted)
-		out.after = func() {
-			r.showAuth(call.ThreadID, call.CallID, map[string]any{"call_id": call.CallID, "name": call.ToolName, "auth_url": m.AuthURL})
+		link := map[string]any{"call_id": call.CallID, "name": call.ToolName, "auth_url": m.AuthURL}
+		// On a shared store the link is kept there, briefly, for clients
+		// of every process (issue 14 item 4).
+		if err := r.keepOAuthLinkTx(tx, call.ThreadID, call.CallID, link); err != nil {
+			return callbackOutcome{}, err
 		}
+		out, _ := ok("accepted: the call stays pending until its tool_result", noted)
+		out.after = func() { r.showAuth(call.ThreadID, call.CallID, link) }
 		return out, nil
 	case *rap.UserChoice:
 		if m.ID != call.CallID {
@@ -375,8 +376,8 @@ func countActiveSubscriptions(tx store.Tx, threadID string) (int, error) {
 	return n, nil
 }
 
-func choiceEvent(c store.Choice) map[string]any {
-	return map[string]any{"call_id": c.CallID, "name": c.ToolName, "prompt": c.Prompt, "choices": c.Choices, "default": c.Default}
+func choiceEvent(c store.Choice) api.UserChoice {
+	return api.UserChoice{CallID: c.CallID, Name: c.ToolName, Prompt: c.Prompt, Choices: c.Choices, Default: c.Default}
 }
 
 // maxShownAuth bounds the oauth events kept in memory for late clients.
@@ -387,6 +388,10 @@ const maxShownAuth = 10000
 func (r *Runtime) showAuth(threadID, callID string, data map[string]any) {
 	b, _ := json.Marshal(data)
 	e := Event{Type: EventOAuth, ThreadID: threadID, Data: b}
+	if r.hub.sh != nil {
+		r.hub.publish(e) // kept in the store (keepOAuthLinkTx)
+		return
+	}
 	r.mu.Lock()
 	if len(r.authShown) >= maxShownAuth {
 		clear(r.authShown)
@@ -399,6 +404,15 @@ func (r *Runtime) showAuth(threadID, callID string, data map[string]any) {
 	m[callID] = e
 	r.mu.Unlock()
 	r.hub.publish(e)
+}
+
+// forgetAuthTx deletes, in the transaction that records a call's result,
+// the oauth link kept in a shared store for the call (issue 14 item 4).
+func (r *Runtime) forgetAuthTx(tx store.Tx, threadID, callID string) error {
+	if r.hub.sh == nil {
+		return nil
+	}
+	return tx.DeleteOAuthLink(threadID, callID)
 }
 
 // forgetAuth drops the auth link of a call whose result arrived.

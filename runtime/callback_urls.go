@@ -93,6 +93,9 @@ func (r *Runtime) refuseInteraction(tx store.Tx, call store.Call, problem, model
 	if _, err := tx.TakeChoice(call.ThreadID, call.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return callbackOutcome{}, err
 	}
+	if err := r.forgetAuthTx(tx, call.ThreadID, call.CallID); err != nil {
+		return callbackOutcome{}, err
+	}
 	payload, _ := json.Marshal(store.ToolResult{CallID: call.CallID, Name: call.ToolName, Text: modelText, IsError: true})
 	added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindToolResult, Payload: payload,
 		DedupKey: resultDedupKey(call.ThreadID, call.CallID)})

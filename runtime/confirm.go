@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -115,7 +116,7 @@ func (r *Runtime) isDestructive(ctx context.Context, rootID, tool string) bool {
 // Allow dispatches the call, Deny (or a dismissal) ends it with an error
 // result without invoking the tool.
 func (r *Runtime) answerConfirmation(ctx context.Context, c store.Call, sel int, dismissed bool) {
-	r.emit(c.ThreadID, EventChoiceAnswered, map[string]any{"call_id": c.CallID, "selected": sel, "dismissed": dismissed})
+	r.emit(c.ThreadID, EventChoiceAnswered, api.ChoiceAnswered{CallID: c.CallID, Selected: sel, Dismissed: dismissed})
 	r.log.Info("destructive tool confirmation answered", "audit", true, "thread", c.ThreadID, "call_id", c.CallID,
 		"operation", c.ToolName, "allowed", sel == 0, "dismissed", dismissed)
 	if sel == 0 {

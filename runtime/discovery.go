@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -23,6 +24,11 @@ type session struct {
 	Loaded []string `json:"loaded"`
 	// Errors are the discovery and validation problems, for people.
 	Errors []string `json:"errors"`
+}
+
+// toolsets is the session's EventToolsets payload.
+func (s *session) toolsets() *api.Toolsets {
+	return &api.Toolsets{Loaded: s.Loaded, Errors: s.Errors}
 }
 
 // discoveryTimeout bounds fetching all manifests of a new session.
@@ -105,7 +111,7 @@ func (r *Runtime) discover(ctx context.Context, rootID string) *session {
 		r.log.Error("toolset problem", "thread", rootID, "problem", e)
 	}
 	r.rememberSession(rootID, s)
-	r.emit(rootID, EventToolsets, s)
+	r.emit(rootID, EventToolsets, s.toolsets())
 	return s
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -76,10 +77,12 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	if err != nil {
 		outcome = "failed"
 	}
-	r.log.Info("rap invocation", "audit", true, "operation", c.ToolName, "toolset", c.Toolset,
-		"endpoint", redact(c.Endpoint), "thread", c.ThreadID, "call_id", c.CallID, "time", start,
-		"duration", time.Since(start), "attempts", attempts, "status", status, "outcome", outcome,
-		"error", errString(err))
+	if r.log.Enabled(ctx, slog.LevelInfo) { // the arguments cost a dozen allocations
+		r.log.Info("rap invocation", "audit", true, "operation", c.ToolName, "toolset", c.Toolset,
+			"endpoint", redact(c.Endpoint), "thread", c.ThreadID, "call_id", c.CallID, "time", start,
+			"duration", time.Since(start), "attempts", attempts, "status", status, "outcome", outcome,
+			"error", errString(err))
+	}
 	if err == nil {
 		// Concurrent marks share a transaction and a sync through the
 		// store's group commit.
@@ -120,6 +123,9 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 		}
 		// A choice the user did not answer is moot once the result is in.
 		if _, err := tx.TakeChoice(c.ThreadID, c.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := r.forgetAuthTx(tx, c.ThreadID, c.CallID); err != nil {
 			return err
 		}
 		added, err = tx.Enqueue(store.InboxItem{ThreadID: c.ThreadID, Kind: store.KindToolResult, Payload: payload,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -41,7 +42,32 @@ const workerLinger = 100 * time.Millisecond
 // work runs slices of the thread while it has inbox rows and returns when
 // it has none.
 func (r *Runtime) work(threadID string) {
-	r.emit(threadID, EventStatus, map[string]string{"state": "running"})
+	// issue 14: on a shared store the worker holds the thread's lease, or
+	// another process works on it (and looks at the inbox once more when
+	// it hands the thread back; the sweep catches the rest).
+	var held, failed bool
+	var stopRenew func()
+	if r.shared.on {
+		if !r.claimLease(r.baseCtx, threadID) {
+			r.mu.Lock()
+			delete(r.threads, threadID)
+			r.signalLocked()
+			r.mu.Unlock()
+			return
+		}
+		held, stopRenew = true, r.keepLease(threadID)
+		defer func() {
+			if held {
+				stopRenew()
+				if !failed {
+					// After a failed slice the lease is left to expire: the
+					// sweep retries the thread then, not at once.
+					r.releaseLease(threadID)
+				}
+			}
+		}()
+	}
+	r.emit(threadID, EventStatus, api.Status{State: api.StateRunning})
 	for {
 		r.mu.Lock()
 		st := r.threads[threadID]
@@ -62,13 +88,40 @@ func (r *Runtime) work(threadID string) {
 			r.mu.Unlock()
 			continue
 		}
+		failed = err != nil && !progressed && r.baseCtx.Err() == nil // not a shutdown
+		if held && !failed && r.baseCtx.Err() == nil {
+			// Hand the thread back, then look at its inbox once more:
+			// another process that committed an input meanwhile found the
+			// thread held and left it to this one.
+			r.mu.Unlock()
+			stopRenew()
+			r.releaseLease(threadID)
+			held = false
+			if r.hasQueued(threadID) && r.claimLease(r.baseCtx, threadID) {
+				held, stopRenew = true, r.keepLease(threadID)
+				continue
+			}
+			r.mu.Lock()
+			if st.again && r.baseCtx.Err() == nil {
+				// Woken after that look (an input committed since): take the
+				// thread again, unless another process took it (it sees
+				// the input).
+				r.mu.Unlock()
+				if r.claimLease(r.baseCtx, threadID) {
+					held, stopRenew = true, r.keepLease(threadID)
+					continue
+				}
+				r.mu.Lock()
+			}
+		}
 		delete(r.threads, threadID)
 		if err != nil && !progressed {
 			r.failed[threadID] = err
 		}
 		r.signalLocked()
 		r.mu.Unlock()
-		r.emit(threadID, EventStatus, map[string]string{"state": "idle"})
+		r.hub.endTurn(threadID)
+		r.emit(threadID, EventStatus, api.Status{State: api.StateIdle})
 		return
 	}
 }
@@ -171,7 +224,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	if !needsCompletion(b, pending, known) {
 		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil)
 		if err != nil {
-			return false, err
+			return r.abandoned(threadID, err)
 		}
 		r.announce(threadID, appended)
 		return true, nil
@@ -197,6 +250,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
 		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholder)
 		req.System = withThreadLine(req.System, stack)
+		r.hub.beginTurn(threadID, lastSeqOf(history))
 		resp, err := r.complete(ctx, threadID, req) // bounded in time (issue 9 item 17)
 		if err != nil {
 			// The inputs stay queued (RAP RT-4); a durable timer retries.
@@ -212,10 +266,14 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		}
 		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins)
 		if err != nil {
+			if !consumed {
+				return r.abandoned(threadID, err)
+			}
 			return consumed, err
 		}
 		consumed = true
 		pendingInputs = nil
+		r.hist.saved(threadID, history, appended)
 		r.announce(threadID, appended)
 		r.apply(fx)
 		ancestors := stack[:len(stack)-1]
@@ -287,10 +345,23 @@ func (r *Runtime) discardClosed(ctx context.Context, th store.Thread, items []st
 		kinds[it.Kind]++
 	}
 	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.Consume(ids) }); err != nil {
-		return false, fmt.Errorf("discard the inbox of closed thread %s: %w", th.ID, err)
+		return r.abandoned(th.ID, fmt.Errorf("discard the inbox of closed thread %s: %w", th.ID, err))
 	}
 	r.log.Warn("inputs for a closed thread discarded", "thread", th.ID, "count", len(items), "kinds", fmt.Sprint(kinds))
 	return true, nil
+}
+
+// abandoned returns what a slice whose commit failed with err reports.
+// When its inputs were consumed by another slice (another process sharing
+// the store answered them: store.ErrConsumed), its work is dropped, not
+// retried into a second answer, and the worker looks at the inbox again
+// (progressed, no error); any other failure is the slice's.
+func (r *Runtime) abandoned(threadID string, err error) (progressed bool, _ error) {
+	if errors.Is(err, store.ErrConsumed) {
+		r.log.Info("slice abandoned: its inputs were answered elsewhere", "thread", threadID)
+		return true, nil
+	}
+	return false, err
 }
 
 // callIDUsed reports whether a call of the thread already has id: a call
@@ -591,6 +662,7 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	}
 	var appended []store.Message
 	fx := &effects{}
+	retry := b != nil && r.retries.mayHave(threadID)
 	err := r.store.Update(ctx, func(tx store.Tx) error {
 		*fx = effects{}
 		var err error
@@ -629,8 +701,10 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 		if b != nil {
 			// The inputs are answered: a retry of an earlier failed
 			// completion of them is moot (issue 9 item 17).
-			if err := tx.DeleteTimer(modelRetryTimerID(threadID)); err != nil {
-				return err
+			if retry {
+				if err := tx.DeleteTimer(modelRetryTimerID(threadID)); err != nil {
+					return err
+				}
 			}
 			return tx.Consume(b.ids)
 		}
@@ -638,6 +712,9 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("save turn of thread %s (RAP RT-4: nothing was saved, the inputs stay queued): %w", threadID, err)
+	}
+	if retry {
+		r.retries.disarmed(threadID)
 	}
 	for _, c := range accepted {
 		if !c.Deadline.IsZero() {
@@ -650,23 +727,48 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 
 // announce publishes appended messages and their calls and results.
 func (r *Runtime) announce(threadID string, msgs []store.Message) {
+	if len(msgs) > 0 {
+		r.hub.endTurn(threadID) // the turn is saved: its text is in the history
+	}
 	if !r.hub.watched(threadID) {
 		return
 	}
 	for _, m := range msgs {
-		r.emit(threadID, EventMessage, m)
-		for _, c := range m.ToolCalls {
-			r.emit(threadID, EventToolCall, map[string]any{"call_id": c.ID, "name": c.Name, "arguments": c.Arguments, "display": c.Display})
-		}
-		for _, res := range m.ToolResults {
-			r.emit(threadID, EventToolResult, resultEvent(res))
+		for _, e := range messageEvents(threadID, m) {
+			r.hub.publish(e)
 		}
 	}
 }
 
-func resultEvent(res store.ToolResult) map[string]any {
-	return map[string]any{"call_id": res.CallID, "name": res.Name, "text": res.Text, "content": res.Content,
-		"display_as": res.DisplayAs, "is_error": res.IsError}
+// messageEvents are the events that announce a saved message: the message,
+// then one per tool call and one per tool result. A full replay sends the
+// history as the same events.
+func messageEvents(threadID string, m store.Message) []Event {
+	ev := func(typ string, data any) Event {
+		b, _ := json.Marshal(data)
+		return Event{Type: typ, ThreadID: threadID, Data: b, msgSeq: m.Seq}
+	}
+	out := []Event{ev(EventMessage, m)}
+	for _, c := range m.ToolCalls {
+		out = append(out, ev(EventToolCall, api.ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Display: c.Display}))
+	}
+	for _, res := range m.ToolResults {
+		out = append(out, ev(EventToolResult, resultEvent(res)))
+	}
+	return out
+}
+
+func resultEvent(res store.ToolResult) api.ToolResultEvent {
+	return api.ToolResultEvent{CallID: res.CallID, Name: res.Name, Text: res.Text, Content: res.Content,
+		DisplayAs: res.DisplayAs, IsError: res.IsError}
+}
+
+// lastSeqOf returns the Seq of the last message of a history, 0 if empty.
+func lastSeqOf(history []store.Message) int64 {
+	if len(history) == 0 {
+		return 0
+	}
+	return history[len(history)-1].Seq
 }
 
 // deltaStream forwards text deltas to the thread's subscribers.
@@ -677,7 +779,7 @@ type deltaStream struct {
 
 // TextDelta implements model.Stream.
 func (d deltaStream) TextDelta(text string) {
-	d.r.emit(d.threadID, EventTextDelta, map[string]string{"text": text})
+	d.r.hub.delta(d.threadID, text)
 }
 
 // ErrSliceFailed is returned (wrapped) by Idle when the thread's last

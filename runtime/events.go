@@ -7,60 +7,50 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gorap/gorap/runtime/api"
 )
 
-// Event types streamed to clients (see docs/api.md).
+// Event types streamed to clients (see docs/api.md); their payloads are
+// the types of package api.
 const (
-	// EventTextDelta: {"text"} — a piece of assistant text as it streams.
-	EventTextDelta = "text_delta"
-	// EventMessage: a store.Message as JSON — a message added to the history.
-	EventMessage = "message"
-	// EventToolCall: {"call_id", "name", "arguments", "display"}.
-	EventToolCall = "tool_call"
-	// EventToolResult: {"call_id", "name", "text", "content", "display_as", "is_error"}.
-	EventToolResult = "tool_result"
-	// EventError: {"message"}.
-	EventError = "error"
-	// EventUsage: {"input_tokens", "cached_input_tokens",
-	// "uncached_input_tokens", "cache_write_input_tokens", "output_tokens"}
-	// — the tokens of one completion, as the provider reported them;
-	// cached ones were read from its prompt cache (issue 11 item 3).
-	EventUsage = "usage"
-	// EventStatus: {"state": "running" | "idle"}.
-	EventStatus = "status"
-	// EventView: {"view_type", "content"} (RAP VU-2).
-	EventView = "view"
-	// EventToolsets: {"loaded": [names], "errors": [messages]}.
-	EventToolsets = "toolsets"
-	// EventOAuth: {"call_id", "name", "auth_url"} — show the link to the
-	// user (RAP OA-1); the call stays pending.
-	EventOAuth = "oauth"
-	// EventUserChoice: {"call_id", "name", "prompt", "choices", "default"}
-	// (RAP UC-1): show the prompt and answer with AnswerChoice or
-	// POST /v1/threads/{id}/choices/{call_id}. The call stays pending.
-	EventUserChoice = "user_choice"
-	// EventChoiceAnswered: {"call_id", "selected", "dismissed"} — a choice
-	// was answered (by any client).
-	EventChoiceAnswered = "choice_answered"
-	// EventThreadSpawned: {"thread_id", "parent_id", "origin_call_id",
-	// "origin_tool", "reason"} on the parent — a child thread started,
-	// for spawn_thread (reason "spawn_thread") or for a subscription event
-	// (reason "subscription_event", RAP SU-6). Subscribe to the child's
-	// own events to follow it.
-	EventThreadSpawned = "thread_spawned"
-	// EventThreadClosed: {"thread_id"} on the closed thread and on its
-	// parent.
-	EventThreadClosed = "thread_closed"
+	EventTextDelta      = api.EventTextDelta      // api.TextDelta
+	EventMessage        = api.EventMessage        // api.Message
+	EventToolCall       = api.EventToolCall       // api.ToolCallEvent
+	EventToolResult     = api.EventToolResult     // api.ToolResultEvent
+	EventError          = api.EventError          // api.Error
+	EventUsage          = api.EventUsage          // api.Usage
+	EventStatus         = api.EventStatus         // api.Status
+	EventView           = api.EventView           // api.View
+	EventToolsets       = api.EventToolsets       // api.Toolsets
+	EventOAuth          = api.EventOAuth          // api.OAuth
+	EventUserChoice     = api.EventUserChoice     // api.UserChoice
+	EventChoiceAnswered = api.EventChoiceAnswered // api.ChoiceAnswered
+	EventThreadSpawned  = api.EventThreadSpawned  // api.ThreadSpawned
+	EventThreadClosed   = api.EventThreadClosed   // api.ThreadClosed
+	EventThread         = api.EventThread         // api.ThreadInfo, in a replay
+	EventReset          = api.EventReset          // api.Reset
+	EventReplayDone     = api.EventReplayDone     // api.ReplayDone
 )
 
 // Event is one live event of a thread.
 type Event struct {
+	// ID identifies the event for a client that resumes (Last-Event-ID);
+	// ids increase within a thread. Opaque: compare only for equality.
+	ID string `json:"id,omitempty"`
 	// Type is one of the Event* constants.
 	Type string `json:"type"`
 	// ThreadID is the thread the event belongs to.
 	ThreadID string `json:"thread_id"`
 	// Data is the event's JSON payload.
 	Data json.RawMessage `json:"data"`
+
+	// n is the number in ID.
+	n uint64
+	// msgSeq is the Seq of the saved message a message, tool_call or
+	// tool_result event announces; a stream that replayed the history up to
+	// a Seq skips the live events of messages it already replayed.
+	msgSeq int64
 }
 
 // hub fans events out to the subscribers of each thread. Every subscriber
@@ -82,6 +72,20 @@ type hub struct {
 	// queued is the bytes queued over every subscriber, bounded by
 	// limits.TotalBufferBytes.
 	queued atomic.Int64
+
+	// epoch and seq make the events' ids (see eventlog.go); seq is the
+	// number of the last event published.
+	epoch string
+	seq   uint64
+	// logs keeps each streamed thread's recent events for clients that
+	// resume; logBytes is their size, bounded by limits.ResumeTotalBytes.
+	logs     map[string]*threadLog
+	logBytes int
+	// turns holds the text of each thread's running completion.
+	turns map[string]*turnText
+	// sh, on a store several processes share, holds the events for the
+	// store (sharedevents.go); nil otherwise.
+	sh *sharedEvents
 }
 
 // subscriber is one consumer's queue of events.
@@ -101,6 +105,9 @@ type subscriber struct {
 	// ready has a token while the queue is not empty or the subscriber
 	// is closed.
 	ready chan struct{}
+	// cursor, on a shared store, is the number of the last stored event
+	// of the thread queued (sharedevents.go); hub.mu guards it.
+	cursor int64
 }
 
 // eventOverhead is what one queued event costs beyond its payload: the
@@ -210,7 +217,8 @@ func (s *subscriber) queued() (now, peak int) {
 }
 
 func newHub(l StreamLimits) *hub {
-	return &hub{limits: l.withDefaults(), subs: map[string]map[*subscriber]struct{}{}, streams: map[string]int{}}
+	return &hub{limits: l.withDefaults(), subs: map[string]map[*subscriber]struct{}{}, streams: map[string]int{},
+		epoch: newEpoch(), logs: map[string]*threadLog{}, turns: map[string]*turnText{}}
 }
 
 // errTooManyStreams and errStreamsFull are the refusals of openStream.
@@ -246,41 +254,6 @@ func (h *hub) openStream(threadID string) (func(), error) {
 	}, nil
 }
 
-// subscribe registers a subscriber primed with events that are delivered
-// before any live event. Priming never drops: the prime is bounded by what
-// the store holds for one thread.
-func (h *hub) subscribe(threadID string, prime []Event) (*subscriber, func()) {
-	s := newSubscriber(h.limits.BufferBytes, &h.queued)
-	for _, e := range prime {
-		s.queue = append(s.queue, e)
-		s.bytes += eventCost(e)
-	}
-	h.queued.Add(int64(s.bytes))
-	if len(s.queue) > 0 {
-		s.signal()
-	}
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		s.close()
-		return s, func() {}
-	}
-	m := h.subs[threadID]
-	if m == nil {
-		m = map[*subscriber]struct{}{}
-		h.subs[threadID] = m
-	}
-	m[s] = struct{}{}
-	h.mu.Unlock()
-	cancel := func() {
-		h.mu.Lock()
-		h.remove(threadID, s)
-		h.mu.Unlock()
-		s.close()
-	}
-	return s, cancel
-}
-
 // remove unregisters s; h.mu is held.
 func (h *hub) remove(threadID string, s *subscriber) {
 	if m := h.subs[threadID]; m != nil {
@@ -291,11 +264,15 @@ func (h *hub) remove(threadID string, s *subscriber) {
 	}
 }
 
-// watched reports whether the thread has a subscriber now.
+// watched reports whether the thread's events are wanted: it has a
+// subscriber now, or a log for clients that may resume.
 func (h *hub) watched(threadID string) bool {
+	if h.sh != nil {
+		return true // clients of other processes may stream it
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.subs[threadID]) > 0
+	return len(h.subs[threadID]) > 0 || h.logs[threadID] != nil
 }
 
 // publish queues e for the thread's subscribers without blocking; a
@@ -306,15 +283,7 @@ func (h *hub) watched(threadID string) bool {
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for s := range h.subs[e.ThreadID] {
-		if !s.push(e) {
-			h.remove(e.ThreadID, s)
-			h.dropped++
-		}
-	}
-	if h.queued.Load() > int64(h.limits.TotalBufferBytes) {
-		h.evict()
-	}
+	h.publishLocked(e)
 }
 
 // evict drops the subscribers with the most bytes queued until the total
@@ -358,12 +327,18 @@ func (h *hub) closeAll() {
 	}
 }
 
-// Subscribe returns the thread's live events and a function that ends the
-// subscription (and closes the channel). The channel is also closed at
-// Shutdown, or when the subscriber falls more than StreamLimits.BufferBytes
-// behind (it can subscribe again and read the history).
+// Subscribe returns the thread's live events, each with its ID, and a
+// function that ends the subscription (and closes the channel). The
+// channel is also closed at Shutdown, or when the subscriber falls more
+// than StreamLimits.BufferBytes behind (it can subscribe again and read the
+// history). It replays nothing: clients of the HTTP event stream get the
+// replay and resume by id (see serveEvents).
 func (r *Runtime) Subscribe(threadID string) (events <-chan Event, cancel func()) {
-	s, stop := r.hub.subscribe(threadID, nil)
+	s, stop, _, err := r.attach(r.baseCtx, threadID, "")
+	if err != nil {
+		r.log.Error("subscribe to thread events", "thread", threadID, "err", err)
+		s, stop, _ = r.hub.attach(threadID, "")
+	}
 	ch := make(chan Event)
 	done := make(chan struct{})
 	go func() {
@@ -398,6 +373,9 @@ func (r *Runtime) Subscribe(threadID string) (events <-chan Event, cancel func()
 
 // emit publishes an event with a JSON-encoded payload.
 func (r *Runtime) emit(threadID, typ string, data any) {
+	if typ == EventError {
+		r.hub.endTurn(threadID) // the failed turn's text is not the reply
+	}
 	if !r.hub.watched(threadID) {
 		return // nobody listens: skip the encoding
 	}

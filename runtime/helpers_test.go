@@ -22,6 +22,8 @@ import (
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/postgres"
+	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 	"github.com/gorap/gorap/runtime/store/sqlite"
 )
 
@@ -95,6 +97,11 @@ type env struct {
 	model   *recorder
 	// wrapStore wraps the store the runtime sees; see envOptions.
 	wrapStore func(store.Store) store.Store
+	// pgURL, when set, is the PostgreSQL schema the runtime's store is in
+	// instead of SQLite (envOptions.postgres); pg is that store while the
+	// runtime runs (st is then nil).
+	pgURL string
+	pg    *postgres.Store
 }
 
 type envOptions struct {
@@ -104,11 +111,21 @@ type envOptions struct {
 	tweak   func(*Config)
 	// wrapStore, when set, wraps the store the runtime sees (each start).
 	wrapStore func(store.Store) store.Store
+	// postgres runs the runtime on a PostgreSQL store of its own (a new
+	// schema of GORAP_TEST_POSTGRES_URL) instead of SQLite; the test is
+	// skipped when that variable is unset.
+	postgres bool
+	// pgURL, when set, runs the runtime on that PostgreSQL schema, which
+	// other envs of the test may share (several processes on one store).
+	pgURL string
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), logs: &logBuffer{}}
+	if e.pgURL = o.pgURL; o.postgres && e.pgURL == "" {
+		e.pgURL = pgtest.URL(t)
+	}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := e.handler.Load()
 		if h == nil {
@@ -149,13 +166,33 @@ func newEnv(t testing.TB, o envOptions) *env {
 	return e
 }
 
-func (e *env) start() {
+// openStore opens the env's store: SQLite in its dir, or its PostgreSQL
+// schema.
+func (e *env) openStore() store.Store {
 	e.t.Helper()
+	if e.pgURL != "" {
+		pg, err := postgres.Open(context.Background(), e.pgURL)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return pg
+	}
 	st, err := sqlite.Open(filepath.Join(e.dir, "rap.db"))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.st = st
+	return st
+}
+
+func (e *env) start() {
+	e.t.Helper()
+	var st store.Store = e.openStore()
+	switch s := st.(type) {
+	case *sqlite.Store:
+		e.st = s
+	case *postgres.Store:
+		e.pg = s
+	}
 	cfg := e.cfg
 	cfg.Store = st
 	if e.wrapStore != nil {
@@ -183,7 +220,13 @@ func (e *env) stop() {
 	if err := e.rt.Shutdown(ctx); err != nil {
 		e.t.Errorf("shutdown: %v", err)
 	}
-	if err := e.st.Close(); err != nil {
+	var err error
+	if e.pg != nil {
+		err = e.pg.Close()
+	} else {
+		err = e.st.Close()
+	}
+	if err != nil {
 		e.t.Errorf("close store: %v", err)
 	}
 	e.rt = nil
@@ -192,10 +235,7 @@ func (e *env) stop() {
 // offline runs fn on the store while the runtime is stopped.
 func (e *env) offline(fn func(store.Tx) error) {
 	e.t.Helper()
-	st, err := sqlite.Open(filepath.Join(e.dir, "rap.db"))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	st := e.openStore()
 	defer st.Close()
 	if err := st.Update(context.Background(), fn); err != nil {
 		e.t.Fatal(err)
@@ -484,4 +524,24 @@ func statMode(path string) (os.FileMode, error) {
 		return 0, err
 	}
 	return fi.Mode().Perm(), nil
+}
+
+// subscribed reports whether the thread has a subscriber now.
+func (h *hub) subscribed(threadID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs[threadID]) > 0
+}
+
+// subscribe registers a subscriber of the thread's live events.
+func (h *hub) subscribe(threadID string) (*subscriber, func()) {
+	s, cancel, _ := h.attach(threadID, "")
+	return s, cancel
+}
+
+// primeEvents returns the events a client that connects afresh receives
+// before live ones (the full replay).
+func (r *Runtime) primeEvents(ctx context.Context, id string) ([]Event, error) {
+	evs, _, err := r.replayEvents(ctx, id, attachment{})
+	return evs, err
 }

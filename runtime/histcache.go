@@ -129,6 +129,22 @@ func (c *historyCache) extend(thread string, prefix, tail []store.Message) []sto
 	return slices.Clip(e.msgs)
 }
 
+// saved adds to the thread's cached history the messages a slice has just
+// committed after history (which it loaded), when they follow it directly
+// (no other writer appended in between), so that the thread's next slice
+// reads back only what was added since (issue 11 item 4).
+func (c *historyCache) saved(thread string, history, appended []store.Message) {
+	if len(history) == 0 || len(appended) == 0 {
+		return
+	}
+	for i, m := range appended {
+		if m.Seq != history[len(history)-1].Seq+int64(i)+1 {
+			return
+		}
+	}
+	c.extend(thread, history, appended)
+}
+
 // arranged returns the model form of the settled prefix of the thread's
 // history kept by setArranged, nil when none.
 func (c *historyCache) arranged(thread string) *arranged {

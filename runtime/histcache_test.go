@@ -128,3 +128,29 @@ func TestHistoryCacheCallIDUsed(t *testing.T) {
 		t.Error("nil cache")
 	}
 }
+
+// A slice's own saved messages extend the cached history when they follow
+// it directly, and not when another writer appended in between (issue 11
+// item 4: the next slice then reads back only what is new).
+func TestHistoryCacheSaved(t *testing.T) {
+	c := newHistoryCache(8)
+	msg := func(seq int64) store.Message { return store.Message{ThreadID: "t", Seq: seq, Role: store.RoleUser} }
+	c.put("t", []store.Message{msg(1), msg(2)})
+	h := c.get("t")
+	c.saved("t", h, []store.Message{msg(4)}) // seq 3 was appended by someone else
+	if got := len(c.get("t")); got != 2 {
+		t.Fatalf("after a gap: %d messages cached; want 2", got)
+	}
+	c.saved("t", h, []store.Message{msg(3), msg(4)})
+	got := c.get("t")
+	if len(got) != 4 || got[3].Seq != 4 {
+		t.Fatalf("after contiguous saves: %+v; want seqs 1-4", got)
+	}
+	if len(h) != 2 {
+		t.Fatalf("the slice handed out before changed: %+v", h)
+	}
+	c.saved("u", []store.Message{msg(1)}, []store.Message{msg(2)}) // not cached: nothing to extend
+	if c.get("u") != nil {
+		t.Fatal("saved cached a thread that was not cached")
+	}
+}

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -162,6 +164,57 @@ const timerModelRetry = "model_retry"
 
 func modelRetryTimerID(threadID string) string { return "model-retry:" + threadID }
 
+// retryTimers knows which threads may have a model retry timer in the
+// store, so that saving a turn deletes the timer only where there can be
+// one: a statement fewer in almost every cycle (issue 11 item 4). Until
+// Start has loaded the timers left by an earlier run, every thread may.
+type retryTimers struct {
+	mu      sync.Mutex
+	loaded  bool
+	threads map[string]bool
+}
+
+// mayHave reports whether the thread may have a retry timer.
+func (s *retryTimers) mayHave(threadID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.loaded || s.threads[threadID]
+}
+
+// arm notes that the thread may have a retry timer from now on; call it
+// before storing the timer.
+func (s *retryTimers) arm(threadID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.threads == nil {
+		s.threads = map[string]bool{}
+	}
+	s.threads[threadID] = true
+}
+
+// disarmed notes that a committed transaction deleted the thread's timer.
+func (s *retryTimers) disarmed(threadID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.threads, threadID)
+}
+
+// load adds the threads of the stored timers; from then on only armed
+// threads may have one.
+func (s *retryTimers) load(timers []store.Timer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.threads == nil {
+		s.threads = map[string]bool{}
+	}
+	for _, tm := range timers {
+		if tm.Kind == timerModelRetry {
+			s.threads[tm.ThreadID] = true
+		}
+	}
+	s.loaded = true
+}
+
 // reasonModelRetry marks the wake-up inbox row a retry timer leaves.
 const reasonModelRetry = "model_retry"
 
@@ -247,6 +300,7 @@ func (r *Runtime) modelFailed(ctx context.Context, threadID string, items []stor
 	}
 	delay := pol.backoff(me.attempt)
 	payload, _ := json.Marshal(retryMarker{Reason: reasonModelRetry, Attempt: me.attempt + 1, Resume: saved})
+	r.retries.arm(threadID)
 	perr := r.store.Update(ctx, func(tx store.Tx) error {
 		return tx.PutTimer(store.Timer{ID: modelRetryTimerID(threadID), ThreadID: threadID, Kind: timerModelRetry,
 			Payload: payload, Due: time.Now().Add(delay).UTC()})
@@ -285,16 +339,16 @@ func (r *Runtime) fireModelRetry(tx store.Tx, tm store.Timer) (bool, error) {
 // message, masked (issue 9 item 19), and for a failed completion the
 // attempt, the number of attempts, and either the delay before the
 // automatic retry (retry_in_ms) or final: true.
-func (r *Runtime) errorEvent(err error) map[string]any {
-	data := map[string]any{"message": r.redact(err.Error())}
+func (r *Runtime) errorEvent(err error) api.Error {
+	data := api.Error{Message: r.redact(err.Error())}
 	var me *modelError
 	if errors.As(err, &me) {
-		data["attempt"] = me.attempt
-		data["max_attempts"] = me.attempts
+		data.Attempt = me.attempt
+		data.MaxAttempts = me.attempts
 		if me.retryIn > 0 {
-			data["retry_in_ms"] = me.retryIn.Milliseconds()
+			data.RetryInMS = me.retryIn.Milliseconds()
 		} else {
-			data["final"] = true
+			data.Final = true
 		}
 	}
 	return data

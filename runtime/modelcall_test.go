@@ -263,3 +263,56 @@ func TestModelFailureAfterSavedTurnRetried(t *testing.T) {
 		t.Fatalf("%d completions; want 3 (the call, the failure, the retried answer)", n)
 	}
 }
+
+// retryTimers: until Start has loaded the stored timers every thread may
+// have a model retry timer (a turn's save then deletes it); after, only the
+// threads with a stored or newly armed one, until a save deletes it (issue
+// 11 item 4: the delete is a statement in every cycle otherwise).
+func TestRetryTimersKnowsWhereATimerMayBe(t *testing.T) {
+	var s retryTimers
+	if !s.mayHave("a") {
+		t.Fatal("before load: a thread may have a timer left by an earlier run")
+	}
+	s.arm("b")
+	s.load([]store.Timer{{ID: modelRetryTimerID("a"), ThreadID: "a", Kind: timerModelRetry}, {ID: "sleep", ThreadID: "c", Kind: timerSleep}})
+	for id, want := range map[string]bool{"a": true, "b": true, "c": false, "d": false} {
+		if got := s.mayHave(id); got != want {
+			t.Errorf("after load: mayHave(%s) = %v; want %v", id, got, want)
+		}
+	}
+	s.disarmed("a")
+	s.arm("d")
+	if s.mayHave("a") || !s.mayHave("d") {
+		t.Errorf("mayHave(a) = %v after its timer was deleted, mayHave(d) = %v after arming", s.mayHave("a"), s.mayHave("d"))
+	}
+}
+
+// issue 9 item 17 with issue 11 item 4: a failed completion's retry timer
+// is deleted when a later message's turn is saved before it fires, also
+// now that the save deletes it only where retryTimers says there may be one.
+func TestModelRetryTimerDeletedByLaterAnswer(t *testing.T) {
+	f := &flaky{Provider: scripted.New([]scripted.Turn{{Text: "hello back", Repeat: true}})}
+	f.fails.Store(1)
+	e := newEnv(t, envOptions{model: f, tweak: func(c *Config) {
+		c.ModelRetry = ModelRetryPolicy{Initial: time.Hour, Max: time.Hour}
+	}})
+	th := e.newThread()
+	events, cancel := e.rt.Subscribe(th)
+	defer cancel()
+	e.post(th, "hi")
+	if d := nextError(t, events); d.Attempt != 1 || d.RetryInMS <= 0 {
+		t.Fatalf("error event = %+v; want attempt 1 with a retry scheduled", d)
+	}
+	e.post(th, "again")
+	e.waitHistory(th, "the answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "hello back") })
+	e.idle(th)
+	var pending bool
+	e.st.View(context.Background(), func(tx store.Tx) error {
+		_, ok, err := tx.NextTimer()
+		pending = ok
+		return err
+	})
+	if pending {
+		t.Fatal("the retry timer is left after the answer")
+	}
+}

@@ -76,9 +76,10 @@
 // thread lives only in memory except that claim, the cached catalogs and
 // session user ids, the tool servers found not to answer tool_call_status
 // (asked again after a restart), and the OAuth links shown to clients
-// (never stored, RAP OA-1),
-// so several processes sharing a PostgreSQL store need only turn the claim
-// into a lease row (a later issue); deadlines are rows too.
+// (never stored, RAP OA-1); deadlines are rows too. On a store several
+// processes share (PostgreSQL, store.Shared) the claim is also a lease row
+// renewed while the worker runs, timers are claimed before they fire, and
+// a sweep takes the work other processes left (leases.go, issue 14).
 package runtime
 
 import (
@@ -88,6 +89,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -166,8 +168,22 @@ type Config struct {
 	// http://127.0.0.1:8080; callback URLs are PublicURL + "/rap/callback/" + token.
 	PublicURL string
 	// Secret is the HMAC key of callback tokens; see LoadOrCreateSecret. At
-	// least 16 bytes.
+	// least 16 bytes. With KeysFromStore it is only the key stored when the
+	// store has none yet (may be empty: a random one).
 	Secret []byte
+	// KeysFromStore takes the callback keys from the store (issue 14 item
+	// 5), so that every process sharing it accepts the callbacks of the
+	// others, and RotateCallbackKey works; see SharedCallbackKeys.
+	KeysFromStore bool
+	// LeaseTTL is how long a thread's lease in a shared store (see
+	// store.Shared) lives without renewal: a thread whose process died is
+	// taken by another within it plus SweepEvery. Zero means
+	// DefaultLeaseTTL. Unused on a store one process holds (SQLite).
+	LeaseTTL time.Duration
+	// SweepEvery is how often a runtime on a shared store looks for queued
+	// threads no process holds and for timers and deadlines other
+	// processes wrote. Zero means DefaultSweepEvery.
+	SweepEvery time.Duration
 	// HTTPClient is used for discovery and dispatch; nil means a client
 	// without an overall timeout (each dispatch attempt has its own).
 	HTTPClient *http.Client
@@ -255,6 +271,14 @@ const DefaultMaxSubscriptionsPerThread = 32
 // use.
 type Runtime struct {
 	usage usageTotals // token usage per thread since start (usage.go)
+	// keys are the callback keys read from the store (KeysFromStore), and
+	// keysRead when (Unix ns) they were last read (callbackkeys.go).
+	keys     atomic.Pointer[store.CallbackKeys]
+	keysRead atomic.Int64
+	// shared is the runtime's part in a store several processes share
+	// (leases.go).
+	shared sharedState
+
 	cfg   Config
 	store store.Store
 	model model.Provider
@@ -263,6 +287,8 @@ type Runtime struct {
 	retry RetryPolicy
 	hub   *hub
 	hist  *historyCache
+	// retries knows which threads may have a model retry timer (modelcall.go).
+	retries retryTimers
 
 	// users caches the user ids of sessions; checks is the call status
 	// sweep's state (callstatus.go).
@@ -310,7 +336,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.Model == nil {
 		problems = append(problems, "Model is nil: give a model.Provider (for tests, model/scripted)")
 	}
-	if len(cfg.Secret) < 16 {
+	if len(cfg.Secret) < 16 && (!cfg.KeysFromStore || len(cfg.Secret) > 0) {
 		problems = append(problems, fmt.Sprintf("Secret has %d bytes, need at least 16: use LoadOrCreateSecret", len(cfg.Secret)))
 	}
 	if cfg.PublicURL == "" {
@@ -367,6 +393,10 @@ func New(cfg Config) (*Runtime, error) {
 		r.http = &http.Client{Transport: NewTransport()}
 	}
 	r.checks.kick = make(chan struct{}, 1)
+	r.shared = newSharedState(cfg)
+	if r.shared.on {
+		r.hub.sh = newSharedEvents() // issue 14 item 4: events in the store
+	}
 	r.baseCtx, r.cancel = context.WithCancel(context.Background())
 	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
 	return r, nil
@@ -431,6 +461,11 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.started = true
 	r.mu.Unlock()
+	if r.cfg.KeysFromStore {
+		if err := r.loadKeys(ctx); err != nil {
+			return fmt.Errorf("runtime start: %w", err)
+		}
+	}
 
 	var queued []string
 	var undispatched []store.Call
@@ -439,7 +474,13 @@ func (r *Runtime) Start(ctx context.Context) error {
 		if queued, err = tx.QueuedThreads(); err != nil {
 			return err
 		}
-		undispatched, err = tx.CallsInState(store.CallNew)
+		if undispatched, err = tx.CallsInState(store.CallNew); err != nil {
+			return err
+		}
+		timers, err := tx.DueTimers(time.Unix(0, math.MaxInt64))
+		if err == nil {
+			r.retries.load(timers)
+		}
 		return err
 	})
 	if err != nil {
@@ -455,6 +496,14 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.wg.Add(1)
 	go r.timeoutLoop()
+	if r.shared.on {
+		r.wg.Add(1)
+		go r.sweepLoop() // issue 14: work other processes left
+		r.startWakeListener()
+	}
+	if r.hub.sh != nil {
+		r.startSharedEvents()
+	}
 	return r.startCallStatus(ctx)
 }
 

@@ -30,6 +30,15 @@ type StreamLimits struct {
 	// Total is the most concurrent event streams of the runtime; one more
 	// is answered 503 Service Unavailable. Default 4096.
 	Total int
+	// ResumeBytes bounds the recent events kept per thread so that a
+	// client that reconnects with Last-Event-ID gets exactly the events it
+	// missed; one whose id has left this buffer gets a full replay flagged
+	// as a reset. Default 1 MiB.
+	ResumeBytes int
+	// ResumeTotalBytes bounds the resume buffers of all threads; past it
+	// the least recently used buffers of threads nobody streams are
+	// forgotten first. Default 64 MiB.
+	ResumeTotalBytes int
 }
 
 // Defaults of StreamLimits.
@@ -39,6 +48,8 @@ const (
 	DefaultStreamWriteTimeout = 30 * time.Second
 	DefaultStreamsPerThread   = 64
 	DefaultStreamsTotal       = 4096
+	DefaultResumeBytes        = 1 << 20
+	DefaultResumeTotalBytes   = 64 << 20
 )
 
 func (l StreamLimits) withDefaults() StreamLimits {
@@ -56,6 +67,12 @@ func (l StreamLimits) withDefaults() StreamLimits {
 	}
 	if l.Total <= 0 {
 		l.Total = DefaultStreamsTotal
+	}
+	if l.ResumeBytes <= 0 {
+		l.ResumeBytes = DefaultResumeBytes
+	}
+	if l.ResumeTotalBytes <= 0 {
+		l.ResumeTotalBytes = DefaultResumeTotalBytes
 	}
 	return l
 }

@@ -82,7 +82,7 @@ func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 	}
 	// Outlive both server timeouts several times over, then publish.
 	time.Sleep(500 * time.Millisecond)
-	if !e.rt.hub.watched(th) {
+	if !e.rt.hub.subscribed(th) {
 		t.Fatal("the stream ended after the server's read/write timeout")
 	}
 	e.rt.hub.publish(Event{Type: EventStatus, ThreadID: th, Data: []byte(`{"state":"idle"}`)})

@@ -233,10 +233,10 @@ func TestSoakStreamsAndSlowBodies(t *testing.T) {
 	stalledLeft := 0
 	readersLeft := 0
 	for i, th := range threads {
-		if i >= nThreads/2 && e.rt.hub.watched(th) {
+		if i >= nThreads/2 && e.rt.hub.subscribed(th) {
 			stalledLeft++
 		}
-		if i < nThreads/2 && e.rt.hub.watched(th) {
+		if i < nThreads/2 && e.rt.hub.subscribed(th) {
 			readersLeft++
 		}
 	}

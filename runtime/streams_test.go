@@ -41,11 +41,11 @@ func TestEventStreamStuckClientDropped(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	th := e.newThread()
 	openRawStream(t, e.srv.URL, th)
-	poll(t, "the stream to subscribe", func() bool { return e.rt.hub.watched(th) })
-	for i := 0; i < 64 && e.rt.hub.watched(th); i++ {
+	poll(t, "the stream to subscribe", func() bool { return e.rt.hub.subscribed(th) })
+	for i := 0; i < 64 && e.rt.hub.subscribed(th); i++ {
 		e.rt.hub.publish(bigEvent(th)) // 64 MiB in all: far past any socket buffer
 	}
-	poll(t, "the stuck subscriber to be dropped", func() bool { return !e.rt.hub.watched(th) })
+	poll(t, "the stuck subscriber to be dropped", func() bool { return !e.rt.hub.subscribed(th) })
 }
 
 // issue 9 item 12: the subscriber's queue never holds more than its bound
@@ -53,7 +53,7 @@ func TestEventStreamStuckClientDropped(t *testing.T) {
 // subscriber's queue is freed.
 func TestSubscriberQueueBoundedInBytes(t *testing.T) {
 	h := newHub(StreamLimits{BufferBytes: 1 << 20})
-	s, cancel := h.subscribe("t", nil)
+	s, cancel := h.subscribe("t")
 	defer cancel()
 	ev := Event{Type: EventTextDelta, ThreadID: "t", Data: make([]byte, 100<<10)}
 	for range 100 {
@@ -63,8 +63,8 @@ func TestSubscriberQueueBoundedInBytes(t *testing.T) {
 	if peak > 1<<20 {
 		t.Fatalf("queue peaked at %d bytes, over its 1 MiB bound", peak)
 	}
-	if now != 0 || h.watched("t") {
-		t.Fatalf("after overflow: %d bytes queued, watched=%v; want the subscriber dropped and freed", now, h.watched("t"))
+	if now != 0 || h.subscribed("t") {
+		t.Fatalf("after overflow: %d bytes queued, watched=%v; want the subscriber dropped and freed", now, h.subscribed("t"))
 	}
 	if _, closed := s.take(); !closed {
 		t.Fatal("the dropped subscriber is not closed")
@@ -79,13 +79,13 @@ func TestEventStreamWriteDeadline(t *testing.T) {
 	}})
 	th := e.newThread()
 	openRawStream(t, e.srv.URL, th)
-	poll(t, "the stream to subscribe", func() bool { return e.rt.hub.watched(th) })
+	poll(t, "the stream to subscribe", func() bool { return e.rt.hub.subscribed(th) })
 	deadline := time.Now().Add(waitFor)
-	for e.rt.hub.watched(th) && time.Now().Before(deadline) {
+	for e.rt.hub.subscribed(th) && time.Now().Before(deadline) {
 		e.rt.hub.publish(bigEvent(th))
 		time.Sleep(20 * time.Millisecond) // pace the publisher; not an assertion
 	}
-	if e.rt.hub.watched(th) {
+	if e.rt.hub.subscribed(th) {
 		t.Fatal("a client that never reads is still subscribed: no write deadline")
 	}
 	e.rt.hub.mu.Lock()
@@ -154,7 +154,7 @@ func TestSubscribersBoundedInTotal(t *testing.T) {
 	h := newHub(StreamLimits{BufferBytes: 1 << 20, TotalBufferBytes: total})
 	var subs []*subscriber
 	for i := range 8 {
-		s, cancel := h.subscribe(fmt.Sprint(i), nil)
+		s, cancel := h.subscribe(fmt.Sprint(i))
 		defer cancel()
 		subs = append(subs, s)
 	}
@@ -192,8 +192,8 @@ func TestEventStreamDropFreesSlot(t *testing.T) {
 	}})
 	th := e.newThread()
 	openRawStream(t, e.srv.URL, th)
-	poll(t, "the stream to subscribe", func() bool { return e.rt.hub.watched(th) })
-	for i := 0; i < 64 && e.rt.hub.watched(th); i++ {
+	poll(t, "the stream to subscribe", func() bool { return e.rt.hub.subscribed(th) })
+	for i := 0; i < 64 && e.rt.hub.subscribed(th); i++ {
 		e.rt.hub.publish(bigEvent(th))
 	}
 	poll(t, "the dropped stream's handler to end and free its slot", func() bool {

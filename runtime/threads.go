@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -125,6 +126,14 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 		var wake bool
 		err := r.store.Update(ctx, func(tx store.Tx) error {
 			wake = false
+			if r.shared.on {
+				// issue 14: exactly one process fires a due timer.
+				now := time.Now()
+				ok, err := tx.ClaimTimer(tm.ID, r.shared.owner, now, now.Add(r.shared.ttl))
+				if err != nil || !ok {
+					return err
+				}
+			}
 			if err := tx.DeleteTimer(tm.ID); err != nil {
 				return err
 			}
@@ -227,8 +236,8 @@ func (r *Runtime) spawnEventThread(tx store.Tx, parent store.Thread, sub store.C
 		return err
 	}
 	fx.wake = append(fx.wake, child.ID)
-	fx.event(parent.ID, EventThreadSpawned, map[string]any{"thread_id": child.ID, "parent_id": parent.ID,
-		"origin_call_id": sub.CallID, "origin_tool": sub.ToolName, "reason": "subscription_event"})
+	fx.event(parent.ID, EventThreadSpawned, api.ThreadSpawned{ThreadID: child.ID, ParentID: parent.ID,
+		OriginCallID: sub.CallID, OriginTool: sub.ToolName, Reason: api.SubscriptionEvent})
 	return nil
 }
 
@@ -339,7 +348,7 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 	}
 	// Announced before the POST: the tool may send its result before the
 	// POST returns, and clients should see the answer before the result.
-	r.emit(threadID, EventChoiceAnswered, map[string]any{"call_id": callID, "selected": sel, "dismissed": selected == nil})
+	r.emit(threadID, EventChoiceAnswered, api.ChoiceAnswered{CallID: callID, Selected: sel, Dismissed: selected == nil})
 	body, _ := json.Marshal(rap.UserChoiceResponse{ID: callID, Selected: sel})
 	status, err := r.postChoice(ctx, ch.ResponseURL, body)
 	r.log.Info("user choice answered", "audit", true, "thread", threadID, "call_id", callID, "selected", sel,

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // Token usage (issue 11 item 3). Every completion's usage, as the provider
@@ -12,13 +13,7 @@ import (
 // kept in memory: they count the completions since the runtime started.
 
 // usageEvent is the payload of EventUsage.
-type usageEvent struct {
-	InputTokens           int64 `json:"input_tokens"`
-	CachedInputTokens     int64 `json:"cached_input_tokens"`
-	UncachedInputTokens   int64 `json:"uncached_input_tokens"`
-	CacheWriteInputTokens int64 `json:"cache_write_input_tokens"`
-	OutputTokens          int64 `json:"output_tokens"`
-}
+type usageEvent = api.Usage
 
 func newUsageEvent(u model.Usage) usageEvent {
 	return usageEvent{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens,

@@ -2,7 +2,9 @@
 // server: each MCP tool becomes a RAP tool, each RAP invocation becomes an
 // MCP tools/call run in the background, MCP progress notifications become
 // RAP view updates, multiple-choice form elicitations become RAP user
-// choices, and resource subscriptions become RAP subscriptions.
+// choices, resource subscriptions become RAP subscriptions, and MCP
+// tasks become ordinary asynchronous RAP calls that survive a restart of
+// the bridge (tasks.go, taskconn.go).
 //
 // The MCP side is the official MCP Go SDK
 // (github.com/modelcontextprotocol/go-sdk) acting as a client over stdio
@@ -28,6 +30,7 @@ import (
 
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -76,6 +79,10 @@ type Options struct {
 	Headers map[string]string
 	// HTTPClient is used for URL; nil means a default client.
 	HTTPClient *http.Client
+	// OAuth enables the MCP authorization flow for URL (discovery,
+	// dynamic client registration, PKCE, refresh), with tokens kept per
+	// RAP user_id; nil means none. See OAuthOptions.
+	OAuth *OAuthOptions
 	// Prefix is prepended to every MCP tool name, to avoid collisions
 	// between servers ("fs_" makes "read_file" "fs_read_file").
 	Prefix string
@@ -106,6 +113,10 @@ type Options struct {
 	// Stderr receives a stdio server's standard error; nil means the
 	// bridge's own standard error.
 	Stderr *os.File
+	// TaskTimeout bounds an MCP task (a tools/call the server runs as a
+	// task, see docs/mcp.md): past it the bridge sends tasks/cancel and
+	// ends the call with an error result. Zero means DefaultTaskTimeout.
+	TaskTimeout time.Duration
 }
 
 // Bridge is one MCP server served as a RAP tool server. Create it with
@@ -134,6 +145,10 @@ type Bridge struct {
 	refresh chan struct{} // a tools/list_changed arrived
 	cancel  context.CancelFunc
 	done    chan struct{}
+
+	oauth      *oauthState // nil without Options.OAuth
+	elicitDone elicitWaiters
+	tasks      taskState
 }
 
 // Problem is an MCP tool left out of the RAP toolset, and why.
@@ -187,6 +202,19 @@ func New(opts Options) (*Bridge, error) {
 	if opts.RestartWait <= 0 {
 		opts.RestartWait = DefaultRestartWait
 	}
+	if opts.TaskTimeout <= 0 {
+		opts.TaskTimeout = DefaultTaskTimeout
+	}
+	var oauth *oauthState
+	if opts.OAuth != nil {
+		if opts.URL == "" {
+			return nil, fmt.Errorf("mcp bridge %q: OAuth is for Streamable HTTP servers (a URL); a stdio server gets its credentials from its environment", opts.Name)
+		}
+		var err error
+		if oauth, err = newOAuthState(*opts.OAuth, opts.Name, opts.HTTPClient); err != nil {
+			return nil, err
+		}
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
@@ -211,6 +239,7 @@ func New(opts Options) (*Bridge, error) {
 		tools:     map[string]*toolInfo{},
 		refresh:   make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		oauth:     oauth,
 	}
 	b.progress.m = map[string]*progressSink{}
 	b.client = sdk.NewClient(&sdk.Implementation{Name: "gorap-mcp-bridge", Version: "1"}, &sdk.ClientOptions{
@@ -224,7 +253,12 @@ func New(opts Options) (*Bridge, error) {
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			b.progress.deliver(req.Params)
 		},
-		ElicitationHandler:   b.elicit,
+		ElicitationHandler: b.elicit,
+		ElicitationCompleteHandler: func(_ context.Context, req *sdk.ElicitationCompleteNotificationRequest) {
+			if req.Params != nil {
+				b.elicitDone.complete(req.Params.ElicitationID)
+			}
+		},
 		CreateMessageHandler: b.sample, //nolint:staticcheck // sampling is deprecated in MCP 2026-07-28 but still served
 		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
 			if req.Params != nil {
@@ -248,29 +282,96 @@ func New(opts Options) (*Bridge, error) {
 // skips this server. After Start, the bridge restarts a stdio server
 // that exits and reconnects to an HTTP server that drops the session,
 // with exponential backoff, until Shutdown.
+//
+// With Options.OAuth, Start uses the stored token of the user who signed
+// in last; when there is none (or it no longer works) the bridge serves
+// only the sign_in tool until a user signs in.
 func (b *Bridge) Start(ctx context.Context) error {
-	cs, err := b.connect(ctx)
+	var cs *sdk.ClientSession
+	var err error
+	if b.oauth != nil {
+		cs, err = b.startOAuth(ctx)
+	} else {
+		cs, err = b.connect(ctx)
+	}
 	if err != nil {
 		return err
 	}
+	if cs != nil {
+		// The tools, the subscription tool among them, are in place
+		// before the RAP server starts: with a durable Store, Start
+		// resumes the stored subscriptions (issue 10 item 8).
+		b.prepare(ctx, cs)
+	}
 	if err := b.srv.Start(ctx); err != nil {
-		cs.Close()
+		if cs != nil {
+			b.setSession(nil)
+			cs.Close()
+		}
+		if b.oauth != nil {
+			b.oauth.closeListener()
+		}
 		return fmt.Errorf("mcp bridge %q: starting the RAP server: %w", b.opts.Name, err)
 	}
+	if cs == nil {
+		return nil // waiting for a user to sign in
+	}
+	if err := b.superviseFrom(ctx, cs); err != nil {
+		return err
+	}
+	b.resumeTasks(ctx)
+	return nil
+}
+
+// adopt makes cs the main session of a started bridge: it lists the
+// tools and starts the supervisor.
+func (b *Bridge) adopt(ctx context.Context, cs *sdk.ClientSession) error {
+	b.mu.Lock()
+	stopped := b.stopped
+	b.mu.Unlock()
+	if stopped {
+		cs.Close()
+		return fmt.Errorf("mcp bridge %q is shutting down", b.opts.Name)
+	}
+	b.prepare(ctx, cs)
+	return b.superviseFrom(ctx, cs)
+}
+
+// prepare makes cs the live session and lists its tools.
+func (b *Bridge) prepare(ctx context.Context, cs *sdk.ClientSession) {
 	b.setSession(cs)
 	if err := b.syncTools(ctx, cs); err != nil {
 		b.log.Warn("mcp bridge: listing the MCP server's tools failed; serving none until it works", "error", err)
 	}
 	b.addSubscribeTool(cs)
+}
+
+// superviseFrom starts the supervisor of the session cs.
+func (b *Bridge) superviseFrom(ctx context.Context, cs *sdk.ClientSession) error {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		cancel()
+		cs.Close()
+		return fmt.Errorf("mcp bridge %q is shutting down", b.opts.Name)
+	}
 	b.cancel = cancel
+	b.mu.Unlock()
 	go b.supervise(sctx, cs)
 	return nil
 }
 
 // ServeHTTP serves the RAP tool server: discovery, /invoke,
-// /cancel_tool_call, /close_thread and the rest (see rap.Server).
-func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.srv.ServeHTTP(w, r) }
+// /cancel_tool_call, /close_thread and the rest (see rap.Server), and
+// with OAuth the redirect endpoint CallbackPath.
+func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if b.oauth != nil && r.URL.Path == CallbackPath {
+		b.oauth.serveCallback(w, r)
+		return
+	}
+	b.srv.ServeHTTP(w, b.interceptCancel(r))
+}
 
 // Toolset returns the RAP manifest with the given endpoint.
 func (b *Bridge) Toolset(endpoint string) *rap.Toolset { return b.srv.Toolset(endpoint) }
@@ -289,16 +390,21 @@ func (b *Bridge) Name() string { return b.opts.Name }
 // Shutdown stops serving RAP (calls in flight get ctx's deadline to
 // finish, see rap.Server.Shutdown) and stops the MCP server.
 func (b *Bridge) Shutdown(ctx context.Context) error {
+	b.stopResumed()
 	err := b.srv.Shutdown(ctx)
 	b.mu.Lock()
 	b.stopped = true
-	cs := b.session
+	cs, cancel := b.session, b.cancel
 	b.mu.Unlock()
-	if b.cancel != nil {
-		b.cancel()
+	if cancel != nil {
+		cancel()
 		<-b.done
 	} else if cs != nil {
 		cs.Close()
+	}
+	if b.oauth != nil {
+		b.oauth.closeUsers()
+		b.oauth.closeListener()
 	}
 	return err
 }
@@ -309,13 +415,30 @@ func (b *Bridge) transport() sdk.Transport {
 		cmd := exec.Command(b.opts.Command[0], b.opts.Command[1:]...)
 		cmd.Env = append(os.Environ(), b.opts.Env...)
 		cmd.Dir = b.opts.Dir
+		setDeathSignal(cmd)
 		if b.opts.Stderr != nil {
 			cmd.Stderr = b.opts.Stderr
 		} else {
 			cmd.Stderr = os.Stderr
 		}
-		return &stdioTransport{cmd: cmd, deliver: b.progress.deliver, terminateWait: b.opts.TerminateWait}
+		return &stdioTransport{cmd: cmd, deliver: b.progress.deliver, terminateWait: b.opts.TerminateWait, status: b.tasks.statusUpdate}
 	}
+	var h auth.OAuthHandler
+	if b.oauth != nil {
+		h = b.oauth.mainHandler()
+	}
+	return b.httpTransport(h)
+}
+
+// httpTransport returns a Streamable HTTP transport to URL that
+// authorizes with h (nil: no OAuth).
+func (b *Bridge) httpTransport(h auth.OAuthHandler) sdk.Transport {
+	return &sdk.StreamableClientTransport{Endpoint: b.opts.URL, HTTPClient: b.httpClient(), OAuthHandler: h}
+}
+
+// httpClient returns the client for URL: the configured one with the
+// configured headers and the progress tap.
+func (b *Bridge) httpClient() *http.Client {
 	var c http.Client
 	if b.opts.HTTPClient != nil {
 		c = *b.opts.HTTPClient
@@ -328,8 +451,7 @@ func (b *Bridge) transport() sdk.Transport {
 		next = headerTransport{headers: b.opts.Headers, next: next}
 	}
 	c.Transport = tapTransport{next: next, deliver: b.progress.deliver}
-	hc := &c
-	return &sdk.StreamableClientTransport{Endpoint: b.opts.URL, HTTPClient: hc}
+	return &c
 }
 
 // describe names the MCP server for error messages.
@@ -344,7 +466,13 @@ func (b *Bridge) describe() string {
 func (b *Bridge) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	cctx, cancel := context.WithTimeout(ctx, b.opts.ConnectTimeout)
 	defer cancel()
-	cs, err := b.client.Connect(cctx, b.transport(), nil)
+	t := b.transport()
+	cs, err := b.client.Connect(cctx, t, nil)
+	if st, ok := t.(*stdioTransport); ok && err == nil && st.conn != nil {
+		b.tasks.conns.Store(cs, st.conn)
+	} else if err == nil && b.opts.URL != "" && b.oauth == nil {
+		b.tasks.conns.Store(cs, &httpTaskConn{url: b.opts.URL, client: b.httpClient(), cs: cs, elicit: b.elicit})
+	}
 	if err != nil {
 		hint := "check the URL and headers, and that the server is running"
 		if len(b.opts.Command) > 0 {
@@ -430,6 +558,7 @@ func (b *Bridge) supervise(ctx context.Context, cs *sdk.ClientSession) {
 					b.log.Warn("mcp bridge: refreshing the tool list after tools/list_changed failed", "error", err)
 				}
 			case waitErr = <-ended:
+				b.tasks.conns.Delete(cs)
 				break watch
 			}
 		}

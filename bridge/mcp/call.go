@@ -28,18 +28,34 @@ const ProgressViewType = "progress"
 // SDK then sends notifications/cancelled for the request. Whatever
 // happens, the returned reply or error becomes the call's one result.
 func (b *Bridge) callTool(ctx context.Context, c *rap.Call, mcpName string, args json.RawMessage) (*rap.Reply, error) {
-	cs, err := b.currentSession(ctx, b.opts.RestartWait)
-	if err != nil {
-		return nil, err
-	}
 	f := &inflight{call: c, ctx: ctx}
 	b.inflight.add(f)
 	defer b.inflight.remove(f)
 	ctx = context.WithValue(ctx, inflightKey{}, f)
-	params := &sdk.CallToolParams{Name: mcpName, Arguments: args}
+	cs, err := b.sessionFor(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	sink := b.progress.open(c)
+	if tc := b.taskConnFor(cs); tc != nil && tc.usesTask(ctx, mcpName) {
+		rep, err := b.callTask(ctx, c, tc, mcpName, args, sink.token)
+		b.progress.close(sink)
+		return rep, err
+	}
+	params := &sdk.CallToolParams{Name: mcpName, Arguments: args}
 	params.SetProgressToken(sink.token)
 	res, err := cs.CallTool(ctx, params)
+	for round := 0; err != nil && round < maxURLElicitationRounds; round++ {
+		els, ok := urlElicitations(err)
+		if !ok {
+			break
+		}
+		if werr := b.awaitURLElicitations(ctx, f, mcpName, els); werr != nil {
+			b.progress.close(sink)
+			return nil, werr
+		}
+		res, err = cs.CallTool(ctx, params)
+	}
 	b.progress.close(sink) // every progress update is sent before the result
 	if err != nil {
 		if ctx.Err() != nil {

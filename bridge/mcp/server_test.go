@@ -30,7 +30,20 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "test MCP server:", err)
 			os.Exit(1)
 		}
+		if os.Getenv(envLinger) == "1" {
+			select {} // a server that outlives its input
+		}
 		os.Exit(0)
+	}
+	if os.Getenv(envBridgeHelper) == "1" {
+		runBridgeHelper()
+	}
+	if dir := os.Getenv(envTaskServer); dir != "" {
+		runTaskServer(dir)
+		os.Exit(0)
+	}
+	if dir := os.Getenv(envTaskBridge); dir != "" {
+		runTaskBridgeHelper(dir)
 	}
 	os.Exit(m.Run())
 }

@@ -98,6 +98,8 @@ type stdioTransport struct {
 	cmd           *exec.Cmd
 	deliver       func(*sdk.ProgressNotificationParams)
 	terminateWait time.Duration
+	status        func(taskInfo) // notifications/tasks/status
+	conn          *taskConn      // set by Connect
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -116,7 +118,12 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 		Reader: readNopCloser{&progressTap{r: stdout, deliver: t.deliver}},
 		Writer: &processStdin{cmd: t.cmd, stdin: stdin, wait: t.terminateWait},
 	}
-	return io.Connect(ctx)
+	c, err := io.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.conn = newTaskConn(c, t.status) // MCP tasks, see taskconn.go
+	return t.conn, nil
 }
 
 // readNopCloser: the connection is closed by closing the server's stdin.

@@ -3,43 +3,41 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"github.com/gorap/gorap/runtime/bench"
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(&command{
-		name:    "bench-idle",
-		summary: "measure the idle cost (goroutines, RSS) of many hibernating threads with pending calls",
-		usage:   "rap bench-idle [--threads N] [--wake N] [--data-dir DIR]",
-		run:     runBenchIdle,
-	})
-}
-
-func runBenchIdle(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["bench-idle"]
-	fs := newFlagSet(c, stderr)
+func newBenchIdleCmd(a *app) *cobra.Command {
 	var opts bench.IdleOptions
 	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "bench-idle [flags]",
+		Short: "measure the idle cost (goroutines, RSS) of many hibernating threads with pending calls",
+		Example: `  rap bench-idle
+  rap bench-idle --threads 10000 --wake 10 --data-dir /tmp/idle`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBenchIdle(cmd.Context(), a, opts, verbose)
+		},
+	}
+	fs := cmd.Flags()
 	fs.IntVar(&opts.Threads, "threads", 100_000, "`N` hibernating threads, each with a pending tool call")
 	fs.IntVar(&opts.Batch, "batch", 1000, "threads created per store transaction")
 	fs.IntVar(&opts.Wake, "wake", 100, "`N` threads woken afterwards with a user message")
 	fs.StringVar(&opts.DataDir, "data-dir", "", "keep the SQLite store in `DIR` (default: a temporary directory)")
 	fs.BoolVar(&verbose, "verbose", false, "show the runtime's warnings and progress")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
-	}
+	return cmd
+}
+
+func runBenchIdle(ctx context.Context, a *app, opts bench.IdleOptions, verbose bool) error {
+	stdout, stderr := a.stdout, a.stderr
 	if opts.Threads < 1 || opts.Threads > 10_000_000 {
 		return fmt.Errorf("%w: --threads %d: want 1 to 10000000", errUsage, opts.Threads)
 	}
 	if verbose {
-		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		opts.Logger = a.logAtLeast(slog.LevelWarn)
 		opts.Progress = func(n int) {
 			if n%10_000 == 0 || n == opts.Threads {
 				fmt.Fprintf(stderr, "created %d threads\n", n)

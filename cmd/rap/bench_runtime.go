@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -23,39 +23,48 @@ import (
 	"github.com/gorap/gorap/model/openai"
 	"github.com/gorap/gorap/model/wiretest"
 	"github.com/gorap/gorap/runtime/bench"
+	"github.com/gorap/gorap/runtime/config"
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(&command{
-		name:    "bench-runtime",
-		summary: "measure the runtime's tool-result → append → completion → dispatch cycle (cycles/s, p50/p99)",
-		usage:   "rap bench-runtime [--threads N] [--duration D] [--data-dir DIR] [--provider scripted|anthropic|openai] [--budget N]",
-		run:     runBenchRuntime,
-	})
+// benchRuntimeFlags are the flags of "rap bench-runtime".
+type benchRuntimeFlags struct {
+	opts                            bench.CycleOptions
+	verbose                         bool
+	provider, serveWire, cpuProfile string
+	memProfile                      string
 }
 
-func runBenchRuntime(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["bench-runtime"]
-	fs := newFlagSet(c, stderr)
-	var opts bench.CycleOptions
-	var verbose bool
-	var provider, serveWire, cpuProfile string
+func newBenchRuntimeCmd(a *app) *cobra.Command {
+	var f benchRuntimeFlags
+	cmd := &cobra.Command{
+		Use:   "bench-runtime [flags]",
+		Short: "measure the runtime's tool-result → append → completion → dispatch cycle (cycles/s, p50/p99)",
+		Example: `  rap bench-runtime --threads 16 --duration 10s
+  rap bench-runtime --provider anthropic --budget 50`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchRuntime(cmd.Context(), a, f) },
+	}
+	fs := cmd.Flags()
+	opts := &f.opts
 	fs.IntVar(&opts.Threads, "threads", 16, "`N` threads looping concurrently")
 	fs.DurationVar(&opts.Duration, "duration", 10*time.Second, "measured `time`")
 	fs.DurationVar(&opts.Warmup, "warmup", time.Second, "warm-up `time` before measuring")
 	fs.StringVar(&opts.DataDir, "data-dir", "", "keep the SQLite store in `DIR` (default: a temporary directory on the same disk as $TMPDIR)")
-	fs.StringVar(&provider, "provider", "scripted", "the model: scripted (instant, in process), or `anthropic` or openai: the real provider package, streaming from a local server speaking that wire format (model/wiretest) in a child process")
+	fs.StringVar(&opts.Store, "store", "", "run on the PostgreSQL database of this postgres:// `URL` instead of SQLite in the data dir (issue 14; its tables are created if missing)")
+	fs.StringVar(&f.provider, "provider", "scripted", "the model: scripted (instant, in process), or `anthropic` or openai: the real provider package, streaming from a local server speaking that wire format (model/wiretest) in a child process")
 	fs.IntVar(&opts.Budget, "budget", 50, "with --provider anthropic|openai: tool calls per thread before the model answers in text and a new thread takes its place")
-	fs.StringVar(&serveWire, "serve-wire", "", "internal: serve the model wire format `API` for a parent bench-runtime")
-	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (this process) to `FILE`")
-	fs.BoolVar(&verbose, "verbose", false, "show the runtime's warnings")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
-	}
+	fs.StringVar(&f.serveWire, "serve-wire", "", "internal: serve the model wire format `API` for a parent bench-runtime")
+	_ = fs.MarkHidden("serve-wire")
+	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (this process) to `FILE`")
+	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of this process, taken at the end of the run, to `FILE`")
+	fs.BoolVar(&f.verbose, "verbose", false, "show the runtime's warnings")
+	return cmd
+}
+
+func runBenchRuntime(ctx context.Context, a *app, f benchRuntimeFlags) error {
+	stdout := a.stdout
+	opts, verbose, provider, serveWire, cpuProfile, memProfile := f.opts, f.verbose, f.provider, f.serveWire, f.cpuProfile, f.memProfile
 	if serveWire != "" {
 		return serveBenchWire(ctx, serveWire, opts.Budget, os.Stdin, stdout)
 	}
@@ -66,7 +75,7 @@ func runBenchRuntime(ctx context.Context, args []string, stdout, stderr io.Write
 		return fmt.Errorf("%w: --duration must be positive", errUsage)
 	}
 	if verbose {
-		opts.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		opts.Logger = a.logAtLeast(slog.LevelWarn)
 	}
 	what := "scripted model in instant mode"
 	switch provider {
@@ -77,11 +86,11 @@ func runBenchRuntime(ctx context.Context, args []string, stdout, stderr io.Write
 			return err
 		}
 		defer child.stop()
-		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * opts.Threads}}
+		// The providers' default HTTP client, as rap serve uses it.
 		if provider == "anthropic" {
-			opts.Model, err = anthropic.New(anthropic.Options{APIKey: "bench", BaseURL: child.url, Model: "bench", HTTPClient: hc})
+			opts.Model, err = anthropic.New(anthropic.Options{APIKey: "bench", BaseURL: child.url, Model: "bench"})
 		} else {
-			opts.Model, err = openai.New(openai.Options{APIKey: "bench", BaseURL: child.url + "/v1", Model: "bench", HTTPClient: hc})
+			opts.Model, err = openai.New(openai.Options{APIKey: "bench", BaseURL: child.url + "/v1", Model: "bench"})
 		}
 		if err != nil {
 			return err
@@ -91,8 +100,12 @@ func runBenchRuntime(ctx context.Context, args []string, stdout, stderr io.Write
 	default:
 		return fmt.Errorf("%w: --provider %q: want scripted, anthropic or openai", errUsage, provider)
 	}
-	fmt.Fprintf(stdout, "rap bench-runtime: %d threads, %v (after %v warm-up); SQLite WAL, synchronous=FULL; %s; loopback tool server\n",
-		opts.Threads, opts.Duration, opts.Warmup, what)
+	storeWhat := "SQLite WAL, synchronous=FULL"
+	if opts.Store != "" {
+		storeWhat = "PostgreSQL " + config.StoreLabel(opts.Store)
+	}
+	fmt.Fprintf(stdout, "rap bench-runtime: %d threads, %v (after %v warm-up); %s; %s; loopback tool server\n",
+		opts.Threads, opts.Duration, opts.Warmup, storeWhat, what)
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
@@ -104,9 +117,22 @@ func runBenchRuntime(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
+	}
 	rep, err := bench.RunCycles(ctx, opts)
 	if err != nil {
 		return err
+	}
+	if memProfile != "" {
+		f, err := os.Create(memProfile)
+		if err != nil {
+			return fmt.Errorf("create the allocation profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return fmt.Errorf("write the allocation profile: %w", err)
+		}
 	}
 	fmt.Fprint(stdout, rep)
 	return nil

@@ -1,58 +1,46 @@
 package main
 
 // "rap bridge KIND": serve another tool protocol's tools as a RAP tool
-// server. Each kind lives in its own file (bridge_mcp.go, bridge_otc.go)
-// and registers itself with registerBridge from an init function.
+// server. Each kind lives in its own file (bridge_mcp.go, bridge_otc.go,
+// bridge_toolsjson.go).
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
-// bridgeCommands are the subverbs of "rap bridge".
-var bridgeCommands = map[string]*command{}
-
-// registerBridge adds a "rap bridge NAME" subverb.
-func registerBridge(c *command) {
-	if _, dup := bridgeCommands[c.name]; dup {
-		panic("rap: bridge subcommand registered twice: " + c.name)
+func newBridgeCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bridge KIND [flags] [arguments]",
+		Short: "serve another tool protocol's tools as a RAP tool server (rap bridge mcp|otc|toolsjson ...)",
+		Example: `  rap bridge mcp -- npx -y @modelcontextprotocol/server-everything
+  rap bridge otc http://127.0.0.1:8002
+  rap bridge toolsjson agents/weather`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return unknownSubcommand(cmd, args, "say which protocol to bridge")
+		},
 	}
-	bridgeCommands[c.name] = c
+	cmd.AddCommand(newBridgeMCPCmd(a), newBridgeOTCCmd(a), newBridgeToolsJSONCmd(a))
+	return cmd
 }
 
-func init() {
-	register(&command{
-		name:    "bridge",
-		summary: "serve another tool protocol's tools as a RAP tool server (rap bridge mcp|otc|toolsjson ...)",
-		usage:   "rap bridge KIND [flags] [arguments]",
-		run:     runBridge,
-	})
-}
-
-// runBridge dispatches to the subverb named by args[0].
-func runBridge(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintf(stderr, "usage: rap bridge KIND [flags] [arguments]\n\nKinds:\n")
-		names := make([]string, 0, len(bridgeCommands))
-		for n := range bridgeCommands {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			fmt.Fprintf(stderr, "  %-10s %s\n", n, bridgeCommands[n].summary)
-		}
-		fmt.Fprintf(stderr, "\nRun 'rap bridge KIND --help' for a kind's flags and examples.\n")
-		if len(args) == 0 {
-			return fmt.Errorf("%w: say which protocol to bridge: rap bridge %s ...", errUsage, strings.Join(names, "|"))
-		}
-		return nil
+// unknownSubcommand is the usage error of a verb with subcommands run
+// without one (missing says what to do) or with an unknown one, which gets
+// suggestions.
+func unknownSubcommand(cmd *cobra.Command, args []string, missing string) error {
+	var names []string
+	for _, c := range availableSubcommands(cmd) {
+		names = append(names, c.Name())
 	}
-	c, ok := bridgeCommands[args[0]]
-	if !ok {
-		return fmt.Errorf("%w: unknown bridge kind %q; run 'rap bridge --help' for the list", errUsage, args[0])
+	if len(args) == 0 {
+		return usageErrorf("%s: %s %s ...", missing, cmd.CommandPath(), strings.Join(names, "|"))
 	}
-	return c.run(ctx, args[1:], stdout, stderr)
+	msg := fmt.Sprintf("unknown command %q for %q; want %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
+	cmd.SuggestionsMinimumDistance = 2
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+	}
+	return usageErrorf("%s", msg)
 }

@@ -3,55 +3,73 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/gorap/gorap/bridge/mcp"
+	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/rap/durable"
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	registerBridge(&command{
-		name:    "mcp",
-		summary: "serve an MCP server (stdio command or Streamable HTTP) as a RAP tool server",
-		usage:   "rap bridge mcp --listen ADDR [flags] -- COMMAND [ARGS...]\n       rap bridge mcp --listen ADDR [flags] --url URL [--header K=V]...",
-		run:     runBridgeMCP,
-	})
+// bridgeMCPFlags are the flags of "rap bridge mcp".
+type bridgeMCPFlags struct {
+	listen, url, name, prefix, mode, token, publicURL, samplingModel string
+	dataDir, oauthDir, oauthRedirect                                 string
+	headers, env                                                     multiFlag
 }
 
-// multiFlag collects a repeatable string flag.
-type multiFlag []string
+func newBridgeMCPCmd(a *app) *cobra.Command {
+	var f bridgeMCPFlags
+	cmd := &cobra.Command{
+		Use:   "mcp [flags] -- COMMAND [ARGS...] | mcp [flags] --url URL [--header K=V]...",
+		Short: "serve an MCP server (stdio command or Streamable HTTP) as a RAP tool server",
+		Long: `Serves one MCP (Model Context Protocol) server as a RAP tool server that any
+RAP runtime can use. The MCP server is either a command speaking MCP on
+standard input and output (everything after -- is the command and its
+arguments; the bridge starts it and restarts it with backoff if it exits)
+or a Streamable HTTP endpoint (--url). Each MCP tool becomes a RAP tool;
+calls are acknowledged at once and run in the background; progress becomes
+"progress" view updates. See docs/mcp.md for the full mapping.
 
-func (m *multiFlag) String() string     { return strings.Join(*m, ", ") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
-
-func runBridgeMCP(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := bridgeCommands["mcp"]
-	c = &command{name: "bridge mcp", usage: c.usage, summary: c.summary}
-	fs := newFlagSet(c, stderr)
-	listen := fs.String("listen", "127.0.0.1:3001", "address the RAP tool server listens on")
-	url := fs.String("url", "", "endpoint of a Streamable HTTP MCP server (instead of a command)")
-	var headers, env multiFlag
-	fs.Var(&headers, "header", "K=V header sent to the --url server (repeatable), such as Authorization=Bearer xyz")
-	fs.Var(&env, "env", "K=V environment variable for the MCP server command (repeatable)")
-	name := fs.String("name", "", "name of the MCP server: the toolset name and the name in error results (default: the command's base name or the URL's host)")
-	prefix := fs.String("prefix", "", "prefix added to every tool name, to avoid collisions between servers")
-	mode := fs.String("mode", mcp.ModeDirect, "direct: one RAP tool per MCP tool; proxy: two tools, NAME_list_tools and NAME_invoke_tool")
-	token := fs.String("token", "", "bearer token the RAP runtime must send (default $"+envToolToken+"; empty: none)")
-	publicURL := fs.String("public-url", "", "base URL the runtime reaches this bridge at, when a proxy rewrites the host")
-	samplingModel := fs.String("sampling-model", "", "PROVIDER:MODEL that answers the MCP server's sampling requests ("+modelProviders+"); empty: sampling is declined")
-	fs.Usage = func() { printBridgeHelp(stderr, c, fs) }
-	pos, err := parseBridgeArgs(fs, args)
-	if err != nil {
-		return err
+Then: rap validate http://127.0.0.1:3001 and rap invoke http://127.0.0.1:3001 TOOL '{...}'`,
+		Example: `  rap bridge mcp --listen 127.0.0.1:3001 -- npx -y @modelcontextprotocol/server-everything
+  rap bridge mcp --listen 127.0.0.1:3002 --name files --prefix fs_ -- mcp-server-filesystem /tmp
+  rap bridge mcp --listen 127.0.0.1:3003 --url https://mcp.example.com/mcp --header "Authorization=Bearer $KEY"
+  rap bridge mcp --listen 127.0.0.1:3004 --mode proxy -- big-mcp-server`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
+				return usageErrorf("unexpected argument %q; put the MCP server's command after --", args[0])
+			}
+			return runBridgeMCP(cmd.Context(), a, f, args)
+		},
 	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:3001", "`ADDR` the RAP tool server listens on")
+	fs.StringVar(&f.url, "url", "", "endpoint `URL` of a Streamable HTTP MCP server (instead of a command)")
+	fs.Var(&f.headers, "header", "`K=V` header sent to the --url server (repeatable), such as Authorization=Bearer xyz")
+	fs.Var(&f.env, "env", "`K=V` environment variable for the MCP server command (repeatable)")
+	fs.StringVar(&f.name, "name", "", "`NAME` of the MCP server: the toolset name and the name in error results (default: the command's base name or the URL's host)")
+	fs.StringVar(&f.prefix, "prefix", "", "`PREFIX` added to every tool name, to avoid collisions between servers")
+	fs.StringVar(&f.mode, "mode", mcp.ModeDirect, "`MODE` direct: one RAP tool per MCP tool; proxy: two tools, NAME_list_tools and NAME_invoke_tool")
+	addToolTokenFlag(fs, &f.token, "bearer `TOKEN` the RAP runtime must send (empty: none)")
+	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` the runtime reaches this bridge at, when a proxy rewrites the host")
+	fs.StringVar(&f.samplingModel, "sampling-model", "", "`PROVIDER:MODEL` that answers the MCP server's sampling requests ("+modelProviders+"); empty: sampling is declined")
+	fs.StringVar(&f.dataDir, "data-dir", "", "`DIR` of a durable store (DIR/NAME.db) so that resource subscriptions and undelivered callbacks survive a restart (default: in memory)")
+	fs.StringVar(&f.oauthDir, "oauth-dir", "", "enable MCP OAuth for the --url server: `DIR` of the per-user token files (0600)")
+	fs.StringVar(&f.oauthRedirect, "oauth-redirect-url", "", "`URL` where the user's browser reaches this bridge's "+mcp.CallbackPath+" (default: http://LISTEN"+mcp.CallbackPath+")")
+	return cmd
+}
+
+func runBridgeMCP(ctx context.Context, a *app, f bridgeMCPFlags, pos []string) error {
+	url, headers, env, token := &f.url, f.headers, f.env, &f.token
+	name, prefix, mode, publicURL, samplingModel := &f.name, &f.prefix, &f.mode, &f.publicURL, &f.samplingModel
 	if (len(pos) == 0) == (*url == "") {
 		return fmt.Errorf("%w: give either a command after -- (stdio MCP server) or --url URL (Streamable HTTP MCP server)", errUsage)
 	}
@@ -66,13 +84,17 @@ func runBridgeMCP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		hdr[strings.TrimSpace(k)] = v
 	}
-	if *token == "" {
-		*token = os.Getenv(envToolToken)
-	}
 	opts := mcp.Options{
 		Name: *name, Command: pos, Env: env, URL: *url, Headers: hdr, Prefix: *prefix, Mode: *mode,
-		Logger: slog.New(slog.NewTextHandler(stderr, nil)),
+		Logger: a.log,
 		Server: rap.ServerOptions{BearerToken: *token, PublicURL: *publicURL},
+	}
+	if f.oauthDir != "" {
+		redirect := f.oauthRedirect
+		if redirect == "" {
+			redirect = "http://" + f.listen + mcp.CallbackPath
+		}
+		opts.OAuth = &mcp.OAuthOptions{TokenDir: f.oauthDir, RedirectURL: redirect}
 	}
 	if opts.Name == "" {
 		opts.Name = defaultBridgeName(pos, *url)
@@ -86,27 +108,18 @@ func runBridgeMCP(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return fmt.Errorf("--sampling-model: %w", err)
 		}
 	}
-	return bridgeMCP(ctx, opts, *listen, stdout, nil)
-}
-
-// parseBridgeArgs parses flags up to "--"; everything after it is the
-// MCP server's command, flags included.
-func parseBridgeArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var cmd []string
-	for i, a := range args {
-		if a == "--" {
-			cmd = args[i+1:]
-			args = args[:i]
-			break
+	if f.dataDir != "" {
+		if err := privfile.MkdirAll(f.dataDir); err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
 		}
+		st, err := durable.Open(filepath.Join(f.dataDir, opts.Name+".db"))
+		if err != nil {
+			return fmt.Errorf("--data-dir: opening the store: %w", err)
+		}
+		defer st.Close()
+		opts.Server.Store = st
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q; put the MCP server's command after --", errUsage, fs.Arg(0))
-	}
-	return cmd, nil
+	return bridgeMCP(ctx, opts, f.listen, a.stdout, nil)
 }
 
 // defaultBridgeName derives a toolset name from the command or URL.
@@ -200,29 +213,4 @@ func bridgeMCP(ctx context.Context, opts mcp.Options, listen string, stdout io.W
 		srv.Close()
 	}
 	return result
-}
-
-func printBridgeHelp(w io.Writer, c *command, fs *flag.FlagSet) {
-	fmt.Fprintf(w, `usage: %s
-
-Serves one MCP (Model Context Protocol) server as a RAP tool server that any
-RAP runtime can use. The MCP server is either a command speaking MCP on
-standard input and output (everything after -- is the command and its
-arguments; the bridge starts it and restarts it with backoff if it exits)
-or a Streamable HTTP endpoint (--url). Each MCP tool becomes a RAP tool;
-calls are acknowledged at once and run in the background; progress becomes
-"progress" view updates. See docs/mcp.md for the full mapping.
-
-Examples:
-  rap bridge mcp --listen 127.0.0.1:3001 -- npx -y @modelcontextprotocol/server-everything
-  rap bridge mcp --listen 127.0.0.1:3002 --name files --prefix fs_ -- mcp-server-filesystem /tmp
-  rap bridge mcp --listen 127.0.0.1:3003 --url https://mcp.example.com/mcp --header "Authorization=Bearer $KEY"
-  rap bridge mcp --listen 127.0.0.1:3004 --mode proxy -- big-mcp-server
-
-Then: rap validate http://127.0.0.1:3001 and rap invoke http://127.0.0.1:3001 TOOL '{...}'
-`, c.usage)
-	if fs != nil {
-		fmt.Fprint(w, "\nFlags:\n")
-		fs.PrintDefaults()
-	}
 }

@@ -4,29 +4,17 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/gorap/gorap/bridge/otc"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/spf13/cobra"
 )
-
-func init() {
-	registerBridge(&command{
-		name:    "otc",
-		summary: "serve an Open Tool Calling worker (Arcade worker protocol or OXP 1.0) as a RAP tool server",
-		usage:   "rap bridge otc [flags] WORKER_URL",
-		run:     runBridgeOTC,
-	})
-}
 
 // otcFlags are the settings shared by "rap bridge otc" and otc_server
 // entries.
@@ -58,43 +46,48 @@ func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, lo
 	})
 }
 
-func runBridgeOTC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := bridgeCommands["otc"]
-	fs := newFlagSet(&command{name: "bridge otc", usage: c.usage, summary: c.summary}, stderr)
+func newBridgeOTCCmd(a *app) *cobra.Command {
 	var f otcFlags
-	listen := fs.String("listen", "127.0.0.1:3001", "address the RAP tool server listens on")
-	fs.StringVar(&f.name, "name", "otc", "RAP toolset name")
-	fs.StringVar(&f.dialect, "dialect", "", `"arcade" or "oxp" (default: detect from the health route that answers)`)
-	fs.StringVar(&f.secretEnv, "secret-env", otc.DefaultSecretEnv, "environment variable holding the worker secret that signs the worker JWT")
-	fs.StringVar(&f.secretFile, "secret-file", "", "file holding the worker secret instead (must not be readable by other users)")
+	var listen, token string
+	cmd := &cobra.Command{
+		Use:   "otc [flags] WORKER_URL",
+		Short: "serve an Open Tool Calling worker (Arcade worker protocol or OXP 1.0) as a RAP tool server",
+		Long: `Serves the tools of an Open Tool Calling worker (the Arcade worker protocol or
+OXP 1.0) as a RAP tool server. The worker secret that signs the worker JWT
+is read from an environment variable (--secret-env) or a file
+(--secret-file), never from a flag value. See docs/otc.md.`,
+		Example: `  ARCADE_WORKER_SECRET=... rap bridge otc http://127.0.0.1:8002
+  rap bridge otc --no-auth --dialect oxp --listen 127.0.0.1:3005 http://127.0.0.1:8080`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageErrorf("want exactly one WORKER_URL, got %d arguments", len(args))
+			}
+			return runBridgeOTC(cmd.Context(), a, f, listen, token, args[0])
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&listen, "listen", "127.0.0.1:3001", "`ADDR` the RAP tool server listens on")
+	fs.StringVar(&f.name, "name", "otc", "RAP toolset `NAME`")
+	fs.StringVar(&f.dialect, "dialect", "", "`DIALECT` \"arcade\" or \"oxp\" (default: detect from the health route that answers)")
+	fs.StringVar(&f.secretEnv, "secret-env", otc.DefaultSecretEnv, "environment `VARIABLE` holding the worker secret that signs the worker JWT")
+	fs.StringVar(&f.secretFile, "secret-file", "", "`FILE` holding the worker secret instead (must not be readable by other users)")
 	fs.BoolVar(&f.noAuth, "no-auth", false, "send no worker JWT (for workers run with authentication disabled)")
-	fs.StringVar(&f.secretsDir, "secrets-dir", "", "directory with one file per tool secret (tool secrets are otherwise read from environment variables of the same name)")
+	fs.StringVar(&f.secretsDir, "secrets-dir", "", "`DIR` with one file per tool secret (tool secrets are otherwise read from environment variables of the same name)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", otc.DefaultCallTimeout, "give up on a worker call after this long (the RAP call ends with an Error: result)")
 	fs.DurationVar(&f.authTimeout, "auth-timeout", otc.DefaultAuthTimeout, "give up waiting for a user authorization after this long")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: want exactly one WORKER_URL, got %d arguments", errUsage, len(pos))
-	}
-	lvl, err := config.ParseLogLevel(*level)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
-	b, err := newOTCBridge(ctx, pos[0], f, os.Getenv(envToolToken), log)
+	addToolTokenFlag(fs, &token, "bearer `TOKEN` the RAP runtime must send (empty: none)")
+	return cmd
+}
+
+func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, worker string) error {
+	stdout, log, pos := a.stdout, a.log, []string{worker}
+	b, err := newOTCBridge(ctx, pos[0], f, token, log)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", *listen, err)
+		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", listen, err)
 	}
 	fmt.Fprintf(stdout, "rap bridge otc: serving %d tools of the %s worker at %s on http://%s\n", len(b.Tools()), b.Dialect(), pos[0], ln.Addr())
 	for _, p := range b.Problems() {

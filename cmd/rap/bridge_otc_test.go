@@ -105,10 +105,10 @@ func TestServeOTCServers(t *testing.T) {
 	var th struct {
 		ID string `json:"id"`
 	}
-	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
-	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "sum please"}, nil)
+	th.ID = createThread(t, info.URL)
+	sendMessage(t, info.URL, th.ID, "sum please")
 	waitAnswer(t, info.URL, th.ID, "Result: 42")
-	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "greet Ada"}, nil)
+	sendMessage(t, info.URL, th.ID, "greet Ada")
 	waitAnswer(t, info.URL, th.ID, "Result: hello Ada")
 	if strings.Contains(stderr.String(), "s3cret") {
 		t.Fatal("the worker secret appears in the log")
@@ -173,7 +173,7 @@ func TestBridgeOTCCommand(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("rap bridge otc did not stop")
 	}
-	if c, _, e := runVerb(t, invokeContext(t), "bridge", "nope"); c != 2 || !strings.Contains(e, "unknown bridge kind") {
+	if c, _, e := runVerb(t, invokeContext(t), "bridge", "nope"); c != 2 || !strings.Contains(e, `unknown command "nope"`) {
 		t.Fatalf("unknown kind: %d %s", c, e)
 	}
 }

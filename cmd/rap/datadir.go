@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,13 +17,8 @@ import (
 // store, where each runtime would answer the other's threads with its own
 // model and tools. A project data directory made here gets a .gitignore,
 // so that the store and the callback key are never committed.
-func useProjectDataDir(s *config.Settings, fs *flag.FlagSet) error {
-	if getenvOS(config.EnvDataDir) != "" {
-		return nil
-	}
-	chosen := false
-	fs.Visit(func(f *flag.Flag) { chosen = chosen || f.Name == "data-dir" })
-	if chosen {
+func useProjectDataDir(s *config.Settings, chosen bool) error {
+	if chosen || getenvOS(config.EnvDataDir) != "" {
 		return nil
 	}
 	wd, err := os.Getwd()

@@ -6,8 +6,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -219,17 +217,8 @@ func TestProjectDataDirPrecedence(t *testing.T) {
 	resolve := func(wd string, args ...string) string {
 		t.Helper()
 		t.Chdir(wd)
-		s, err := config.FromEnv(getenvOS)
+		s, err := serveSettingsFor(args...)
 		if err != nil {
-			t.Fatal(err)
-		}
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		s.RegisterFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		if err := useProjectDataDir(&s, fs); err != nil {
 			t.Fatal(err)
 		}
 		return s.DataDir

@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -31,11 +35,11 @@ func TestDemo(t *testing.T) {
 		"tool server: gettime at http://127.0.0.1:",
 		"get_current_time, get_time_in_zone, subscribe_clock",
 		"toolsets loaded: gettime",
-		"you: "+demoAskTime,
+		"you: "+"What time is it in Tokyo?",
 		"→ Time in Asia/Tokyo",
 		"← get_time_in_zone: ",
 		"assistant: In Tokyo it is ",
-		"you: "+demoAskClock,
+		"you: "+"Start the clock: wake me on each tick, and stop it after the second tick.",
 		"→ Clock every 0.5s, 3 ticks",
 		"← subscribe_clock (subscription): Subscribed",
 		"← event: ", // inline (RAP SU-5) or a child thread's report (RAP SU-6)
@@ -49,7 +53,7 @@ func TestDemo(t *testing.T) {
 		"Tick 1 woke me up",
 		"cancel_subscription",
 		"── a sleep ──",
-		"you: "+demoAskNap,
+		"you: "+"Take a nap of one second, then tell me when you wake up.",
 		`→ sleep({"seconds":1,`, // RAP BT-1: the built-in sleep
 		"← sleep: Woke up after sleeping 1s.",
 		"assistant: The timer woke me up",
@@ -62,11 +66,23 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(got, "✗") {
 		t.Errorf("a step failed:\n%s", got)
 	}
+	// issue 15 item 6: child threads are shown readably — short ids, no
+	// JSON escaped inside JSON, no internal tool names in the summary.
+	for _, bad := range []string{`\"`, "receive_event__injected"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("the demo output contains %q:\n%s", bad, got)
+		}
+	}
+	if id := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-`).FindString(got); id != "" {
+		t.Errorf("the demo output shows a full thread id (%s…), want short ids:\n%s", id, got)
+	}
 	// RAP SU-7: the built-in cancel_subscription ends the clock.
 	wantLines(t, got, "✓ cancellation: cancel_subscription stopped the clock")
 	// The transcript keeps the order of the conversation.
-	order := []string{"you: " + demoAskTime, "→ Time in Asia/Tokyo", "← get_time_in_zone", "In Tokyo it is", "you: " + demoAskClock, "] » [runtime] This thread (", "← event: Final report", "Tick 1 woke me up",
-		"you: " + demoAskNap, "→ sleep(", "← sleep: Woke up", "The timer woke me up", "What the demo showed:"}
+	order := []string{"you: " + "What time is it in Tokyo?", "→ Time in Asia/Tokyo", "← get_time_in_zone", "In Tokyo it is", "you: " + "Start the clock: wake me on each tick, and stop it after the second tick.", "] » [runtime] This thread (", "← event: Final report", "Tick 1 woke me up",
+		// issue 15: a step starts only when the previous one is over.
+		"Tick 2 woke me up", "The subscription is cancelled: no more ticks", "── a sleep ──",
+		"you: " + "Take a nap of one second, then tell me when you wake up.", "→ sleep(", "← sleep: Woke up", "The timer woke me up", "What the demo showed:"}
 	last := -1
 	for _, s := range order {
 		i := strings.Index(got, s)
@@ -99,17 +115,33 @@ func TestDemoScriptEmbedded(t *testing.T) {
 	}
 }
 
-// With OPENAI_BASE_URL set, the demo uses that model instead of the
-// script, and is not labelled as scripted.
-func TestDemoUsesConfiguredModel(t *testing.T) {
+// issue 15: an exported API key or base URL never turns the demo into a
+// paid one: without --model it plays the built-in script. --model names
+// another model explicitly, and --model scripted is the built-in script.
+func TestDemoModelOnlyByFlag(t *testing.T) {
 	clearRAPEnv(t)
 	llm := wiretest.NewOpenAI(wiretest.CallToolThenAnswer("get_time_in_zone", json.RawMessage(`{"timezone":"Asia/Tokyo"}`)))
 	defer llm.Close()
 	t.Setenv("OPENAI_BASE_URL", llm.URL+"/v1")
+	t.Setenv("ANTHROPIC_API_KEY", "sk-ant-not-a-real-key")
+	for _, args := range [][]string{{"demo"}, {"demo", "--model", "scripted"}} {
+		var out, errOut bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		code := run(ctx, args, &out, &errOut)
+		cancel()
+		if code != 0 {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out.String(), errOut.String())
+		}
+		wantLines(t, out.String(), "model:       scripted:demo.json (scripted test model — not a real LLM)")
+	}
+	if n := len(llm.Requests()); n != 0 {
+		t.Errorf("the demo sent %d request(s) to the model of the environment; want none without --model", n)
+	}
+
 	var out, errOut bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	code := run(ctx, []string{"demo", "--step-timeout", "20s"}, &out, &errOut)
+	code := run(ctx, []string{"demo", "--model", "openai", "--step-timeout", "20s"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
@@ -119,6 +151,52 @@ func TestDemoUsesConfiguredModel(t *testing.T) {
 		t.Errorf("a real model is labelled as scripted:\n%s", got)
 	}
 	if len(llm.Requests()) == 0 {
-		t.Error("the configured model got no request")
+		t.Error("the model named by --model got no request")
+	}
+}
+
+// issue 15 item 6: with a script that skips the demo's steps, the demo
+// reports each missing step and exits 1, as its help says.
+func TestDemoFailsWhenAStepDidNotHappen(t *testing.T) {
+	clearRAPEnv(t)
+	script := filepath.Join(t.TempDir(), "lazy.json")
+	if err := os.WriteFile(script, []byte(`[{"text": "I will not do that.", "repeat": true}]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	code := run(ctx, []string{"demo", "--model", "scripted:" + script, "--step-timeout", "20s"}, &out, &errOut)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	wantLines(t, out.String(), "✗ asynchronous tool call", "✗ sleep")
+	if !strings.Contains(errOut.String(), "demo failed") {
+		t.Errorf("stderr should say the demo failed: %q", errOut.String())
+	}
+
+	// The built-in script without its cancellation: the demo used to
+	// report "– cancellation: the model did not cancel" and exit 0.
+	var full struct {
+		Turns []map[string]any `json:"turns"`
+	}
+	if err := json.Unmarshal(demoScript, &full); err != nil {
+		t.Fatal(err)
+	}
+	for _, turn := range full.Turns {
+		if calls, ok := turn["tool_calls"].([]any); ok && len(calls) == 1 && strings.Contains(fmt.Sprint(calls[0]), "cancel_subscription") {
+			delete(turn, "tool_calls")
+		}
+	}
+	b, _ := json.Marshal(full)
+	noCancel := filepath.Join(t.TempDir(), "nocancel.json")
+	if err := os.WriteFile(noCancel, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errOut.Reset()
+	code = run(ctx, []string{"demo", "--model", "scripted:" + noCancel, "--step-timeout", "20s"}, &out, &errOut)
+	if code != 1 || !strings.Contains(out.String(), "✗ cancellation") {
+		t.Errorf("without the cancellation: exit %d, want 1 and a ✗ cancellation line\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 }

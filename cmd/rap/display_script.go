@@ -5,51 +5,39 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
 	"github.com/gorap/gorap/display"
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(&command{
-		name:    "display-script",
-		summary: "evaluate a tool's displayScript on some arguments, as a frontend would show the call",
-		usage:   "rap display-script SCRIPT|@FILE ARGS_JSON [--tool NAME]",
-		run:     runDisplayScript,
-	})
-}
-
-func runDisplayScript(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["display-script"]
-	fs := newFlagSet(c, stderr)
-	tool := fs.String("tool", "tool", "the tool name used by the default rendering `name(args)` when the script fails")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: %s
-
-Evaluates SCRIPT (a Rhai displayScript, or @FILE to read it from a file) with
+func newDisplayScriptCmd(a *app) *cobra.Command {
+	var tool string
+	cmd := &cobra.Command{
+		Use:   "display-script SCRIPT|@FILE ARGS_JSON [--tool NAME]",
+		Short: "evaluate a tool's displayScript on some arguments, as a frontend would show the call",
+		Long: `Evaluates SCRIPT (a Rhai displayScript, or @FILE to read it from a file) with
 "args" bound to ARGS_JSON, in the same sandbox the runtime uses, and prints
 the text a frontend would show for the call.
 
 When the script fails to compile or run, or returns something other than a
 string, the frontend falls back to the default rendering name(args) (RAP DS-2).
 That fallback is printed on stdout, the reason on stderr, and the exit status
-is 1 so that scripts can be checked in CI.
-
-Example:
-  rap display-script '"PR #" + args.number + " on " + args.owner + "/" + args.repo' \
+is 1 so that scripts can be checked in CI.`,
+		Example: `  rap display-script '"PR #" + args.number + " on " + args.owner + "/" + args.repo' \
       '{"owner":"acme","repo":"widgets","number":42}'
-  PR #42 on acme/widgets
+  PR #42 on acme/widgets`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runDisplayScript(cmd.Context(), a, tool, args)
+		},
+	}
+	cmd.Flags().StringVar(&tool, "tool", "tool", "the tool `NAME` used by the default rendering name(args) when the script fails")
+	return cmd
+}
 
-Flags:
-`, c.usage)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
+func runDisplayScript(ctx context.Context, a *app, toolName string, pos []string) error {
+	stdout, stderr, tool := a.stdout, a.stderr, &toolName
 	if len(pos) != 2 {
 		return fmt.Errorf("%w: want SCRIPT and ARGS_JSON, got %d argument(s)", errUsage, len(pos))
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/gorap/gorap/examples/gettime"
 	"github.com/gorap/gorap/model/wiretest"
+	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/client"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -129,39 +130,39 @@ func (p *servedProcess) stop(t testing.TB) {
 	}
 }
 
-// postJSON POSTs v and decodes the JSON answer into out (when not nil).
-func postJSON(t testing.TB, url string, v, out any) {
+// rapClient returns a client of the runtime's API at base, sending token
+// when not empty.
+func rapClient(t testing.TB, base, token string) *client.Client {
 	t.Helper()
-	b, _ := json.Marshal(v)
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	c, err := client.New(base, client.WithToken(token))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		t.Fatalf("POST %s: %s: %s", url, resp.Status, body)
+	return c
+}
+
+// createThread creates a thread over the client API and returns its id.
+func createThread(t testing.TB, base string) string {
+	t.Helper()
+	th, err := rapClient(t, base, "").CreateThread(context.Background(), api.CreateThreadRequest{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out != nil {
-		if err := json.Unmarshal(body, out); err != nil {
-			t.Fatalf("POST %s: %v in %s", url, err, body)
-		}
+	return th.ID
+}
+
+// sendMessage sends a user message over the client API.
+func sendMessage(t testing.TB, base, thread, text string) {
+	t.Helper()
+	if _, err := rapClient(t, base, "").PostMessage(context.Background(), thread, text); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // getHistory reads a thread's history over the client API.
 func getHistory(t testing.TB, base, thread string) []store.Message {
 	t.Helper()
-	resp, err := http.Get(base + "/v1/threads/" + thread + "/messages")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET history: %s: %s", resp.Status, body)
-	}
-	msgs, err := decodeHistory(body)
+	msgs, err := rapClient(t, base, "").History(context.Background(), thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +201,8 @@ func TestServeAnthropicEndToEnd(t *testing.T) {
 	var th struct {
 		ID string `json:"id"`
 	}
-	postJSON(t, p.URL+"/v1/threads", struct{}{}, &th)
-	postJSON(t, p.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "What time is it in Tokyo?"}, nil)
+	th.ID = createThread(t, p.URL)
+	sendMessage(t, p.URL, th.ID, "What time is it in Tokyo?")
 
 	var msgs []store.Message
 	deadline := time.Now().Add(45 * time.Second)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,16 +18,8 @@ import (
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/rap/durable"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/spf13/cobra"
 )
-
-func init() {
-	register(&command{
-		name:    "example",
-		summary: "run an example tool server: get-time, exec or fswatch",
-		usage:   "rap example NAME [--listen ADDR] [--token T] [--data-dir DIR] [--public-url URL] [--log-level LEVEL]",
-		run:     runExample,
-	})
-}
 
 // examples are the tool servers "rap example" runs, by name.
 var examples = map[string]struct {
@@ -47,30 +37,58 @@ const exampleShutdownGrace = 10 * time.Second
 // execWarning is printed whenever the exec example starts.
 const execWarning = `WARNING: the exec example runs ANY program a caller names, as your user.
 Anyone who can reach it can run code on this machine. Keep it on a
-loopback address, set --token (or $` + envToolToken + `), and stop it when done.
+loopback address, set --tool-token (or $` + envToolToken + `), and stop it when done.
 `
 
-func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["example"]
-	fs := newFlagSet(c, stderr)
-	listen := fs.String("listen", "127.0.0.1:3001", "address to listen on (port 0 picks a free port)")
-	token := fs.String("token", "", "bearer token every invocation must carry (default $"+envToolToken+"; none when both are empty)")
-	dataDir := fs.String("data-dir", "", "directory for a SQLite store of undelivered callbacks and subscriptions, so they survive a restart (default: in memory)")
-	publicURL := fs.String("public-url", "", "base URL runtimes reach this server at, when it differs from the listen address")
-	logLevel := fs.String("log-level", "info", "least severe log level shown on standard error: debug, info, warn or error")
-	oxp := fs.Bool("oxp", false, "also answer the OXP 1.0 routes (GET /health, GET /tools, POST /tools/call) for synchronous OXP clients; see docs/otc.md")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s\n\nRuns an example RAP tool server until interrupted (Ctrl-C stops it gracefully).\nIt prints the base URL to give a runtime ('rap invoke', or a tool_sets entry).\nWith RAP_EMBEDDED set (a toolset_command entry), it listens on a free loopback port\nunless --listen is given, and prints {\"port\": N} as its first line.\n\nExamples:\n", c.usage)
-		for _, n := range exampleNames() {
-			fmt.Fprintf(stderr, "  %-8s %s\n", n, examples[n].about)
-		}
-		fmt.Fprint(stderr, "\nFlags:\n")
-		fs.PrintDefaults()
+// exampleFlags are the flags of "rap example".
+type exampleFlags struct {
+	listen, token, dataDir, publicURL string
+	oxp                               bool
+	listenSet                         bool // --listen was given
+}
+
+func newExampleCmd(a *app) *cobra.Command {
+	var f exampleFlags
+	cmd := &cobra.Command{
+		Use:   "example NAME [flags]",
+		Short: "run an example tool server: get-time, exec or fswatch",
+		Long: `Runs an example RAP tool server until interrupted (Ctrl-C stops it gracefully).
+It prints the base URL to give a runtime ('rap invoke', or a tool_sets entry).
+With RAP_EMBEDDED set (a toolset_command entry), it listens on a free loopback port
+unless --listen is given, and prints {"port": N} as its first line.
+
+Examples:
+` + exampleList(),
+		Example: `  rap example get-time
+  rap example exec --listen 127.0.0.1:3002 --tool-token "$RAP_TOOL_TOKEN"
+  rap example fswatch --data-dir ./data`,
+		ValidArgs: exampleNames(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.listenSet = cmd.Flags().Changed("listen")
+			return runExample(cmd.Context(), a, f, args)
+		},
 	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
+	fs := cmd.Flags()
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:3001", "`ADDR` to listen on (port 0 picks a free port)")
+	addToolTokenFlag(fs, &f.token, "bearer `TOKEN` every invocation must carry (none when empty)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "`DIR` for a SQLite store of undelivered callbacks and subscriptions, so they survive a restart (default: in memory)")
+	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` runtimes reach this server at, when it differs from the listen address")
+	fs.BoolVar(&f.oxp, "oxp", false, "also answer the OXP 1.0 routes (GET /health, GET /tools, POST /tools/call) for synchronous OXP clients; see docs/otc.md")
+	return cmd
+}
+
+// exampleList is one line per example, for the help text.
+func exampleList() string {
+	var b strings.Builder
+	for _, n := range exampleNames() {
+		fmt.Fprintf(&b, "  %-8s %s\n", n, examples[n].about)
 	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func runExample(ctx context.Context, a *app, f exampleFlags, pos []string) error {
+	stdout, stderr := a.stdout, a.stderr
+	listen, token, dataDir, publicURL, oxp := &f.listen, &f.token, &f.dataDir, &f.publicURL, &f.oxp
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: want one example name (%s)", errUsage, strings.Join(exampleNames(), ", "))
 	}
@@ -82,21 +100,14 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if !ok {
 		return fmt.Errorf("%w: unknown example %q; choose one of %s", errUsage, name, strings.Join(exampleNames(), ", "))
 	}
-	if *token == "" {
-		*token = os.Getenv(envToolToken)
-	}
 	if name == "exec" {
 		fmt.Fprint(stderr, execWarning)
 		if !loopbackAddr(*listen) && *token == "" {
-			return fmt.Errorf("%w: refusing to serve the exec example on %s, which is not a loopback address, without --token", errUsage, *listen)
+			return fmt.Errorf("%w: refusing to serve the exec example on %s, which is not a loopback address, without --tool-token", errUsage, *listen)
 		}
 	}
 
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", errUsage, *logLevel)
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := a.log
 	opts := &rap.ServerOptions{Logger: log, BearerToken: *token, PublicURL: *publicURL}
 	opts.OXP = *oxp // issue 13 item 6
 	if *dataDir != "" {
@@ -116,7 +127,7 @@ func runExample(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// (RAP_EMBEDDED set), pick a free loopback port unless --listen says
 	// otherwise, and report it on the first line (see embeddedListen).
 	embedded := os.Getenv(config.EnvEmbedded) != ""
-	if embedded && !flagSet(fs, "listen") {
+	if embedded && !f.listenSet {
 		*listen = "127.0.0.1:0"
 	}
 	ln, err := net.Listen("tcp", *listen)

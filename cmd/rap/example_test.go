@@ -128,7 +128,7 @@ func TestExampleExecWarnsAndRefusesOpenAddress(t *testing.T) {
 	}
 	stop()
 	code, _, errStr := runVerb(t, context.Background(), "example", "exec", "--listen", "0.0.0.0:0")
-	if code != 2 || !strings.Contains(errStr, "without --token") {
+	if code != 2 || !strings.Contains(errStr, "without --tool-token") {
 		t.Errorf("open address without a token: status %d, stderr:\n%s", code, errStr)
 	}
 	code, _, errStr = runVerb(t, context.Background(), "example", "gettime", "--log-level", "loud")

@@ -6,22 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/raptest"
+	"github.com/spf13/cobra"
 )
-
-func init() {
-	register(&command{
-		name:    "invoke",
-		summary: "call one tool of a tool server and print its callbacks as JSON lines",
-		usage:   "rap invoke [flags] BASE_URL OPERATION [JSON_ARGS]",
-		run:     runInvoke,
-	})
-}
 
 // maxArgsBytes bounds the JSON_ARGS argument.
 const maxArgsBytes = 1 << 20
@@ -30,20 +21,19 @@ const maxArgsBytes = 1 << 20
 // early.
 const cancelTimeout = 5 * time.Second
 
-func runInvoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["invoke"]
-	fs := newFlagSet(c, stderr)
-	wait := fs.Duration("wait", 0, "for a subscription: keep printing events this long after the confirming result (0: exit after the result)")
-	timeout := fs.Duration("timeout", 0, "give up when the tool_result has not arrived after this long (0: wait until interrupted; the protocol sets no timeout)")
-	token := fs.String("token", "", "bearer token sent to the tool server (default $"+envToolToken+")")
-	thread := fs.String("thread", "", "group_id (thread id) of the call (default: a fresh random id)")
-	listen := fs.String("listen", "127.0.0.1:0", "address of the callback listener; the tool must be able to reach it")
-	choose := fs.Int("choose", -1, "answer a user_choice with this index (-1: send the tool's default, as a dismissal does)")
-	userID := fs.String("user", "", "user_id of the call (default: none)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: %s
+// invokeFlags are the flags of "rap invoke".
+type invokeFlags struct {
+	wait, timeout               time.Duration
+	token, thread, listen, user string
+	choose                      int
+}
 
-Acts as a one-call RAP runtime: fetches the toolset from BASE_URL, checks
+func newInvokeCmd(a *app) *cobra.Command {
+	var f invokeFlags
+	cmd := &cobra.Command{
+		Use:   "invoke [flags] BASE_URL OPERATION [JSON_ARGS]",
+		Short: "call one tool of a tool server and print its callbacks as JSON lines",
+		Long: `Acts as a one-call RAP runtime: fetches the toolset from BASE_URL, checks
 JSON_ARGS (default {}) against OPERATION's input schema (and exits 1 without
 calling if they do not fit), sends the invocation with a callback URL served
 on a local port, and prints every callback message as one JSON line on
@@ -58,16 +48,26 @@ the tool stops too.
 Exit status: 0 when a tool_result arrived (also an error result, whose text
 starts with "Error: "), or when --wait ended a subscription; 1 when the call
 could not be made (discovery failed, invalid arguments, no 200) or no result
-came within --timeout; 2 for a usage error; 130 when interrupted.
+came within --timeout; 2 for a usage error; 130 when interrupted.`,
+		Example: `  rap invoke http://127.0.0.1:3001 get_time_in_zone '{"timezone":"Asia/Tokyo"}'
+  rap invoke --wait 10s http://127.0.0.1:3001 subscribe_clock '{"interval_seconds":1}'
+  RAP_TOOL_TOKEN=s3cret rap invoke http://127.0.0.1:3001 run_command '{"command":"ls"}'`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runInvoke(cmd.Context(), a, f, args) },
+	}
+	fs := cmd.Flags()
+	fs.DurationVar(&f.wait, "wait", 0, "for a subscription: keep printing events this long after the confirming result (0: exit after the result)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "give up when the tool_result has not arrived after this long (0: wait until interrupted; the protocol sets no timeout)")
+	addToolTokenFlag(fs, &f.token, "bearer `TOKEN` sent to the tool server")
+	fs.StringVar(&f.thread, "thread", "", "group_id (thread `ID`) of the call (default: a fresh random id)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "`ADDR` of the callback listener; the tool must be able to reach it")
+	fs.IntVar(&f.choose, "choose", -1, "answer a user_choice with this `INDEX` (-1: send the tool's default, as a dismissal does)")
+	fs.StringVar(&f.user, "user", "", "user_id of the call (default: none)")
+	return cmd
+}
 
-Flags:
-`, c.usage)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
+func runInvoke(ctx context.Context, a *app, f invokeFlags, pos []string) error {
+	stdout, stderr := a.stdout, a.stderr
+	wait, timeout, token, thread, listen, choose, userID := &f.wait, &f.timeout, &f.token, &f.thread, &f.listen, &f.choose, &f.user
 	if len(pos) < 2 || len(pos) > 3 {
 		return fmt.Errorf("%w: want BASE_URL OPERATION [JSON_ARGS], got %d arguments", errUsage, len(pos))
 	}
@@ -87,9 +87,6 @@ Flags:
 	}
 	if *wait < 0 || *timeout < 0 {
 		return fmt.Errorf("%w: --wait and --timeout must not be negative", errUsage)
-	}
-	if *token == "" {
-		*token = os.Getenv(envToolToken)
 	}
 
 	opts := []raptest.Option{raptest.WithAddr(*listen)}

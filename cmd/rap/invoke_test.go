@@ -219,7 +219,7 @@ func TestInvokeInterruptCancels(t *testing.T) {
 	}
 }
 
-// RAP CA-3, TR-8: --token is sent with the invocation and the cancellation.
+// RAP CA-3, TR-8: --tool-token is sent with the invocation and the cancellation.
 func TestInvokeToken(t *testing.T) {
 	tool := serveCountingGettime(t, &rap.ServerOptions{BearerToken: "s3cret"})
 	t.Setenv(envToolToken, "")
@@ -227,16 +227,30 @@ func TestInvokeToken(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "401") {
 		t.Errorf("without token: status %d, stderr %q", code, errOut)
 	}
-	code, out, errOut := runVerb(t, invokeContext(t), "invoke", "--token", "s3cret", tool.URL, "get_current_time")
+	code, out, errOut := runVerb(t, invokeContext(t), "invoke", "--tool-token", "s3cret", tool.URL, "get_current_time")
 	if code != 0 || !strings.Contains(out, `"tool_result"`) {
-		t.Errorf("with token: status %d, stderr %q", code, errOut)
+		t.Errorf("with --tool-token: status %d, stderr %q", code, errOut)
 	}
 	if strings.Contains(errOut, "s3cret") || strings.Contains(out, "s3cret") {
 		t.Error("the token was printed")
 	}
+	// issue 15 item 5: --token, the old spelling, still works here (it is
+	// unambiguous: invoke has no client token) but says it is deprecated.
+	code, out, errOut = runVerb(t, invokeContext(t), "invoke", "--token", "s3cret", tool.URL, "get_current_time")
+	if code != 0 || !strings.Contains(out, `"tool_result"`) || !strings.Contains(errOut, "deprecated, use --tool-token") {
+		t.Errorf("with the deprecated --token: status %d, stderr %q", code, errOut)
+	}
 	t.Setenv(envToolToken, "s3cret")
 	if code, _, errOut := runVerb(t, invokeContext(t), "invoke", tool.URL, "get_current_time"); code != 0 {
 		t.Errorf("with $%s: status %d, stderr %q", envToolToken, code, errOut)
+	}
+	// A flag wins over the environment, under its deprecated name too.
+	t.Setenv(envToolToken, "wrong")
+	if code, _, errOut := runVerb(t, invokeContext(t), "invoke", "--token", "s3cret", tool.URL, "get_current_time"); code != 0 {
+		t.Errorf("--token with a wrong $%s: status %d, stderr %q", envToolToken, code, errOut)
+	}
+	if code, _, errOut := runVerb(t, invokeContext(t), "invoke", "--tool-token", "s3cret", tool.URL, "get_current_time"); code != 0 {
+		t.Errorf("--tool-token with a wrong $%s: status %d, stderr %q", envToolToken, code, errOut)
 	}
 }
 

@@ -1,38 +1,22 @@
 // Command rap runs, inspects and tests RAP tool servers and the gorap agent
-// runtime. Run "rap help" for the list of commands.
+// runtime. Run "rap help" for the list of commands; docs/cli.md lists every
+// verb and flag.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/gorap/gorap/runtime/config"
+	"github.com/spf13/cobra"
 )
-
-// command is one verb of the rap command. Each verb lives in its own file
-// and registers itself from an init function.
-type command struct {
-	name    string
-	summary string // one line for "rap help"
-	usage   string // the usage line, such as "rap validate URL|FILE"
-	// run executes the verb. args are the arguments after the verb name.
-	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-}
-
-var commands = map[string]*command{}
-
-func register(c *command) {
-	if _, dup := commands[c.name]; dup {
-		panic("rap: command registered twice: " + c.name)
-	}
-	commands[c.name] = c
-}
 
 // errUsage marks an error caused by bad command-line arguments; it exits 2.
 var errUsage = errors.New("usage error")
@@ -42,6 +26,13 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
+// Exit statuses of rap (documented in docs/cli.md).
+const (
+	exitOK      = 0
+	exitFailure = 1 // the command ran and failed
+	exitUsage   = 2 // bad verb, flag, flag value, environment variable or arguments
+)
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -49,100 +40,226 @@ func main() {
 	os.Exit(code)
 }
 
+// app is one invocation of rap: where it writes, where it reads the
+// environment, and the logger its persistent flags chose. Each verb's
+// constructor takes it, so that tests can run many invocations at once.
+type app struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// log is the logger of --log-level and --log-format, set before a
+	// verb runs.
+	log       *slog.Logger
+	logLevel  string
+	logFormat string
+	// ran is set when a verb's own code starts: an error before it is a
+	// usage error (cobra rejected the verb, a flag or an argument).
+	ran bool
+}
+
+// run executes rap with args (without the program name) and returns the
+// exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				return run(ctx, []string{c.name, "--help"}, stdout, stderr)
-			}
-		}
-		printHelp(stdout)
-		return 0
-	}
-	c, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "rap: unknown command %q\nRun 'rap help' to see the commands.\n", args[0])
-		return 2
-	}
-	err := c.run(ctx, args[1:], stdout, stderr)
+	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	return a.exitCode(cmd, err)
+}
+
+// exitCode prints err, when there is one, and returns rap's exit status
+// for it: 2 for a usage error, 1 for a failure.
+func (a *app) exitCode(cmd *cobra.Command, err error) int {
 	var ee exitError
 	switch {
 	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
+		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "rap %s: %v\nusage: %s\nRun 'rap %s --help' for details.\n", c.name, err, c.usage, c.name)
-		return 2
+	case !a.ran || errors.Is(err, errUsage):
+		name := "rap"
+		if cmd != nil {
+			name = cmd.CommandPath()
+		}
+		msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+		fmt.Fprintf(a.stderr, "%s: %s\n", name, strings.TrimRight(msg, "\n"))
+		if cmd != nil && cmd.Runnable() {
+			fmt.Fprintf(a.stderr, "usage: %s\n", cmd.UseLine())
+		}
+		fmt.Fprintf(a.stderr, "Run '%s --help' for details.\n", name)
+		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "rap %s: %v\n", c.name, err)
-		return 1
+		name := "rap"
+		if cmd != nil {
+			name = cmd.CommandPath()
+		}
+		fmt.Fprintf(a.stderr, "%s: %v\n", name, err)
+		return exitFailure
 	}
 }
 
-func printHelp(w io.Writer) {
-	fmt.Fprint(w, `rap runs and tests Reactive Agent Protocol (RAP) tool servers and the gorap agent runtime.
-
-Usage:
-  rap COMMAND [flags] [arguments]
-
-Commands:
-`)
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-16s %s\n", n, commands[n].summary)
-	}
-	fmt.Fprint(w, "\nRun 'rap COMMAND --help' for a command's flags.\n")
+// usageErrorf returns a usage error (exit status 2) with a message.
+func usageErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
-// newFlagSet returns a flag set whose --help output shows the command's
-// usage line and summary before its flags.
-func newFlagSet(c *command, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("rap "+c.name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s\n", c.usage, c.summary)
-		hasFlags := false
-		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-		if hasFlags {
-			fmt.Fprint(fs.Output(), "\nFlags:\n")
-			fs.PrintDefaults()
-		}
+// newRootCmd builds the whole command tree of rap.
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "rap",
+		Short: "run and test Reactive Agent Protocol (RAP) tool servers and the gorap agent runtime",
+		Long: `rap runs and tests Reactive Agent Protocol (RAP) tool servers and the gorap agent runtime.
+
+Exit status: 0 on success, 1 when the command ran and failed, 2 for a usage
+error (unknown verb or flag, bad flag value or environment variable, wrong
+arguments). Every verb takes --log-level and --log-format.`,
+		Example: `  rap demo                                  # a whole conversation, no API key needed
+  rap serve --model scripted:script.json    # the runtime with a scripted model
+  rap chat                                  # talk to it in the terminal
+  rap example get-time                      # an example tool server
+  rap completion bash > /etc/bash_completion.d/rap`,
+		Version:       versionString(readBuildInfo()),
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Verbs with positional arguments check them themselves, with
+		// messages that say what is wanted.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return a.prepare(cmd) },
 	}
-	return fs
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
+	root.SuggestionsMinimumDistance = 2
+	pf := root.PersistentFlags()
+	a.logLevel, a.logFormat = "info", "text"
+	pf.Var(&enumValue{p: &a.logLevel, allowed: []string{"debug", "info", "warn", "error"}, want: wantLogLevel},
+		"log-level", "least severe log `LEVEL` shown on standard error: debug, info, warn or error")
+	pf.Var(&enumValue{p: &a.logFormat, allowed: []string{"text", "json"}, want: wantLogFormat},
+		"log-format", "log `FORMAT` on standard error: text or json")
+	bindEnv(pf, "log-level", config.EnvLogLevel)
+	bindEnv(pf, "log-format", envLogFormat)
+
+	root.AddCommand(
+		newBenchIdleCmd(a),
+		newBenchRuntimeCmd(a),
+		newBridgeCmd(a),
+		newChatCmd(a),
+		newDemoCmd(a),
+		newDisplayScriptCmd(a),
+		newExampleCmd(a),
+		newInvokeCmd(a),
+		newLoadtestCmd(a),
+		newOutboxCmd(a),
+		newReplayCmd(a),
+		newServeCmd(a),
+		newToolsJSONCmd(a),
+		newValidateCmd(a),
+		newGenDocsCmd(a),
+	)
+	root.SetHelpCommand(newHelpCmd(root))
+	root.InitDefaultCompletionCmd()
+	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("log-format", cobra.FixedCompletions([]string{"text", "json"}, cobra.ShellCompDirectiveNoFileComp))
+	addBuiltinExamples(root)
+	markRunning(root, a)
+	return root
 }
 
-// parseInterspersed parses flags that may appear before, between or after
-// positional arguments, and returns the positional arguments.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
+// markRunning wraps the RunE of every command so that a.ran is set when the
+// command's own code starts, and sends pflag's own notes (a deprecated
+// flag) to standard error.
+func markRunning(c *cobra.Command, a *app) {
+	c.Flags().SetOutput(a.stderr)
+	if run := c.RunE; run != nil {
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			a.ran = true
+			return run(cmd, args)
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return positional, nil
-		}
-		if args[0] == "--" {
-			return append(positional, args[1:]...), nil
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
-		if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
-			// keep consuming positionals until the next flag
-			for len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-				positional = append(positional, args[0])
-				args = args[1:]
+	}
+	for _, sub := range c.Commands() {
+		markRunning(sub, a)
+	}
+}
+
+// prepare runs before every verb: it applies the environment variables
+// behind flags the command line did not set, then builds the logger.
+func (a *app) prepare(cmd *cobra.Command) error {
+	if err := applyEnv(cmd.Flags(), a.getenv); err != nil {
+		return err
+	}
+	log, err := newLogger(a.stderr, a.logLevel, a.logFormat)
+	if err != nil {
+		return err
+	}
+	a.log = log
+	return nil
+}
+
+// newLogger returns a logger writing to w at level in format (text or
+// json); the flags have validated both.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageErrorf("log level %q: %s", level, wantLogLevel)
+	}
+	return newLoggerAt(w, l, format), nil
+}
+
+func newLoggerAt(w io.Writer, l slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logAtLeast returns the logger of --log-level and --log-format, showing
+// nothing below min: the verbs whose --verbose shows only warnings.
+func (a *app) logAtLeast(min slog.Level) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(a.logLevel))
+	return newLoggerAt(a.stderr, max(l, min), a.logFormat)
+}
+
+// newHelpCmd is "rap help [VERB...]": cobra's help verb, except that an
+// unknown verb is a usage error with suggestions, as everywhere else.
+func newHelpCmd(root *cobra.Command) *cobra.Command {
+	return &cobra.Command{
+		Use:     "help [VERB]",
+		Short:   "show the help of rap or of a verb",
+		Example: "  rap help serve\n  rap help bridge mcp\n  rap serve --help",
+		ValidArgsFunction: func(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			c, _, err := root.Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
 			}
-			if len(args) == 0 {
-				return positional, nil
+			var names []cobra.Completion
+			for _, sub := range availableSubcommands(c) {
+				names = append(names, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			c, rest, err := root.Find(args)
+			switch {
+			case err != nil:
+				return usageErrorf("%v", err)
+			case len(rest) > 0:
+				return unknownSubcommand(c, rest, "")
+			}
+			return c.Help()
+		},
+	}
+}
+
+// addBuiltinExamples gives cobra's own verbs (completion) examples, like
+// every other verb.
+func addBuiltinExamples(root *cobra.Command) {
+	for _, c := range root.Commands() {
+		switch c.Name() {
+		case "completion":
+			c.Example = "  rap completion bash > ~/.local/share/bash-completion/completions/rap\n  rap completion zsh > \"${fpath[1]}/_rap\"\n  rap completion fish > ~/.config/fish/completions/rap.fish\n  rap completion powershell | Out-String | Invoke-Expression"
+			for _, sub := range c.Commands() {
+				sub.Example = "  rap completion " + sub.Name()
 			}
 		}
 	}

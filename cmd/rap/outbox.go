@@ -12,29 +12,19 @@ import (
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/rap/durable"
+	"github.com/spf13/cobra"
 )
-
-func init() {
-	register(&command{
-		name:    "outbox",
-		summary: "list, retry or drop the callbacks a tool server stopped delivering (its dead letters)",
-		usage:   "rap outbox [list | retry KEY... | drop KEY...] --store FILE [--json]",
-		run:     runOutbox,
-	})
-}
 
 // outboxListLimit is how many dead letters "rap outbox list" shows.
 const outboxListLimit = durable.MaxDeadLetters
 
-func runOutbox(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["outbox"]
-	fs := newFlagSet(c, stderr)
-	store := fs.String("store", "", "the tool server's rap/durable store file (ServerOptions.Store)")
-	asJSON := fs.Bool("json", false, "list as JSON, one dead letter per line")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: %s
-
-A tool server built with the rap SDK keeps the callbacks it could not
+func newOutboxCmd(a *app) *cobra.Command {
+	var store string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "outbox [list | retry KEY... | drop KEY...] --store FILE [--json]",
+		Short: "list, retry or drop the callbacks a tool server stopped delivering (its dead letters)",
+		Long: `A tool server built with the rap SDK keeps the callbacks it could not
 deliver: those still failing after the maximum retry age
 (RetryPolicy.GiveUpAfter, 24 hours by default) and those the runtime
 refused with a final 4xx answer. With a rap/durable store they are kept in
@@ -48,22 +38,23 @@ Subcommands:
   drop KEY...   forget dead letters
 
 URLs are shown redacted: their query strings and long path segments carry
-tokens.
-
-Examples:
-  rap outbox --store data/tools.db
+tokens.`,
+		Example: `  rap outbox --store data/tools.db
   rap outbox list --store data/tools.db --json
   rap outbox retry --store data/tools.db 4f1c0d2e-...
-  rap outbox drop --store data/tools.db 4f1c0d2e-... 9a7b...
+  rap outbox drop --store data/tools.db 4f1c0d2e-... 9a7b...`,
+		ValidArgs: []string{"list", "retry", "drop"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runOutbox(cmd.Context(), a, store, asJSON, args)
+		},
+	}
+	cmd.Flags().StringVar(&store, "store", "", "the tool server's rap/durable store `FILE` (ServerOptions.Store)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "list as JSON, one dead letter per line")
+	return cmd
+}
 
-Flags:
-`, c.usage)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
+func runOutbox(ctx context.Context, a *app, storeFlag string, asJSONFlag bool, pos []string) error {
+	stdout, stderr, store, asJSON := a.stdout, a.stderr, &storeFlag, &asJSONFlag
 	sub := "list"
 	if len(pos) > 0 {
 		sub, pos = pos[0], pos[1:]

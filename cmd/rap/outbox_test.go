@@ -69,7 +69,7 @@ func TestOutboxVerb(t *testing.T) {
 	if code, _, errOut = runVerb(t, ctx, "outbox", "--store", filepath.Join(t.TempDir(), "missing.db")); code != 1 || !strings.Contains(errOut, "missing.db") {
 		t.Errorf("missing store: exit %d, %s", code, errOut)
 	}
-	if code, _, errOut = runVerb(t, ctx, "outbox", "--help"); code != 0 || !strings.Contains(errOut, "Examples:") {
-		t.Errorf("--help: exit %d, %s", code, errOut)
+	if code, out, _ := runVerb(t, ctx, "outbox", "--help"); code != 0 || !strings.Contains(out, "Examples:") {
+		t.Errorf("--help: exit %d, %s", code, out)
 	}
 }

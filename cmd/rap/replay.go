@@ -3,33 +3,33 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 
 	"github.com/gorap/gorap/bridge/toolsjson"
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(&command{
-		name:    "replay",
-		summary: "serve a tools.json bundle from a recorded trace: recorded calls get their recorded results, nothing runs",
-		usage:   "rap replay TRACE --bundle PATH [--listen ADDR]",
-		run:     runReplay,
-	})
+func newReplayCmd(a *app) *cobra.Command {
+	var f toolsJSONFlags
+	var bundle, listen string
+	cmd := &cobra.Command{
+		Use:   "replay TRACE --bundle PATH [flags]",
+		Short: "serve a tools.json bundle from a recorded trace: recorded calls get their recorded results, nothing runs",
+		Example: `  rap replay ~/.local/share/rap/toolsjson/traces/2026-11-23T10-00-00.jsonl --bundle agents/weather
+  rap replay trace.jsonl --bundle agents/weather --listen 127.0.0.1:3102`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReplay(cmd.Context(), a, f, bundle, listen, args)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&bundle, "bundle", "", "the bundle `PATH` (directory or tools.json) the trace was recorded with")
+	fs.StringVar(&listen, "listen", "127.0.0.1:3101", "`ADDR` to listen on")
+	f.register(fs, a.getenv)
+	return cmd
 }
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["replay"]
-	fs := newFlagSet(c, stderr)
-	bundle := fs.String("bundle", "", "the bundle `PATH` (directory or tools.json) the trace was recorded with")
-	listen := fs.String("listen", "127.0.0.1:3101", "`ADDR` to listen on")
-	var f toolsJSONFlags
-	f.register(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
+func runReplay(ctx context.Context, a *app, f toolsJSONFlags, bundleFlag, listenFlag string, pos []string) error {
+	stdout, bundle, listen := a.stdout, &bundleFlag, &listenFlag
 	if len(pos) != 1 || *bundle == "" {
 		return fmt.Errorf("%w: want one TRACE file and --bundle PATH", errUsage)
 	}
@@ -37,7 +37,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := a.log
 	s, b, closeFn, err := toolsJSONServer(*bundle, f, log, rp, stdout)
 	if err != nil {
 		return err

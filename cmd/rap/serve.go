@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,17 +19,8 @@ import (
 	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/config"
-	"github.com/gorap/gorap/runtime/store/sqlite"
+	"github.com/gorap/gorap/webui"
 )
-
-func init() {
-	register(&command{
-		name:    "serve",
-		summary: "run the agent runtime: client API, tool dispatch and callbacks",
-		usage:   "rap serve [--config FILE] [--listen ADDR] [--insecure] [--public-url URL] [--data-dir DIR] [--model PROVIDER:MODEL]",
-		run:     runServe,
-	})
-}
 
 // storeFile is the name of the SQLite store inside the data dir.
 const storeFile = "runtime.db"
@@ -38,30 +28,6 @@ const storeFile = "runtime.db"
 // shutdownGrace bounds how long "rap serve" waits for work in flight when
 // it is asked to stop.
 const shutdownGrace = 10 * time.Second
-
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["serve"]
-	s, err := config.FromEnv(getenvOS)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	fs := newFlagSet(c, stderr)
-	s.RegisterFlags(fs)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, pos[0])
-	}
-	if err := useProjectDataDir(&s, fs); err != nil {
-		return err
-	}
-	if err := s.Check(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return serve(ctx, s, stdout, stderr, nil)
-}
 
 // server is a running "rap serve": the runtime, its store and its HTTP
 // server. serve builds one; tests use its fields.
@@ -78,7 +44,11 @@ type server struct {
 // once the HTTP server accepts connections.
 func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, ready func(*server)) error {
 	level, _ := config.ParseLogLevel(s.LogLevel)
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	return serveLogged(ctx, s, newLoggerAt(stderr, level, "text"), stdout, ready)
+}
+
+// serveLogged is serve with the logger of --log-level and --log-format.
+func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdout io.Writer, ready func(*server)) error {
 
 	dir, err := os.Getwd()
 	if err != nil {
@@ -128,15 +98,11 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if err := privfile.MkdirAll(s.DataDir); err != nil {
 		return fmt.Errorf("create data dir %s: %w (pass --data-dir DIR to use another)", s.DataDir, err)
 	}
-	st, err := sqlite.Open(filepath.Join(s.DataDir, storeFile))
-	if err != nil {
-		return storeOpenError(s.DataDir, err)
-	}
-	defer st.Close()
-	secret, err := runtime.LoadOrCreateSecret(s.DataDir)
+	st, secret, storeLabel, err := openServeStore(ctx, s)
 	if err != nil {
 		return err
 	}
+	defer st.Close()
 
 	ln, err := net.Listen("tcp", s.Listen)
 	if err != nil {
@@ -162,6 +128,7 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 		ToolServers:               toolServers,
 		PublicURL:                 publicURL,
 		Secret:                    secret,
+		KeysFromStore:             true, // issue 14 item 5: shared by every process of the store
 		HTTPClient:                hc,
 		Logger:                    log,
 		System:                    s.System,
@@ -188,6 +155,11 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	if s.Token != "" {
 		handler = requireToken(handler, s.Token)
 	}
+	// The web UI at "/" (issue 15 item 3): static assets, no token; the
+	// page sends the token on its API requests.
+	handler = webui.WithAPI(handler)
+	// Health and readiness probes (issue 14 item 7), without the token.
+	handler = rt.WithHealth(handler)
 	// Read, write and idle timeouts, a header limit and a connection cap
 	// (issue 9 item 15); event streams set their own write deadlines.
 	var limits runtime.ServerLimits
@@ -201,7 +173,9 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 	fmt.Fprintf(stdout, "rap serve: listening on %s\n", listenURL)
 	fmt.Fprintf(stdout, "  model:        %s\n", info.Model)
 	fmt.Fprintf(stdout, "  callbacks:    %s/rap/callback/…\n", publicURL)
+	fmt.Fprintf(stdout, "  web UI:       %s/\n", listenURL)
 	fmt.Fprintf(stdout, "  data dir:     %s\n", s.DataDir)
+	fmt.Fprintf(stdout, "  store:        %s\n", storeLabel)
 	if len(used) == 0 {
 		fmt.Fprintf(stdout, "  tool servers: none (no config file found; see docs/config.md)\n")
 	} else {
@@ -321,4 +295,11 @@ func displayText(toolName, script string, args json.RawMessage) string {
 // tokens and the model providers' API keys.
 func knownSecrets(s config.Settings) []string {
 	return []string{s.Token, s.ToolToken, getenvOS("ANTHROPIC_API_KEY"), getenvOS("OPENAI_API_KEY")}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }

@@ -1,16 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,9 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gorap/gorap/rap"
-	"github.com/gorap/gorap/runtime/config"
 )
 
 // commandEntry is a toolset_command entry that runs this test binary as
@@ -124,11 +114,11 @@ func TestServeToolsetCommand(t *testing.T) {
 			var th struct {
 				ID string `json:"id"`
 			}
-			postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
+			th.ID = createThread(t, info.URL)
 			id = th.ID
 		}
 		before := len(getHistoryAuth(t, info.URL, id, ""))
-		postJSON(t, info.URL+"/v1/threads/"+id+"/messages", map[string]string{"text": "Time in Tokyo?"}, nil)
+		sendMessage(t, info.URL, id, "Time in Tokyo?")
 		defer func() {
 			if t.Failed() {
 				t.Logf("history of %s: %s", id, jsonString(getHistoryAuth(t, info.URL, id, "")))
@@ -164,82 +154,6 @@ func TestServeToolsetCommand(t *testing.T) {
 		waitFor(t, "pid "+strconv.Itoa(pid)+" to be gone", func() bool { return processGone(pid) })
 	}
 	wantLines(t, stderr.String(), `msg="toolset_command stopped" toolset_command=clock pid=`+strconv.Itoa(pids[len(pids)-1]))
-}
-
-// issue 10 item 2: a program that runs but never prints its port is
-// reported, naming the contract, and killed with its process group once
-// the start timeout passes.
-func TestCommandStartTimeout(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep program")
-	}
-	old := commandStartTimeout
-	commandStartTimeout = 300 * time.Millisecond
-	t.Cleanup(func() { commandStartTimeout = old })
-	sup := newCommandSupervisor(config.ToolSet{Source: "rap.json: tool_sets[0]", Command: &config.ToolsetCommand{Name: "quiet", Argv: []string{sleep, "60"}}}, t.TempDir(), slog.New(slog.DiscardHandler))
-	err = sup.start(context.Background())
-	if err == nil || !strings.Contains(err.Error(), `printed no {"port": N} line within 300ms`) {
-		t.Fatalf("start error = %v, want the missing port line named", err)
-	}
-	if sup.proc != nil {
-		t.Errorf("a program that never reported its port must not be kept")
-	}
-}
-
-// The port line is the reference runtime's JSON object; anything else is
-// not taken for it.
-func TestParsePortLine(t *testing.T) {
-	for line, want := range map[string]int{`{"port": 4242}`: 4242, ` {"port":1} `: 1, `{"port": 0}`: 0, `{"port": 70000}`: 0, `listening on 4242`: 0, `{"addr": 3}`: 0, `{"port": "80"}`: 0} {
-		got, ok := parsePortLine(line)
-		if ok != (want != 0) || got != want {
-			t.Errorf("parsePortLine(%q) = %d, %v; want %d", line, got, ok, want)
-		}
-	}
-}
-
-// issue 10 item 2: the stable name forwards to the program's current
-// port with the runtime's bearer token; a manifest whose endpoint names
-// the program's own loopback port is rewritten to the stable name; while
-// the program is down the name answers 503.
-func TestCommandProxy(t *testing.T) {
-	var gotAuth, gotHost string
-	var port string
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		gotAuth, gotHost = r.Header.Get("Authorization"), r.Host
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"name":"x","endpoint":"http://127.0.0.1:%s/invoke","tools":[]}`, port)
-	}))
-	defer ts.Close()
-	u, _ := url.Parse(ts.URL)
-	port = u.Port()
-	sup := &commandSupervisor{name: "x", host: "x.cmd.rap.invalid", log: slog.New(slog.DiscardHandler)}
-	h := sup.proxy("tok")
-
-	get := func() *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "http://x.cmd.rap.invalid"+rap.WellKnownPath, nil)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec
-	}
-	if rec := get(); rec.Code != http.StatusServiceUnavailable {
-		t.Errorf("while down: status %d, want 503", rec.Code)
-	}
-	n, _ := strconv.Atoi(port)
-	sup.port.Store(int32(n))
-	rec := get()
-	var m struct {
-		Endpoint string `json:"endpoint"`
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || rec.Code != http.StatusOK {
-		t.Fatalf("status %d, body %s: %v", rec.Code, rec.Body, err)
-	}
-	if m.Endpoint != "http://x.cmd.rap.invalid/invoke" {
-		t.Errorf("endpoint = %q, want it on the stable name", m.Endpoint)
-	}
-	if gotAuth != "Bearer tok" || gotHost != "x.cmd.rap.invalid" {
-		t.Errorf("program got Authorization %q and Host %q", gotAuth, gotHost)
-	}
 }
 
 // issue 10 item 2: a "rap serve" process stopped with SIGTERM stops its

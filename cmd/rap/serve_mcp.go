@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/gorap/gorap/bridge/mcp"
+	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/rap/durable"
 	"github.com/gorap/gorap/runtime/config"
 )
 
@@ -24,6 +29,7 @@ const mcpBridgeHostSuffix = ".mcp.rap.invalid"
 type mcpBridges struct {
 	byHost map[string]*mcp.Bridge
 	urls   []string
+	stores []*durable.Store // closed after the bridges stop
 }
 
 // startMCPBridges starts a bridge for each MCP entry of the tool-server
@@ -37,10 +43,11 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 	}
 	entries := f.MCPServers()
 	started := make([]*mcp.Bridge, len(entries))
+	stores := make([]*durable.Store, len(entries))
 	errs := make([]error, len(entries))
 	var wg sync.WaitGroup
 	for i, e := range entries {
-		wg.Go(func() { started[i], errs[i] = startMCPBridge(ctx, e, sampler, log) })
+		wg.Go(func() { started[i], stores[i], errs[i] = startMCPBridge(ctx, e, s.DataDir, sampler, log) })
 	}
 	wg.Wait()
 	for i, e := range entries {
@@ -50,6 +57,9 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 			continue
 		}
 		b := started[i]
+		if stores[i] != nil {
+			m.stores = append(m.stores, stores[i])
+		}
 		host := e.MCP.Name + mcpBridgeHostSuffix
 		m.byHost[host] = b
 		m.urls = append(m.urls, "http://"+host)
@@ -62,8 +72,11 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 	return m
 }
 
-// startMCPBridge starts the bridge of one config entry.
-func startMCPBridge(ctx context.Context, e config.ToolSet, sampler model.Provider, log *slog.Logger) (*mcp.Bridge, error) {
+// startMCPBridge starts the bridge of one config entry. With a data dir,
+// the bridge keeps its callbacks and resource subscriptions in the
+// durable store DATADIR/mcp/NAME.db, so that subscriptions survive a
+// restart of rap serve (issue 10 item 8).
+func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampler model.Provider, log *slog.Logger) (_ *mcp.Bridge, _ *durable.Store, err error) {
 	c := e.MCP
 	opts := mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.Prefix, Logger: log, SamplingModel: sampler}
 	keys := make([]string, 0, len(c.Env))
@@ -74,14 +87,35 @@ func startMCPBridge(ctx context.Context, e config.ToolSet, sampler model.Provide
 	for _, k := range keys {
 		opts.Env = append(opts.Env, k+"="+c.Env[k])
 	}
+	if c.OAuth != nil {
+		if opts.OAuth, err = mcpOAuthOptions(c.OAuth, dataDir); err != nil {
+			return nil, nil, err
+		}
+	}
+	var st *durable.Store
+	if dataDir != "" {
+		dir := filepath.Join(dataDir, "mcp")
+		if err := privfile.MkdirAll(dir); err != nil {
+			return nil, nil, fmt.Errorf("creating %s for the bridge's store: %w", dir, err)
+		}
+		if st, err = durable.Open(filepath.Join(dir, c.Name+".db")); err != nil {
+			return nil, nil, fmt.Errorf("opening the bridge's store: %w", err)
+		}
+		defer func() {
+			if err != nil {
+				_ = st.Close()
+			}
+		}()
+		opts.Server.Store = st
+	}
 	b, err := mcp.New(opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := b.Start(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return b, nil
+	return b, st, nil
 }
 
 // shutdown stops every bridge and its MCP server.
@@ -93,4 +127,29 @@ func (m *mcpBridges) shutdown() {
 		wg.Go(func() { _ = b.Shutdown(ctx) })
 	}
 	wg.Wait()
+	for _, st := range m.stores {
+		_ = st.Close()
+	}
+}
+
+// mcpOAuthOptions are the bridge's OAuth options for an http_mcp_server
+// entry with "oauth" (issue 10 item 10): tokens in DATADIR/mcp-tokens,
+// the redirect endpoint on a listener of the bridge's own, since the
+// browser cannot reach the in-process bridge.
+func mcpOAuthOptions(o *config.MCPOAuth, dataDir string) (*mcp.OAuthOptions, error) {
+	if dataDir == "" {
+		return nil, errors.New(`"oauth" needs a data dir to keep the users' tokens in; pass --data-dir`)
+	}
+	listen := o.Listen
+	if listen == "" && o.RedirectURL != "" {
+		u, err := url.Parse(o.RedirectURL)
+		if err != nil || u.Port() == "" || !loopbackAddr(u.Host) {
+			return nil, fmt.Errorf(`"oauth": redirect_url %q is not a loopback address with a port; set "listen" to the address that URL is forwarded to`, o.RedirectURL)
+		}
+		listen = u.Host
+	}
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	return &mcp.OAuthOptions{TokenDir: filepath.Join(dataDir, "mcp-tokens"), RedirectURL: o.RedirectURL, CallbackListen: listen}, nil
 }

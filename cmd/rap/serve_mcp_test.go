@@ -5,7 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/gorap/gorap/runtime/config"
 )
 
 const mcpEchoScript = `{"turns": [
@@ -41,9 +44,14 @@ func TestServeMCPEntries(t *testing.T) {
 	var th struct {
 		ID string `json:"id"`
 	}
-	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
-	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "Echo please"}, nil)
+	th.ID = createThread(t, info.URL)
+	sendMessage(t, info.URL, th.ID, "Echo please")
 	waitAnswer(t, info.URL, th.ID, "Result: hello from MCP")
+	// issue 10 item 8: the bridge keeps its subscriptions in a durable
+	// store in the data dir, so they survive a restart.
+	if _, err := os.Stat(filepath.Join(s.DataDir, "mcp", "echoer.db")); err != nil {
+		t.Errorf("no durable store for the bridge: %v", err)
+	}
 }
 
 const everythingSumScript = `{"turns": [
@@ -81,7 +89,48 @@ func TestServeMCPEverything(t *testing.T) {
 	var th struct {
 		ID string `json:"id"`
 	}
-	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
-	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "Sum please"}, nil)
+	th.ID = createThread(t, info.URL)
+	sendMessage(t, info.URL, th.ID, "Sum please")
 	waitAnswer(t, info.URL, th.ID, "Result: The sum of 2 and 40 is 42.")
+}
+
+// issue 10 item 10: an http_mcp_server entry with "oauth" is bridged with
+// the MCP authorization flow: before any user has signed in it serves
+// the sign_in tool (whose call shows the user a link), and it keeps the
+// users' tokens under the data dir.
+func TestServeMCPOAuthEntry(t *testing.T) {
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "rap.json")
+	data := `{"tool_sets": [{"type": "http_mcp_server", "name": "linear", "url": "http://127.0.0.1:1/mcp", "prefix": "lin_", "oauth": {}}]}`
+	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := baseSettings(t, "scripted:"+writeScript(t, dir, mcpEchoScript), cfg)
+	_, stdout, _, _ := runningServe(t, s)
+	wantLines(t, stdout.String(), `rap serve: MCP server "linear" bridged in process: 1 tools`)
+	for _, c := range []struct {
+		o       config.MCPOAuth
+		listen  string
+		wantErr string
+	}{
+		{config.MCPOAuth{}, "127.0.0.1:0", ""},
+		{config.MCPOAuth{RedirectURL: "http://127.0.0.1:8976/oauth/callback"}, "127.0.0.1:8976", ""},
+		{config.MCPOAuth{RedirectURL: "https://rap.example.com/oauth/callback"}, "", `set "listen"`},
+		{config.MCPOAuth{RedirectURL: "https://rap.example.com/oauth/callback", Listen: "127.0.0.1:9000"}, "127.0.0.1:9000", ""},
+	} {
+		got, err := mcpOAuthOptions(&c.o, s.DataDir)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("%+v: error %v, want %q", c.o, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.CallbackListen != c.listen || got.TokenDir != filepath.Join(s.DataDir, "mcp-tokens") {
+			t.Errorf("%+v: options %+v, %v", c.o, got, err)
+		}
+	}
+	if _, err := mcpOAuthOptions(&config.MCPOAuth{}, ""); err == nil {
+		t.Error("oauth without a data dir accepted")
+	}
 }

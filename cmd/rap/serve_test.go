@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -41,7 +40,7 @@ func (s *syncBuffer) String() string {
 // provider environment.
 func clearRAPEnv(t *testing.T) {
 	for _, k := range []string{config.EnvConfig, config.EnvListen, config.EnvPublicURL, config.EnvDataDir, config.EnvModel,
-		config.EnvToken, config.EnvToolToken, config.EnvLogLevel, config.EnvSystem, config.EnvToolTimeout, config.EnvMaxSubscriptions,
+		config.EnvToken, config.EnvToolToken, config.EnvLogLevel, envLogFormat, config.EnvSystem, config.EnvToolTimeout, config.EnvMaxSubscriptions, config.EnvStore,
 		"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"} {
 		t.Setenv(k, "")
 	}
@@ -141,20 +140,7 @@ func waitAnswer(t *testing.T, base, thread, want string) []store.Message {
 
 func getHistoryAuth(t *testing.T, base, thread, token string) []store.Message {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+"/v1/threads/"+thread+"/messages", nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET history: %s: %s", resp.Status, body)
-	}
-	msgs, err := decodeHistory(body)
+	msgs, err := rapClient(t, base, token).History(context.Background(), thread)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,8 +164,8 @@ func TestServeScripted(t *testing.T) {
 	var th struct {
 		ID string `json:"id"`
 	}
-	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
-	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "Time in Tokyo?"}, nil)
+	th.ID = createThread(t, info.URL)
+	sendMessage(t, info.URL, th.ID, "Time in Tokyo?")
 	msgs := waitAnswer(t, info.URL, th.ID, "+09:00")
 	if len(msgs) != 4 {
 		t.Errorf("history has %d messages, want user, call, result, answer: %s", len(msgs), jsonString(msgs))
@@ -239,7 +225,7 @@ func TestServeConfigErrors(t *testing.T) {
 			[]string{config.EnvToolTimeout}},
 		{"extra argument", []string{"now"}, nil, 2, []string{`unexpected argument "now"`}},
 		{"bad max subscriptions env", []string{"--model", "scripted:" + script}, map[string]string{config.EnvMaxSubscriptions: "lots"}, 2,
-			[]string{config.EnvMaxSubscriptions + `="lots"`}},
+			[]string{`invalid value "lots" for ` + config.EnvMaxSubscriptions}},
 		{"negative max subscriptions", []string{"--model", "scripted:" + script, "--max-subscriptions", "-1"}, nil, 2,
 			[]string{"max subscriptions -1", "--max-subscriptions N"}},
 	}
@@ -325,8 +311,8 @@ func TestServeToolToken(t *testing.T) {
 	var th struct {
 		ID string `json:"id"`
 	}
-	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
-	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "Tokyo please"}, nil)
+	th.ID = createThread(t, info.URL)
+	sendMessage(t, info.URL, th.ID, "Tokyo please")
 	waitAnswer(t, info.URL, th.ID, "+09:00")
 	if strings.Contains(stderr.String(), "tool-secret") {
 		t.Error("the tool token appears in the log")
@@ -336,8 +322,8 @@ func TestServeToolToken(t *testing.T) {
 	// sees an error result (RAP TR-4).
 	s2 := baseSettings(t, "scripted:"+writeScript(t, t.TempDir(), tokyoScript), writeConfig(t, t.TempDir(), tools))
 	info2, _, _, _ := runningServe(t, s2)
-	postJSON(t, info2.URL+"/v1/threads", struct{}{}, &th)
-	postJSON(t, info2.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "Tokyo please"}, nil)
+	th.ID = createThread(t, info2.URL)
+	sendMessage(t, info2.URL, th.ID, "Tokyo please")
 	msgs := waitAnswer(t, info2.URL, th.ID, "Result: ")
 	found := false
 	for _, m := range msgs {
@@ -404,7 +390,7 @@ func TestServeHelp(t *testing.T) {
 	if code := run(context.Background(), []string{"serve", "--help"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	wantLines(t, errOut.String(), "-config FILE", "-listen ADDR", "-public-url URL", "-data-dir DIR", "-model PROVIDER:MODEL", "-log-level", config.EnvToken)
+	wantLines(t, out.String(), "-config FILE", "-listen ADDR", "-public-url URL", "-data-dir DIR", "-model PROVIDER:MODEL", "-log-level", config.EnvToken)
 }
 
 // RAP SU-8: --max-subscriptions reaches the runtime: with a limit of 1,
@@ -420,18 +406,12 @@ func TestServeMaxSubscriptions(t *testing.T) {
   {"when": {"last_input": "tool_result"}, "text": "Both answered."},
   {"text": "ok", "repeat": true}
 ]}`)
-	var errOut bytes.Buffer
 	args := []string{"--config", writeConfig(t, dir, startGettime(t, nil)), "--model", "scripted:" + script,
 		"--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--max-subscriptions", "1"}
-	// Parse the flags as runServe does, then serve in-process.
-	s, err := config.FromEnv(getenvOS)
+	// Parse the flags as rap serve does, then serve in-process.
+	s, err := serveSettingsFor(args...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	fs := newFlagSet(commands["serve"], &errOut)
-	s.RegisterFlags(fs)
-	if _, err := parseInterspersed(fs, args); err != nil {
-		t.Fatalf("flags: %v\n%s", err, errOut.String())
+		t.Fatalf("flags: %v", err)
 	}
 	if s.MaxSubscriptions != 1 {
 		t.Fatalf("--max-subscriptions 1 parsed as %d", s.MaxSubscriptions)
@@ -440,8 +420,8 @@ func TestServeMaxSubscriptions(t *testing.T) {
 	var th struct {
 		ID string `json:"id"`
 	}
-	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
-	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "two clocks please"}, nil)
+	th.ID = createThread(t, info.URL)
+	sendMessage(t, info.URL, th.ID, "two clocks please")
 	msgs := waitAnswer(t, info.URL, th.ID, "Both answered.")
 	var subscribed, refused int
 	for _, m := range msgs {

@@ -3,35 +3,24 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/gorap/gorap/bridge/toolsjson"
 	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/spf13/pflag"
 )
 
 // This file holds what "rap bridge toolsjson", "rap replay", "rap serve"
 // (tools_json entries) and "rap validate" share for tools.json bundles,
 // and the "rap toolsjson" verb (issue 12).
-
-func init() {
-	register(&command{
-		name:    "toolsjson",
-		summary: "author tools.json bundles: init DIR writes an empty signed bundle, digest DIR re-pins tools.json",
-		usage:   "rap toolsjson init|digest DIR",
-		run:     runToolsJSON,
-	})
-}
 
 // toolsJSONFlags are the flags of the verbs that serve a bundle.
 type toolsJSONFlags struct {
@@ -45,14 +34,14 @@ type toolsJSONFlags struct {
 	timeout       time.Duration
 }
 
-func (f *toolsJSONFlags) register(fs *flag.FlagSet) {
+func (f *toolsJSONFlags) register(fs *pflag.FlagSet, getenv func(string) string) {
 	fs.BoolVar(&f.allowUnsigned, "allow-unsigned", false, "DEVELOPMENT ONLY: serve a bundle whose tools.json digest is missing from or differs from manifest.toml")
 	fs.BoolVar(&f.noConfirm, "no-confirm", false, "run requires_confirmation tools without asking the user (security.confirm_external_actions = false)")
 	fs.StringVar(&f.secretsFile, "secrets-file", "", "`FILE` of \"ID = VALUE\" secret lines, mode 600")
 	fs.StringVar(&f.secretCommand, "secret-command", "", "`PROGRAM` run with a secret id as its last argument; its output is the value")
 	fs.StringVar(&f.secretPrefix, "secret-env-prefix", "", "`PREFIX` of the environment variables secrets are read from (PREFIX + ID upper-cased, non-alphanumerics as _)")
-	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir(getenvOS), "`DIR` for traces (DIR/toolsjson/traces) and the audit log (DIR/toolsjson/audit.jsonl)")
-	fs.StringVar(&f.token, "token", os.Getenv(config.EnvToolToken), "bearer `TOKEN` the runtime must send (default $"+config.EnvToolToken+")")
+	fs.StringVar(&f.dataDir, "data-dir", config.DefaultDataDir(getenv), "`DIR` for traces (DIR/toolsjson/traces) and the audit log (DIR/toolsjson/audit.jsonl)")
+	addToolTokenFlag(fs, &f.token, "bearer `TOKEN` the runtime must send")
 	fs.DurationVar(&f.timeout, "timeout", toolsjson.DefaultTimeout, "bound of one tool call without a timeout_ms of its own")
 }
 
@@ -158,94 +147,33 @@ func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, 
 	return urls, stop, nil
 }
 
-func runToolsJSON(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["toolsjson"]
-	fs := newFlagSet(c, stderr)
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
+// toolsJSONInit writes an empty tools.json in dir and pins its digest.
+func toolsJSONInit(dir string, stdout io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if len(pos) != 2 || (pos[0] != "init" && pos[0] != "digest") {
-		return fmt.Errorf("%w: want init DIR or digest DIR", errUsage)
+	p := filepath.Join(dir, toolsjson.ToolsFile)
+	if _, err := os.Stat(p); err == nil {
+		return fmt.Errorf("%s already exists; use 'rap toolsjson digest %s' to re-pin it", p, dir)
 	}
-	dir := pos[1]
-	switch pos[0] {
-	case "init":
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		p := filepath.Join(dir, toolsjson.ToolsFile)
-		if _, err := os.Stat(p); err == nil {
-			return fmt.Errorf("%s already exists; use 'rap toolsjson digest %s' to re-pin it", p, dir)
-		}
-		if err := os.WriteFile(p, []byte("{\n  \"version\": 1,\n  \"tools\": []\n}\n"), 0o644); err != nil {
-			return err
-		}
-		if err := writeDigest(dir); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "wrote %s (version 1, no tools) and pinned its BLAKE3 digest in %s\n", p, filepath.Join(dir, toolsjson.ManifestFile))
-	case "digest":
-		if err := writeDigest(dir); err != nil {
-			return err
-		}
-		data, _ := os.ReadFile(filepath.Join(dir, toolsjson.ToolsFile))
-		fmt.Fprintf(stdout, "pinned tools.json BLAKE3 %s in %s\n", toolsjson.Digest(data), filepath.Join(dir, toolsjson.ManifestFile))
+	if err := os.WriteFile(p, []byte("{\n  \"version\": 1,\n  \"tools\": []\n}\n"), 0o644); err != nil {
+		return err
 	}
+	if err := toolsjson.PinDigest(dir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s (version 1, no tools) and pinned its BLAKE3 digest in %s\n", p, filepath.Join(dir, toolsjson.ManifestFile))
 	return nil
 }
 
-// artifactsTools finds the [artifacts.tools] table and its blake3 line.
-var (
-	artifactsToolsHeader = regexp.MustCompile(`(?m)^\s*\[\s*artifacts\.tools\s*\]\s*(#.*)?$`)
-	anyHeader            = regexp.MustCompile(`(?m)^\s*\[`)
-	blake3Line           = regexp.MustCompile(`(?m)^\s*blake3\s*=.*$`)
-)
-
-// writeDigest pins the BLAKE3 digest of DIR/tools.json in
-// DIR/manifest.toml, creating the manifest or its [artifacts.tools] table
-// when missing and leaving the rest of the file as it is.
-func writeDigest(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, toolsjson.ToolsFile))
-	if err != nil {
-		return fmt.Errorf("%w; run 'rap toolsjson init %s' to create one", err, dir)
-	}
-	sum := toolsjson.Digest(data)
-	mp := filepath.Join(dir, toolsjson.ManifestFile)
-	old, err := os.ReadFile(mp)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+// toolsJSONDigest re-pins the digest of dir/tools.json in its manifest.
+func toolsJSONDigest(dir string, stdout io.Writer) error {
+	if err := toolsjson.PinDigest(dir); err != nil {
 		return err
 	}
-	text := string(old)
-	line := fmt.Sprintf("blake3 = %q", sum)
-	loc := artifactsToolsHeader.FindStringIndex(text)
-	switch {
-	case loc == nil:
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			text += "\n"
-		}
-		if text != "" {
-			text += "\n"
-		}
-		text += "[artifacts.tools]\npath = \"tools.json\"\n" + line + "\nversion = 1\n"
-	default:
-		start := loc[1]
-		end := len(text)
-		if next := anyHeader.FindStringIndex(text[start:]); next != nil {
-			end = start + next[0]
-		}
-		table := text[start:end]
-		if blake3Line.MatchString(table) {
-			table = blake3Line.ReplaceAllLiteralString(table, line)
-		} else {
-			table = "\n" + line + strings.TrimPrefix(table, "\n")
-			if !strings.HasPrefix(table, "\n") {
-				table = "\n" + table
-			}
-		}
-		text = text[:start] + table + text[end:]
-	}
-	return os.WriteFile(mp, []byte(text), 0o644)
+	data, _ := os.ReadFile(filepath.Join(dir, toolsjson.ToolsFile))
+	fmt.Fprintf(stdout, "pinned tools.json BLAKE3 %s in %s\n", toolsjson.Digest(data), filepath.Join(dir, toolsjson.ManifestFile))
+	return nil
 }
 
 // isToolsJSON reports whether a "rap validate" argument is a tools.json

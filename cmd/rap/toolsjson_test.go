@@ -18,6 +18,7 @@ import (
 	"github.com/gorap/gorap/bridge/toolsjson"
 	"github.com/gorap/gorap/examples/toolsjson/weatherapi/api"
 	"github.com/gorap/gorap/raptest"
+	"github.com/gorap/gorap/runtime/store"
 )
 
 const demoKey = "wk-7f3e0c9a-secret-value"
@@ -43,7 +44,7 @@ func copyExampleBundle(t *testing.T, apiURL string) string {
 			t.Fatal(err)
 		}
 	}
-	if err := writeDigest(dst); err != nil {
+	if err := toolsjson.PinDigest(dst); err != nil {
 		t.Fatal(err)
 	}
 	return dst
@@ -120,7 +121,7 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
     {"id": "notes.fail", "description": "Always fails.", "transport": {"kind": "exec", "command": "`+failing+`"},
      "input_schema": {"type": "object"}, "result_schema": {"type": "object"}},`), 1)
 	os.WriteFile(tp, data, 0o644)
-	if err := writeDigest(dir); err != nil {
+	if err := toolsjson.PinDigest(dir); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("DEMO_WEATHER_API_KEY", demoKey)
@@ -213,7 +214,7 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
 	doc.Tools = doc.Tools[1:2] // notes.echo only
 	data, _ = json.Marshal(doc)
 	os.WriteFile(filepath.Join(small, "tools.json"), data, 0o644)
-	writeDigest(small)
+	toolsjson.PinDigest(small)
 	go func() {
 		rdone <- run(rctx, []string{"replay", ts[0], "--bundle", small, "--listen", "127.0.0.1:0", "--data-dir", dataDir}, rout, io.Discard)
 	}()
@@ -271,39 +272,31 @@ func TestServeToolsJSONEntry(t *testing.T) {
 	var th struct {
 		ID string `json:"id"`
 	}
-	postJSON(t, info.URL+"/v1/threads", struct{}{}, &th)
+	th.ID = createThread(t, info.URL)
 	answer := func(selected int, want string) {
-		postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "weather in Paris?"}, nil)
-		var choices struct {
-			Choices []struct {
-				CallID   string   `json:"call_id"`
-				ToolName string   `json:"tool_name"`
-				Prompt   string   `json:"prompt"`
-				Choices  []string `json:"choices"`
-				Default  int      `json:"default"`
-			} `json:"choices"`
-		}
+		sendMessage(t, info.URL, th.ID, "weather in Paris?")
+		var choices []store.Choice
 		deadline := time.Now().Add(30 * time.Second)
-		for len(choices.Choices) == 0 {
+		for len(choices) == 0 {
 			if time.Now().After(deadline) {
 				t.Fatalf("no user choice; stderr:\n%s", stderr)
 			}
 			time.Sleep(20 * time.Millisecond)
-			resp, err := http.Get(info.URL + "/v1/threads/" + th.ID + "/choices")
-			if err != nil {
+			var err error
+			if choices, err = rapClient(t, info.URL, "").Choices(context.Background(), th.ID); err != nil {
 				t.Fatal(err)
 			}
-			json.NewDecoder(resp.Body).Decode(&choices)
-			resp.Body.Close()
 		}
-		c := choices.Choices[0]
+		c := choices[0]
 		if c.ToolName != "weather_lookup" || strings.Join(c.Choices, "/") != "Allow/Deny" || c.Default != 1 || !strings.Contains(c.Prompt, `"city":"Paris"`) {
 			t.Fatalf("choice %+v", c)
 		}
 		if hits.Load() != 0 && selected == 1 {
 			t.Fatal("the tool ran before the user chose")
 		}
-		postJSON(t, info.URL+"/v1/threads/"+th.ID+"/choices/"+c.CallID, map[string]int{"selected": selected}, nil)
+		if _, err := rapClient(t, info.URL, "").AnswerChoice(context.Background(), th.ID, c.CallID, selected); err != nil {
+			t.Fatal(err)
+		}
 		waitAnswer(t, info.URL, th.ID, want)
 	}
 	answer(1, "the user denied running tool")
@@ -315,7 +308,7 @@ func TestServeToolsJSONEntry(t *testing.T) {
 		t.Fatalf("api hits %d", hits.Load())
 	}
 	// The exec tool: no confirmation needed, its result reaches the model.
-	postJSON(t, info.URL+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "note this"}, nil)
+	sendMessage(t, info.URL, th.ID, "note this")
 	waitAnswer(t, info.URL, th.ID, `Result: {"note":"buy milk"}`)
 	msgs := getHistoryAuth(t, info.URL, th.ID, "")
 	if err := stop(); err != nil {
@@ -347,7 +340,7 @@ func TestServeRefusesInvalidBundle(t *testing.T) {
 	bundle := filepath.Join(dir, "agents", "bad")
 	os.MkdirAll(bundle, 0o755)
 	os.WriteFile(filepath.Join(bundle, "tools.json"), []byte(`{"version":3,"tools":[]}`), 0o644)
-	if err := writeDigest(bundle); err != nil {
+	if err := toolsjson.PinDigest(bundle); err != nil {
 		t.Fatal(err)
 	}
 	cfg := filepath.Join(dir, "rap.json")

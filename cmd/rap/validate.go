@@ -4,62 +4,57 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gorap/gorap/display"
 	"io"
 	"net/http"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/gorap/gorap/rap"
-)
+	"github.com/gorap/gorap/display"
 
-func init() {
-	register(&command{
-		name:    "validate",
-		summary: "check a toolset manifest from a tool server or a file against the RAP rules",
-		usage:   "rap validate [--token T] URL|FILE|-|BUNDLE",
-		run:     runValidate,
-	})
-}
+	"github.com/gorap/gorap/rap"
+	"github.com/spf13/cobra"
+)
 
 // validateFetchTimeout bounds fetching a manifest over HTTP.
 const validateFetchTimeout = 30 * time.Second
 
-func runValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := commands["validate"]
-	fs := newFlagSet(c, stderr)
-	token := fs.String("token", "", "bearer token for the tool server (default $"+envToolToken+")")
-	allowUnsigned := fs.Bool("allow-unsigned", false, "for a tools.json bundle: report a missing or wrong digest as a warning")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, `usage: %s
-
-Checks a toolset manifest (RAP TS-1..TS-8) and prints every violation, one
+func newValidateCmd(a *app) *cobra.Command {
+	var token string
+	var allowUnsigned bool
+	cmd := &cobra.Command{
+		Use:   "validate [flags] URL|FILE|-|BUNDLE",
+		Short: "check a toolset manifest from a tool server or a file against the RAP rules",
+		Long: `Checks a toolset manifest (RAP TS-1..TS-8) and prints every violation, one
 per line with its path, then the warnings. The argument is a tool server's
 base URL (its manifest is fetched from BASE/.well-known/rap-toolset), a
 manifest file, or - for standard input. A tools.json file or a bundle
 directory is checked as a tools.json bundle (docs/toolsjson.md).
 
 Exit status: 0 when the manifest is valid (warnings allowed), 1 when it has
-violations or cannot be read, 2 for a usage error.
+violations or cannot be read, 2 for a usage error.`,
+		Example: `  rap validate http://127.0.0.1:3001
+  rap validate toolset.json
+  curl -s http://127.0.0.1:3001/.well-known/rap-toolset | rap validate -
+  rap validate agents/weather`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runValidate(cmd.Context(), a, token, allowUnsigned, args)
+		},
+	}
+	addToolTokenFlag(cmd.Flags(), &token, "bearer `TOKEN` for the tool server")
+	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "for a tools.json bundle: report a missing or wrong digest as a warning")
+	return cmd
+}
 
-Flags:
-`, c.usage)
-		fs.PrintDefaults()
-	}
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
+func runValidate(ctx context.Context, a *app, tokenFlag string, allowUnsignedFlag bool, pos []string) error {
+	stdout, token, allowUnsigned := a.stdout, &tokenFlag, &allowUnsignedFlag
+	var err error
 	if len(pos) != 1 {
 		return fmt.Errorf("%w: want exactly one URL, FILE or -, got %d arguments", errUsage, len(pos))
 	}
 	src := pos[0]
 	if isToolsJSON(src) { // a tools.json bundle (issue 12 item 10)
 		return validateToolsJSON(src, *allowUnsigned, stdout)
-	}
-	if *token == "" {
-		*token = os.Getenv(envToolToken)
 	}
 
 	var ts *rap.Toolset

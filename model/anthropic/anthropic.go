@@ -58,7 +58,7 @@ type Options struct {
 	// MaxTokens caps each completion when the request sets no limit;
 	// zero means DefaultMaxTokens.
 	MaxTokens int
-	// HTTPClient sends the requests; nil means the SDK's default client.
+	// HTTPClient sends the requests; nil means model.DefaultHTTPClient.
 	HTTPClient *http.Client
 	// SupportsImages overrides whether tool-result images are sent to the
 	// model. Nil means true: current Claude models accept images.
@@ -74,7 +74,8 @@ type Provider struct {
 	images    bool
 	baseURL   string
 	messages  sdk.MessageService
-	head      atomic.Pointer[encodedHead] // the last head encoded (wire.go)
+	head      atomic.Pointer[encodedHead]  // the last head encoded (wire.go)
+	tools     atomic.Pointer[encodedTools] // the last tools encoded (wire.go)
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -123,9 +124,11 @@ func New(opts Options) (*Provider, error) {
 		option.WithBaseURL(base),
 		option.WithAPIKey(key),
 	}
-	if opts.HTTPClient != nil {
-		ropts = append(ropts, option.WithHTTPClient(opts.HTTPClient))
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = model.DefaultHTTPClient() // keeps connections for concurrent completions
 	}
+	ropts = append(ropts, option.WithHTTPClient(hc))
 	p.messages = sdk.NewMessageService(ropts...)
 	return p, nil
 }

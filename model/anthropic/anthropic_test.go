@@ -454,3 +454,15 @@ func TestNew(t *testing.T) {
 		t.Errorf("x-api-key = %q, want the value of %s", got, anthropic.EnvAPIKey)
 	}
 }
+
+// TestDefaultClientReusesConnections: without Options.HTTPClient, concurrent
+// completions reuse their connections (issue 11 item 4).
+func TestDefaultClientReusesConnections(t *testing.T) {
+	wiretest.CheckConnectionReuse(t, wiretest.AnthropicAPI(nil), func(base string) model.Provider {
+		p, err := anthropic.New(anthropic.Options{APIKey: "test-key", BaseURL: base})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return p
+	})
+}

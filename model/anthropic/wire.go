@@ -158,19 +158,10 @@ func (p *Provider) encodeHead(system string, tools []model.ToolSpec) ([]byte, er
 	if system != "" {
 		params.System = []sdk.TextBlockParam{{Text: system}}
 	}
-	for i, t := range tools {
-		tool, err := toolParam(t)
-		if err != nil {
-			return nil, fmt.Errorf("anthropic: tools[%d] (%s): %w", i, t.Name, err)
-		}
-		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: tool})
-	}
 	// The API reads tools, then system, then messages: the breakpoint on
 	// the system prompt (else the last tool) caches both.
 	if n := len(params.System); n > 0 {
 		params.System[n-1].CacheControl = sdk.NewCacheControlEphemeralParam()
-	} else if n := len(params.Tools); n > 0 {
-		params.Tools[n-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
 	}
 	model, err := json.Marshal(params.Model)
 	if err != nil {
@@ -184,14 +175,49 @@ func (p *Provider) encodeHead(system string, tools []model.ToolSpec) ([]byte, er
 		}
 		b = append(append(b, `,"system":`...), sys...)
 	}
-	if params.Tools != nil {
-		ts, err := json.Marshal(params.Tools)
+	if len(tools) > 0 {
+		ts, err := p.encodeTools(tools, params.System == nil)
 		if err != nil {
 			return nil, err
 		}
 		b = append(append(b, `,"tools":`...), ts...)
 	}
 	return b, nil
+}
+
+// encodedTools is the encoding of one list of tools, kept by the provider:
+// the tools are the same for every thread of a runtime while the system
+// prompt, which names the thread, is not, so a thread's first completion
+// reuses them (issue 11 item 4).
+type encodedTools struct {
+	tools      []model.ToolSpec
+	breakpoint bool
+	enc        []byte
+}
+
+// encodeTools encodes the tools array; breakpoint puts a cache_control on
+// the last tool.
+func (p *Provider) encodeTools(tools []model.ToolSpec, breakpoint bool) ([]byte, error) {
+	if last := p.tools.Load(); last != nil && last.breakpoint == breakpoint && slices.EqualFunc(last.tools, tools, sameTool) {
+		return last.enc, nil
+	}
+	params := make([]sdk.ToolUnionParam, 0, len(tools))
+	for i, t := range tools {
+		tool, err := toolParam(t)
+		if err != nil {
+			return nil, fmt.Errorf("anthropic: tools[%d] (%s): %w", i, t.Name, err)
+		}
+		params = append(params, sdk.ToolUnionParam{OfTool: tool})
+	}
+	if breakpoint {
+		params[len(params)-1].OfTool.CacheControl = sdk.NewCacheControlEphemeralParam()
+	}
+	enc, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	p.tools.Store(&encodedTools{tools: slices.Clone(tools), breakpoint: breakpoint, enc: enc})
+	return enc, nil
 }
 
 // setCacheControl marks the last block that can carry a breakpoint.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -119,4 +120,30 @@ func TestWireCacheKeyAndShrink(t *testing.T) {
 		}
 	}
 	_ = sdk.MessageNewParams{}
+}
+
+// BenchmarkBodyNewThread encodes the first request of a new thread each
+// time: the system prompt differs (it names the thread), the tools do not,
+// and there is no wire cache yet (issue 11 item 4).
+func BenchmarkBodyNewThread(b *testing.B) {
+	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tools := make([]model.ToolSpec, 0, 10)
+	for i := range 5 {
+		tools = append(tools, wireTools...)
+		tools[len(tools)-1].Name = fmt.Sprintf("tool_%d", i)
+		tools[len(tools)-2].Name = fmt.Sprintf("weather_%d", i)
+	}
+	req := model.Request{Tools: tools, Messages: []model.Message{{Role: model.RoleUser, Text: "loop"}}}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		n++
+		req.System = fmt.Sprintf("You are thread %d.", n)
+		if _, err := p.body(req); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

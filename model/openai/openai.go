@@ -27,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 	sdk "github.com/openai/openai-go/v3"
@@ -73,7 +74,7 @@ type Options struct {
 	// MaxTokens caps each completion when the request sets no limit;
 	// zero means DefaultMaxTokens.
 	MaxTokens int
-	// HTTPClient sends the requests; nil means the SDK's default client.
+	// HTTPClient sends the requests; nil means model.DefaultHTTPClient.
 	HTTPClient *http.Client
 	// SupportsImages overrides whether tool-result images are sent to the
 	// model. Nil means true for OpenAI's own vision models (gpt-4o,
@@ -92,6 +93,7 @@ type Provider struct {
 	baseURL   string
 	public    bool // the public OpenAI endpoint: max_completion_tokens
 	client    sdk.Client
+	tail      atomic.Pointer[encodedTail] // the last request tail encoded (wire.go)
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -142,9 +144,11 @@ func New(opts Options) (*Provider, error) {
 		}
 	}
 	ropts := []option.RequestOption{option.WithBaseURL(base), option.WithAPIKey(key)}
-	if opts.HTTPClient != nil {
-		ropts = append(ropts, option.WithHTTPClient(opts.HTTPClient))
+	hc := opts.HTTPClient
+	if hc == nil {
+		hc = model.DefaultHTTPClient() // keeps connections for concurrent completions
 	}
+	ropts = append(ropts, option.WithHTTPClient(hc))
 	p.client = sdk.NewClient(ropts...)
 	return p, nil
 }

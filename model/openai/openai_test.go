@@ -497,3 +497,15 @@ func TestLongToolNames(t *testing.T) {
 		t.Errorf("wire names: tool %q, history %q; want the same name of at most 64 characters", wire, req.Messages[1].ToolCalls[0].Name)
 	}
 }
+
+// TestDefaultClientReusesConnections: without Options.HTTPClient, concurrent
+// completions reuse their connections (issue 11 item 4).
+func TestDefaultClientReusesConnections(t *testing.T) {
+	wiretest.CheckConnectionReuse(t, wiretest.OpenAIAPI(nil), func(base string) model.Provider {
+		p, err := openai.New(openai.Options{APIKey: "test-key", BaseURL: base + "/v1"})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		return p
+	})
+}

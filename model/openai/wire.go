@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	sdk "github.com/openai/openai-go/v3"
@@ -128,28 +129,9 @@ func (p *Provider) encodeTurn(t model.Turn, i int) ([]byte, error) {
 // encodeHead encodes the system message (followed by a comma) and what
 // follows the messages: `],"model":…,"max_tokens":…,"tools":…}`.
 func (p *Provider) encodeHead(limit int, system string, tools []model.ToolSpec) (sys, tail []byte, err error) {
-	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model), Messages: []sdk.ChatCompletionMessageParamUnion{}, StreamOptions: streamOptions}
-	if p.public {
-		params.MaxCompletionTokens = sdk.Int(int64(limit))
-	} else {
-		params.MaxTokens = sdk.Int(int64(limit))
-	}
-	for i, t := range tools {
-		fn, err := functionParam(t)
-		if err != nil {
-			return nil, nil, fmt.Errorf("openai: tools[%d] (%s): %w", i, t.Name, err)
-		}
-		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
-	}
-	all, err := params.MarshalJSON()
-	if err != nil {
+	if tail, err = p.encodeTail(limit, tools); err != nil {
 		return nil, nil, err
 	}
-	const open = `{"messages":[`
-	if !bytes.HasPrefix(all, []byte(open+"]")) {
-		return nil, nil, fmt.Errorf("openai: the SDK encodes requests in an unexpected form (%.40s...): report this", all)
-	}
-	tail = all[len(open):]
 	if system != "" {
 		m := sdk.SystemMessage(system)
 		s, err := m.MarshalJSON()
@@ -159,4 +141,49 @@ func (p *Provider) encodeHead(limit int, system string, tools []model.ToolSpec) 
 		sys = append(s, ',')
 	}
 	return sys, tail, nil
+}
+
+// encodedTail is the part of a request after the messages for one token
+// limit and list of tools, kept by the provider: it is the same for every
+// thread of a runtime while the system prompt, which names the thread, is
+// not, so a thread's first completion reuses it (issue 11 item 4).
+type encodedTail struct {
+	limit int
+	tools []model.ToolSpec
+	enc   []byte
+}
+
+// encodeTail encodes `],"model":…,"max_tokens":…,"tools":…}`.
+func (p *Provider) encodeTail(limit int, tools []model.ToolSpec) ([]byte, error) {
+	if last := p.tail.Load(); last != nil && last.limit == limit && slices.EqualFunc(last.tools, tools, sameTool) {
+		return last.enc, nil
+	}
+	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(p.model), Messages: []sdk.ChatCompletionMessageParamUnion{}, StreamOptions: streamOptions}
+	if p.public {
+		params.MaxCompletionTokens = sdk.Int(int64(limit))
+	} else {
+		params.MaxTokens = sdk.Int(int64(limit))
+	}
+	for i, t := range tools {
+		fn, err := functionParam(t)
+		if err != nil {
+			return nil, fmt.Errorf("openai: tools[%d] (%s): %w", i, t.Name, err)
+		}
+		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
+	}
+	all, err := params.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	const open = `{"messages":[`
+	if !bytes.HasPrefix(all, []byte(open+"]")) {
+		return nil, fmt.Errorf("openai: the SDK encodes requests in an unexpected form (%.40s...): report this", all)
+	}
+	tail := all[len(open):]
+	p.tail.Store(&encodedTail{limit: limit, tools: slices.Clone(tools), enc: tail})
+	return tail, nil
+}
+
+func sameTool(a, b model.ToolSpec) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.InputSchema, b.InputSchema)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -149,5 +150,30 @@ func TestUsageReportsCachedPromptTokens(t *testing.T) {
 	}
 	if !bytes.Contains(srv.Requests()[0].Body, []byte(`"stream_options":{"include_usage":true}`)) {
 		t.Errorf("the request does not ask for the usage chunk: %s", srv.Requests()[0].Body)
+	}
+}
+
+// BenchmarkBodyNewThread encodes the first request of a new thread each
+// time: the system prompt differs (it names the thread), the tools do not,
+// and there is no wire cache yet (issue 11 item 4).
+func BenchmarkBodyNewThread(b *testing.B) {
+	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tools []model.ToolSpec
+	for i := range 10 {
+		tools = append(tools, model.ToolSpec{Name: fmt.Sprintf("tool_%d", i), Description: "A tool.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)})
+	}
+	req := model.Request{Tools: tools, Messages: []model.Message{{Role: model.RoleUser, Text: "loop"}}}
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		n++
+		req.System = fmt.Sprintf("You are thread %d.", n)
+		if _, err := p.body(req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

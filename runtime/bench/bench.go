@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,8 @@ import (
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
+	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/postgres"
 	"github.com/gorap/gorap/runtime/store/sqlite"
 )
 
@@ -47,7 +50,8 @@ var loopScript = []scripted.Turn{
 // env is a runtime, its store and a local tool server, all on loopback.
 type env struct {
 	rt      *runtime.Runtime
-	st      *sqlite.Store
+	st      *sqlite.Store // nil on PostgreSQL
+	pg      *postgres.Store
 	tools   *loopTool
 	rtSrv   *http.Server
 	toolSrv *http.Server
@@ -66,7 +70,7 @@ func (e *env) closeIdleConnections() {
 
 // newEnv starts a tool server and a runtime whose store lives in dataDir
 // (a temporary directory when empty).
-func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTool, prov model.Provider) (*env, error) {
+func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, tools *loopTool, prov model.Provider) (*env, error) {
 	if prov == nil {
 		prov = scripted.New(loopScript)
 	}
@@ -92,16 +96,26 @@ func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTo
 	e.toolSrv = &http.Server{Handler: tools, ReadHeaderTimeout: 10 * time.Second}
 	go e.toolSrv.Serve(toolLn)
 
-	st, err := sqlite.Open(filepath.Join(e.dir, "runtime.db"))
-	if err != nil {
-		e.close()
-		return nil, err
-	}
-	e.st = st
-	secret, err := runtime.LoadOrCreateSecret(e.dir)
-	if err != nil {
-		e.close()
-		return nil, err
+	var st store.Store
+	var secret []byte
+	if storeURL != "" {
+		pg, err := postgres.Open(ctx, storeURL)
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.pg, st = pg, pg
+	} else {
+		lite, err := sqlite.Open(filepath.Join(e.dir, "runtime.db"))
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.st, st = lite, lite
+		if secret, err = runtime.LoadOrCreateSecret(e.dir); err != nil {
+			e.close()
+			return nil, err
+		}
 	}
 	rtLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -111,7 +125,7 @@ func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTo
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	rt, err := runtime.New(runtime.Config{
 		Store: st, Model: prov, ToolServers: []string{tools.base},
-		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, Logger: log,
+		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, KeysFromStore: storeURL != "", Logger: log,
 		HTTPClient: e.client,
 	})
 	if err != nil {
@@ -128,6 +142,14 @@ func newEnv(ctx context.Context, dataDir string, log *slog.Logger, tools *loopTo
 	e.rtSrv = runtime.NewHTTPServer(rt.Handler(), runtime.ServerLimits{}, nil)
 	go e.rtSrv.Serve(runtime.LimitListener(rtLn, runtime.ServerLimits{}))
 	return e, nil
+}
+
+// writerStats returns the SQLite writer's counters (zero on PostgreSQL).
+func (e *env) writerStats() sqlite.WriterStats {
+	if e.st == nil {
+		return sqlite.WriterStats{}
+	}
+	return e.st.WriterStats()
 }
 
 func (e *env) close() {
@@ -150,6 +172,9 @@ func (e *env) close() {
 	}
 	if e.st != nil {
 		e.st.Close()
+	}
+	if e.pg != nil {
+		e.pg.Close()
 	}
 	if e.ownDir {
 		os.RemoveAll(e.dir)
@@ -312,6 +337,9 @@ type CycleOptions struct {
 	Cycles int64
 	// DataDir holds the store; empty means a temporary directory.
 	DataDir string
+	// Store, when set, is a postgres:// URL: the runtime runs on that
+	// PostgreSQL database instead of SQLite in DataDir (issue 14).
+	Store string
 	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger
 	// Model is the provider the runtime completes with; nil means an
@@ -354,6 +382,10 @@ type CycleReport struct {
 	Machine cpustat.MachineTimes
 	// ExternalCPUPerCycle is CycleOptions.ExternalCPU's time per cycle.
 	ExternalCPUPerCycle time.Duration
+	// AllocsPerCycle and AllocBytesPerCycle are the heap allocations
+	// (objects and bytes) of the whole process per cycle: a count that
+	// varies far less than CPU time on a shared machine.
+	AllocsPerCycle, AllocBytesPerCycle float64
 	// Model names the provider used.
 	Model string
 	// Writer is what the store's single writer did during the measurement:
@@ -371,6 +403,9 @@ func (r *CycleReport) String() string {
 		r.Threads, r.Duration, r.Cycles, r.PerSecond, r.P50, r.P90, r.P99, r.Max, r.Failures)
 	if r.CPUPerCycle > 0 {
 		s += fmt.Sprintf("cpu/cycle    %v (whole process: runtime, tool server, load)\n", r.CPUPerCycle.Round(time.Microsecond))
+	}
+	if r.AllocsPerCycle > 0 {
+		s += fmt.Sprintf("allocs/cycle %.0f (%.1f KB), whole process\n", r.AllocsPerCycle, r.AllocBytesPerCycle/1024)
 	}
 	if r.ExternalCPUPerCycle > 0 {
 		s += fmt.Sprintf("model server %v cpu/cycle (its own process, not counted above)\n", r.ExternalCPUPerCycle.Round(time.Microsecond))
@@ -414,7 +449,7 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 			tools.budget = 50
 		}
 	}
-	e, err := newEnv(ctx, opts.DataDir, opts.Logger, tools, opts.Model)
+	e, err := newEnv(ctx, opts.DataDir, opts.Store, opts.Logger, tools, opts.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +492,8 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 		}
 	}
 	mach0, machOK := cpustat.Machine()
-	w0 := e.st.WriterStats()
+	w0 := e.writerStats()
+	allocs0, bytes0 := heapAllocs()
 	if opts.Cycles > 0 {
 		deadline := time.Now().Add(opts.Duration)
 		for tools.measured() < opts.Cycles {
@@ -481,7 +517,8 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 		}
 	}
 	mach1, _ := cpustat.Machine()
-	w1 := e.st.WriterStats()
+	w1 := e.writerStats()
+	allocs1, bytes1 := heapAllocs()
 	tools.stop()
 	rep := &CycleReport{Threads: opts.Threads, Duration: elapsed, Cycles: cycles,
 		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: tools.failures.Load(), Goroutines: goroutines(),
@@ -491,6 +528,10 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 			QuickViewTime: w1.QuickViewTime - w0.QuickViewTime}}
 	if cpuOK && cycles > 0 {
 		rep.CPUPerCycle = (cpu1 - cpu0) / time.Duration(cycles)
+	}
+	if cycles > 0 {
+		rep.AllocsPerCycle = float64(allocs1-allocs0) / float64(cycles)
+		rep.AllocBytesPerCycle = float64(bytes1-bytes0) / float64(cycles)
 	}
 	if opts.ExternalCPU != nil && cycles > 0 {
 		rep.ExternalCPUPerCycle = (ext1 - ext0) / time.Duration(cycles)
@@ -504,6 +545,17 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	}
 	rep.P50, rep.P90, rep.P99, rep.Max = percentiles(lat)
 	return rep, nil
+}
+
+// heapAllocs returns the objects and bytes the process has allocated on
+// the heap so far (runtime/metrics: no stop-the-world, unlike ReadMemStats).
+func heapAllocs() (objects, bytes uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 || s[1].Value.Kind() != metrics.KindUint64 {
+		return 0, 0
+	}
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

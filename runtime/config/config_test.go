@@ -432,3 +432,32 @@ func TestMaxSubscriptions(t *testing.T) {
 		}
 	}
 }
+
+// The store setting (issue 14 item 1): RAP_STORE and --store select
+// PostgreSQL; an unknown value is refused; logs never show the URL's
+// password.
+func TestStoreSetting(t *testing.T) {
+	env := map[string]string{EnvStore: "postgres://rap:hunter2@db.internal:5432/rap?sslmode=disable"}
+	s, err := FromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.StoreIsPostgres() || s.Check() != nil {
+		t.Fatalf("RAP_STORE postgres URL: postgres=%v check=%v", s.StoreIsPostgres(), s.Check())
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "settings", s)
+	if strings.Contains(buf.String(), "hunter2") || !strings.Contains(buf.String(), "postgres://db.internal:5432/rap") {
+		t.Errorf("logged settings = %s; want the store's host without its password", buf.String())
+	}
+	for _, v := range []string{"", "sqlite"} {
+		s.Store = v
+		if s.StoreIsPostgres() || s.Check() != nil {
+			t.Errorf("store %q: postgres=%v check=%v; want the SQLite default", v, s.StoreIsPostgres(), s.Check())
+		}
+	}
+	s.Store = "mysql://x"
+	if err := s.Check(); err == nil || !strings.Contains(err.Error(), "--store") {
+		t.Errorf("store mysql://x: %v, want an error naming --store", err)
+	}
+}

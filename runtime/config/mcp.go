@@ -31,6 +31,22 @@ type MCPServer struct {
 	Mode string `json:"mode,omitempty"`
 	// Prefix is prepended to every tool name (gorap extension).
 	Prefix string `json:"prefix,omitempty"`
+	// OAuth enables the MCP authorization flow for an http_mcp_server
+	// (gorap extension); nil means none.
+	OAuth *MCPOAuth `json:"oauth,omitempty"`
+}
+
+// MCPOAuth configures the MCP authorization flow of an http_mcp_server
+// entry: the bridge signs each user in (the runtime shows them the
+// link) and keeps their tokens in the data dir. See docs/mcp.md.
+type MCPOAuth struct {
+	// RedirectURL is where the user's browser reaches the bridge's
+	// redirect endpoint; empty means http://LISTEN/oauth/callback.
+	RedirectURL string `json:"redirect_url,omitempty"`
+	// Listen is the address the redirect endpoint listens on; empty
+	// means the host and port of a loopback RedirectURL, else
+	// 127.0.0.1 on a free port.
+	Listen string `json:"listen,omitempty"`
 }
 
 var mcpNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -66,6 +82,9 @@ func parseMCPEntry(item json.RawMessage, typ, name, path string) (ToolSet, error
 		if m.URL != "" || len(m.Headers) > 0 {
 			return fail("url", "is for http_mcp_server entries; an mcp_server runs a command")
 		}
+		if m.OAuth != nil {
+			return fail("oauth", "is for http_mcp_server entries; an mcp_server takes its credentials from env")
+		}
 		for k := range m.Env {
 			if k == "" || strings.Contains(k, "=") {
 				return fail("env", fmt.Sprintf("has the invalid variable name %q", k))
@@ -78,6 +97,11 @@ func parseMCPEntry(item json.RawMessage, typ, name, path string) (ToolSet, error
 		u, err := url.Parse(m.URL)
 		if m.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fail("url", fmt.Sprintf("%q is not an absolute http:// or https:// URL; want the MCP endpoint, such as \"https://mcp.example.com/mcp\"", m.URL))
+		}
+		if o := m.OAuth; o != nil && o.RedirectURL != "" {
+			if r, err := url.Parse(o.RedirectURL); err != nil || (r.Scheme != "http" && r.Scheme != "https") || r.Host == "" {
+				return fail("oauth.redirect_url", fmt.Sprintf("%q is not an absolute http:// or https:// URL; want where the user's browser reaches the bridge, such as \"http://127.0.0.1:8976/oauth/callback\"", o.RedirectURL))
+			}
 		}
 	}
 	switch m.Mode {
@@ -96,7 +120,7 @@ func mcpFields(typ string) string {
 	if typ == TypeMCPServer {
 		return "name, command, env, and optionally id, mode, prefix"
 	}
-	return "name, url, headers, and optionally id, mode, prefix"
+	return "name, url, headers, and optionally id, mode, prefix, oauth"
 }
 
 // MCPServers returns the mcp_server and http_mcp_server entries in order,

@@ -44,10 +44,36 @@ func TestParseMCPEntryErrors(t *testing.T) {
 		{`{"type":"mcp_server","name":"x","command":["x"],"colour":"red"}`, `unknown field "colour"`},
 		{`{"type":"http_mcp_server","name":"x"}`, `tool_sets[0].url: "" is not an absolute`},
 		{`{"type":"http_mcp_server","name":"x","url":"https://h","command":["x"]}`, `tool_sets[0].command: is for mcp_server`},
+		{`{"type":"mcp_server","name":"x","command":["x"],"oauth":{}}`, `tool_sets[0].oauth: is for http_mcp_server`},
+		{`{"type":"http_mcp_server","name":"x","url":"https://h","oauth":{"redirect_url":"/cb"}}`, `tool_sets[0].oauth.redirect_url: "/cb" is not an absolute`},
+		{`{"type":"http_mcp_server","name":"x","url":"https://h","oauth":{"port":1}}`, `unknown field "port"`},
 	} {
 		_, err := Parse([]byte(`{"tool_sets": [`+c.data+`]}`), "")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Parse(%s) = %v, want an error containing %q", c.data, err, c.want)
 		}
+	}
+}
+
+// issue 10 item 10: an http_mcp_server entry takes an "oauth" object
+// (gorap extension) with an optional redirect_url and listen address.
+func TestParseMCPOAuth(t *testing.T) {
+	f, err := Parse([]byte(`{"tool_sets": [
+		{"type": "http_mcp_server", "name": "a", "url": "https://mcp.example.com/mcp", "oauth": {}},
+		{"type": "http_mcp_server", "name": "b", "url": "https://mcp.example.com/mcp", "oauth": {"redirect_url": "http://127.0.0.1:8976/oauth/callback", "listen": "127.0.0.1:8976"}},
+		{"type": "http_mcp_server", "name": "c", "url": "https://mcp.example.com/mcp"}
+	]}`), "rap.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := f.MCPServers()
+	if ms[0].MCP.OAuth == nil || *ms[0].MCP.OAuth != (MCPOAuth{}) {
+		t.Errorf("a: oauth = %+v", ms[0].MCP.OAuth)
+	}
+	if o := ms[1].MCP.OAuth; o == nil || o.RedirectURL != "http://127.0.0.1:8976/oauth/callback" || o.Listen != "127.0.0.1:8976" {
+		t.Errorf("b: oauth = %+v", o)
+	}
+	if ms[2].MCP.OAuth != nil {
+		t.Errorf("c: oauth = %+v, want none", ms[2].MCP.OAuth)
 	}
 }

@@ -51,6 +51,10 @@ const (
 	// EnvCallStatusAfter is how long a call may stay silent before the
 	// runtime asks its tool server about it (Go duration; negative = never).
 	EnvCallStatusAfter = "RAP_CALL_STATUS_AFTER"
+	// EnvStore selects the store: "sqlite" (the default: a file in the
+	// data dir) or a postgres:// URL shared by several processes (issue
+	// 14). The URL may hold a password: it is never logged.
+	EnvStore = "RAP_STORE"
 )
 
 // MaxSubscriptionsLimit is the largest accepted MaxSubscriptions: a bound
@@ -75,6 +79,11 @@ type Settings struct {
 	PublicURL string
 	// DataDir holds the SQLite store and the callback key.
 	DataDir string
+	// Store is "" or "sqlite" for the SQLite store in DataDir, or a
+	// postgres:// (postgresql://) URL of a PostgreSQL database that
+	// several processes may share. It may hold a password: see
+	// StoreLabel for logs.
+	Store string
 	// Model is PROVIDER:MODEL (anthropic:…, openai:…, scripted:PATH).
 	Model string
 	// Token, when set, is required as "Authorization: Bearer TOKEN" on the
@@ -173,6 +182,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	set(&s.Listen, EnvListen)
 	set(&s.PublicURL, EnvPublicURL)
 	set(&s.DataDir, EnvDataDir)
+	set(&s.Store, EnvStore)
 	set(&s.Model, EnvModel)
 	set(&s.Token, EnvToken)
 	set(&s.ToolToken, EnvToolToken)
@@ -238,6 +248,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.Listen, "listen", s.Listen, "listen `ADDR` of the HTTP server (env "+EnvListen+")")
 	fs.StringVar(&s.PublicURL, "public-url", s.PublicURL, "base `URL` tools call back to; default derived from the listen address (env "+EnvPublicURL+")")
 	fs.StringVar(&s.DataDir, "data-dir", s.DataDir, "`DIR` of the SQLite store and the callback key; default .rap/data in a project (a directory with .rap/rap.json), else the one shown (env "+EnvDataDir+")")
+	fs.StringVar(&s.Store, "store", s.Store, "`STORE`: sqlite (default, in the data dir) or a postgres://user@host:5432/db URL that several rap serve processes may share (env "+EnvStore+"; prefer the env var for a URL with a password: flags show in ps)")
 	fs.StringVar(&s.Model, "model", s.Model, "model as `PROVIDER:MODEL`: anthropic:MODEL, openai:MODEL or scripted:PATH (env "+EnvModel+")")
 	fs.Var((*secretValue)(&s.Token), "token", "bearer `TOKEN` required by the client API (env "+EnvToken+"; prefer the env var: flags show in ps)")
 	fs.Var((*secretValue)(&s.ToolToken), "tool-token", "bearer `TOKEN` sent to tool servers (env "+EnvToolToken+")")
@@ -282,6 +293,9 @@ func (s *Settings) Check() error {
 	}
 	if s.DataDir == "" {
 		return errors.New("data dir is empty; pass --data-dir DIR or set " + EnvDataDir)
+	}
+	if !s.StoreIsPostgres() && s.Store != "" && s.Store != "sqlite" {
+		return fmt.Errorf("store %q: want sqlite or a postgres://user@host:5432/db URL; pass --store or set %s", StoreLabel(s.Store), EnvStore)
 	}
 	if _, err := ParseLogLevel(s.LogLevel); err != nil {
 		return err
@@ -372,6 +386,7 @@ func (s Settings) LogValue() slog.Value {
 		slog.String("listen", s.Listen),
 		slog.String("public_url", s.PublicURL),
 		slog.String("data_dir", s.DataDir),
+		slog.String("store", StoreLabel(s.Store)),
 		slog.String("model", s.Model),
 		slog.String("token", redact(s.Token)),
 		slog.String("tool_token", redact(s.ToolToken)),
@@ -387,6 +402,24 @@ func (s Settings) LogValue() slog.Value {
 		slog.Any("choice_response_hosts", s.ChoiceResponseHosts),
 		slog.Duration("call_status_after", s.CallStatusAfter),
 	)
+}
+
+// StoreIsPostgres reports whether Store names a PostgreSQL database.
+func (s Settings) StoreIsPostgres() bool {
+	return strings.HasPrefix(s.Store, "postgres://") || strings.HasPrefix(s.Store, "postgresql://")
+}
+
+// StoreLabel describes a Store setting for logs and errors: "sqlite", or
+// the URL's scheme, host and path without user, password or parameters.
+func StoreLabel(store string) string {
+	if store == "" || store == "sqlite" {
+		return "sqlite"
+	}
+	u, err := url.Parse(store)
+	if err != nil || u.Host == "" {
+		return "(unparsable store URL)"
+	}
+	return u.Scheme + "://" + u.Host + u.Path
 }
 
 // String describes the settings without their secrets.

@@ -23,7 +23,10 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/rap"
+	apitypes "github.com/gorap/gorap/runtime/api"
+	rapclient "github.com/gorap/gorap/runtime/client"
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
 // Workload shape. The test takes about 30-60 s on a busy 2-core machine.
@@ -127,15 +130,9 @@ type serveProcess struct {
 	done chan struct{}
 }
 
-// startServe runs "rap serve" listening on listen and waits until it
-// prints its URL, which it returns.
-func startServe(t *testing.T, bin, listen, dataDir, cfg, scriptPath, logPath string) (*serveProcess, string) {
-	t.Helper()
-	return startServeWith(t, bin, listen, dataDir, cfg, "scripted:"+scriptPath, nil, logPath)
-}
-
-// startServeWith is startServe with any model and extra environment
-// variables (NAME=value).
+// startServeWith runs "rap serve" listening on listen, with the model
+// modelSpec and extra environment variables (NAME=value), and waits until
+// it prints its URL, which it returns.
 func startServeWith(t *testing.T, bin, listen, dataDir, cfg, modelSpec string, env []string, logPath string) (*serveProcess, string) {
 	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -217,20 +214,15 @@ func post(url string, body any) (int, []byte, error) {
 	return resp.StatusCode, data, err
 }
 
-func get(url string, out any) error {
-	resp, err := client.Get(url)
+// apiClient returns a client of the runtime's API at base with the short
+// timeout of client.
+func apiClient(t *testing.T, base string) *rapclient.Client {
+	t.Helper()
+	c, err := rapclient.New(base, rapclient.WithHTTPClient(client))
 	if err != nil {
-		return err
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, data)
-	}
-	return json.Unmarshal(data, out)
+	return c
 }
 
 // threadLog is what the workload knows about one thread's messages.
@@ -241,7 +233,23 @@ type threadLog struct {
 }
 
 // TestSIGKILLDuringBusyWorkload is the crash test of issue 3.
-func TestSIGKILLDuringBusyWorkload(t *testing.T) {
+func TestSIGKILLDuringBusyWorkload(t *testing.T) { crashWorkload(t, 1, nil) }
+
+// TestSIGKILLDuringBusyWorkloadPostgres is the crash test on PostgreSQL
+// (issue 14, proof "failover"): 3 rap serve processes on one database
+// (--store via RAP_STORE), messages sent to any of them, a random one
+// SIGKILLed and restarted repeatedly. The threads a killed process held
+// move on once its leases expire (15 s); every check of the SQLite run
+// holds: each accepted message once, no half-written turn, every thread
+// settles.
+func TestSIGKILLDuringBusyWorkloadPostgres(t *testing.T) {
+	crashWorkload(t, 3, []string{"RAP_STORE=" + pgtest.URL(t)})
+}
+
+// crashWorkload runs the crash test with n rap serve processes (each with
+// its own data dir and port) and their extra environment env; n > 1 needs
+// a shared store in env.
+func crashWorkload(t *testing.T, n int, env []string) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("GORAP_CRASH_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -263,12 +271,23 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 	dataDir := filepath.Join(dir, "data")
 	logPath := filepath.Join(dir, "serve.log")
 
-	proc, base := startServe(t, bin, "127.0.0.1:0", dataDir, cfg, scriptPath, logPath)
-	listen := strings.TrimPrefix(base, "http://") // restarts keep the port: callback URLs point at it
+	procs, bases, listens := make([]*serveProcess, n), make([]string, n), make([]string, n)
+	dataDirs := make([]string, n)
+	for k := range procs {
+		dataDirs[k] = dataDir
+		if k > 0 {
+			dataDirs[k] = fmt.Sprintf("%s-%d", dataDir, k)
+		}
+		procs[k], bases[k] = startServeWith(t, bin, "127.0.0.1:0", dataDirs[k], cfg, "scripted:"+scriptPath, env, logPath)
+		listens[k] = strings.TrimPrefix(bases[k], "http://") // restarts keep the port: callback URLs point at it
+	}
+	base := bases[0]
 	var procMu sync.Mutex
 	defer func() {
 		procMu.Lock()
-		proc.kill()
+		for _, p := range procs {
+			p.kill()
+		}
 		procMu.Unlock()
 		if t.Failed() {
 			t.Logf("rap serve log (tail):\n%s", tail(logPath))
@@ -277,13 +296,11 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 
 	threads := make([]string, numThreads)
 	logs := make([]*threadLog, numThreads)
+	api := apiClient(t, base)
 	for i := range threads {
-		var th struct {
-			ID string `json:"id"`
-		}
-		code, body, err := post(base+"/v1/threads", struct{}{})
-		if err != nil || code/100 != 2 || json.Unmarshal(body, &th) != nil {
-			t.Fatalf("create thread: %d %s %v", code, body, err)
+		th, err := api.CreateThread(context.Background(), apitypes.CreateThreadRequest{})
+		if err != nil {
+			t.Fatalf("create thread: %v", err)
 		}
 		threads[i] = th.ID
 		logs[i] = &threadLog{}
@@ -305,7 +322,7 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 				case <-time.After(time.Duration(30+prng.IntN(120)) * time.Millisecond):
 				}
 				text := fmt.Sprintf("t%d-m%d", i, k)
-				code, _, err := post(base+"/v1/threads/"+threads[i]+"/messages", map[string]string{"text": text})
+				code, _, err := post(bases[prng.IntN(n)]+"/v1/threads/"+threads[i]+"/messages", map[string]string{"text": text})
 				l := logs[i]
 				l.mu.Lock()
 				switch {
@@ -329,10 +346,11 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 	for k := 0; k < numKills; k++ {
 		time.Sleep(time.Duration(700+rng.IntN(2300)) * time.Millisecond)
 		procMu.Lock()
-		proc.kill()
+		victim := rng.IntN(n)
+		procs[victim].kill()
 		killed := time.Now()
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-		proc, _ = startServe(t, bin, listen, dataDir, cfg, scriptPath, logPath)
+		procs[victim], _ = startServeWith(t, bin, listens[victim], dataDirs[victim], cfg, "scripted:"+scriptPath, env, logPath)
 		procMu.Unlock()
 		t.Logf("kill %d: SIGKILL after %d accepted messages; serving again after %v", k+1, posted.Load(), time.Since(killed).Round(time.Millisecond))
 	}
@@ -351,11 +369,7 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 		if i == len(threads) {
 			break
 		}
-		var info struct {
-			Queued       int          `json:"queued"`
-			PendingCalls []store.Call `json:"pending_calls"`
-		}
-		err := get(base+"/v1/threads/"+threads[i], &info)
+		info, err := api.Thread(context.Background(), threads[i])
 		if err == nil && info.Queued == 0 && len(info.PendingCalls) == 0 {
 			i++
 			continue
@@ -376,15 +390,13 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 	}
 	synthetic := 0
 	for i, id := range threads {
-		var h struct {
-			Messages []store.Message `json:"messages"`
-		}
-		if err := get(base+"/v1/threads/"+id+"/messages", &h); err != nil {
+		msgs, err := api.History(context.Background(), id)
+		if err != nil {
 			t.Fatal(err)
 		}
-		histories[id] = h.Messages
-		checkThread(t, id, h.Messages, logs[i], seen)
-		for _, m := range h.Messages {
+		histories[id] = msgs
+		checkThread(t, id, msgs, logs[i], seen)
+		for _, m := range msgs {
 			for _, r := range m.ToolResults {
 				if !strings.HasPrefix(r.Text, "result of ") {
 					synthetic++ // made by the runtime, e.g. a call interrupted by a new message (RAP RT-3)
@@ -416,16 +428,14 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	for _, id := range threads {
-		var h struct {
-			Messages []store.Message `json:"messages"`
-		}
-		if err := get(base+"/v1/threads/"+id+"/messages", &h); err != nil {
+		msgs, err := api.History(context.Background(), id)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if len(h.Messages) != len(histories[id]) {
-			t.Errorf("thread %s: replayed duplicates changed the history from %d to %d messages", id, len(histories[id]), len(h.Messages))
+		if len(msgs) != len(histories[id]) {
+			t.Errorf("thread %s: replayed duplicates changed the history from %d to %d messages", id, len(histories[id]), len(msgs))
 		}
-		for _, m := range h.Messages {
+		for _, m := range msgs {
 			for _, r := range m.ToolResults {
 				if r.Text == "replayed duplicate" {
 					t.Errorf("thread %s: a replayed duplicate result was added", id)
@@ -434,7 +444,9 @@ func TestSIGKILLDuringBusyWorkload(t *testing.T) {
 		}
 	}
 	procMu.Lock()
-	proc.stop(t)
+	for _, p := range procs {
+		p.stop(t)
+	}
 	procMu.Unlock()
 }
 

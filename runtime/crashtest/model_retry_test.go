@@ -2,7 +2,6 @@ package crashtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/model/wiretest"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/sqlite"
 )
@@ -81,16 +81,14 @@ func TestSIGKILLWhileModelCallRetries(t *testing.T) {
 		}
 	}()
 
-	var th struct {
-		ID string `json:"id"`
+	ctx := context.Background()
+	c := apiClient(t, base)
+	th, err := c.CreateThread(ctx, api.CreateThreadRequest{})
+	if err != nil {
+		t.Fatalf("create thread: %v", err)
 	}
-	code, body, err := post(base+"/v1/threads", struct{}{})
-	if err != nil || code/100 != 2 || json.Unmarshal(body, &th) != nil {
-		t.Fatalf("create thread: %d %s %v", code, body, err)
-	}
-	code, body, err = post(base+"/v1/threads/"+th.ID+"/messages", map[string]string{"text": "hello"})
-	if err != nil || code/100 != 2 {
-		t.Fatalf("post message: %d %s %v", code, body, err)
+	if _, err := c.PostMessage(ctx, th.ID, "hello"); err != nil {
+		t.Fatalf("post message: %v", err)
 	}
 
 	// The first completion fails and the runtime schedules its retry
@@ -110,16 +108,14 @@ func TestSIGKILLWhileModelCallRetries(t *testing.T) {
 	llm.failsLeft = 3
 	llm.mu.Unlock()
 	proc, _ = startServeWith(t, bin, listen, dataDir, cfg, modelSpec, env, logPath)
-	var info struct {
-		Queued int `json:"queued"`
-	}
-	var h struct {
-		Messages []store.Message `json:"messages"`
-	}
+	var history []store.Message
 	waitUntil(t, 60*time.Second, "the answer after the restart", func() bool {
-		h.Messages = nil
-		return get(base+"/v1/threads/"+th.ID, &info) == nil && info.Queued == 0 &&
-			get(base+"/v1/threads/"+th.ID+"/messages", &h) == nil && len(h.Messages) > 0
+		info, err := c.Thread(ctx, th.ID)
+		if err != nil || info.Queued != 0 {
+			return false
+		}
+		history, err = c.History(ctx, th.ID)
+		return err == nil && len(history) > 0
 	})
 	proc.stop(t)
 
@@ -131,8 +127,8 @@ func TestSIGKILLWhileModelCallRetries(t *testing.T) {
 	if failed < failedBefore+3 {
 		t.Fatalf("%d model requests failed after the restart; want the restart's first completion to fail, so the answer comes from the durable retry", failed-failedBefore)
 	}
-	if len(h.Messages) != 2 || h.Messages[0].Text != "hello" || h.Messages[1].Text != "answer to hello" {
-		t.Fatalf("history = %+v; want the message once, then the answer once", h.Messages)
+	if len(history) != 2 || history[0].Text != "hello" || history[1].Text != "answer to hello" {
+		t.Fatalf("history = %+v; want the message once, then the answer once", history)
 	}
 	// Nothing is left that could run the model again.
 	dbPath := filepath.Join(dataDir, "runtime.db") // cmd/rap's store file

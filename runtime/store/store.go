@@ -25,6 +25,12 @@ import (
 // record does not exist. Test for it with errors.Is.
 var ErrNotFound = errors.New("not found")
 
+// ErrConsumed is returned (wrapped) by Inbox.Consume when an item is no
+// longer queued: another slice, perhaps in another process sharing the
+// store, consumed it first. The transaction must not commit; the engine
+// abandons the slice's work (issue 14 item 2). Test for it with errors.Is.
+var ErrConsumed = errors.New("inbox item already consumed")
+
 // Store is a transactional runtime store.
 type Store interface {
 	// Update runs fn in a read-write transaction and commits it when fn
@@ -58,6 +64,10 @@ type Tx interface {
 	Choices
 	HeldEvents
 	CallChecks
+	Leases
+	CallbackKeyStore
+	OAuthLinks
+	ThreadEvents
 }
 
 // ThreadStatus is the lifecycle state of a thread.
@@ -272,8 +282,10 @@ type Inbox interface {
 	// QueuedThreads returns the ids of threads with unconsumed items.
 	QueuedThreads() ([]string, error)
 	// Consume removes the items with the given ids from the queue; their
-	// dedup keys stay seen. Unknown ids are ignored, so Consume is
-	// idempotent.
+	// dedup keys stay seen. When one of them is not queued (already
+	// consumed, by this or another process) it returns an error wrapping
+	// ErrConsumed, and the caller must let the transaction fail: of two
+	// transactions consuming one item, exactly one commits (issue 14).
 	Consume(ids []int64) error
 }
 
@@ -524,4 +536,144 @@ type CallChecks interface {
 	// AdvanceCallChecks makes every check due at or before `due` (after a
 	// restart: ask about every call once) and reports how many changed.
 	AdvanceCallChecks(due time.Time) (int64, error)
+}
+
+// Shared is implemented by a store that several processes may use at once
+// (PostgreSQL). On such a store the engine takes a lease of each thread it
+// works on and a claim of each timer it fires, and sweeps the store for
+// work other processes left (issue 14). A store without it (SQLite) is
+// held by one process, whose engine keeps its claims in memory.
+type Shared interface {
+	// SharedByProcesses reports whether several processes may use the
+	// store at once.
+	SharedByProcesses() bool
+}
+
+// Leases let several processes sharing one store split the work (issue
+// 14): a thread is worked on by the process holding its lease, and a due
+// timer is fired by the process that claimed it. A lease names its owner
+// (a process's unique id) and lives until its expiry; one whose owner died
+// expires and can be taken by another. Times are the callers' clocks:
+// processes sharing a store need clocks in step to well within a lease.
+type Leases interface {
+	// ClaimThread gives owner the thread's lease until `until` and
+	// reports true, unless another owner's lease lives at now (expires
+	// after now): then it reports false and changes nothing. Claiming a
+	// thread owner holds renews its lease.
+	ClaimThread(threadID, owner string, now, until time.Time) (bool, error)
+	// ReleaseThread ends owner's lease of the thread; another owner's
+	// lease, or none, is left alone and is not an error.
+	ReleaseThread(threadID, owner string) error
+	// ThreadLease returns the owner and expiry of the thread's lease, or
+	// an error wrapping ErrNotFound when it has none.
+	ThreadLease(threadID string) (owner string, until time.Time, err error)
+	// ClaimTimer gives owner the claim of timer id until `until` and
+	// reports true, unless the timer does not exist or another owner's
+	// claim lives at now. The owner fires the timer and deletes it; a
+	// claim whose owner died before that expires, and another fires it.
+	ClaimTimer(id, owner string, now, until time.Time) (bool, error)
+}
+
+// CallbackKeys are the HMAC keys of callback tokens (issue 14 item 5),
+// shared by every process of a store so that a callback URL minted by one
+// is accepted by all. They are secrets: never log them.
+type CallbackKeys struct {
+	// Current signs new tokens and verifies them.
+	Current []byte
+	// Previous is the key before the last rotation, still accepted until
+	// PreviousUntil so that URLs already handed to tools keep working.
+	Previous      []byte
+	PreviousUntil time.Time
+}
+
+// CallbackKeyStore keeps the callback keys.
+type CallbackKeyStore interface {
+	// CallbackKeys returns the stored keys, or an error wrapping
+	// ErrNotFound when none was stored yet.
+	CallbackKeys() (CallbackKeys, error)
+	// InitCallbackKey stores key as the current key unless one is stored,
+	// and returns the keys stored after the call: of processes starting
+	// together, the first to commit wins and all use its key.
+	InitCallbackKey(key []byte) (CallbackKeys, error)
+	// RotateCallbackKey makes key the current key and the current one the
+	// previous, accepted until graceUntil.
+	RotateCallbackKey(key []byte, graceUntil time.Time) error
+}
+
+// OAuthLink is an oauth event (RAP OA-1) kept for the short time clients
+// may still need it, so that a client connected to any process sharing
+// the store can be shown it. Its Event holds the auth URL, which may carry
+// a key: never log it.
+type OAuthLink struct {
+	ThreadID string `json:"thread_id"`
+	CallID   string `json:"call_id"`
+	// Event is the event data as clients receive it.
+	Event   json.RawMessage `json:"event"`
+	Created time.Time       `json:"created"`
+	// Expires is when the link is of no more use and may be deleted.
+	Expires time.Time `json:"expires"`
+}
+
+// OAuthLinks stores the short-lived oauth links.
+type OAuthLinks interface {
+	// PutOAuthLink inserts or replaces the link of (thread, call).
+	PutOAuthLink(l OAuthLink) error
+	// ThreadOAuthLinks returns the thread's links that have not expired at
+	// now, oldest first.
+	ThreadOAuthLinks(threadID string, now time.Time) ([]OAuthLink, error)
+	// DeleteOAuthLink removes the link of (thread, call); none is not an
+	// error.
+	DeleteOAuthLink(threadID, callID string) error
+	// DeleteExpiredOAuthLinks removes the links expired at now and reports
+	// how many.
+	DeleteExpiredOAuthLinks(now time.Time) (int64, error)
+}
+
+// ThreadEvent is one client event of a thread kept in a shared store, so
+// that a client of any process sees it and can resume after it (issue 14
+// item 4). Its Data may hold secrets (oauth links): never log it.
+type ThreadEvent struct {
+	ThreadID string `json:"thread_id"`
+	// ID is the event's number in its thread, given by
+	// AppendThreadEvents: 1, 2, 3… in the order the appends committed, so
+	// a reader that sees ID n can read every ID below it.
+	ID   int64           `json:"id"`
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+	// MsgSeq is the Seq of the saved message the event announces (message,
+	// tool_call, tool_result), 0 for other events.
+	MsgSeq  int64     `json:"msg_seq,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// ThreadEvents keeps the recent client events of each thread (issue 14
+// item 4). The engine writes them only on a Shared store; on one a single
+// process holds, events stay in memory.
+type ThreadEvents interface {
+	// AppendThreadEvents appends events, of one thread or several, in
+	// order: each gets the next ID of its thread. It returns them with
+	// their IDs (and Created, when zero, set to the transaction's time). A
+	// store whose processes can listen (EventListener) tells them at
+	// commit.
+	AppendThreadEvents(events []ThreadEvent) ([]ThreadEvent, error)
+	// ThreadEventsAfter returns up to limit of the thread's kept events
+	// whose ID is above after, in ID order.
+	ThreadEventsAfter(threadID string, after int64, limit int) ([]ThreadEvent, error)
+	// LastThreadEventID returns the ID of the thread's last appended
+	// event, 0 when it has none; pruning does not lower it.
+	LastThreadEventID(threadID string) (int64, error)
+	// PruneThreadEvents deletes the events created before `before` and
+	// those with more than keep newer events in their thread, and reports
+	// how many it deleted.
+	PruneThreadEvents(before time.Time, keep int) (int64, error)
+}
+
+// EventListener is implemented by a shared store that tells its processes
+// when thread events were appended (PostgreSQL LISTEN/NOTIFY).
+type EventListener interface {
+	// ListenThreadEvents calls notify with the thread and its last event
+	// ID for each append other processes (or this one) commit, until ctx
+	// ends or the connection fails; it returns why it stopped. Callers
+	// poll as well: a notification may be lost while reconnecting.
+	ListenThreadEvents(ctx context.Context, notify func(threadID string, lastID int64)) error
 }

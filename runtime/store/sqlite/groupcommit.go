@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,11 +24,15 @@ const maxGroup = 256
 // idle becomes the leader and runs groups until the queue is empty, while
 // the callers that arrive meanwhile wait for their group.
 type committer struct {
-	db      *sql.DB
+	db *sql.DB
+	// conn is db's one connection, held for good: each group's
+	// transaction is BEGIN and COMMIT statements on it (see newConnTx).
+	conn    *sql.Conn
 	path    string
 	cache   *stmtCache
 	syncer  *walSyncer   // makes each committed group durable before it returns
 	choices *atomic.Bool // see tx.choices
+	rows    *rowCache    // rows the writer read or wrote (see rowCache)
 	// arrived is signalled when a call is queued while a leader runs.
 	arrived chan struct{}
 
@@ -178,17 +183,16 @@ func (c *committer) run(group []*groupCall) {
 		return
 	}
 	start := time.Now()
-	sqlTx, err := c.db.BeginTx(context.Background(), nil)
-	if err != nil {
+	if err := c.exec("BEGIN IMMEDIATE"); err != nil {
 		deliver(group, make([]error, len(group)), fmt.Errorf("sqlite store %s: begin transaction: %w", c.path, err))
 		return
 	}
 	// The reads run first in the transaction the writes then use: one
 	// BEGIN and one COMMIT (each taking and releasing SQLite's locks) per
 	// group rather than per read and per write group.
-	group = c.runReads(sqlTx, group)
+	group = c.runReads(group)
 	if len(group) == 0 {
-		sqlTx.Rollback()
+		c.exec("ROLLBACK")
 		return
 	}
 	results := make([]error, len(group))
@@ -197,12 +201,13 @@ func (c *committer) run(group []*groupCall) {
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			start = time.Now()
-			if sqlTx, err = c.db.BeginTx(context.Background(), nil); err != nil {
+			if err := c.exec("BEGIN IMMEDIATE"); err != nil {
 				deliver(group, results, fmt.Errorf("sqlite store %s: begin transaction: %w", c.path, err))
 				return
 			}
 		}
-		st := stmtTx{sqlTx, c.cache}
+		st := newConnTx(c.conn, c.cache)
+		st.rows = c.rows
 		ran, failed := 0, false
 		exec := func(from int) {
 			for i := from; i < len(group) && !failed; i++ {
@@ -236,10 +241,10 @@ func (c *committer) run(group []*groupCall) {
 			exec(from)
 		}
 		if failed || ran == 0 {
-			err := sqlTx.Rollback()
+			err := c.exec("ROLLBACK")
 			c.stats.record(updates, time.Since(start), 0)
 			updates = 0
-			if failed && err == nil {
+			if failed && err == nil && slices.Contains(decided, false) {
 				continue // run the others again without the failed call
 			}
 			if err != nil {
@@ -249,12 +254,17 @@ func (c *committer) run(group []*groupCall) {
 			return
 		}
 		t := time.Now()
-		err = sqlTx.Commit()
+		err := c.exec("COMMIT")
 		c.stats.record(updates, time.Since(start), time.Since(t))
 		if err != nil {
+			// SQLite may leave the transaction open after a failed COMMIT;
+			// end it, or every later BEGIN on this connection would fail.
+			c.exec("ROLLBACK")
+			c.rows.reset()
 			deliver(group, results, fmt.Errorf("sqlite store %s: commit: %w", c.path, err))
 			return
 		}
+		c.rows.merge(&st.overlay)
 		// Committed but maybe not yet on disk: the calls return once the
 		// syncer has synced the WAL, while this goroutine runs the next
 		// group.
@@ -263,9 +273,10 @@ func (c *committer) run(group []*groupCall) {
 	}
 }
 
-// runReads runs the group's QuickView calls in sqlTx, which has not
-// written anything yet, and returns the other calls.
-func (c *committer) runReads(sqlTx *sql.Tx, group []*groupCall) []*groupCall {
+// runReads runs the group's QuickView calls in the transaction begun on
+// the writer's connection, which has not written anything yet, and
+// returns the other calls.
+func (c *committer) runReads(group []*groupCall) []*groupCall {
 	writes := group[:0:0]
 	for _, call := range group {
 		if !call.read {
@@ -277,6 +288,11 @@ func (c *committer) runReads(sqlTx *sql.Tx, group []*groupCall) []*groupCall {
 	}
 	start := time.Now()
 	reads := 0
+	st := newConnTx(c.conn, c.cache)
+	st.rows = c.rows
+	// The reads see only committed rows (sqlTx has written nothing yet):
+	// what they read is the committed state.
+	defer c.rows.merge(&st.overlay)
 	for _, call := range group {
 		if !call.read {
 			continue
@@ -286,7 +302,7 @@ func (c *committer) runReads(sqlTx *sql.Tx, group []*groupCall) []*groupCall {
 			call.done <- err
 			continue
 		}
-		call.done <- call.fn(&tx{tx: stmtTx{sqlTx, c.cache}, now: time.Now().UTC(), choices: c.choices})
+		call.done <- call.fn(&tx{tx: st, now: time.Now().UTC(), choices: c.choices})
 	}
 	c.stats.recordReads(reads, time.Since(start))
 	return writes
@@ -318,6 +334,13 @@ func (c *committer) joinWhileSyncing(max int) []*groupCall {
 			return nil
 		}
 	}
+}
+
+// exec runs a statement that controls the transaction on the writer's
+// connection.
+func (c *committer) exec(stmt string) error {
+	_, err := c.conn.ExecContext(context.Background(), stmt)
+	return err
 }
 
 // deliver reports each call's outcome: its own error, or else err, the

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -81,7 +82,7 @@ func TestHeldEvents(t *testing.T) {
 // scans the calls table.
 func TestEndedHeldCallsPlan(t *testing.T) {
 	s, _ := open(t)
-	rows, err := s.writer.Query(`EXPLAIN QUERY PLAN ` + endedHeldCallsSQL)
+	rows, err := s.group.conn.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+endedHeldCallsSQL)
 	if err != nil {
 		t.Fatal(err)
 	}

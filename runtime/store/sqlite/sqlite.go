@@ -112,9 +112,10 @@ func openLocked(abs string, opts openOptions) (*Store, error) {
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetConnMaxIdleTime(0)
-	s := &Store{path: abs, writer: writer, group: &committer{db: writer, path: abs, cache: newStmtCache(writer), arrived: make(chan struct{}, 1)}}
+	s := &Store{path: abs, writer: writer, group: &committer{db: writer, path: abs, arrived: make(chan struct{}, 1)}}
 	s.group.syncer = newWALSyncer(abs, &s.group.stats, opts.sync)
 	s.group.choices = new(atomic.Bool)
+	s.group.rows = newRowCache()
 	if err := s.migrate(context.Background()); err != nil {
 		s.group.syncer.close()
 		writer.Close()
@@ -127,6 +128,15 @@ func openLocked(abs string, opts openOptions) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store %s: look for waiting user choices: %w", abs, err)
 	}
 	s.group.choices.Store(waiting)
+	// The committer holds the writer's one connection from here on.
+	conn, err := writer.Conn(context.Background())
+	if err != nil {
+		s.group.syncer.close()
+		writer.Close()
+		return nil, fmt.Errorf("sqlite store %s: take the writer connection: %w", abs, err)
+	}
+	s.group.conn = conn
+	s.group.cache = newStmtCache(conn)
 	// The -wal and -shm files exist now; SQLite gave them the database
 	// file's mode, but one left by an older gorap may be readable by all.
 	if err := privfile.CheckSQLite(abs); err != nil {
@@ -188,7 +198,7 @@ func (s *Store) Close() error {
 	s.group.syncer.close()
 	s.rcache.close()
 	s.group.cache.close()
-	err := errors.Join(s.ckpt.Close(), s.reader.Close(), s.writer.Close())
+	err := errors.Join(s.group.conn.Close(), s.ckpt.Close(), s.reader.Close(), s.writer.Close())
 	if s.lock != nil {
 		s.lock.Close() // releases the lock
 	}
@@ -217,7 +227,7 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("sqlite store %s: begin transaction: %w", s.path, err)
 	}
-	err = fn(&tx{tx: stmtTx{sqlTx, s.rcache}, now: time.Now().UTC(), choices: s.group.choices})
+	err = fn(&tx{tx: newStmtTx(sqlTx, s.rcache), now: time.Now().UTC(), choices: s.group.choices})
 	sqlTx.Rollback()
 	s.rcache.prepareWanted()
 	return err
@@ -355,6 +365,48 @@ var migrations = []string{
 		SELECT thread_id, call_id, 1 FROM calls WHERE state = 'dispatched' AND toolset != 'builtin';
 	INSERT OR IGNORE INTO call_checks (thread_id, call_id, due)
 		SELECT thread_id, call_id, 1 FROM subscriptions WHERE state = 'active';`,
+	// 9: leases of threads and claims of timers, the callback keys and
+	// short-lived oauth links, for several processes sharing a store
+	// (issue 14; issue14.go).
+	`CREATE TABLE thread_leases (
+		thread_id TEXT PRIMARY KEY,
+		owner TEXT NOT NULL,
+		until INTEGER NOT NULL
+	);
+	ALTER TABLE timers ADD COLUMN claim_owner TEXT NOT NULL DEFAULT '';
+	ALTER TABLE timers ADD COLUMN claim_until INTEGER NOT NULL DEFAULT 0;
+	CREATE TABLE callback_keys (
+		id INTEGER PRIMARY KEY CHECK (id = 1),
+		current BLOB NOT NULL,
+		previous BLOB,
+		previous_until INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE oauth_links (
+		thread_id TEXT NOT NULL,
+		call_id TEXT NOT NULL,
+		event BLOB NOT NULL,
+		created INTEGER NOT NULL,
+		expires INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE INDEX oauth_links_expires ON oauth_links(expires);`,
+	// 10: the recent client events of each thread and each thread's last
+	// event id (issue 14 item 4; events.go). The engine does not write
+	// them on SQLite, which one process holds: it keeps events in memory.
+	`CREATE TABLE thread_event_heads (
+		thread_id TEXT PRIMARY KEY,
+		last_id INTEGER NOT NULL
+	);
+	CREATE TABLE thread_events (
+		thread_id TEXT NOT NULL,
+		id INTEGER NOT NULL,
+		type TEXT NOT NULL,
+		data BLOB NOT NULL,
+		msg_seq INTEGER NOT NULL DEFAULT 0,
+		created INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, id)
+	);
+	CREATE INDEX thread_events_created ON thread_events(created);`,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"sync"
 )
@@ -17,13 +18,19 @@ const maxCachedStatements = 256
 // preparing inside one would wait for a connection that the transaction
 // itself may hold.
 type stmtCache struct {
-	db     *sql.DB
+	db     preparer
 	mu     sync.Mutex
 	stmts  map[string]*sql.Stmt
 	wanted map[string]bool
 }
 
-func newStmtCache(db *sql.DB) *stmtCache {
+// preparer is *sql.DB (statements for any of its connections) or *sql.Conn
+// (statements for that connection only: the writer's).
+type preparer interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+}
+
+func newStmtCache(db preparer) *stmtCache {
 	return &stmtCache{db: db, stmts: map[string]*sql.Stmt{}, wanted: map[string]bool{}}
 }
 
@@ -57,7 +64,7 @@ func (c *stmtCache) prepareWanted() {
 	clear(c.wanted)
 	c.mu.Unlock()
 	for _, q := range queries {
-		s, err := c.db.Prepare(q)
+		s, err := c.db.PrepareContext(context.Background(), q)
 		if err != nil {
 			continue // running it unprepared reports the error
 		}
@@ -81,29 +88,89 @@ func (c *stmtCache) close() {
 }
 
 // stmtTx runs statements in a transaction through a statement cache. It has
-// the methods of *sql.Tx that the store uses.
+// the methods of *sql.Tx that the store uses. It keeps the transaction's
+// binding of each cached statement (tx.Stmt), so that a statement run
+// several times in one transaction (a group commit runs the same few for
+// every update in it) is bound once.
 type stmtTx struct {
+	// tx is the transaction on a reader connection; nil on the writer,
+	// whose transactions are BEGIN and COMMIT statements on conn.
 	tx    *sql.Tx
+	conn  *sql.Conn
 	cache *stmtCache
+	bound []boundStmt
+	buf   [12]boundStmt // bound's first array
+	// rows is the writer's row cache, nil on a reader connection; overlay
+	// holds this transaction's changes to it (see rowCache).
+	rows    *rowCache
+	overlay rowOverlay
 }
 
-func (t stmtTx) Exec(query string, args ...any) (sql.Result, error) {
-	if s := t.cache.get(query); s != nil {
-		return t.tx.Stmt(s).Exec(args...)
+type boundStmt struct {
+	prepared, inTx *sql.Stmt
+}
+
+func newStmtTx(tx *sql.Tx, cache *stmtCache) *stmtTx {
+	t := &stmtTx{tx: tx, cache: cache}
+	t.bound = t.buf[:0]
+	return t
+}
+
+// newConnTx runs statements on conn, the writer's connection, in the
+// transaction the caller began there. Its cache's statements are conn's.
+//
+// The writer does not use *sql.Tx: database/sql starts a goroutine, with
+// a cancellable context, for every query run in one (to close its rows
+// when the transaction's context ends), which is a measurable part of a
+// cycle's cost (issue 11 item 4). A query on a *sql.Conn with a context
+// that is never done starts none.
+func newConnTx(conn *sql.Conn, cache *stmtCache) *stmtTx {
+	return &stmtTx{conn: conn, cache: cache}
+}
+
+// stmt returns the transaction's binding of query's prepared statement,
+// or nil when it is not prepared yet.
+func (t *stmtTx) stmt(query string) *sql.Stmt {
+	s := t.cache.get(query)
+	if s == nil || t.tx == nil {
+		return s // nil, or a statement of the writer's connection
+	}
+	for _, b := range t.bound {
+		if b.prepared == s {
+			return b.inTx
+		}
+	}
+	in := t.tx.Stmt(s)
+	t.bound = append(t.bound, boundStmt{s, in})
+	return in
+}
+
+func (t *stmtTx) Exec(query string, args ...any) (sql.Result, error) {
+	if s := t.stmt(query); s != nil {
+		return s.Exec(args...)
+	}
+	if t.tx == nil {
+		return t.conn.ExecContext(context.Background(), query, args...)
 	}
 	return t.tx.Exec(query, args...)
 }
 
-func (t stmtTx) Query(query string, args ...any) (*sql.Rows, error) {
-	if s := t.cache.get(query); s != nil {
-		return t.tx.Stmt(s).Query(args...)
+func (t *stmtTx) Query(query string, args ...any) (*sql.Rows, error) {
+	if s := t.stmt(query); s != nil {
+		return s.Query(args...)
+	}
+	if t.tx == nil {
+		return t.conn.QueryContext(context.Background(), query, args...)
 	}
 	return t.tx.Query(query, args...)
 }
 
-func (t stmtTx) QueryRow(query string, args ...any) *sql.Row {
-	if s := t.cache.get(query); s != nil {
-		return t.tx.Stmt(s).QueryRow(args...)
+func (t *stmtTx) QueryRow(query string, args ...any) *sql.Row {
+	if s := t.stmt(query); s != nil {
+		return s.QueryRow(args...)
+	}
+	if t.tx == nil {
+		return t.conn.QueryRowContext(context.Background(), query, args...)
 	}
 	return t.tx.QueryRow(query, args...)
 }

@@ -14,7 +14,7 @@ import (
 
 // tx implements store.Tx on one database/sql transaction.
 type tx struct {
-	tx  stmtTx
+	tx  *stmtTx
 	now time.Time
 	// choices is false while the choices table is known to be empty, so
 	// that TakeChoice, which every tool result runs, costs no query.
@@ -97,6 +97,9 @@ func (t *tx) CreateThread(th store.Thread) error {
 	if th.InheritSeq < 0 || (th.InheritSeq > 0 && th.ParentID == "") {
 		return fmt.Errorf("create thread %s: inherit_seq %d needs a parent and must not be negative", th.ID, th.InheritSeq)
 	}
+	if t.tx.rows != nil {
+		t.tx.overlay.forget(th.ID)
+	}
 	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)), th.OriginCallID, th.OriginTool, originArgs, th.InheritSeq, user)
 	if err != nil {
@@ -121,7 +124,15 @@ func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
 
 // Thread implements store.Threads.
 func (t *tx) Thread(id string) (store.Thread, error) {
+	if t.tx.rows != nil {
+		if th, ok := t.tx.overlay.thread(t.tx.rows, id); ok {
+			return th, nil
+		}
+	}
 	th, err := scanThread(t.tx.QueryRow(`SELECT `+threadCols+` FROM threads WHERE id = ?`, id))
+	if err == nil && t.tx.rows != nil {
+		t.tx.overlay.setThread(id, th)
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return th, notFound("thread", id)
 	}
@@ -151,6 +162,9 @@ func (t *tx) ListThreads() ([]store.Thread, error) {
 
 // SetThreadStatus implements store.Threads.
 func (t *tx) SetThreadStatus(id string, s store.ThreadStatus) error {
+	if t.tx.rows != nil {
+		t.tx.overlay.forget(id)
+	}
 	res, err := t.tx.Exec(`UPDATE threads SET status = ? WHERE id = ?`, string(s), id)
 	if err != nil {
 		return fmt.Errorf("set status of thread %s: %w", id, err)
@@ -176,11 +190,19 @@ func marshalOrNull(v any, empty bool) (any, error) {
 
 // LastSeq implements store.Messages.
 func (t *tx) LastSeq(threadID string) (int64, error) {
+	if t.tx.rows != nil {
+		if n, ok := t.tx.overlay.last(t.tx.rows, threadID); ok {
+			return n, nil
+		}
+	}
 	var last, inherit int64
 	err := t.tx.QueryRow(`SELECT COALESCE((SELECT MAX(seq) FROM messages WHERE thread_id = ?), 0), COALESCE((SELECT inherit_seq FROM threads WHERE id = ?), 0)`,
 		threadID, threadID).Scan(&last, &inherit)
 	if err != nil {
 		return 0, fmt.Errorf("read the last seq of thread %s: %w", threadID, err)
+	}
+	if t.tx.rows != nil {
+		t.tx.overlay.setLast(threadID, max(last, inherit))
 	}
 	return max(last, inherit), nil
 }
@@ -214,7 +236,13 @@ func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Mess
 		out[i] = m
 	}
 	if _, err := t.tx.Exec(insertMessagesSQL(len(msgs)), args...); err != nil {
+		if t.tx.rows != nil {
+			t.tx.overlay.forget(threadID)
+		}
 		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
+	}
+	if t.tx.rows != nil {
+		t.tx.overlay.setLast(threadID, last)
 	}
 	return out, nil
 }
@@ -255,6 +283,13 @@ func (t *tx) History(threadID string) ([]store.Message, error) {
 // do not start right after `after` can inherited messages be missing, and
 // only then is the thread's inherited prefix consulted.
 func (t *tx) HistorySince(threadID string, after int64) ([]store.Message, error) {
+	if t.tx.rows != nil {
+		// Nothing, own or inherited, comes after the thread's last seq:
+		// a caller that has read up to it needs no query.
+		if last, ok := t.tx.overlay.last(t.tx.rows, threadID); ok && after >= last {
+			return nil, nil
+		}
+	}
 	own, err := t.ownHistory(threadID, after, -1)
 	if err != nil || (len(own) > 0 && own[0].Seq == after+1) {
 		return own, err
@@ -434,8 +469,12 @@ func (t *tx) QueuedThreads() ([]string, error) {
 // Consume implements store.Inbox.
 func (t *tx) Consume(ids []int64) error {
 	for _, id := range ids {
-		if _, err := t.tx.Exec(`DELETE FROM inbox WHERE id = ?`, id); err != nil {
+		res, err := t.tx.Exec(`DELETE FROM inbox WHERE id = ?`, id)
+		if err != nil {
 			return fmt.Errorf("consume inbox item %d: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return fmt.Errorf("consume inbox item %d: %w", id, store.ErrConsumed)
 		}
 	}
 	return nil
@@ -653,7 +692,8 @@ func (t *tx) PutTimer(tm store.Timer) error {
 		payload = string(tm.Payload)
 	}
 	_, err := t.tx.Exec(`INSERT INTO timers (id, thread_id, kind, payload, due, created) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, kind = excluded.kind, payload = excluded.payload, due = excluded.due`,
+		ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, kind = excluded.kind, payload = excluded.payload, due = excluded.due,
+		claim_owner = '', claim_until = 0`,
 		tm.ID, tm.ThreadID, tm.Kind, payload, nanos(tm.Due), nanos(t.stamp(tm.Created)))
 	if err != nil {
 		return fmt.Errorf("store timer %s of thread %s: %w", tm.ID, tm.ThreadID, err)

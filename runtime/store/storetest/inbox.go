@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -93,13 +94,15 @@ func testInbox(t *testing.T, s store.Store) {
 	if got := keys(queued(t, s, "a")); !slices.Equal(got, []string{"a2"}) {
 		t.Errorf("after consuming a1 and a3, Queued(a) = %v, want [a2]", got)
 	}
-	// Consume again, with an unknown id and an empty batch: no error, no change.
-	update(t, s, func(tx store.Tx) error {
-		if err := tx.Consume([]int64{qa[0].ID, qa[2].ID, 1 << 40}); err != nil {
-			return fmt.Errorf("Consume of consumed and unknown ids: %w", err)
+	// Consume again, or an unknown id: ErrConsumed, no change (issue 14
+	// item 2); an empty batch: no error.
+	for _, ids := range [][]int64{{qa[0].ID, qa[2].ID}, {qa[1].ID, 1 << 40}} {
+		err := s.Update(ctx(), func(tx store.Tx) error { return tx.Consume(ids) })
+		if !errors.Is(err, store.ErrConsumed) {
+			t.Errorf("Consume of consumed or unknown ids %v: %v, want an error wrapping store.ErrConsumed", ids, err)
 		}
-		return tx.Consume(nil)
-	})
+	}
+	update(t, s, func(tx store.Tx) error { return tx.Consume(nil) })
 	if got := keys(queued(t, s, "a")); !slices.Equal(got, []string{"a2"}) {
 		t.Errorf("after a repeated Consume, Queued(a) = %v, want [a2]", got)
 	}

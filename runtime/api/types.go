@@ -1,0 +1,124 @@
+package api
+
+import "github.com/gorap/gorap/runtime/store"
+
+// Records of the store as the API shows them.
+type (
+	// Thread is one thread, as GET /v1/threads lists it.
+	Thread = store.Thread
+	// Message is one message of a history.
+	Message = store.Message
+	// ToolCall is one tool call of an assistant message.
+	ToolCall = store.ToolCall
+	// ToolResult is one tool result of a tool message.
+	ToolResult = store.ToolResult
+	// Call is a pending tool call.
+	Call = store.Call
+	// Subscription is a thread's subscription (RAP SU-3).
+	Subscription = store.Subscription
+	// Choice is a user choice waiting for an answer (RAP UC-1).
+	Choice = store.Choice
+	// Role is a message's role.
+	Role = store.Role
+)
+
+// Roles of a Message.
+const (
+	RoleUser      = store.RoleUser
+	RoleAssistant = store.RoleAssistant
+	RoleTool      = store.RoleTool
+)
+
+// CreateThreadRequest is the body of POST /v1/threads.
+type CreateThreadRequest struct {
+	// UserID is the session's end user (issue 9 item 4); empty means the
+	// runtime's default.
+	UserID string `json:"user_id"`
+}
+
+// CreateThreadResponse is the answer of POST /v1/threads.
+type CreateThreadResponse struct {
+	ID       string    `json:"id"`
+	Toolsets *Toolsets `json:"toolsets,omitempty"`
+}
+
+// ThreadPage is the answer of GET /v1/threads.
+type ThreadPage struct {
+	Threads []Thread `json:"threads"`
+	// NextCursor, when set, is the ?cursor= of the next page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// ThreadInfo is the answer of GET /v1/threads/{id}, and the payload of
+// EventThread.
+type ThreadInfo struct {
+	Thread
+	PendingCalls  []Call         `json:"pending_calls"`
+	Subscriptions []Subscription `json:"subscriptions"`
+	Queued        int            `json:"queued"`
+	// LastSeq is the Seq of the thread's last saved message.
+	LastSeq int64 `json:"last_seq"`
+	// Children are the ids of the thread's child threads, oldest first;
+	// at most 1000 of them.
+	Children []string `json:"children"`
+	// ChildrenNextCursor, when set, says there are more children: read
+	// them from GET /v1/threads?parent_id={id}&cursor={it}.
+	ChildrenNextCursor string `json:"children_next_cursor,omitempty"`
+	// Choices are the user choices waiting for an answer (RAP UC-1).
+	Choices []Choice `json:"choices"`
+	// Usage sums the tokens of the thread's completions since the runtime
+	// started; nil when there were none.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// PostMessageRequest is the body of POST /v1/threads/{id}/messages.
+type PostMessageRequest struct {
+	Text *string `json:"text"`
+}
+
+// Statuses of PostMessageResponse.
+const (
+	MessageQueued    = "queued"
+	MessageDuplicate = "duplicate"
+)
+
+// PostMessageResponse is the answer of POST /v1/threads/{id}/messages.
+type PostMessageResponse struct {
+	// Status is MessageQueued, or MessageDuplicate when the
+	// Idempotency-Key was seen before.
+	Status string `json:"status"`
+}
+
+// HistoryResponse is the answer of GET /v1/threads/{id}/messages.
+type HistoryResponse struct {
+	Messages []Message `json:"messages"`
+}
+
+// ChoicesResponse is the answer of GET /v1/threads/{id}/choices.
+type ChoicesResponse struct {
+	Choices []Choice `json:"choices"`
+}
+
+// AnswerChoiceRequest is the body of POST
+// /v1/threads/{id}/choices/{call_id}: Selected, or Dismiss.
+type AnswerChoiceRequest struct {
+	Selected *int `json:"selected"`
+	Dismiss  bool `json:"dismiss"`
+}
+
+// AnswerChoiceResponse is the answer of POST
+// /v1/threads/{id}/choices/{call_id}.
+type AnswerChoiceResponse struct {
+	Status   string `json:"status"`
+	Selected int    `json:"selected"`
+}
+
+// CloseResponse is the answer of POST /v1/threads/{id}/close.
+type CloseResponse struct {
+	Status string `json:"status"`
+}
+
+// ErrorResponse is the body of every error answer.
+type ErrorResponse struct {
+	Error string `json:"error"`
+}

@@ -1,0 +1,23 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
+)
+
+// The cycle loop runs on PostgreSQL too (issue 14: rap bench-runtime
+// --store postgres://…), and every result is delivered.
+func TestRunCyclesPostgres(t *testing.T) {
+	u := pgtest.URL(t)
+	rep, err := RunCycles(context.Background(), CycleOptions{Threads: 4, Duration: time.Second, Warmup: 300 * time.Millisecond, DataDir: t.TempDir(), Store: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Cycles == 0 || rep.Failures != 0 {
+		t.Errorf("on PostgreSQL: %d cycles, %d results not delivered:\n%s", rep.Cycles, rep.Failures, rep)
+	}
+	t.Logf("\n%s", rep)
+}

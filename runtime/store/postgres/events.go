@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// Client events of threads, shared by every process (migration 3, issue
+// 14 item 4). Each append takes the thread's next ids from
+// thread_event_heads, whose row it updates: appends to one thread commit
+// one after the other, so ids are in commit order, and it sends a NOTIFY
+// on EventsChannel that listeners receive at commit.
+
+// EventsChannel is the LISTEN/NOTIFY channel of thread events. Its payload
+// is "THREAD_ID LAST_ID".
+const EventsChannel = "rap_events"
+
+// AppendThreadEvents implements store.ThreadEvents.
+func (t *tx) AppendThreadEvents(events []store.ThreadEvent) ([]store.ThreadEvent, error) {
+	out := make([]store.ThreadEvent, len(events))
+	copy(out, events)
+	// The threads in order of first appearance, with their events.
+	var order []string
+	byThread := map[string][]int{}
+	for i, e := range out {
+		if _, ok := byThread[e.ThreadID]; !ok {
+			order = append(order, e.ThreadID)
+		}
+		byThread[e.ThreadID] = append(byThread[e.ThreadID], i)
+	}
+	for _, th := range order {
+		idx := byThread[th]
+		var last int64
+		err := t.queryRow(`INSERT INTO thread_event_heads (thread_id, last_id) VALUES ($1, $2)
+			ON CONFLICT (thread_id) DO UPDATE SET last_id = thread_event_heads.last_id + excluded.last_id
+			RETURNING last_id`, th, int64(len(idx))).Scan(&last)
+		if err != nil {
+			return nil, fmt.Errorf("number the events of thread %s: %w", th, err)
+		}
+		id := last - int64(len(idx))
+		for _, i := range idx {
+			id++
+			e := &out[i]
+			e.ID, e.Created = id, t.stamp(e.Created)
+			if _, err := t.exec(`INSERT INTO thread_events (thread_id, id, type, data, msg_seq, created) VALUES ($1, $2, $3, $4, $5, $6)`,
+				th, e.ID, e.Type, bin(string(e.Data)), e.MsgSeq, e.Created); err != nil {
+				return nil, fmt.Errorf("store event %d of thread %s: %w", e.ID, th, err)
+			}
+		}
+		if _, err := t.exec(`SELECT pg_notify($1, $2)`, EventsChannel, th+" "+strconv.FormatInt(last, 10)); err != nil {
+			return nil, fmt.Errorf("notify the events of thread %s: %w", th, err)
+		}
+	}
+	return out, nil
+}
+
+// ThreadEventsAfter implements store.ThreadEvents.
+func (t *tx) ThreadEventsAfter(threadID string, after int64, limit int) ([]store.ThreadEvent, error) {
+	return collect(t, "read the events of thread "+threadID, func(rows pgx.Rows) (store.ThreadEvent, error) {
+		e := store.ThreadEvent{ThreadID: threadID}
+		var data []byte
+		err := rows.Scan(&e.ID, &e.Type, &data, &e.MsgSeq, &e.Created)
+		e.Data, e.Created = json.RawMessage(data), utc(e.Created)
+		return e, err
+	}, `SELECT id, type, data, msg_seq, created FROM thread_events WHERE thread_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+		threadID, after, limit)
+}
+
+// LastThreadEventID implements store.ThreadEvents.
+func (t *tx) LastThreadEventID(threadID string) (int64, error) {
+	var last int64
+	err := t.queryRow(`SELECT last_id FROM thread_event_heads WHERE thread_id = $1`, threadID).Scan(&last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read the last event id of thread %s: %w", threadID, err)
+	}
+	return last, nil
+}
+
+// PruneThreadEvents implements store.ThreadEvents.
+func (t *tx) PruneThreadEvents(before time.Time, keep int) (int64, error) {
+	tag, err := t.exec(`DELETE FROM thread_events e USING thread_event_heads h
+		WHERE e.thread_id = h.thread_id AND (e.created < $1 OR e.id <= h.last_id - $2)`, before, int64(keep))
+	if err != nil {
+		return 0, fmt.Errorf("prune thread events: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ListenThreadEvents implements store.EventListener: it holds a
+// connection of its own (outside the pool, which it does not shrink) in
+// LISTEN until ctx ends or the connection fails.
+func (s *Store) ListenThreadEvents(ctx context.Context, notify func(threadID string, lastID int64)) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("postgres store %s: listen for events: %w", s.where, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
+		return fmt.Errorf("postgres store %s: listen for events: %w", s.where, err)
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("postgres store %s: listen for events: %w", s.where, err)
+		}
+		i := strings.LastIndexByte(n.Payload, ' ')
+		if i < 0 {
+			continue
+		}
+		last, err := strconv.ParseInt(n.Payload[i+1:], 10, 64)
+		if err != nil {
+			continue
+		}
+		notify(n.Payload[:i], last)
+	}
+}

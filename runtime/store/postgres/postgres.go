@@ -1,0 +1,398 @@
+// Package postgres implements the runtime store (package runtime/store) on
+// a PostgreSQL database, through a pgx connection pool, so that several
+// `rap serve` processes can share one database (issue 14).
+//
+// Update runs in a SERIALIZABLE transaction and is retried, from the
+// start, when PostgreSQL reports a serialization failure or a deadlock
+// (SQLSTATE 40001, 40P01), as the store.Store contract allows. View and
+// QuickView run in a READ ONLY, REPEATABLE READ transaction: one snapshot.
+//
+// Texts and JSON payloads are stored as bytea, byte for byte: PostgreSQL's
+// text type refuses a NUL byte and jsonb the escape \u0000, both of which
+// a model or a tool may send. Times are timestamptz, to the microsecond.
+//
+// The schema is versioned: Open applies every migration the database has
+// not seen yet, in order, each in its own transaction, holding an advisory
+// lock so that processes starting together migrate once.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// Store is a store.Store backed by a PostgreSQL database.
+type Store struct {
+	pool *pgxpool.Pool
+	// where names the database in errors, without the password.
+	where string
+	// wakeChannel is the NOTIFY channel of the store's schema and sender
+	// the id that marks this Store's notifications (wakeups.go).
+	wakeChannel, sender string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// defaultMaxConns is the pool size when the URL sets no pool_max_conns.
+const defaultMaxConns = 16
+
+// Open connects to the PostgreSQL database at url (a postgres:// URL or a
+// key=value connection string, as libpq takes; search_path=... selects a
+// schema, pool_max_conns=N sizes the pool, 16 by default) and brings its
+// schema up to date.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: parse the connection URL: %w (want postgres://user@host:5432/dbname)", redactErr(err))
+	}
+	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	if !strings.Contains(url, "pool_max_conns") {
+		// pgx's default (4 on a small machine) queues a busy runtime's
+		// transactions, which wait on round trips, not CPU.
+		cfg.MaxConns = defaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store %s: %w", where, redactErr(err))
+	}
+	s := &Store{pool: pool, where: where}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres store %s: connect: %w (is PostgreSQL running, and the URL right?)", where, redactErr(err))
+	}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.initWakes(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// redactErr drops a connection error's text down to what cannot hold the
+// password: pgx errors about a URL may quote it.
+func redactErr(err error) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		return errors.New("the connection string is malformed")
+	}
+	return err
+}
+
+// SharedByProcesses implements store.Shared: several `rap serve`
+// processes may share a PostgreSQL store.
+func (s *Store) SharedByProcesses() bool { return true }
+
+// Where returns host:port/database of the store, for logs.
+func (s *Store) Where() string { return s.where }
+
+// Close closes every connection of the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// maxAttempts bounds how often Update runs fn when every attempt meets a
+// serialization failure.
+const maxAttempts = 100
+
+// Update implements store.Store: fn runs in a SERIALIZABLE transaction,
+// run again (after a short random pause) when PostgreSQL reports a
+// serialization failure or a deadlock.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	pause := time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
+		if err == nil || !retryable(err) || attempt == maxAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause/2 + rand.N(pause)):
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// View implements store.Store: one READ ONLY, REPEATABLE READ transaction.
+func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+// QuickView implements store.Store; it is View.
+func (s *Store) QuickView(ctx context.Context, fn func(store.Tx) error) error {
+	return s.View(ctx, fn)
+}
+
+// errRetry wraps the error of an attempt that met a serialization failure.
+type errRetry struct{ err error }
+
+func (e errRetry) Error() string { return e.err.Error() }
+func (e errRetry) Unwrap() error { return e.err }
+
+func retryable(err error) bool {
+	var r errRetry
+	return errors.As(err, &r)
+}
+
+// serializationFailure reports whether err is PostgreSQL asking for the
+// transaction to be retried.
+func serializationFailure(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// run runs fn in one transaction with opts, committing when fn returns
+// nil and the transaction is read-write.
+func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) error) error {
+	ptx, err := s.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("postgres store %s: begin transaction: %w", s.where, err)
+	}
+	t := &tx{s: s, ctx: ctx, tx: ptx, now: time.Now().UTC().Truncate(time.Microsecond)}
+	err = fn(t)
+	if err != nil || opts.AccessMode == pgx.ReadOnly {
+		ptx.Rollback(context.WithoutCancel(ctx))
+		if t.conflict != nil {
+			// A statement met a serialization failure; whatever fn made of
+			// it, the attempt is void.
+			return errRetry{t.conflict}
+		}
+		return err
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		if t.conflict != nil {
+			return errRetry{t.conflict}
+		}
+		if serializationFailure(err) {
+			return errRetry{fmt.Errorf("postgres store %s: commit: %w", s.where, err)}
+		}
+		return fmt.Errorf("postgres store %s: commit: %w", s.where, err)
+	}
+	return nil
+}
+
+// migrationLock is the advisory lock key Open holds while migrating.
+const migrationLock = 0x676f726170 // "gorap"
+
+func (s *Store) migrate(ctx context.Context) error {
+	for {
+		done, err := s.migrateOne(ctx)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// migrateOne applies the next migration, reporting done when there is none.
+func (s *Store) migrateOne(ctx context.Context) (done bool, err error) {
+	t, err := s.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("postgres store %s: begin migration: %w", s.where, err)
+	}
+	defer t.Rollback(context.WithoutCancel(ctx))
+	if _, err := t.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+		return false, fmt.Errorf("postgres store %s: lock for migration: %w", s.where, err)
+	}
+	if _, err := t.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return false, fmt.Errorf("postgres store %s: create schema_version table: %w (does the user may create tables in the schema?)", s.where, err)
+	}
+	var v int
+	err = t.QueryRow(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := t.Exec(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return false, fmt.Errorf("postgres store %s: init schema_version: %w", s.where, err)
+		}
+	case err != nil:
+		return false, fmt.Errorf("postgres store %s: read schema version: %w", s.where, err)
+	}
+	if v > len(migrations) {
+		return false, fmt.Errorf("postgres store %s: schema version %d is newer than this program knows (%d); use a newer gorap or another database", s.where, v, len(migrations))
+	}
+	if v == len(migrations) {
+		return true, t.Commit(ctx)
+	}
+	if _, err := t.Exec(ctx, migrations[v]); err != nil {
+		return false, fmt.Errorf("postgres store %s: migration %d: %w", s.where, v+1, err)
+	}
+	if _, err := t.Exec(ctx, `UPDATE schema_version SET version = $1`, v+1); err != nil {
+		return false, fmt.Errorf("postgres store %s: record schema version %d: %w", s.where, v+1, err)
+	}
+	return false, t.Commit(ctx)
+}
+
+// SchemaVersion is the schema version this package writes.
+var SchemaVersion = len(migrations)
+
+// migrations are applied in order; migration i brings the schema to
+// version i+1. Never edit a released migration: append a new one.
+var migrations = []string{
+	// 1: the schema of SQLite's migrations 1 to 8.
+	`CREATE TABLE threads (
+		id TEXT PRIMARY KEY,
+		parent_id TEXT REFERENCES threads(id),
+		root_id TEXT NOT NULL,
+		status TEXT NOT NULL,
+		created TIMESTAMPTZ NOT NULL,
+		origin_call_id TEXT NOT NULL DEFAULT '',
+		origin_tool TEXT NOT NULL DEFAULT '',
+		origin_args BYTEA,
+		inherit_seq BIGINT NOT NULL DEFAULT 0,
+		user_id TEXT NOT NULL DEFAULT ''
+	);
+	CREATE INDEX threads_created ON threads(created, id);
+	CREATE INDEX threads_parent_created ON threads(parent_id, created, id);
+	CREATE TABLE messages (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		seq BIGINT NOT NULL,
+		role TEXT NOT NULL,
+		text BYTEA NOT NULL,
+		tool_calls BYTEA,
+		tool_results BYTEA,
+		created TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (thread_id, seq)
+	);
+	CREATE TABLE inbox (
+		id BIGSERIAL PRIMARY KEY,
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		kind TEXT NOT NULL,
+		payload BYTEA NOT NULL,
+		dedup_key BYTEA NOT NULL UNIQUE,
+		created TIMESTAMPTZ NOT NULL
+	);
+	CREATE INDEX inbox_thread ON inbox(thread_id, id);
+	CREATE TABLE seen_keys (
+		key BYTEA PRIMARY KEY,
+		thread_id TEXT NOT NULL,
+		created TIMESTAMPTZ NOT NULL
+	);
+	CREATE TABLE calls (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		call_id TEXT NOT NULL,
+		tool_name TEXT NOT NULL,
+		arguments BYTEA NOT NULL,
+		toolset TEXT NOT NULL,
+		endpoint TEXT NOT NULL,
+		turn_seq BIGINT NOT NULL,
+		state TEXT NOT NULL,
+		deadline TIMESTAMPTZ,
+		created TIMESTAMPTZ NOT NULL,
+		updated TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE INDEX calls_state ON calls(state, deadline);
+	CREATE INDEX calls_thread_state ON calls(thread_id, state);
+	CREATE TABLE subscriptions (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		call_id TEXT NOT NULL,
+		tool_name TEXT NOT NULL,
+		state TEXT NOT NULL,
+		created TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE TABLE views (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		view_type TEXT NOT NULL,
+		content BYTEA NOT NULL,
+		updated TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (thread_id, view_type)
+	);
+	CREATE TABLE timers (
+		id TEXT PRIMARY KEY,
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		kind TEXT NOT NULL,
+		payload BYTEA,
+		due TIMESTAMPTZ NOT NULL,
+		created TIMESTAMPTZ NOT NULL
+	);
+	CREATE INDEX timers_due ON timers(due);
+	CREATE TABLE toolset_cache (
+		root_id TEXT NOT NULL REFERENCES threads(id),
+		base_url TEXT NOT NULL,
+		manifest BYTEA NOT NULL,
+		fetched TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (root_id, base_url)
+	);
+	CREATE INDEX toolset_cache_url ON toolset_cache(base_url, fetched);
+	CREATE TABLE choices (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		call_id TEXT NOT NULL,
+		tool_name TEXT NOT NULL,
+		prompt BYTEA NOT NULL,
+		choices BYTEA NOT NULL,
+		default_index INTEGER NOT NULL,
+		response_url BYTEA NOT NULL,
+		created TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE TABLE held_events (
+		id BIGSERIAL PRIMARY KEY,
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		call_id TEXT NOT NULL,
+		payload BYTEA NOT NULL,
+		created TIMESTAMPTZ NOT NULL
+	);
+	CREATE INDEX held_events_call ON held_events(thread_id, call_id, id);
+	CREATE TABLE call_checks (
+		thread_id TEXT NOT NULL,
+		call_id TEXT NOT NULL,
+		due TIMESTAMPTZ NOT NULL,
+		failures INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE INDEX call_checks_due ON call_checks(due);`,
+	// 2: leases of threads and claims of timers, the callback keys and
+	// short-lived oauth links (issue 14; issue14.go).
+	`CREATE TABLE thread_leases (
+		thread_id TEXT PRIMARY KEY,
+		owner TEXT NOT NULL,
+		until TIMESTAMPTZ NOT NULL
+	);
+	ALTER TABLE timers ADD COLUMN claim_owner TEXT NOT NULL DEFAULT '';
+	ALTER TABLE timers ADD COLUMN claim_until TIMESTAMPTZ;
+	CREATE TABLE callback_keys (
+		id INTEGER PRIMARY KEY CHECK (id = 1),
+		current BYTEA NOT NULL,
+		previous BYTEA,
+		previous_until TIMESTAMPTZ
+	);
+	CREATE TABLE oauth_links (
+		thread_id TEXT NOT NULL,
+		call_id TEXT NOT NULL,
+		event BYTEA NOT NULL,
+		created TIMESTAMPTZ NOT NULL,
+		expires TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (thread_id, call_id)
+	);
+	CREATE INDEX oauth_links_expires ON oauth_links(expires);`,
+	// 3: the recent client events of each thread and each thread's last
+	// event id (issue 14 item 4; events.go).
+	`CREATE TABLE thread_event_heads (
+		thread_id TEXT PRIMARY KEY,
+		last_id BIGINT NOT NULL
+	);
+	CREATE TABLE thread_events (
+		thread_id TEXT NOT NULL,
+		id BIGINT NOT NULL,
+		type TEXT NOT NULL,
+		data BYTEA NOT NULL,
+		msg_seq BIGINT NOT NULL DEFAULT 0,
+		created TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (thread_id, id)
+	);
+	CREATE INDEX thread_events_created ON thread_events(created);`,
+}

@@ -1,0 +1,764 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// tx implements store.Tx on one pgx transaction.
+type tx struct {
+	s   *Store
+	ctx context.Context
+	tx  pgx.Tx
+	now time.Time
+	// conflict is the first serialization failure a statement met: the
+	// transaction is void and Update runs fn again, whatever fn returned.
+	conflict error
+}
+
+var _ store.Tx = (*tx)(nil)
+
+// note records err when it is a serialization failure, and returns it.
+func (t *tx) note(err error) error {
+	if err != nil && t.conflict == nil && serializationFailure(err) {
+		t.conflict = err
+	}
+	return err
+}
+
+func (t *tx) exec(sql string, args ...any) (pgconn.CommandTag, error) {
+	tag, err := t.tx.Exec(t.ctx, sql, args...)
+	return tag, t.note(err)
+}
+
+func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
+	rows, err := t.tx.Query(t.ctx, sql, args...)
+	return rows, t.note(err)
+}
+
+// row is a pgx.Row whose Scan error is noted.
+type row struct {
+	t *tx
+	r pgx.Row
+}
+
+func (r row) Scan(dest ...any) error { return r.t.note(r.r.Scan(dest...)) }
+
+func (t *tx) queryRow(sql string, args ...any) row {
+	return row{t, t.tx.QueryRow(t.ctx, sql, args...)}
+}
+
+// collect reads every row of a query with scan.
+func collect[T any](t *tx, what string, scan func(pgx.Rows) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := t.query(sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, t.note(err))
+		}
+		out = append(out, v)
+	}
+	if err := t.note(rows.Err()); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// bin is s as a bytea parameter, never NULL.
+func bin(s string) []byte { return append([]byte{}, s...) }
+
+// binOrNull is b as a nullable bytea parameter: NULL when empty.
+func binOrNull(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// nullTime is t as a nullable timestamptz parameter: NULL when zero.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// utc returns a scanned time in UTC; the zero time stays zero.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// utcPtr returns a scanned nullable time: zero for NULL.
+func utcPtr(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return utc(*t)
+}
+
+func (t *tx) stamp(v time.Time) time.Time {
+	if v.IsZero() {
+		return t.now
+	}
+	return v
+}
+
+func notFound(what string, id ...string) error {
+	return fmt.Errorf("%s %s: %w", what, strings.Join(id, "/"), store.ErrNotFound)
+}
+
+// Threads
+
+// CreateThread implements store.Threads.
+func (t *tx) CreateThread(th store.Thread) error {
+	if th.ID == "" {
+		return errors.New("create thread: empty id")
+	}
+	root, user := th.RootID, th.UserID
+	if (root == "" || user == "") && th.ParentID != "" {
+		var parentRoot, parentUser string
+		if err := t.queryRow(`SELECT root_id, user_id FROM threads WHERE id = $1`, th.ParentID).Scan(&parentRoot, &parentUser); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("create thread %s: parent %w", th.ID, notFound("thread", th.ParentID))
+			}
+			return fmt.Errorf("create thread %s: read parent %s: %w", th.ID, th.ParentID, err)
+		}
+		if root == "" {
+			root = parentRoot
+		}
+		if user == "" {
+			user = parentUser
+		}
+	}
+	if root == "" {
+		root = th.ID
+	}
+	status := th.Status
+	if status == "" {
+		status = store.ThreadActive
+	}
+	var parent any
+	if th.ParentID != "" {
+		parent = th.ParentID
+	}
+	if th.InheritSeq < 0 || (th.InheritSeq > 0 && th.ParentID == "") {
+		return fmt.Errorf("create thread %s: inherit_seq %d needs a parent and must not be negative", th.ID, th.InheritSeq)
+	}
+	_, err := t.exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		th.ID, parent, root, string(status), t.stamp(th.Created), th.OriginCallID, th.OriginTool, binOrNull(th.OriginArgs), th.InheritSeq, user)
+	if err != nil {
+		return fmt.Errorf("create thread %s: %w", th.ID, err)
+	}
+	return nil
+}
+
+const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id`
+
+func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
+	var th store.Thread
+	var args []byte
+	var status string
+	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &status, &th.Created, &th.OriginCallID, &th.OriginTool, &args, &th.InheritSeq, &th.UserID)
+	th.Status = store.ThreadStatus(status)
+	th.Created = utc(th.Created)
+	if len(args) > 0 {
+		th.OriginArgs = json.RawMessage(args)
+	}
+	return th, err
+}
+
+func scanThreadRows(rows pgx.Rows) (store.Thread, error) { return scanThread(rows) }
+
+// Thread implements store.Threads.
+func (t *tx) Thread(id string) (store.Thread, error) {
+	th, err := scanThread(t.queryRow(`SELECT `+threadCols+` FROM threads WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return th, notFound("thread", id)
+	}
+	if err != nil {
+		return th, fmt.Errorf("read thread %s: %w", id, err)
+	}
+	return th, nil
+}
+
+// ListThreads implements store.Threads.
+func (t *tx) ListThreads() ([]store.Thread, error) {
+	return collect(t, "list threads", scanThreadRows, `SELECT `+threadCols+` FROM threads ORDER BY created, id`)
+}
+
+// SetThreadStatus implements store.Threads.
+func (t *tx) SetThreadStatus(id string, s store.ThreadStatus) error {
+	tag, err := t.exec(`UPDATE threads SET status = $1 WHERE id = $2`, string(s), id)
+	if err != nil {
+		return fmt.Errorf("set status of thread %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return notFound("thread", id)
+	}
+	return nil
+}
+
+// ThreadsPage implements store.Threads with the threads_created index.
+func (t *tx) ThreadsPage(after store.ThreadCursor, limit int) ([]store.Thread, error) {
+	if after.IsZero() {
+		return collect(t, "list threads", scanThreadRows, `SELECT `+threadCols+` FROM threads ORDER BY created, id LIMIT $1`, limit)
+	}
+	return collect(t, "list threads", scanThreadRows,
+		`SELECT `+threadCols+` FROM threads WHERE (created, id) > ($1, $2) ORDER BY created, id LIMIT $3`, after.Created, after.ID, limit)
+}
+
+// ChildThreads implements store.Threads with the threads_parent_created
+// index.
+func (t *tx) ChildThreads(parentID string, after store.ThreadCursor, limit int) ([]store.Thread, error) {
+	what := "list the children of thread " + parentID
+	if after.IsZero() {
+		return collect(t, what, scanThreadRows, `SELECT `+threadCols+` FROM threads WHERE parent_id = $1 ORDER BY created, id LIMIT $2`, parentID, limit)
+	}
+	return collect(t, what, scanThreadRows,
+		`SELECT `+threadCols+` FROM threads WHERE parent_id = $1 AND (created, id) > ($2, $3) ORDER BY created, id LIMIT $4`, parentID, after.Created, after.ID, limit)
+}
+
+// Messages
+
+func marshalOrNull(v any, empty bool) ([]byte, error) {
+	if empty {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// LastSeq implements store.Messages.
+func (t *tx) LastSeq(threadID string) (int64, error) {
+	var last, inherit int64
+	err := t.queryRow(`SELECT COALESCE((SELECT MAX(seq) FROM messages WHERE thread_id = $1), 0), COALESCE((SELECT inherit_seq FROM threads WHERE id = $1), 0)`,
+		threadID).Scan(&last, &inherit)
+	if err != nil {
+		return 0, fmt.Errorf("read the last seq of thread %s: %w", threadID, err)
+	}
+	return max(last, inherit), nil
+}
+
+// AppendMessages implements store.Messages, with one statement.
+func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Message, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	last, err := t.LastSeq(threadID)
+	if err != nil {
+		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
+	}
+	out := make([]store.Message, len(msgs))
+	args := make([]any, 0, 7*len(msgs))
+	var q strings.Builder
+	q.WriteString(`INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created) VALUES `)
+	for i, m := range msgs {
+		last++
+		m.ThreadID = threadID
+		m.Seq = last
+		m.Created = t.stamp(m.Created)
+		calls, err := marshalOrNull(m.ToolCalls, len(m.ToolCalls) == 0)
+		if err != nil {
+			return nil, fmt.Errorf("append to thread %s: encode tool calls: %w", threadID, err)
+		}
+		results, err := marshalOrNull(m.ToolResults, len(m.ToolResults) == 0)
+		if err != nil {
+			return nil, fmt.Errorf("append to thread %s: encode tool results: %w", threadID, err)
+		}
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		n := len(args)
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
+		args = append(args, threadID, m.Seq, string(m.Role), bin(m.Text), calls, results, m.Created)
+		out[i] = m
+	}
+	if _, err := t.exec(q.String(), args...); err != nil {
+		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
+	}
+	return out, nil
+}
+
+// maxInheritDepth bounds the ancestor chain History follows.
+const maxInheritDepth = 1000
+
+// History implements store.Messages.
+func (t *tx) History(threadID string) ([]store.Message, error) {
+	return t.history(threadID, -1, 0)
+}
+
+// HistorySince implements store.Messages.
+func (t *tx) HistorySince(threadID string, after int64) ([]store.Message, error) {
+	own, err := t.ownHistory(threadID, after, -1)
+	if err != nil || (len(own) > 0 && own[0].Seq == after+1) {
+		return own, err
+	}
+	var inherit int64
+	err = t.queryRow(`SELECT inherit_seq FROM threads WHERE id = $1`, threadID).Scan(&inherit)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
+	}
+	if after >= inherit {
+		return own, nil
+	}
+	all, err := t.History(threadID)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(all) && all[i].Seq <= after {
+		i++
+	}
+	return all[i:], nil
+}
+
+func (t *tx) history(threadID string, upTo int64, depth int) ([]store.Message, error) {
+	if depth > maxInheritDepth {
+		return nil, fmt.Errorf("read history of thread %s: more than %d inherited levels (a cycle in the store?)", threadID, maxInheritDepth)
+	}
+	var parent string
+	var inherit int64
+	err := t.queryRow(`SELECT COALESCE(parent_id, ''), inherit_seq FROM threads WHERE id = $1`, threadID).Scan(&parent, &inherit)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
+	}
+	var out []store.Message
+	if parent != "" && inherit > 0 {
+		limit := inherit
+		if upTo >= 0 {
+			limit = min(limit, upTo)
+		}
+		if out, err = t.history(parent, limit, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	own, err := t.ownHistory(threadID, 0, upTo)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, own...), nil
+}
+
+func (t *tx) ownHistory(threadID string, after, upTo int64) ([]store.Message, error) {
+	if upTo < 0 {
+		upTo = 1<<63 - 1
+	}
+	what := "read history of thread " + threadID
+	return collect(t, what, func(rows pgx.Rows) (store.Message, error) {
+		m := store.Message{ThreadID: threadID}
+		var role string
+		var text, calls, results []byte
+		if err := rows.Scan(&m.Seq, &role, &text, &calls, &results, &m.Created); err != nil {
+			return m, err
+		}
+		m.Role, m.Text, m.Created = store.Role(role), string(text), utc(m.Created)
+		if calls != nil {
+			if err := json.Unmarshal(calls, &m.ToolCalls); err != nil {
+				return m, fmt.Errorf("message %d: tool calls: %w", m.Seq, err)
+			}
+		}
+		if results != nil {
+			if err := json.Unmarshal(results, &m.ToolResults); err != nil {
+				return m, fmt.Errorf("message %d: tool results: %w", m.Seq, err)
+			}
+		}
+		return m, nil
+	}, `SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq`, threadID, after, upTo)
+}
+
+// Inbox
+
+// MarkKeySeen implements store.Inbox.
+func (t *tx) MarkKeySeen(threadID, key string) (bool, error) {
+	if key == "" {
+		return false, errors.New("mark key seen: empty key")
+	}
+	tag, err := t.exec(`INSERT INTO seen_keys (key, thread_id, created) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING`,
+		bin(key), threadID, t.now)
+	if err != nil {
+		return false, fmt.Errorf("mark key seen for thread %s: %w", threadID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// SeenKey implements store.Inbox.
+func (t *tx) SeenKey(key string) (bool, error) {
+	var seen bool
+	if err := t.queryRow(`SELECT EXISTS (SELECT 1 FROM seen_keys WHERE key = $1)`, bin(key)).Scan(&seen); err != nil {
+		return false, fmt.Errorf("look up dedup key: %w", err)
+	}
+	return seen, nil
+}
+
+// Enqueue implements store.Inbox.
+func (t *tx) Enqueue(item store.InboxItem) (bool, error) {
+	if item.ThreadID == "" || item.Kind == "" || item.DedupKey == "" {
+		return false, fmt.Errorf("enqueue: thread id, kind and dedup key are required (got %q, %q, %q)", item.ThreadID, item.Kind, item.DedupKey)
+	}
+	added, err := t.MarkKeySeen(item.ThreadID, item.DedupKey)
+	if err != nil || !added {
+		return false, err
+	}
+	payload := []byte(item.Payload)
+	if len(payload) == 0 {
+		payload = []byte("null")
+	}
+	// The NOTIFY goes out when the transaction commits (wakeups.go).
+	if _, err := t.exec(`WITH ins AS (INSERT INTO inbox (thread_id, kind, payload, dedup_key, created) VALUES ($1, $2, $3, $4, $5) RETURNING thread_id)
+		SELECT pg_notify($6, $7) FROM ins`,
+		item.ThreadID, string(item.Kind), payload, bin(item.DedupKey), t.stamp(item.Created), t.s.wakeChannel, t.s.wakePayload(item.ThreadID)); err != nil {
+		return false, fmt.Errorf("enqueue %s for thread %s: %w", item.Kind, item.ThreadID, err)
+	}
+	return true, nil
+}
+
+// Queued implements store.Inbox.
+func (t *tx) Queued(threadID string) ([]store.InboxItem, error) {
+	return collect(t, "read inbox of thread "+threadID, func(rows pgx.Rows) (store.InboxItem, error) {
+		it := store.InboxItem{ThreadID: threadID}
+		var kind string
+		var payload, key []byte
+		err := rows.Scan(&it.ID, &kind, &payload, &key, &it.Created)
+		it.Kind, it.Payload, it.DedupKey, it.Created = store.InboxKind(kind), json.RawMessage(payload), string(key), utc(it.Created)
+		return it, err
+	}, `SELECT id, kind, payload, dedup_key, created FROM inbox WHERE thread_id = $1 ORDER BY id`, threadID)
+}
+
+// QueuedThreads implements store.Inbox.
+func (t *tx) QueuedThreads() ([]string, error) {
+	return collect(t, "list threads with queued messages", func(rows pgx.Rows) (string, error) {
+		var id string
+		return id, rows.Scan(&id)
+	}, `SELECT thread_id FROM inbox GROUP BY thread_id ORDER BY MIN(id)`)
+}
+
+// Consume implements store.Inbox.
+func (t *tx) Consume(ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	tag, err := t.exec(`DELETE FROM inbox WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("consume %d inbox items: %w", len(ids), err)
+	}
+	if n := tag.RowsAffected(); n != int64(len(ids)) {
+		return fmt.Errorf("consume %d inbox items: %d no longer queued: %w", len(ids), int64(len(ids))-n, store.ErrConsumed)
+	}
+	return nil
+}
+
+// Calls
+
+const callCols = `thread_id, call_id, tool_name, arguments, toolset, endpoint, turn_seq, state, deadline, created, updated`
+
+func scanCall(sc interface{ Scan(...any) error }) (store.Call, error) {
+	var c store.Call
+	var args []byte
+	var state string
+	var deadline *time.Time
+	err := sc.Scan(&c.ThreadID, &c.CallID, &c.ToolName, &args, &c.Toolset, &c.Endpoint, &c.TurnSeq, &state, &deadline, &c.Created, &c.Updated)
+	c.Arguments, c.State = json.RawMessage(args), store.CallState(state)
+	c.Deadline, c.Created, c.Updated = utcPtr(deadline), utc(c.Created), utc(c.Updated)
+	return c, err
+}
+
+func scanCallRows(rows pgx.Rows) (store.Call, error) { return scanCall(rows) }
+
+// PutCalls implements store.Calls.
+func (t *tx) PutCalls(calls []store.Call) error {
+	for _, c := range calls {
+		state := c.State
+		if state == "" {
+			state = store.CallNew
+		}
+		args := []byte(c.Arguments)
+		if len(args) == 0 {
+			args = []byte("{}")
+		}
+		if _, err := t.exec(`INSERT INTO calls (thread_id, call_id, tool_name, arguments, toolset, endpoint, turn_seq, state, deadline, created, updated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			c.ThreadID, c.CallID, c.ToolName, args, c.Toolset, c.Endpoint, c.TurnSeq, string(state),
+			nullTime(c.Deadline), t.stamp(c.Created), t.now); err != nil {
+			return fmt.Errorf("record call %s of thread %s: %w", c.CallID, c.ThreadID, err)
+		}
+	}
+	return nil
+}
+
+// Call implements store.Calls.
+func (t *tx) Call(threadID, callID string) (store.Call, error) {
+	c, err := scanCall(t.queryRow(`SELECT `+callCols+` FROM calls WHERE thread_id = $1 AND call_id = $2`, threadID, callID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, notFound("call", threadID, callID)
+	}
+	if err != nil {
+		return c, fmt.Errorf("read call %s of thread %s: %w", callID, threadID, err)
+	}
+	return c, nil
+}
+
+// SetCallState implements store.Calls.
+func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...store.CallState) (bool, error) {
+	q := `UPDATE calls SET state = $1, updated = $2 WHERE thread_id = $3 AND call_id = $4`
+	args := []any{string(to), t.now, threadID, callID}
+	if len(from) > 0 {
+		states := make([]string, len(from))
+		for i, f := range from {
+			states[i] = string(f)
+		}
+		q += ` AND state = ANY($5)`
+		args = append(args, states)
+	}
+	tag, err := t.exec(q, args...)
+	if err != nil {
+		return false, fmt.Errorf("set state of call %s of thread %s to %s: %w", callID, threadID, to, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CallsInState implements store.Calls.
+func (t *tx) CallsInState(s store.CallState) ([]store.Call, error) {
+	return collect(t, "list calls in state "+string(s), scanCallRows,
+		`SELECT `+callCols+` FROM calls WHERE state = $1 ORDER BY created, call_id`, string(s))
+}
+
+// ThreadCalls implements store.Calls.
+func (t *tx) ThreadCalls(threadID string) ([]store.Call, error) {
+	return collect(t, "list calls of thread "+threadID, scanCallRows,
+		`SELECT `+callCols+` FROM calls WHERE thread_id = $1 ORDER BY created, call_id`, threadID)
+}
+
+// PendingCalls implements store.Calls.
+func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
+	return collect(t, "list pending calls of thread "+threadID, scanCallRows,
+		`SELECT `+callCols+` FROM calls WHERE thread_id = $1 AND state IN ('new', 'dispatched') ORDER BY created, call_id`, threadID)
+}
+
+// DueCalls implements store.Calls.
+func (t *tx) DueCalls(now time.Time) ([]store.Call, error) {
+	return collect(t, "list calls past their deadline", scanCallRows,
+		`SELECT `+callCols+` FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL AND deadline <= $1 ORDER BY deadline`, now)
+}
+
+// NextDeadline implements store.Calls.
+func (t *tx) NextDeadline() (time.Time, bool, error) {
+	var d *time.Time
+	if err := t.queryRow(`SELECT MIN(deadline) FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL`).Scan(&d); err != nil {
+		return time.Time{}, false, fmt.Errorf("read next call deadline: %w", err)
+	}
+	return utcPtr(d), d != nil, nil
+}
+
+// Subscriptions
+
+// PutSubscription implements store.Subscriptions.
+func (t *tx) PutSubscription(s store.Subscription) error {
+	_, err := t.exec(`INSERT INTO subscriptions (thread_id, call_id, tool_name, state, created) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, state = excluded.state`,
+		s.ThreadID, s.CallID, s.ToolName, string(s.State), t.stamp(s.Created))
+	if err != nil {
+		return fmt.Errorf("record subscription %s of thread %s: %w", s.CallID, s.ThreadID, err)
+	}
+	return nil
+}
+
+func scanSubscription(sc interface{ Scan(...any) error }) (store.Subscription, error) {
+	var s store.Subscription
+	var state string
+	err := sc.Scan(&s.ThreadID, &s.CallID, &s.ToolName, &state, &s.Created)
+	s.State, s.Created = store.SubscriptionState(state), utc(s.Created)
+	return s, err
+}
+
+// Subscription implements store.Subscriptions.
+func (t *tx) Subscription(threadID, callID string) (store.Subscription, error) {
+	s, err := scanSubscription(t.queryRow(`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = $1 AND call_id = $2`, threadID, callID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return s, notFound("subscription", threadID, callID)
+	}
+	if err != nil {
+		return s, fmt.Errorf("read subscription %s of thread %s: %w", callID, threadID, err)
+	}
+	return s, nil
+}
+
+// ThreadSubscriptions implements store.Subscriptions.
+func (t *tx) ThreadSubscriptions(threadID string) ([]store.Subscription, error) {
+	return collect(t, "list subscriptions of thread "+threadID, func(rows pgx.Rows) (store.Subscription, error) { return scanSubscription(rows) },
+		`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = $1 ORDER BY created, call_id`, threadID)
+}
+
+// Views
+
+// PutView implements store.Views.
+func (t *tx) PutView(v store.View) error {
+	_, err := t.exec(`INSERT INTO views (thread_id, view_type, content, updated) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (thread_id, view_type) DO UPDATE SET content = excluded.content, updated = excluded.updated`,
+		v.ThreadID, v.ViewType, bin(string(v.Content)), t.stamp(v.Updated))
+	if err != nil {
+		return fmt.Errorf("store view %q of thread %s: %w", v.ViewType, v.ThreadID, err)
+	}
+	return nil
+}
+
+// ThreadViews implements store.Views.
+func (t *tx) ThreadViews(threadID string) ([]store.View, error) {
+	return collect(t, "list views of thread "+threadID, func(rows pgx.Rows) (store.View, error) {
+		v := store.View{ThreadID: threadID}
+		var content []byte
+		err := rows.Scan(&v.ViewType, &content, &v.Updated)
+		v.Content, v.Updated = json.RawMessage(content), utc(v.Updated)
+		return v, err
+	}, `SELECT view_type, content, updated FROM views WHERE thread_id = $1 ORDER BY view_type`, threadID)
+}
+
+// Timers
+
+// PutTimer implements store.Timers.
+func (t *tx) PutTimer(tm store.Timer) error {
+	_, err := t.exec(`INSERT INTO timers (id, thread_id, kind, payload, due, created) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (id) DO UPDATE SET thread_id = excluded.thread_id, kind = excluded.kind, payload = excluded.payload, due = excluded.due,
+		claim_owner = '', claim_until = NULL`,
+		tm.ID, tm.ThreadID, tm.Kind, binOrNull(tm.Payload), tm.Due, t.stamp(tm.Created))
+	if err != nil {
+		return fmt.Errorf("store timer %s of thread %s: %w", tm.ID, tm.ThreadID, err)
+	}
+	return nil
+}
+
+// DeleteTimer implements store.Timers.
+func (t *tx) DeleteTimer(id string) error {
+	if _, err := t.exec(`DELETE FROM timers WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("delete timer %s: %w", id, err)
+	}
+	return nil
+}
+
+// DueTimers implements store.Timers.
+func (t *tx) DueTimers(now time.Time) ([]store.Timer, error) {
+	return collect(t, "list due timers", func(rows pgx.Rows) (store.Timer, error) {
+		var tm store.Timer
+		var payload []byte
+		err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &tm.Due, &tm.Created)
+		if len(payload) > 0 {
+			tm.Payload = json.RawMessage(payload)
+		}
+		tm.Due, tm.Created = utc(tm.Due), utc(tm.Created)
+		return tm, err
+	}, `SELECT id, thread_id, kind, payload, due, created FROM timers WHERE due <= $1 ORDER BY due, id`, now)
+}
+
+// NextTimer implements store.Timers.
+func (t *tx) NextTimer() (time.Time, bool, error) {
+	var d *time.Time
+	if err := t.queryRow(`SELECT MIN(due) FROM timers`).Scan(&d); err != nil {
+		return time.Time{}, false, fmt.Errorf("read next timer: %w", err)
+	}
+	return utcPtr(d), d != nil, nil
+}
+
+// Toolset cache
+
+// PutToolset implements store.ToolsetCache.
+func (t *tx) PutToolset(c store.CachedToolset) error {
+	_, err := t.exec(`INSERT INTO toolset_cache (root_id, base_url, manifest, fetched) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (root_id, base_url) DO UPDATE SET manifest = excluded.manifest, fetched = excluded.fetched`,
+		c.RootID, c.BaseURL, bin(string(c.Manifest)), t.stamp(c.Fetched))
+	if err != nil {
+		return fmt.Errorf("cache toolset of %s for session %s: %w", c.BaseURL, c.RootID, err)
+	}
+	return nil
+}
+
+// SessionToolsets implements store.ToolsetCache.
+func (t *tx) SessionToolsets(rootID string) ([]store.CachedToolset, error) {
+	return collect(t, "read cached toolsets of session "+rootID, func(rows pgx.Rows) (store.CachedToolset, error) {
+		c := store.CachedToolset{RootID: rootID}
+		var manifest []byte
+		err := rows.Scan(&c.BaseURL, &manifest, &c.Fetched)
+		c.Manifest, c.Fetched = json.RawMessage(manifest), utc(c.Fetched)
+		return c, err
+	}, `SELECT base_url, manifest, fetched FROM toolset_cache WHERE root_id = $1 ORDER BY base_url`, rootID)
+}
+
+// LatestToolset implements store.ToolsetCache.
+func (t *tx) LatestToolset(baseURL string) (store.CachedToolset, error) {
+	c := store.CachedToolset{BaseURL: baseURL}
+	var manifest []byte
+	err := t.queryRow(`SELECT root_id, manifest, fetched FROM toolset_cache WHERE base_url = $1 ORDER BY fetched DESC LIMIT 1`, baseURL).
+		Scan(&c.RootID, &manifest, &c.Fetched)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, notFound("cached toolset", baseURL)
+	}
+	if err != nil {
+		return c, fmt.Errorf("read latest cached toolset of %s: %w", baseURL, err)
+	}
+	c.Manifest, c.Fetched = json.RawMessage(manifest), utc(c.Fetched)
+	return c, nil
+}
+
+// Choices
+
+// PutChoice implements store.Choices.
+func (t *tx) PutChoice(c store.Choice) error {
+	choices, err := json.Marshal(c.Choices)
+	if err != nil {
+		return fmt.Errorf("store user choice %s of thread %s: encode choices: %w", c.CallID, c.ThreadID, err)
+	}
+	_, err = t.exec(`INSERT INTO choices (thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, prompt = excluded.prompt, choices = excluded.choices,
+		default_index = excluded.default_index, response_url = excluded.response_url, created = excluded.created`,
+		c.ThreadID, c.CallID, c.ToolName, bin(c.Prompt), choices, c.Default, bin(c.ResponseURL), t.stamp(c.Created))
+	if err != nil {
+		return fmt.Errorf("store user choice %s of thread %s: %w", c.CallID, c.ThreadID, err)
+	}
+	return nil
+}
+
+const choiceCols = `thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created`
+
+func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
+	var c store.Choice
+	var prompt, choices, url []byte
+	if err := sc.Scan(&c.ThreadID, &c.CallID, &c.ToolName, &prompt, &choices, &c.Default, &url, &c.Created); err != nil {
+		return c, err
+	}
+	c.Prompt, c.ResponseURL, c.Created = string(prompt), string(url), utc(c.Created)
+	if err := json.Unmarshal(choices, &c.Choices); err != nil {
+		return c, fmt.Errorf("choices of call %s: %w", c.CallID, err)
+	}
+	return c, nil
+}
+
+// TakeChoice implements store.Choices.
+func (t *tx) TakeChoice(threadID, callID string) (store.Choice, error) {
+	c, err := scanChoice(t.queryRow(`DELETE FROM choices WHERE thread_id = $1 AND call_id = $2 RETURNING `+choiceCols, threadID, callID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, notFound("user choice", threadID, callID)
+	}
+	if err != nil {
+		return c, fmt.Errorf("take user choice %s of thread %s: %w", callID, threadID, err)
+	}
+	return c, nil
+}
+
+// ThreadChoices implements store.Choices.
+func (t *tx) ThreadChoices(threadID string) ([]store.Choice, error) {
+	return collect(t, "list user choices of thread "+threadID, func(rows pgx.Rows) (store.Choice, error) { return scanChoice(rows) },
+		`SELECT `+choiceCols+` FROM choices WHERE thread_id = $1 ORDER BY created, call_id`, threadID)
+}

@@ -1,0 +1,153 @@
+package sqlite
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// Leases, callback keys and oauth links (migration 9, issue 14). One
+// process holds a SQLite store, so its engine keeps its thread claims in
+// memory; these records make the store meet the same contract as a
+// shared one.
+
+// ClaimThread implements store.Leases.
+func (t *tx) ClaimThread(threadID, owner string, now, until time.Time) (bool, error) {
+	res, err := t.tx.Exec(`INSERT INTO thread_leases (thread_id, owner, until) VALUES (?, ?, ?)
+		ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, until = excluded.until
+		WHERE thread_leases.owner = excluded.owner OR thread_leases.until <= ?`,
+		threadID, owner, nanos(until), nanos(now))
+	if err != nil {
+		return false, fmt.Errorf("claim thread %s: %w", threadID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// ReleaseThread implements store.Leases.
+func (t *tx) ReleaseThread(threadID, owner string) error {
+	if _, err := t.tx.Exec(`DELETE FROM thread_leases WHERE thread_id = ? AND owner = ?`, threadID, owner); err != nil {
+		return fmt.Errorf("release thread %s: %w", threadID, err)
+	}
+	return nil
+}
+
+// ThreadLease implements store.Leases.
+func (t *tx) ThreadLease(threadID string) (string, time.Time, error) {
+	var owner string
+	var until int64
+	err := t.tx.QueryRow(`SELECT owner, until FROM thread_leases WHERE thread_id = ?`, threadID).Scan(&owner, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", time.Time{}, notFound("thread lease", threadID)
+	}
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("read the lease of thread %s: %w", threadID, err)
+	}
+	return owner, fromNanos(until), nil
+}
+
+// ClaimTimer implements store.Leases.
+func (t *tx) ClaimTimer(id, owner string, now, until time.Time) (bool, error) {
+	res, err := t.tx.Exec(`UPDATE timers SET claim_owner = ?, claim_until = ? WHERE id = ? AND (claim_owner IN ('', ?) OR claim_until <= ?)`,
+		owner, nanos(until), id, owner, nanos(now))
+	if err != nil {
+		return false, fmt.Errorf("claim timer %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// CallbackKeys implements store.CallbackKeyStore.
+func (t *tx) CallbackKeys() (store.CallbackKeys, error) {
+	var k store.CallbackKeys
+	var until int64
+	err := t.tx.QueryRow(`SELECT current, previous, previous_until FROM callback_keys WHERE id = 1`).Scan(&k.Current, &k.Previous, &until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, notFound("callback key", "current")
+	}
+	if err != nil {
+		return k, fmt.Errorf("read the callback keys: %w", err)
+	}
+	k.PreviousUntil = fromNanos(until)
+	return k, nil
+}
+
+// InitCallbackKey implements store.CallbackKeyStore.
+func (t *tx) InitCallbackKey(key []byte) (store.CallbackKeys, error) {
+	if len(key) == 0 {
+		return store.CallbackKeys{}, errors.New("store the callback key: empty key")
+	}
+	if _, err := t.tx.Exec(`INSERT INTO callback_keys (id, current) VALUES (1, ?) ON CONFLICT (id) DO NOTHING`, key); err != nil {
+		return store.CallbackKeys{}, fmt.Errorf("store the callback key: %w", err)
+	}
+	return t.CallbackKeys()
+}
+
+// RotateCallbackKey implements store.CallbackKeyStore.
+func (t *tx) RotateCallbackKey(key []byte, graceUntil time.Time) error {
+	if len(key) == 0 {
+		return errors.New("rotate the callback key: empty key")
+	}
+	res, err := t.tx.Exec(`UPDATE callback_keys SET previous = current, previous_until = ?, current = ? WHERE id = 1`, nanos(graceUntil), key)
+	if err != nil {
+		return fmt.Errorf("rotate the callback key: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		_, err := t.InitCallbackKey(key)
+		return err
+	}
+	return nil
+}
+
+// PutOAuthLink implements store.OAuthLinks.
+func (t *tx) PutOAuthLink(l store.OAuthLink) error {
+	_, err := t.tx.Exec(`INSERT INTO oauth_links (thread_id, call_id, event, created, expires) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (thread_id, call_id) DO UPDATE SET event = excluded.event, created = excluded.created, expires = excluded.expires`,
+		l.ThreadID, l.CallID, []byte(l.Event), nanos(t.stamp(l.Created)), nanos(l.Expires))
+	if err != nil {
+		return fmt.Errorf("store the oauth link of call %s of thread %s: %w", l.CallID, l.ThreadID, err)
+	}
+	return nil
+}
+
+// ThreadOAuthLinks implements store.OAuthLinks.
+func (t *tx) ThreadOAuthLinks(threadID string, now time.Time) ([]store.OAuthLink, error) {
+	rows, err := t.tx.Query(`SELECT call_id, event, created, expires FROM oauth_links WHERE thread_id = ? AND expires > ? ORDER BY created, call_id`, threadID, nanos(now))
+	if err != nil {
+		return nil, fmt.Errorf("list the oauth links of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.OAuthLink
+	for rows.Next() {
+		l := store.OAuthLink{ThreadID: threadID}
+		var event []byte
+		var created, expires int64
+		if err := rows.Scan(&l.CallID, &event, &created, &expires); err != nil {
+			return nil, fmt.Errorf("list the oauth links of thread %s: %w", threadID, err)
+		}
+		l.Event, l.Created, l.Expires = json.RawMessage(event), fromNanos(created), fromNanos(expires)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// DeleteOAuthLink implements store.OAuthLinks.
+func (t *tx) DeleteOAuthLink(threadID, callID string) error {
+	if _, err := t.tx.Exec(`DELETE FROM oauth_links WHERE thread_id = ? AND call_id = ?`, threadID, callID); err != nil {
+		return fmt.Errorf("delete the oauth link of call %s of thread %s: %w", callID, threadID, err)
+	}
+	return nil
+}
+
+// DeleteExpiredOAuthLinks implements store.OAuthLinks.
+func (t *tx) DeleteExpiredOAuthLinks(now time.Time) (int64, error) {
+	res, err := t.tx.Exec(`DELETE FROM oauth_links WHERE expires <= ?`, nanos(now))
+	if err != nil {
+		return 0, fmt.Errorf("delete expired oauth links: %w", err)
+	}
+	return res.RowsAffected()
+}

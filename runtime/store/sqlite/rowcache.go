@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// maxCachedRows bounds each map of a rowCache; past it the map is emptied
+// and refilled as threads are read again.
+const maxCachedRows = 8192
+
+// rowCache keeps what the writer connection last read or wrote of the rows
+// every cycle reads again (issue 11 item 4): a thread's row (a slice loads
+// it each time) and a thread's last message seq (each AppendMessages
+// needs it). It saves two statements a cycle.
+//
+// It is right because the writer is the only connection that writes:
+// it holds the committed state, and a transaction's own reads and writes
+// go to an overlay (rowOverlay) merged into it only once that transaction
+// has committed, so a rollback leaves no trace. Reader connections
+// (Store.View) do not use it: their snapshot may be older.
+//
+// Every statement that writes the threads table, or messages or a
+// thread's inherit_seq, must go through a tx method that updates the
+// overlay (SetThreadStatus, CreateThread, AppendMessages).
+type rowCache struct {
+	mu      sync.Mutex
+	threads map[string]store.Thread
+	lastSeq map[string]int64
+}
+
+func newRowCache() *rowCache {
+	return &rowCache{threads: map[string]store.Thread{}, lastSeq: map[string]int64{}}
+}
+
+// rowOverlay is one writer transaction's view of the cache: entries it
+// read or wrote, and the ids whose cached entries it invalidated.
+type rowOverlay struct {
+	threads map[string]store.Thread
+	lastSeq map[string]int64
+	stale   map[string]bool // thread ids whose entries the transaction changed
+}
+
+func (o *rowOverlay) thread(c *rowCache, id string) (store.Thread, bool) {
+	if th, ok := o.threads[id]; ok {
+		return cloneThread(th), true
+	}
+	if o.stale[id] {
+		return store.Thread{}, false
+	}
+	c.mu.Lock()
+	th, ok := c.threads[id]
+	c.mu.Unlock()
+	return cloneThread(th), ok
+}
+
+func (o *rowOverlay) setThread(id string, th store.Thread) {
+	if o.threads == nil {
+		o.threads = map[string]store.Thread{}
+	}
+	o.threads[id] = cloneThread(th)
+}
+
+func (o *rowOverlay) last(c *rowCache, id string) (int64, bool) {
+	if n, ok := o.lastSeq[id]; ok {
+		return n, true
+	}
+	if o.stale[id] {
+		return 0, false
+	}
+	c.mu.Lock()
+	n, ok := c.lastSeq[id]
+	c.mu.Unlock()
+	return n, ok
+}
+
+func (o *rowOverlay) setLast(id string, n int64) {
+	if o.lastSeq == nil {
+		o.lastSeq = map[string]int64{}
+	}
+	o.lastSeq[id] = n
+}
+
+// forget invalidates the thread's entries, in this transaction and, once
+// it commits, in the cache.
+func (o *rowOverlay) forget(id string) {
+	delete(o.threads, id)
+	delete(o.lastSeq, id)
+	if o.stale == nil {
+		o.stale = map[string]bool{}
+	}
+	o.stale[id] = true
+}
+
+// merge applies a committed transaction's overlay to the cache.
+func (c *rowCache) merge(o *rowOverlay) {
+	if len(o.threads) == 0 && len(o.lastSeq) == 0 && len(o.stale) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range o.stale {
+		delete(c.threads, id)
+		delete(c.lastSeq, id)
+	}
+	if len(c.threads)+len(o.threads) > maxCachedRows {
+		clear(c.threads)
+	}
+	for id, th := range o.threads {
+		c.threads[id] = th
+	}
+	if len(c.lastSeq)+len(o.lastSeq) > maxCachedRows {
+		clear(c.lastSeq)
+	}
+	for id, n := range o.lastSeq {
+		c.lastSeq[id] = n
+	}
+}
+
+// reset empties the cache: after a commit that failed, the writer may not
+// know what the database holds.
+func (c *rowCache) reset() {
+	c.mu.Lock()
+	clear(c.threads)
+	clear(c.lastSeq)
+	c.mu.Unlock()
+}
+
+// cloneThread copies the one field of a thread that shares memory, so a
+// caller changing the Thread it got cannot change the cache.
+func cloneThread(th store.Thread) store.Thread {
+	th.OriginArgs = bytes.Clone(th.OriginArgs)
+	return th
+}
