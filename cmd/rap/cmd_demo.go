@@ -3,6 +3,7 @@ package main
 // "rap demo": the registration only; the demo is demo.go.
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,13 +29,19 @@ Exit status: 0 when every step it reports happened; 1 when one did not;
   OPENAI_BASE_URL=http://127.0.0.1:11434/v1 rap demo --model openai:llama3.2`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// --log-level and --log-format apply; without --verbose the
+			// demo shows only warnings, so its transcript stays readable.
+			opts.logger = a.logAtLeast(slog.LevelWarn)
+			if opts.verbose {
+				opts.logger = a.log
+			}
 			return demo(cmd.Context(), opts, a.stdout, a.stderr)
 		},
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&opts.model, "model", "scripted", "model as `PROVIDER:MODEL` (anthropic:MODEL, openai:MODEL, scripted:PATH), or scripted for the built-in script")
 	fs.StringVar(&opts.dataDir, "data-dir", "", "keep the runtime's store in `DIR`; default: a temporary directory removed at the end")
-	fs.BoolVar(&opts.verbose, "verbose", false, "show the runtime's and the tool server's logs")
+	fs.BoolVar(&opts.verbose, "verbose", false, "show the runtime's and the tool server's logs at --log-level (default info); without it only warnings")
 	fs.DurationVar(&opts.timeout, "step-timeout", 30*time.Second, "give up on a step after this long")
 	return cmd
 }

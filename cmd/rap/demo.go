@@ -54,6 +54,9 @@ type demoOptions struct {
 	dataDir string
 	verbose bool
 	timeout time.Duration // per step
+	// logger, when set, is where the runtime and the tool server log;
+	// otherwise warnings (and with verbose, Info) go to stderr as text.
+	logger *slog.Logger
 }
 
 // demoModel wraps the scripted model: it fills in the subscription id
@@ -151,11 +154,14 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 	if opts.timeout <= 0 {
 		opts.timeout = 30 * time.Second
 	}
-	level := slog.LevelWarn
-	if opts.verbose {
-		level = slog.LevelInfo
+	log := opts.logger
+	if log == nil {
+		level := slog.LevelWarn
+		if opts.verbose {
+			level = slog.LevelInfo
+		}
+		log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	dataDir := opts.dataDir
 	if dataDir == "" {

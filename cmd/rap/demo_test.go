@@ -200,3 +200,34 @@ func TestDemoFailsWhenAStepDidNotHappen(t *testing.T) {
 		t.Errorf("without the cancellation: exit %d, want 1 and a ✗ cancellation line\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
 }
+
+// issue 15 item 5: --log-level and --log-format reach the demo's runtime
+// and tool server: with --verbose and --log-format json its log lines on
+// stderr are JSON objects, and --log-level error hides the Info lines.
+func TestDemoHonoursLogFlags(t *testing.T) {
+	clearRAPEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"demo", "--verbose", "--log-format", "json"}, &out, &errOut); code != 0 {
+		t.Fatalf("rap demo exited %d\nstderr:\n%s", code, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("rap demo --verbose logged nothing")
+	}
+	for _, l := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil || m["level"] == nil {
+			t.Fatalf("with --log-format json, stderr line %q is not a JSON log record", l)
+		}
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run(ctx, []string{"demo", "--verbose", "--log-level", "error"}, &out, &errOut); code != 0 {
+		t.Fatalf("rap demo exited %d\nstderr:\n%s", code, errOut.String())
+	}
+	if strings.Contains(errOut.String(), "level=INFO") {
+		t.Fatalf("with --log-level error, stderr shows Info lines:\n%s", errOut.String())
+	}
+}
