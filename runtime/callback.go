@@ -426,3 +426,7 @@ func (r *Runtime) forgetAuth(threadID, callID string) {
 		}
 	}
 }
+
+// oauthKey marks a call whose tool asked for authorization (RAP OA-1);
+// the key holds no part of the auth URL.
+func oauthKey(threadID, callID string) string { return "oauth:" + threadID + ":" + callID }

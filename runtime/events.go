@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/store"
 )
 
 // Event types streamed to clients (see docs/api.md); their payloads are
@@ -385,4 +386,61 @@ func (r *Runtime) emit(threadID, typ string, data any) {
 		return
 	}
 	r.hub.publish(Event{Type: typ, ThreadID: threadID, Data: b})
+}
+
+// announce publishes appended messages and their calls and results.
+func (r *Runtime) announce(threadID string, msgs []store.Message) {
+	if len(msgs) > 0 {
+		r.hub.endTurn(threadID) // the turn is saved: its text is in the history
+	}
+	if !r.hub.watched(threadID) {
+		return
+	}
+	for _, m := range msgs {
+		for _, e := range messageEvents(threadID, m) {
+			r.hub.publish(e)
+		}
+	}
+}
+
+// messageEvents are the events that announce a saved message: the message,
+// then one per tool call and one per tool result. A full replay sends the
+// history as the same events.
+func messageEvents(threadID string, m store.Message) []Event {
+	ev := func(typ string, data any) Event {
+		b, _ := json.Marshal(data)
+		return Event{Type: typ, ThreadID: threadID, Data: b, msgSeq: m.Seq}
+	}
+	out := []Event{ev(EventMessage, m)}
+	for _, c := range m.ToolCalls {
+		out = append(out, ev(EventToolCall, api.ToolCallEvent{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Display: c.Display}))
+	}
+	for _, res := range m.ToolResults {
+		out = append(out, ev(EventToolResult, resultEvent(res)))
+	}
+	return out
+}
+
+func resultEvent(res store.ToolResult) api.ToolResultEvent {
+	return api.ToolResultEvent{CallID: res.CallID, Name: res.Name, Text: res.Text, Content: res.Content,
+		DisplayAs: res.DisplayAs, IsError: res.IsError}
+}
+
+// lastSeqOf returns the Seq of the last message of a history, 0 if empty.
+func lastSeqOf(history []store.Message) int64 {
+	if len(history) == 0 {
+		return 0
+	}
+	return history[len(history)-1].Seq
+}
+
+// deltaStream forwards text deltas to the thread's subscribers.
+type deltaStream struct {
+	r        *Runtime
+	threadID string
+}
+
+// TextDelta implements model.Stream.
+func (d deltaStream) TextDelta(text string) {
+	d.r.hub.delta(d.threadID, text)
 }

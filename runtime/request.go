@@ -354,3 +354,40 @@ func modelText(res store.ToolResult, images bool) string {
 	}
 	return strings.Join(parts, "\n")
 }
+
+// ThreadLinePrefix starts the line the runtime appends to the system
+// prompt to tell the model which thread it is in, for spawn_thread's
+// child_of and close_thread's thread_id (RAP BT-2).
+const ThreadLinePrefix = "[runtime] You are thread "
+
+// withThreadLine appends the thread line to a system prompt.
+func withThreadLine(system string, stack []string) string {
+	if len(stack) == 0 {
+		return system
+	}
+	line := ThreadLinePrefix + stack[len(stack)-1] + ". Your thread stack, root first: " + jsonString(stack) + "."
+	if system == "" {
+		return line
+	}
+	return system + "\n\n" + line
+}
+
+// authPendingText is the placeholder of a call waiting for the user to
+// authorize its tool (RAP OA-1).
+const authPendingText = "Authorization is in progress: the user was shown a link to authorize this tool. Its result will be added to the conversation once they have; do not call it again meanwhile."
+
+// placeholderFor returns the placeholder text of each call whose result
+// is missing: an authorization in progress, a call an ancestor thread made
+// before this thread was started from it (its result never comes here:
+// issue 9 item 3), or the default.
+func placeholderFor(authPending map[string]bool, inherited map[string]string) func(callID string) string {
+	return func(callID string) string {
+		if authPending[callID] {
+			return authPendingText
+		}
+		if owner, ok := inherited[callID]; ok {
+			return inheritedCallText(owner)
+		}
+		return pendingResultText
+	}
+}
