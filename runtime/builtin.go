@@ -72,49 +72,6 @@ func isBuiltin(name string) bool {
 // BuiltinTools returns the built-in tools as offered to the model.
 func BuiltinTools() []model.ToolSpec { return slices.Clone(builtinSpecs) }
 
-// effects collects what a transaction did that must be acted on outside it,
-// once it committed. A Store.Update function may run more than once, so
-// it is reset at the start of each run.
-type effects struct {
-	wake    []string        // threads with new inbox rows
-	notices []notice        // /close_thread and /cancel_tool_call POSTs
-	events  []Event         // client events to publish
-	calls   []store.Call    // built-in calls left pending (sleep)
-	timers  bool            // a timer was written
-	stop    bool            // the slice must not loop back
-	closed  map[string]bool // threads closed by this transaction
-}
-
-// notice is one best-effort notification to every tool server.
-type notice struct {
-	path string
-	body any
-}
-
-func (fx *effects) event(threadID, typ string, data any) {
-	b, _ := json.Marshal(data)
-	fx.events = append(fx.events, Event{Type: typ, ThreadID: threadID, Data: b})
-}
-
-// apply acts on the effects of a committed transaction.
-func (r *Runtime) apply(fx *effects) {
-	if fx == nil {
-		return
-	}
-	for _, e := range fx.events {
-		r.hub.publish(e)
-	}
-	for _, n := range fx.notices {
-		r.notifyServers(n.path, n.body)
-	}
-	if fx.timers {
-		r.kickTimer()
-	}
-	for _, id := range fx.wake {
-		r.wake(id)
-	}
-}
-
 // decodeStrict decodes built-in arguments, refusing unknown members.
 func decodeStrict(args json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(args))
@@ -125,23 +82,6 @@ func decodeStrict(args json.RawMessage, v any) error {
 // builtinError is the result text of a refused built-in call (RAP RE-4).
 func builtinError(name, format string, a ...any) string {
 	return "Error: " + name + ": " + fmt.Sprintf(format, a...)
-}
-
-// threadStack returns the ids from the root to th (RAP BT-2).
-func threadStack(tx store.Tx, th store.Thread) ([]string, error) {
-	stack := []string{th.ID}
-	for p, n := th.ParentID, 0; p != ""; n++ {
-		if n > 10000 {
-			return nil, fmt.Errorf("thread %s: the parent chain does not end (a cycle in the store)", th.ID)
-		}
-		stack = append([]string{p}, stack...)
-		pt, err := tx.Thread(p)
-		if err != nil {
-			return nil, err
-		}
-		p = pt.ParentID
-	}
-	return stack, nil
 }
 
 // execBuiltin runs one built-in call inside the slice's commit transaction.
@@ -372,121 +312,7 @@ func jsonString(v any) string {
 	return string(b)
 }
 
-// createChild creates child so that it inherits the parent's history up to
-// now: it sees the conversation up to its spawn point and never the
-// parent's later messages. The inherited part is shared in the store, not
-// copied (store.Thread.InheritSeq).
-func (r *Runtime) createChild(tx store.Tx, child store.Thread, parentID string) error {
-	last, err := tx.LastSeq(parentID)
-	if err != nil {
-		return err
-	}
-	child.InheritSeq = last
-	return tx.CreateThread(child)
-}
-
-// report enqueues a child's report in its parent's inbox (RAP BT-3). It
-// reports false when the parent is closed (the report is then dropped).
-func (r *Runtime) report(tx store.Tx, child store.Thread, callID, text string, final bool, fx *effects) (bool, error) {
-	parent, err := tx.Thread(child.ParentID)
-	if err != nil {
-		return false, err
-	}
-	if parent.Status == store.ThreadClosed {
-		r.log.Warn("report discarded: the parent thread is closed", "thread", child.ID, "parent", parent.ID)
-		return false, nil
-	}
-	payload, _ := json.Marshal(store.ChildReport{ChildID: child.ID, OriginCallID: child.OriginCallID, OriginTool: child.OriginTool,
-		OriginArgs: child.OriginArgs, Report: text, Final: final})
-	if _, err := tx.Enqueue(store.InboxItem{ThreadID: parent.ID, Kind: store.KindChildReport, Payload: payload,
-		DedupKey: "report:" + child.ID + ":" + callID}); err != nil {
-		return false, err
-	}
-	fx.wake = append(fx.wake, parent.ID)
-	return true, nil
-}
-
-// shutdownReportKey is the call id part of the dedup key of the notice a
-// child's parent gets when the child closed without a report.
-const shutdownReportKey = "shutdown"
-
-// reportShutdown tells the parent of a thread made by spawn_thread that it
-// closed without a final report, so the parent does not wait for one
-// (issue 9 item 6). The notice is a final report with no text; see
-// decodeBatch. Children made for subscription events close without a
-// report when there is nothing to say, so their parents are not woken.
-func (r *Runtime) reportShutdown(tx store.Tx, th store.Thread, fx *effects) error {
-	if th.ParentID == "" || th.OriginTool != BuiltinSpawnThread {
-		return nil
-	}
-	_, err := r.report(tx, th, shutdownReportKey, "", true, fx)
-	return err
-}
-
-// shutdownText is what a parent sees when its spawned child closed without
-// a final report.
-func shutdownText(childID string) string {
-	return fmt.Sprintf("Child thread %s has shut down without a report: it will send nothing more and takes no messages.", childID)
-}
-
-// closeThreadTx closes a thread: it receives nothing more, its pending calls
-// are cancelled, its timers dropped and its subscriptions ended; once the
-// transaction commits every tool server gets /close_thread (RAP TC-1).
-func (r *Runtime) closeThreadTx(tx store.Tx, th store.Thread, fx *effects) error {
-	if err := tx.SetThreadStatus(th.ID, store.ThreadClosed); err != nil {
-		return err
-	}
-	calls, err := tx.ThreadCalls(th.ID)
-	if err != nil {
-		return err
-	}
-	for _, c := range calls {
-		if !c.State.Pending() {
-			continue
-		}
-		if _, err := tx.SetCallState(th.ID, c.CallID, store.CallCancelled, store.CallNew, store.CallDispatched); err != nil {
-			return err
-		}
-		if c.Toolset == builtinToolset {
-			if err := tx.DeleteTimer(sleepTimerID(th.ID, c.CallID)); err != nil {
-				return err
-			}
-		}
-	}
-	subs, err := tx.ThreadSubscriptions(th.ID)
-	if err != nil {
-		return err
-	}
-	for _, s := range subs {
-		if s.State == store.SubscriptionActive {
-			s.State = store.SubscriptionCancelled
-			if err := tx.PutSubscription(s); err != nil {
-				return err
-			}
-		}
-	}
-	if fx.closed == nil {
-		fx.closed = map[string]bool{}
-	}
-	fx.closed[th.ID] = true
-	fx.notices = append(fx.notices, notice{path: rap.CloseThreadPath, body: rap.CloseThreadRequest{ThreadID: th.ID}})
-	fx.event(th.ID, EventThreadClosed, api.ThreadClosed{ThreadID: th.ID})
-	if th.ParentID != "" {
-		fx.event(th.ParentID, EventThreadClosed, api.ThreadClosed{ThreadID: th.ID})
-	}
-	return nil
-}
-
 // Sleep timers.
-
-const timerSleep = "sleep"
-
-type sleepPayload struct {
-	CallID string `json:"call_id"`
-	Text   string `json:"text"`
-}
-
-func sleepTimerID(threadID, callID string) string { return "sleep:" + threadID + ":" + callID }
 
 // sleepDue works out when a sleep or sleep_until call wakes. msg is an
 // error message for the model when the arguments are unusable.

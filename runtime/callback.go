@@ -376,10 +376,6 @@ func countActiveSubscriptions(tx store.Tx, threadID string) (int, error) {
 	return n, nil
 }
 
-func choiceEvent(c store.Choice) api.UserChoice {
-	return api.UserChoice{CallID: c.CallID, Name: c.ToolName, Prompt: c.Prompt, Choices: c.Choices, Default: c.Default}
-}
-
 // maxShownAuth bounds the oauth events kept in memory for late clients.
 const maxShownAuth = 10000
 
