@@ -1,5 +1,10 @@
 package runtime
 
+// This file owns the call status sweep (RAP tool_call_status): scheduling
+// a check for each dispatched call and active subscription that stays
+// silent, and the loop that runs the due checks (one check is in
+// callstatus_ask.go).
+
 import (
 	"context"
 	"errors"

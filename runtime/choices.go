@@ -18,10 +18,6 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-func choiceEvent(c store.Choice) api.UserChoice {
-	return api.UserChoice{CallID: c.CallID, Name: c.ToolName, Prompt: c.Prompt, Choices: c.Choices, Default: c.Default}
-}
-
 // ErrNoChoice is returned (wrapped) by AnswerChoice when the thread has no
 // user choice waiting for that call.
 var ErrNoChoice = errors.New("no user choice is waiting for this call")
@@ -137,4 +133,8 @@ func (r *Runtime) postChoice(ctx context.Context, url string, body []byte) (int,
 		return resp.StatusCode, fmt.Errorf("POST %s: the tool answered %s", redact(url), resp.Status)
 	}
 	return resp.StatusCode, nil
+}
+
+func choiceEvent(c store.Choice) api.UserChoice {
+	return api.UserChoice{CallID: c.CallID, Name: c.ToolName, Prompt: c.Prompt, Choices: c.Choices, Default: c.Default}
 }

@@ -44,6 +44,9 @@
 // it comes, is shown to the model at its arrival position as a user note
 // ("Result of the earlier call …"). The history sent to a model therefore
 // always has a result for every tool call, as Anthropic and OpenAI require.
+// This is arrange.go; model.Normalize, which those providers run on every
+// request after it, repairs conversations built elsewhere (arrange.go says
+// why the two are not one).
 //
 // # Threads, subscriptions and built-in tools
 //
@@ -80,4 +83,77 @@
 // processes share (PostgreSQL, store.Shared) the claim is also a lease row
 // renewed while the worker runs, timers are claimed before they fire, and
 // a sweep takes the work other processes left (leases.go, issue 14).
+//
+// # Files
+//
+// Each file begins with a comment saying what it owns. By concern:
+//
+//   - The Runtime: runtime.go (Config, New, Start, Shutdown), serving.go
+//     (HTTP server limits), health.go (health endpoints), gopool.go (the
+//     goroutine pool of workers and dispatches).
+//   - Inputs from clients: threadapi.go (create a thread, post a message,
+//     history, Idle), close.go (closing a thread), choices.go (answering a
+//     user choice), confirm.go (the runtime's confirmation of destructive
+//     tools), userid.go (session user ids); over HTTP api.go and
+//     api_events.go, with jsondup.go.
+//   - Inputs from tools: callback.go (the callback endpoint and applying
+//     a callback), callbackkeys.go (callback tokens and their keys),
+//     callback_events.go (subscription events), callback_urls.go (URLs a
+//     tool hands over).
+//   - Claim and slice: claim.go (wake and the worker loop), leases.go
+//     (leases and the sweep on a shared store), wakeups.go (wake-ups
+//     across processes), slice.go (one slice and its commit), batch.go
+//     (inbox rows into a batch), interrupts.go (RAP CA-1), turn.go (the
+//     model's answer into a turn), effects.go (what runs after a commit).
+//   - The model: discovery.go (toolsets and a session's catalog),
+//     request.go (the request), arrange.go (the history fix-up for the
+//     model), histcache.go (the history cache), modelcall.go (the
+//     completion, its time limits and retries), usage.go (token usage).
+//   - Tool calls: dispatch.go (invocations), timers.go (durable timers and
+//     call deadlines), callstatus.go and callstatus_ask.go (asking about
+//     silent calls), children.go (child threads), builtin.go (the built-in
+//     tools and execBuiltin) with one function per built-in in
+//     builtin_sleep.go, builtin_threads.go and builtin_subscriptions.go.
+//   - Events to clients: events.go (event types, emit, announce), hub.go
+//     (subscribers and their queues), eventlog.go (event ids and resume),
+//     sharedevents.go and sharedevents_loops.go (events across processes).
+//
+// # One tool result through the code
+//
+// A tool POSTs a tool_result to the callback URL of its call:
+//
+//  1. Handler (api.go) routes POST /rap/callback/{token} to serveCallback
+//     (callback.go), which checks the token (verifyToken, callbackkeys.go)
+//     and decodes the body.
+//  2. handleCallback (callback.go), in one store transaction, marks the
+//     call done and enqueues the result as an inbox row of the thread
+//     (applyCallback; the row's dedup key, resultDedupKey in dispatch.go,
+//     is also that of a failed dispatch or a timeout, so the first wins).
+//     After the commit it runs the callback's effects (apply, effects.go).
+//  3. serveCallback calls wake (claim.go) before it answers 200. On a
+//     shared store the row's commit also notifies the other processes
+//     (wakeups.go); the sweep (leases.go) catches a missed notification.
+//  4. wake gives the thread a worker, or tells the running one to look
+//     again; work (claim.go) claims the thread — on a shared store its
+//     lease (claimLease, leases.go), renewed while it runs — and runs
+//     slices until the inbox is empty.
+//  5. slice (slice.go) loads the thread, its queued rows and its history
+//     (histcache.go) and decodes the rows (decodeBatch, batch.go). A
+//     result while another call of its turn is pending is saved without a
+//     completion (needsCompletion); a user message among the inputs first
+//     interrupts the pending calls (interrupts.go).
+//  6. buildRequest (request.go) arranges the history for the model
+//     (arrangeFrom, arrange.go); complete (modelcall.go) runs the
+//     completion, sending its text deltas to clients as they stream
+//     (deltaStream, events.go); planTurn (turn.go) makes the turn.
+//  7. commit (slice.go), in one transaction, appends the inputs and the
+//     turn, runs the turn's built-in calls (execBuiltin, builtin.go),
+//     records the accepted calls as pending and consumes the rows.
+//  8. After the commit, announce (events.go) publishes the saved messages,
+//     apply (effects.go) runs the effects of the built-ins, and
+//     dispatchAsync (dispatch.go) sends the new calls. When every call of
+//     the turn was answered at once the model runs again (step 6).
+//  9. Events reach clients through the hub (hub.go, eventlog.go; on a
+//     shared store through the store, sharedevents.go) and the event
+//     stream of api_events.go.
 package runtime

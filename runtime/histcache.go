@@ -1,5 +1,10 @@
 package runtime
 
+// This file owns the history cache: recently active threads' histories
+// kept in memory, so a slice reads only what was added since, with the
+// arranged model form of each (arrange.go) and its wire cache; and whether
+// a call id is already used in a thread.
+
 import (
 	"container/list"
 	"slices"

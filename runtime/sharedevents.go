@@ -1,5 +1,9 @@
 package runtime
 
+// This file owns client events across processes sharing a store (issue 14
+// item 4), described below; its background loops are in
+// sharedevents_loops.go.
+
 import (
 	"context"
 	"encoding/json"

@@ -6,85 +6,15 @@ package runtime
 // once, across restarts and processes.
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
+	"context"
+	"encoding/json"
+	"errors"
+
 	"github.com/gorap/gorap/runtime/store"
 )
-
-const timerSleep = "sleep"
-
-type sleepPayload struct {
-	CallID string `json:"call_id"`
-	Text   string `json:"text"`
-}
-
-func sleepTimerID(threadID, callID string) string { return "sleep:" + threadID + ":" + callID }
-
-// fireTimers delivers the result of every sleep whose time has come. The
-// timer's deletion, the call's completion and the result's inbox row are
-// one transaction, so a sleep wakes its thread exactly once, across
-// restarts too (RAP BT-1).
-func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
-	for _, tm := range due {
-		var wake bool
-		err := r.store.Update(ctx, func(tx store.Tx) error {
-			wake = false
-			if r.shared.on {
-				// issue 14: exactly one process fires a due timer.
-				now := time.Now()
-				ok, err := tx.ClaimTimer(tm.ID, r.shared.owner, now, now.Add(r.shared.ttl))
-				if err != nil || !ok {
-					return err
-				}
-			}
-			if err := tx.DeleteTimer(tm.ID); err != nil {
-				return err
-			}
-			if tm.Kind == timerModelRetry {
-				var err error
-				wake, err = r.fireModelRetry(tx, tm) // issue 9 item 17
-				return err
-			}
-			if tm.Kind != timerSleep {
-				r.log.Error("dropping a timer of unknown kind", "timer", tm.ID, "kind", tm.Kind)
-				return nil
-			}
-			var p sleepPayload
-			if err := json.Unmarshal(tm.Payload, &p); err != nil {
-				r.log.Error("dropping an undecodable timer", "timer", tm.ID, "err", err)
-				return nil
-			}
-			c, err := tx.Call(tm.ThreadID, p.CallID)
-			if err != nil {
-				if errors.Is(err, store.ErrNotFound) {
-					return nil
-				}
-				return err
-			}
-			changed, err := tx.SetCallState(tm.ThreadID, p.CallID, store.CallDone, store.CallNew, store.CallDispatched)
-			if err != nil || !changed {
-				return err
-			}
-			payload, _ := json.Marshal(store.ToolResult{CallID: p.CallID, Name: c.ToolName, Text: p.Text})
-			wake, err = tx.Enqueue(store.InboxItem{ThreadID: tm.ThreadID, Kind: store.KindToolResult, Payload: payload,
-				DedupKey: resultDedupKey(tm.ThreadID, p.CallID)})
-			return err
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				r.log.Error("fire timer", "timer", tm.ID, "thread", tm.ThreadID, "err", err)
-			}
-			continue
-		}
-		if wake {
-			r.wake(tm.ThreadID)
-		}
-	}
-}
 
 // kickTimer tells the timeout loop that a new deadline may exist.
 func (r *Runtime) kickTimer() {
@@ -161,3 +91,74 @@ func (r *Runtime) timeoutLoop() {
 		}
 	}
 }
+
+// fireTimers delivers the result of every sleep whose time has come. The
+// timer's deletion, the call's completion and the result's inbox row are
+// one transaction, so a sleep wakes its thread exactly once, across
+// restarts too (RAP BT-1).
+func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
+	for _, tm := range due {
+		var wake bool
+		err := r.store.Update(ctx, func(tx store.Tx) error {
+			wake = false
+			if r.shared.on {
+				// issue 14: exactly one process fires a due timer.
+				now := time.Now()
+				ok, err := tx.ClaimTimer(tm.ID, r.shared.owner, now, now.Add(r.shared.ttl))
+				if err != nil || !ok {
+					return err
+				}
+			}
+			if err := tx.DeleteTimer(tm.ID); err != nil {
+				return err
+			}
+			if tm.Kind == timerModelRetry {
+				var err error
+				wake, err = r.fireModelRetry(tx, tm) // issue 9 item 17
+				return err
+			}
+			if tm.Kind != timerSleep {
+				r.log.Error("dropping a timer of unknown kind", "timer", tm.ID, "kind", tm.Kind)
+				return nil
+			}
+			var p sleepPayload
+			if err := json.Unmarshal(tm.Payload, &p); err != nil {
+				r.log.Error("dropping an undecodable timer", "timer", tm.ID, "err", err)
+				return nil
+			}
+			c, err := tx.Call(tm.ThreadID, p.CallID)
+			if err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					return nil
+				}
+				return err
+			}
+			changed, err := tx.SetCallState(tm.ThreadID, p.CallID, store.CallDone, store.CallNew, store.CallDispatched)
+			if err != nil || !changed {
+				return err
+			}
+			payload, _ := json.Marshal(store.ToolResult{CallID: p.CallID, Name: c.ToolName, Text: p.Text})
+			wake, err = tx.Enqueue(store.InboxItem{ThreadID: tm.ThreadID, Kind: store.KindToolResult, Payload: payload,
+				DedupKey: resultDedupKey(tm.ThreadID, p.CallID)})
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Error("fire timer", "timer", tm.ID, "thread", tm.ThreadID, "err", err)
+			}
+			continue
+		}
+		if wake {
+			r.wake(tm.ThreadID)
+		}
+	}
+}
+
+const timerSleep = "sleep"
+
+type sleepPayload struct {
+	CallID string `json:"call_id"`
+	Text   string `json:"text"`
+}
+
+func sleepTimerID(threadID, callID string) string { return "sleep:" + threadID + ":" + callID }
