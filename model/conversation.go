@@ -57,6 +57,13 @@ const ErrorResultNote = "(the tool reported an error)"
 // Nothing else is dropped. Normalize fails, naming the message, on a role
 // other than RoleUser and RoleAssistant, on tool results in an assistant
 // message and on tool calls in a user message. It does not modify msgs.
+//
+// The gorap runtime arranges a thread's stored history before this
+// (arrangeFrom in runtime/arrange.go, which says why the two differ): it
+// alone knows where each result arrived and which placeholder a missing
+// result gets, and on its output Normalize changes nothing but the shape
+// of the turns. Normalize is the repair for every other conversation
+// handed to a provider, such as MCP sampling requests (bridge/mcp).
 func Normalize(msgs []Message) ([]Turn, error) {
 	turns, _, err := NormalizeSettled(msgs, 0)
 	return turns, err

@@ -1,18 +1,18 @@
 package runtime
 
+// This file owns the built-in tools' table (names, schemas, BuiltinTools)
+// and execBuiltin, which runs a built-in call inside the slice's commit
+// transaction by calling the built-in's own function (builtin_*.go).
+
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
-	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -72,49 +72,6 @@ func isBuiltin(name string) bool {
 // BuiltinTools returns the built-in tools as offered to the model.
 func BuiltinTools() []model.ToolSpec { return slices.Clone(builtinSpecs) }
 
-// effects collects what a transaction did that must be acted on outside it,
-// once it committed. A Store.Update function may run more than once, so
-// it is reset at the start of each run.
-type effects struct {
-	wake    []string        // threads with new inbox rows
-	notices []notice        // /close_thread and /cancel_tool_call POSTs
-	events  []Event         // client events to publish
-	calls   []store.Call    // built-in calls left pending (sleep)
-	timers  bool            // a timer was written
-	stop    bool            // the slice must not loop back
-	closed  map[string]bool // threads closed by this transaction
-}
-
-// notice is one best-effort notification to every tool server.
-type notice struct {
-	path string
-	body any
-}
-
-func (fx *effects) event(threadID, typ string, data any) {
-	b, _ := json.Marshal(data)
-	fx.events = append(fx.events, Event{Type: typ, ThreadID: threadID, Data: b})
-}
-
-// apply acts on the effects of a committed transaction.
-func (r *Runtime) apply(fx *effects) {
-	if fx == nil {
-		return
-	}
-	for _, e := range fx.events {
-		r.hub.publish(e)
-	}
-	for _, n := range fx.notices {
-		r.notifyServers(n.path, n.body)
-	}
-	if fx.timers {
-		r.kickTimer()
-	}
-	for _, id := range fx.wake {
-		r.wake(id)
-	}
-}
-
 // decodeStrict decodes built-in arguments, refusing unknown members.
 func decodeStrict(args json.RawMessage, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(args))
@@ -127,422 +84,49 @@ func builtinError(name, format string, a ...any) string {
 	return "Error: " + name + ": " + fmt.Sprintf(format, a...)
 }
 
-// threadStack returns the ids from the root to th (RAP BT-2).
-func threadStack(tx store.Tx, th store.Thread) ([]string, error) {
-	stack := []string{th.ID}
-	for p, n := th.ParentID, 0; p != ""; n++ {
-		if n > 10000 {
-			return nil, fmt.Errorf("thread %s: the parent chain does not end (a cycle in the store)", th.ID)
-		}
-		stack = append([]string{p}, stack...)
-		pt, err := tx.Thread(p)
-		if err != nil {
-			return nil, err
-		}
-		p = pt.ParentID
-	}
-	return stack, nil
-}
-
 // execBuiltin runs one built-in call inside the slice's commit transaction.
 // It returns the call's result, or ok=false when the call stays pending
-// (sleep, sleep_until: their timer delivers the result).
+// (sleep, sleep_until: their timer delivers the result). Each built-in is
+// a function of its own: builtin_sleep.go, builtin_threads.go,
+// builtin_subscriptions.go.
 func (r *Runtime) execBuiltin(tx store.Tx, th store.Thread, c store.ToolCall, fx *effects) (res store.ToolResult, ok bool, err error) {
-	res = store.ToolResult{CallID: c.ID, Name: c.Name}
-	fail := func(format string, a ...any) (store.ToolResult, bool, error) {
-		res.Text, res.IsError = builtinError(c.Name, format, a...), true
-		return res, true, nil
-	}
-	done := func(text string) (store.ToolResult, bool, error) {
-		res.Text = text
-		return res, true, nil
-	}
 	switch c.Name {
 	case BuiltinSleep, BuiltinSleepUntil:
-		due, what, msg := sleepDue(c.Name, c.Arguments, time.Now())
-		if msg != "" {
-			return fail("%s", msg)
-		}
-		payload, _ := json.Marshal(sleepPayload{CallID: c.ID, Text: "Woke up after " + what + "."})
-		if err := tx.PutTimer(store.Timer{ID: sleepTimerID(th.ID, c.ID), ThreadID: th.ID, Kind: timerSleep, Payload: payload, Due: due}); err != nil {
-			return res, false, err
-		}
-		fx.timers = true
-		fx.calls = append(fx.calls, store.Call{ThreadID: th.ID, CallID: c.ID, ToolName: c.Name, Arguments: c.Arguments,
-			Toolset: builtinToolset, State: store.CallDispatched})
-		return res, false, nil
-
+		return r.execSleep(tx, th, c, fx)
 	case BuiltinSleepUntilEventOrUser:
-		var a struct{}
-		if err := decodeStrict(c.Arguments, &a); err != nil {
-			return fail("takes no arguments (%v); call it with {}", err)
-		}
-		fx.stop = true
-		return done("Waiting for the next user message or subscription event.")
-
+		return r.execSleepUntilEventOrInput(tx, th, c, fx)
 	case BuiltinSpawnThread:
-		var a struct {
-			Instructions string   `json:"instructions"`
-			ChildOf      []string `json:"child_of"`
-		}
-		if err := decodeStrict(c.Arguments, &a); err != nil {
-			return fail("arguments are not {\"instructions\": string, \"child_of\": [string]}: %v", err)
-		}
-		if strings.TrimSpace(a.Instructions) == "" {
-			return fail("instructions is empty; say what the child thread should do")
-		}
-		stack, err := threadStack(tx, th)
-		if err != nil {
-			return res, false, err
-		}
-		if !slices.Equal(stack, a.ChildOf) {
-			// RAP BT-2: a child that inherited its parent's plans must not
-			// carry them out again.
-			return fail("child_of must be your own thread stack %s, got %s. You are thread %s: if you are a child thread, work on your own task instead of repeating your parent's plans",
-				jsonString(stack), jsonString(a.ChildOf), th.ID)
-		}
-		child := store.Thread{ID: store.NewThreadID(), ParentID: th.ID, RootID: th.RootID, Status: store.ThreadActive,
-			OriginCallID: c.ID, OriginTool: c.Name, OriginArgs: c.Arguments}
-		if err := r.createChild(tx, child, th.ID); err != nil {
-			return res, false, err
-		}
-		seed := store.Message{Role: store.RoleTool, ToolResults: []store.ToolResult{{CallID: c.ID, Name: c.Name,
-			Text: fmt.Sprintf("You are now inside the spawned thread. Follow the instructions of the spawn_thread call above. Your thread id is %s and your thread stack is %s. "+
-				"Report what you find with report_to_parent, and call close_thread with your thread id when you are done.", child.ID, jsonString(append(stack, child.ID)))}}}
-		if _, err := tx.AppendMessages(child.ID, []store.Message{seed}); err != nil {
-			return res, false, err
-		}
-		if _, err := tx.Enqueue(store.InboxItem{ThreadID: child.ID, Kind: store.KindWake, Payload: json.RawMessage(`{"reason":"spawned"}`),
-			DedupKey: "wake:" + child.ID}); err != nil {
-			return res, false, err
-		}
-		fx.wake = append(fx.wake, child.ID)
-		fx.event(th.ID, EventThreadSpawned, api.ThreadSpawned{ThreadID: child.ID, ParentID: th.ID, OriginCallID: c.ID, OriginTool: c.Name, Reason: api.SpawnThread})
-		return done(fmt.Sprintf("Child thread spawned with id %s. It runs on its own and reports back; go on with your own work.", child.ID))
-
+		return r.execSpawnThread(tx, th, c, fx)
 	case BuiltinReportToParent:
-		var a struct {
-			Report string `json:"report"`
-		}
-		if err := decodeStrict(c.Arguments, &a); err != nil {
-			return fail("arguments are not {\"report\": string}: %v", err)
-		}
-		if strings.TrimSpace(a.Report) == "" || len(a.Report) > maxBuiltinText {
-			return fail("report must be 1 to %d bytes of text", maxBuiltinText)
-		}
-		if th.ParentID == "" {
-			return fail("this is a root thread and has no parent; answer the user directly")
-		}
-		sent, err := r.report(tx, th, c.ID, a.Report, false, fx)
-		if err != nil {
-			return res, false, err
-		}
-		if !sent {
-			return fail("the parent thread %s is closed; the report was not delivered", th.ParentID)
-		}
-		return done("Report sent to the parent thread.")
-
+		return r.execReportToParent(tx, th, c, fx)
 	case BuiltinCloseThread:
-		var a struct {
-			ThreadID       string  `json:"thread_id"`
-			ReportToParent *string `json:"report_to_parent"`
-		}
-		if err := decodeStrict(c.Arguments, &a); err != nil {
-			return fail("arguments are not {\"thread_id\": string, \"report_to_parent\"?: string}: %v", err)
-		}
-		target := th
-		if a.ThreadID != th.ID {
-			t, err := tx.Thread(a.ThreadID)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && t.ParentID != th.ID) {
-				return fail("thread %q is neither this thread (%s) nor one of its direct children", a.ThreadID, th.ID)
-			}
-			if err != nil {
-				return res, false, err
-			}
-			target = t
-		}
-		if target.ParentID == "" {
-			// issue 9 item 6: the conversation the user started is theirs
-			// to end.
-			return fail("thread %s is the root thread; root threads are closed by the user (through the client API), not with close_thread. "+
-				"To end your turn, answer the user; to wait, call %s", target.ID, BuiltinSleepUntilEventOrUser)
-		}
-		if target.Status == store.ThreadClosed {
-			return done(fmt.Sprintf("Thread %s was already closed.", target.ID))
-		}
-		reported := false
-		if a.ReportToParent != nil && strings.TrimSpace(*a.ReportToParent) != "" {
-			if len(*a.ReportToParent) > maxBuiltinText {
-				return fail("report_to_parent is longer than %d bytes", maxBuiltinText)
-			}
-			if _, err := r.report(tx, target, c.ID, *a.ReportToParent, true, fx); err != nil {
-				return res, false, err
-			}
-			reported = true
-		}
-		if err := r.closeThreadTx(tx, target, fx); err != nil {
-			return res, false, err
-		}
-		if !reported && target.ID == th.ID {
-			// A parent that closes its child knows; a child that closes
-			// itself tells its parent (issue 9 item 6).
-			if err := r.reportShutdown(tx, target, fx); err != nil {
-				return res, false, err
-			}
-		}
-		if target.ID == th.ID {
-			fx.stop = true
-		}
-		return done(fmt.Sprintf("Thread %s is closed.", target.ID))
-
+		return r.execCloseThread(tx, th, c, fx)
 	case BuiltinSendMessageToChild:
-		var a struct {
-			ThreadID string `json:"thread_id"`
-			Message  string `json:"message"`
-		}
-		if err := decodeStrict(c.Arguments, &a); err != nil {
-			return fail("arguments are not {\"thread_id\": string, \"message\": string}: %v", err)
-		}
-		if strings.TrimSpace(a.Message) == "" || len(a.Message) > maxBuiltinText {
-			return fail("message must be 1 to %d bytes of text", maxBuiltinText)
-		}
-		t, err := tx.Thread(a.ThreadID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && t.ParentID != th.ID) {
-			// RAP BT-5: direct children only.
-			return fail("thread %q is not a direct child of this thread (%s)", a.ThreadID, th.ID)
-		}
-		if err != nil {
-			return res, false, err
-		}
-		if t.Status == store.ThreadClosed {
-			return fail("child thread %s is closed", t.ID)
-		}
-		payload, _ := json.Marshal(store.UserMessage{Text: fmt.Sprintf("[message from the parent thread %s]\n%s", th.ID, a.Message)})
-		if _, err := tx.Enqueue(store.InboxItem{ThreadID: t.ID, Kind: store.KindNote, Payload: payload,
-			DedupKey: "child-message:" + th.ID + ":" + c.ID}); err != nil {
-			return res, false, err
-		}
-		fx.wake = append(fx.wake, t.ID)
-		return done(fmt.Sprintf("Message sent to child thread %s.", t.ID))
-
+		return r.execSendMessageToChild(tx, th, c, fx)
 	case BuiltinCancelSubscription:
-		var a struct {
-			ToolCallID string `json:"tool_call_id"`
-		}
-		if err := decodeStrict(c.Arguments, &a); err != nil {
-			return fail("arguments are not {\"tool_call_id\": string}: %v", err)
-		}
-		sub, err := tx.Subscription(th.ID, a.ToolCallID)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && sub.State != store.SubscriptionActive) {
-			// RAP SU-7: only an active subscription of this thread.
-			return fail("%q is not an active subscription of this thread; active ones: %s", a.ToolCallID, activeSubs(tx, th.ID))
-		}
-		if err != nil {
-			return res, false, err
-		}
-		sub.State = store.SubscriptionCancelled
-		if err := tx.PutSubscription(sub); err != nil {
-			return res, false, err
-		}
-		fx.notices = append(fx.notices, notice{path: rap.CancelToolCallPath, body: rap.CancelToolCallRequest{ThreadID: th.ID, ToolCallID: sub.CallID}})
-		return done(fmt.Sprintf("Subscription %s (%s) is cancelled; no more events will arrive from it.", sub.CallID, sub.ToolName))
+		return r.execCancelSubscription(tx, th, c, fx)
 	}
+	_, fail, _ := builtinReply(c)
 	return fail("is not a built-in tool")
 }
 
-func activeSubs(tx store.Tx, threadID string) string {
-	subs, err := tx.ThreadSubscriptions(threadID)
-	if err != nil {
-		return "(unknown)"
+// builtinReply returns the result of the built-in call c, not filled in
+// yet, and the two ways a built-in finishes it: fail, an error result
+// (RAP RE-4), and done.
+func builtinReply(c store.ToolCall) (res store.ToolResult, fail func(format string, a ...any) (store.ToolResult, bool, error), done func(text string) (store.ToolResult, bool, error)) {
+	res = store.ToolResult{CallID: c.ID, Name: c.Name}
+	fail = func(format string, a ...any) (store.ToolResult, bool, error) {
+		res.Text, res.IsError = builtinError(c.Name, format, a...), true
+		return res, true, nil
 	}
-	var ids []string
-	for _, s := range subs {
-		if s.State == store.SubscriptionActive {
-			ids = append(ids, s.CallID+" ("+s.ToolName+")")
-		}
+	done = func(text string) (store.ToolResult, bool, error) {
+		res.Text = text
+		return res, true, nil
 	}
-	if len(ids) == 0 {
-		return "none"
-	}
-	return strings.Join(ids, ", ")
+	return res, fail, done
 }
 
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
-}
-
-// createChild creates child so that it inherits the parent's history up to
-// now: it sees the conversation up to its spawn point and never the
-// parent's later messages. The inherited part is shared in the store, not
-// copied (store.Thread.InheritSeq).
-func (r *Runtime) createChild(tx store.Tx, child store.Thread, parentID string) error {
-	last, err := tx.LastSeq(parentID)
-	if err != nil {
-		return err
-	}
-	child.InheritSeq = last
-	return tx.CreateThread(child)
-}
-
-// report enqueues a child's report in its parent's inbox (RAP BT-3). It
-// reports false when the parent is closed (the report is then dropped).
-func (r *Runtime) report(tx store.Tx, child store.Thread, callID, text string, final bool, fx *effects) (bool, error) {
-	parent, err := tx.Thread(child.ParentID)
-	if err != nil {
-		return false, err
-	}
-	if parent.Status == store.ThreadClosed {
-		r.log.Warn("report discarded: the parent thread is closed", "thread", child.ID, "parent", parent.ID)
-		return false, nil
-	}
-	payload, _ := json.Marshal(store.ChildReport{ChildID: child.ID, OriginCallID: child.OriginCallID, OriginTool: child.OriginTool,
-		OriginArgs: child.OriginArgs, Report: text, Final: final})
-	if _, err := tx.Enqueue(store.InboxItem{ThreadID: parent.ID, Kind: store.KindChildReport, Payload: payload,
-		DedupKey: "report:" + child.ID + ":" + callID}); err != nil {
-		return false, err
-	}
-	fx.wake = append(fx.wake, parent.ID)
-	return true, nil
-}
-
-// shutdownReportKey is the call id part of the dedup key of the notice a
-// child's parent gets when the child closed without a report.
-const shutdownReportKey = "shutdown"
-
-// reportShutdown tells the parent of a thread made by spawn_thread that it
-// closed without a final report, so the parent does not wait for one
-// (issue 9 item 6). The notice is a final report with no text; see
-// decodeBatch. Children made for subscription events close without a
-// report when there is nothing to say, so their parents are not woken.
-func (r *Runtime) reportShutdown(tx store.Tx, th store.Thread, fx *effects) error {
-	if th.ParentID == "" || th.OriginTool != BuiltinSpawnThread {
-		return nil
-	}
-	_, err := r.report(tx, th, shutdownReportKey, "", true, fx)
-	return err
-}
-
-// shutdownText is what a parent sees when its spawned child closed without
-// a final report.
-func shutdownText(childID string) string {
-	return fmt.Sprintf("Child thread %s has shut down without a report: it will send nothing more and takes no messages.", childID)
-}
-
-// closeThreadTx closes a thread: it receives nothing more, its pending calls
-// are cancelled, its timers dropped and its subscriptions ended; once the
-// transaction commits every tool server gets /close_thread (RAP TC-1).
-func (r *Runtime) closeThreadTx(tx store.Tx, th store.Thread, fx *effects) error {
-	if err := tx.SetThreadStatus(th.ID, store.ThreadClosed); err != nil {
-		return err
-	}
-	calls, err := tx.ThreadCalls(th.ID)
-	if err != nil {
-		return err
-	}
-	for _, c := range calls {
-		if !c.State.Pending() {
-			continue
-		}
-		if _, err := tx.SetCallState(th.ID, c.CallID, store.CallCancelled, store.CallNew, store.CallDispatched); err != nil {
-			return err
-		}
-		if c.Toolset == builtinToolset {
-			if err := tx.DeleteTimer(sleepTimerID(th.ID, c.CallID)); err != nil {
-				return err
-			}
-		}
-	}
-	subs, err := tx.ThreadSubscriptions(th.ID)
-	if err != nil {
-		return err
-	}
-	for _, s := range subs {
-		if s.State == store.SubscriptionActive {
-			s.State = store.SubscriptionCancelled
-			if err := tx.PutSubscription(s); err != nil {
-				return err
-			}
-		}
-	}
-	if fx.closed == nil {
-		fx.closed = map[string]bool{}
-	}
-	fx.closed[th.ID] = true
-	fx.notices = append(fx.notices, notice{path: rap.CloseThreadPath, body: rap.CloseThreadRequest{ThreadID: th.ID}})
-	fx.event(th.ID, EventThreadClosed, api.ThreadClosed{ThreadID: th.ID})
-	if th.ParentID != "" {
-		fx.event(th.ParentID, EventThreadClosed, api.ThreadClosed{ThreadID: th.ID})
-	}
-	return nil
-}
-
-// Sleep timers.
-
-const timerSleep = "sleep"
-
-type sleepPayload struct {
-	CallID string `json:"call_id"`
-	Text   string `json:"text"`
-}
-
-func sleepTimerID(threadID, callID string) string { return "sleep:" + threadID + ":" + callID }
-
-// sleepDue works out when a sleep or sleep_until call wakes. msg is an
-// error message for the model when the arguments are unusable.
-func sleepDue(name string, args json.RawMessage, now time.Time) (due time.Time, what, msg string) {
-	if name == BuiltinSleep {
-		var a struct {
-			Seconds *float64 `json:"seconds"`
-			Reason  string   `json:"reason"`
-		}
-		if err := decodeStrict(args, &a); err != nil || a.Seconds == nil {
-			return due, "", fmt.Sprintf("arguments are not {\"seconds\": number}: %v", errOr(err, "seconds is missing"))
-		}
-		s := *a.Seconds
-		if math.IsNaN(s) || s < 0 || s > MaxSleep.Seconds() {
-			return due, "", fmt.Sprintf("seconds is %v; give 0 to %.0f", s, MaxSleep.Seconds())
-		}
-		d := time.Duration(s * float64(time.Second))
-		return now.Add(d), fmt.Sprintf("sleeping %v", d), ""
-	}
-	var a struct {
-		Date     string `json:"date"`
-		Time     string `json:"time"`
-		Timezone string `json:"timezone"`
-	}
-	if err := decodeStrict(args, &a); err != nil {
-		return due, "", fmt.Sprintf("arguments are not {\"date\": \"YYYY-MM-DD\", \"time\": \"HH:MM\", \"timezone\"?: string}: %v", err)
-	}
-	tz := a.Timezone
-	if tz == "" {
-		tz = "UTC"
-	}
-	loc, err := time.LoadLocation(tz)
-	if err != nil {
-		return due, "", fmt.Sprintf("timezone %q is not an IANA time zone name such as Europe/Paris or UTC", tz)
-	}
-	var t time.Time
-	for _, layout := range []string{"2006-01-02 15:04:05", "2006-01-02 15:04"} {
-		if t, err = time.ParseInLocation(layout, a.Date+" "+a.Time, loc); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		return due, "", fmt.Sprintf("date %q and time %q do not read as YYYY-MM-DD and HH:MM or HH:MM:SS", a.Date, a.Time)
-	}
-	if t.After(now.Add(MaxSleep)) {
-		return due, "", fmt.Sprintf("%s is more than %v ahead", t.Format(time.RFC3339), MaxSleep)
-	}
-	if t.Before(now) {
-		t = now // a past time wakes at once (RAP BT-1)
-	}
-	return t, "sleeping until " + a.Date + " " + a.Time + " " + tz, ""
-}
-
-func errOr(err error, s string) string {
-	if err != nil {
-		return err.Error()
-	}
-	return s
 }

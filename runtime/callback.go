@@ -1,8 +1,16 @@
 package runtime
 
+// This file owns accepting a callback (RAP TR-5 to TR-7, RE-6): the
+// endpoint under CallbackPath checks the token (callbackkeys.go), applies
+// the message to the call in one transaction — a result or a subscription
+// event becomes an inbox row of the thread, an oauth link or a user
+// choice is shown to clients — and wakes the thread (claim.go).
+// Subscription events held before their subscription is confirmed are in
+// callback_events.go, the checks of the URLs a tool hands over in
+// callback_urls.go.
+
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,52 +26,6 @@ import (
 
 // CallbackPath is the path prefix of callback URLs; the token follows it.
 const CallbackPath = "/rap/callback/"
-
-// maxTokenLen bounds the token part of a callback URL.
-const maxTokenLen = 2048
-
-var b64 = base64.RawURLEncoding
-
-// callbackToken makes the token of (thread, call): both ids and an
-// HMAC-SHA256 over them, base64url-encoded and joined by dots. The tool
-// treats it as opaque (RAP TR-5); it authenticates the callback (RAP TR-7).
-func (r *Runtime) callbackToken(threadID, callID string) string {
-	return b64.EncodeToString([]byte(threadID)) + "." + b64.EncodeToString([]byte(callID)) + "." +
-		b64.EncodeToString(r.tokenMAC(threadID, callID))
-}
-
-func (r *Runtime) tokenMAC(threadID, callID string) []byte {
-	return macWith(r.currentKeys().Current, threadID, callID)
-}
-
-func (r *Runtime) callbackURL(threadID, callID string) string {
-	return r.cfg.PublicURL + CallbackPath + r.callbackToken(threadID, callID)
-}
-
-// errBadToken is deliberately vague: a caller learns nothing about why.
-var errBadToken = errors.New("invalid callback token")
-
-// verifyToken returns the (thread, call) a token was made for, checking
-// its MAC in constant time.
-func (r *Runtime) verifyToken(tok string) (threadID, callID string, err error) {
-	if len(tok) == 0 || len(tok) > maxTokenLen {
-		return "", "", errBadToken
-	}
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		return "", "", errBadToken
-	}
-	t, err1 := b64.DecodeString(parts[0])
-	c, err2 := b64.DecodeString(parts[1])
-	mac, err3 := b64.DecodeString(parts[2])
-	if err1 != nil || err2 != nil || err3 != nil || len(t) == 0 || len(c) == 0 {
-		return "", "", errBadToken
-	}
-	if !r.checkMAC(mac, string(t), string(c)) {
-		return "", "", errBadToken
-	}
-	return string(t), string(c), nil
-}
 
 // callbackOutcome is what handling a callback did, for the answer and logs.
 type callbackOutcome struct {
@@ -376,10 +338,6 @@ func countActiveSubscriptions(tx store.Tx, threadID string) (int, error) {
 	return n, nil
 }
 
-func choiceEvent(c store.Choice) api.UserChoice {
-	return api.UserChoice{CallID: c.CallID, Name: c.ToolName, Prompt: c.Prompt, Choices: c.Choices, Default: c.Default}
-}
-
 // maxShownAuth bounds the oauth events kept in memory for late clients.
 const maxShownAuth = 10000
 
@@ -426,3 +384,7 @@ func (r *Runtime) forgetAuth(threadID, callID string) {
 		}
 	}
 }
+
+// oauthKey marks a call whose tool asked for authorization (RAP OA-1);
+// the key holds no part of the auth URL.
+func oauthKey(threadID, callID string) string { return "oauth:" + threadID + ":" + callID }

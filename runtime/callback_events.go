@@ -1,5 +1,10 @@
 package runtime
 
+// This file owns the subscription events a callback brings (RAP SU-3 to
+// SU-6): an event of an active subscription becomes an inbox row (injected
+// inline) or a child thread, one that arrives before its subscription is
+// confirmed is held, and one of an ended subscription is answered 410.
+
 import (
 	"bytes"
 	"encoding/json"

@@ -1,5 +1,9 @@
 package runtime
 
+// This file owns the checks of the URLs a tool hands the runtime (oauth
+// auth_url, user_choice response_url) and refusing an interaction whose
+// URL fails them.
+
 import (
 	"encoding/json"
 	"errors"

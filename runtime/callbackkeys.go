@@ -1,9 +1,12 @@
 package runtime
 
-// This file owns the callback keys (issue 14 item 5): the HMAC keys that
-// sign callback URLs, kept in the store when Config.KeysFromStore is set so
-// that a URL minted by one process is accepted by every process sharing
-// the store, with the previous key accepted during a rotation's grace.
+// This file owns the callback tokens and their keys: the token of a
+// callback URL (thread, call and an HMAC over them, RAP TR-5, TR-7) and
+// its check; the key kept in a file of the data directory
+// (LoadOrCreateSecret); and (issue 14 item 5) the keys kept in the store
+// when Config.KeysFromStore is set, so that a URL minted by one process is
+// accepted by every process sharing the store, with the previous key
+// accepted during a rotation's grace.
 
 import (
 	"context"
@@ -14,6 +17,12 @@ import (
 	"fmt"
 	"time"
 
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -156,4 +165,97 @@ func (r *Runtime) RotateCallbackKey(ctx context.Context, grace time.Duration) er
 	r.keys.Store(&keys)
 	r.log.Info("callback key rotated", "grace", grace)
 	return nil
+}
+
+// maxTokenLen bounds the token part of a callback URL.
+const maxTokenLen = 2048
+
+var b64 = base64.RawURLEncoding
+
+// callbackToken makes the token of (thread, call): both ids and an
+// HMAC-SHA256 over them, base64url-encoded and joined by dots. The tool
+// treats it as opaque (RAP TR-5); it authenticates the callback (RAP TR-7).
+func (r *Runtime) callbackToken(threadID, callID string) string {
+	return b64.EncodeToString([]byte(threadID)) + "." + b64.EncodeToString([]byte(callID)) + "." +
+		b64.EncodeToString(r.tokenMAC(threadID, callID))
+}
+
+func (r *Runtime) tokenMAC(threadID, callID string) []byte {
+	return macWith(r.currentKeys().Current, threadID, callID)
+}
+
+func (r *Runtime) callbackURL(threadID, callID string) string {
+	return r.cfg.PublicURL + CallbackPath + r.callbackToken(threadID, callID)
+}
+
+// errBadToken is deliberately vague: a caller learns nothing about why.
+var errBadToken = errors.New("invalid callback token")
+
+// verifyToken returns the (thread, call) a token was made for, checking
+// its MAC in constant time.
+func (r *Runtime) verifyToken(tok string) (threadID, callID string, err error) {
+	if len(tok) == 0 || len(tok) > maxTokenLen {
+		return "", "", errBadToken
+	}
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		return "", "", errBadToken
+	}
+	t, err1 := b64.DecodeString(parts[0])
+	c, err2 := b64.DecodeString(parts[1])
+	mac, err3 := b64.DecodeString(parts[2])
+	if err1 != nil || err2 != nil || err3 != nil || len(t) == 0 || len(c) == 0 {
+		return "", "", errBadToken
+	}
+	if !r.checkMAC(mac, string(t), string(c)) {
+		return "", "", errBadToken
+	}
+	return string(t), string(c), nil
+}
+
+// LoadOrCreateSecret returns the callback-token key kept in
+// dataDir/callback.key, creating it (32 random bytes, mode 0600 whatever
+// the umask) on first use, and dataDir (mode 0700) when missing. A key
+// file that others may read, as an older gorap left it, is made 0600 when
+// the file system allows it.
+func LoadOrCreateSecret(dataDir string) ([]byte, error) {
+	path := filepath.Join(dataDir, "callback.key")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) < 16 {
+			return nil, fmt.Errorf("callback secret %s has %d bytes, need at least 16: delete it to create a new one (pending callbacks will then be refused)", path, len(b))
+		}
+		// Best effort: a key mounted read-only stays usable.
+		_ = privfile.Restrict(path)
+		return b, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read callback secret: %w", err)
+	}
+	if err := privfile.MkdirAll(dataDir); err != nil {
+		return nil, fmt.Errorf("create data dir for the callback secret: %w", err)
+	}
+	b = make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("generate callback secret: %w", err)
+	}
+	f, err := privfile.OpenFile(path, os.O_WRONLY|os.O_EXCL)
+	if errors.Is(err, os.ErrExist) {
+		return LoadOrCreateSecret(dataDir) // another process created it first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create callback secret: %w", err)
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write callback secret %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sync callback secret %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("close callback secret %s: %w", path, err)
+	}
+	return b, nil
 }

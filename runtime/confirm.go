@@ -1,5 +1,8 @@
 package runtime
 
+// This file owns the runtime's own confirmation of destructive tools
+// (issue 12 item 7).
+
 import (
 	"context"
 	"fmt"

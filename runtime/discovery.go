@@ -1,5 +1,9 @@
 package runtime
 
+// This file owns toolset discovery (RAP TS-4 to TS-7): fetching the tool
+// servers' manifests for a new session, and the session's catalog of tools
+// that a slice offers to the model.
+
 import (
 	"context"
 	"crypto/sha256"

@@ -1,5 +1,10 @@
 package runtime
 
+// This file owns dispatching a call (RAP TR-2 to TR-4, IN-1): encoding the
+// invocation, POSTing it with retries, and the synthetic error result of a
+// call that could not be delivered; also the helpers every POST to a tool
+// server uses.
+
 import (
 	"bytes"
 	"context"

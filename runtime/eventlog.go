@@ -1,5 +1,9 @@
 package runtime
 
+// This file owns the event ids and each thread's resume buffer in this
+// process (issue 15 item 1), and attaching a subscriber so that it resumes
+// after Last-Event-ID or gets a reset.
+
 import (
 	"cmp"
 	"crypto/rand"

@@ -1,5 +1,8 @@
 package runtime
 
+// This file owns lingerPool, the goroutine pool that runs slice workers
+// and dispatches.
+
 import (
 	"context"
 	"sync"

@@ -1,5 +1,10 @@
 package runtime
 
+// This file owns the history cache: recently active threads' histories
+// kept in memory, so a slice reads only what was added since, with the
+// arranged model form of each (arrange.go) and its wire cache; and whether
+// a call id is already used in a thread.
+
 import (
 	"container/list"
 	"slices"
@@ -231,4 +236,24 @@ func (c *historyCache) lookupCallID(thread, id string, history []store.Message) 
 		return -1
 	}
 	return min(e.idsUpTo, len(history))
+}
+
+// callIDUsed reports whether a call of the thread already has id: a call
+// in the history (every recorded call is in its turn; rejected and
+// injected ones too) or a pending call. The history is scanned from
+// history[from] on; the caller knows the part before.
+func callIDUsed(id string, history []store.Message, from int, pending []store.Call) bool {
+	for _, c := range pending {
+		if c.CallID == id {
+			return true
+		}
+	}
+	for i := from; i < len(history); i++ {
+		for _, c := range history[i].ToolCalls {
+			if c.ID == id {
+				return true
+			}
+		}
+	}
+	return false
 }

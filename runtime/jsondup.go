@@ -1,5 +1,7 @@
 package runtime
 
+// This file owns refusing request bodies that name one JSON member twice.
+
 import (
 	"fmt"
 

@@ -1,5 +1,8 @@
 package runtime
 
+// This file owns calling the model: a completion bounded in time, its text
+// deltas to clients, and the durable retry of a failed completion.
+
 import (
 	"context"
 	"encoding/json"

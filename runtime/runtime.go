@@ -1,106 +1,22 @@
-// Package runtime is the gorap agent runtime: it keeps conversations
-// (threads) durably in a store, runs model completions one slice at a time
-// per thread, dispatches the model's tool calls to RAP tool servers, and
-// receives their results on an authenticated callback endpoint.
-//
-// # Slices
-//
-// Everything that wakes a thread is a row in the store's inbox: a user
-// message, a tool result (from a callback, a failed dispatch or a timeout),
-// a subscription event. A thread has a worker goroutine only while it has
-// inbox rows (RAP RT-2: one slice at a time per thread, threads run
-// concurrently; an idle thread costs rows, not a goroutine). A slice
-// (RAP RT-1):
-//
-//  1. reads all queued inbox rows of the thread as one batch;
-//  2. runs a streamed completion over the history plus the batch; text
-//     deltas go to subscribers only;
-//  3. in one transaction appends the batch and the assistant turn to the
-//     history, records the turn's tool calls as pending, and consumes the
-//     batch from the inbox — so a crash leaves either nothing or all of it;
-//  4. dispatches the turn's calls concurrently (after the commit, so a tool
-//     always finds the turn in the history);
-//  5. repeats while more rows arrived, else the worker exits.
-//
-// A call to an unknown tool or with arguments that fail the tool's input
-// schema is not dispatched: it gets an error result at once, and when no
-// call of the turn was dispatched the completion runs again in the same
-// slice. If the model fails (or hangs past Config.ModelIdleTimeout or
-// Config.ModelTimeout), nothing is consumed: the batch stays in the inbox
-// (RAP RT-4) and a durable timer retries it with backoff, up to
-// Config.ModelRetry.Attempts times; after that the next message retries it.
-//
-// A batch made only of tool results while other calls of the same turn are
-// still pending is appended without a completion: the model is asked once
-// all results of a turn are in, or earlier when the user writes (RAP RT-3).
-//
-// # History sent to the model
-//
-// Tool results are stored where they arrive, so a result can come after a
-// later user message. When the runtime builds a model request it places
-// every result that arrived before the next user or assistant message right
-// after its call. A call whose result had not arrived by then gets a
-// placeholder result saying it is still running, and its real result, when
-// it comes, is shown to the model at its arrival position as a user note
-// ("Result of the earlier call …"). The history sent to a model therefore
-// always has a result for every tool call, as Anthropic and OpenAI require.
-//
-// # Threads, subscriptions and built-in tools
-//
-// A thread may have child threads (see docs/threads.md). A child inherits
-// its parent's history up to its creation (shared in the store, not
-// copied), runs concurrently with it, and reports back through the
-// parent's inbox as a synthetic call of InjectedToolName. Children are made
-// by the built-in spawn_thread and, one per event, for every subscription
-// event not marked associative (RAP SU-6); associative events are injected
-// inline. The built-in tools (BuiltinTools, RAP BT-1 to BT-7) run inside the
-// slice's commit transaction: the synchronous ones answer at once and the
-// model runs again in the same slice; sleep and sleep_until leave a pending
-// call and a durable timer row whose firing delivers the result exactly
-// once. A user message first interrupts the thread's pending calls (RAP
-// CA-1); closing a thread tells every tool server (RAP TC-1).
-//
-// # Durability and scale-out
-//
-// Every write that matters is one store transaction: accepting a message
-// or a callback commits its inbox row before the HTTP answer; a slice
-// consumes its batch in the transaction that appends the history it
-// produced; a result's inbox row and its call's state change commit
-// together, and a result, a dispatch failure and a timeout share one dedup
-// key, so the first wins (RAP RE-6). A crash at any point leaves either the
-// state before or the state after a step. Calls saved but not yet accepted
-// by their tool are dispatched again at Start; tools may thus see an
-// invocation twice and answer it once.
-//
-// Inside one process a thread has at most one worker. Nothing about a
-// thread lives only in memory except that claim, the cached catalogs and
-// session user ids, the tool servers found not to answer tool_call_status
-// (asked again after a restart), and the OAuth links shown to clients
-// (never stored, RAP OA-1); deadlines are rows too. On a store several
-// processes share (PostgreSQL, store.Shared) the claim is also a lease row
-// renewed while the worker runs, timers are claimed before they fire, and
-// a sweep takes the work other processes left (leases.go, issue 14).
 package runtime
+
+// This file owns the Runtime itself: its Config, New, Start (recovery of
+// queued threads and undispatched calls, then the background loops) and
+// Shutdown. The package's map of files is in doc.go.
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
@@ -402,53 +318,6 @@ func New(cfg Config) (*Runtime, error) {
 	return r, nil
 }
 
-// LoadOrCreateSecret returns the callback-token key kept in
-// dataDir/callback.key, creating it (32 random bytes, mode 0600 whatever
-// the umask) on first use, and dataDir (mode 0700) when missing. A key
-// file that others may read, as an older gorap left it, is made 0600 when
-// the file system allows it.
-func LoadOrCreateSecret(dataDir string) ([]byte, error) {
-	path := filepath.Join(dataDir, "callback.key")
-	b, err := os.ReadFile(path)
-	if err == nil {
-		if len(b) < 16 {
-			return nil, fmt.Errorf("callback secret %s has %d bytes, need at least 16: delete it to create a new one (pending callbacks will then be refused)", path, len(b))
-		}
-		// Best effort: a key mounted read-only stays usable.
-		_ = privfile.Restrict(path)
-		return b, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read callback secret: %w", err)
-	}
-	if err := privfile.MkdirAll(dataDir); err != nil {
-		return nil, fmt.Errorf("create data dir for the callback secret: %w", err)
-	}
-	b = make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return nil, fmt.Errorf("generate callback secret: %w", err)
-	}
-	f, err := privfile.OpenFile(path, os.O_WRONLY|os.O_EXCL)
-	if errors.Is(err, os.ErrExist) {
-		return LoadOrCreateSecret(dataDir) // another process created it first
-	}
-	if err != nil {
-		return nil, fmt.Errorf("create callback secret: %w", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("write callback secret %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("sync callback secret %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("close callback secret %s: %w", path, err)
-	}
-	return b, nil
-}
-
 // Start recovers and begins processing: it resumes every thread whose inbox
 // has rows, dispatches calls that were persisted but not yet accepted by
 // their tool, and starts the timeout timer (RAP RT-5). It returns once
@@ -523,155 +392,6 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("runtime shutdown: workers still running: %w", ctx.Err())
-	}
-}
-
-// CreateThread creates a root thread (a new session) for the configured
-// default user (Config.DefaultUserID), discovers its toolsets (RAP TS-4 to
-// TS-7) and returns its id. Discovery problems do not fail the call: they
-// are logged and reported as a "toolsets" event.
-func (r *Runtime) CreateThread(ctx context.Context) (string, error) {
-	return r.CreateThreadFor(ctx, "")
-}
-
-// CreateThreadFor is CreateThread for the end user userID: every
-// invocation of the session, its child threads' included, carries it as
-// user_id (RAP IN-1), so tools that keep credentials per user find them.
-// An empty userID means Config.DefaultUserID. The caller vouches for the
-// id: take it only from an authenticated client or trusted configuration.
-func (r *Runtime) CreateThreadFor(ctx context.Context, userID string) (string, error) {
-	if err := checkUserID(userID); err != nil {
-		return "", fmt.Errorf("%w: user_id %v", ErrBadInput, err)
-	}
-	if userID == "" {
-		userID = r.cfg.DefaultUserID
-	}
-	id := store.NewThreadID()
-	th := store.Thread{ID: id, RootID: id, Status: store.ThreadActive, UserID: userID}
-	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.CreateThread(th) }); err != nil {
-		return "", fmt.Errorf("create thread: %w", err)
-	}
-	r.discover(ctx, id)
-	return id, nil
-}
-
-// PostMessage adds a user message to the thread's inbox and wakes it. It
-// returns once the message is durable; the thread processes it
-// asynchronously (at once, even while tool calls are pending: RAP RT-3).
-func (r *Runtime) PostMessage(ctx context.Context, threadID, text string) error {
-	_, err := r.postMessage(ctx, threadID, text, "")
-	return err
-}
-
-// ErrUnknownThread is returned (wrapped) for a thread id that does not exist.
-var ErrUnknownThread = errors.New("unknown thread")
-
-// ErrBadInput is returned (wrapped) for input the runtime refuses.
-var ErrBadInput = errors.New("bad input")
-
-// postMessage enqueues a user message; with a non-empty idempotency key a
-// repeated key adds nothing and reports added=false.
-func (r *Runtime) postMessage(ctx context.Context, threadID, text, idemKey string) (added bool, err error) {
-	if strings.TrimSpace(text) == "" {
-		return false, fmt.Errorf("%w: message text is empty; send {\"text\": \"...\"}", ErrBadInput)
-	}
-	if len(text) > MaxMessageBytes {
-		return false, fmt.Errorf("%w: message text has %d bytes, the limit is %d", ErrBadInput, len(text), MaxMessageBytes)
-	}
-	key := "user:" + uuid.NewString()
-	if idemKey != "" {
-		key = "user:" + threadID + ":" + idemKey
-	}
-	payload, _ := json.Marshal(store.UserMessage{Text: text})
-	err = r.store.Update(ctx, func(tx store.Tx) error {
-		th, err := tx.Thread(threadID)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
-			return err
-		}
-		if th.Status == store.ThreadClosed {
-			return fmt.Errorf("%w: thread %s is closed; create a new thread", ErrBadInput, threadID)
-		}
-		added, err = tx.Enqueue(store.InboxItem{ThreadID: threadID, Kind: store.KindUserMessage, Payload: payload, DedupKey: key})
-		return err
-	})
-	if err != nil {
-		return false, err
-	}
-	if added {
-		r.wake(threadID)
-	}
-	return added, nil
-}
-
-// History returns the thread's messages in order.
-func (r *Runtime) History(ctx context.Context, threadID string) ([]store.Message, error) {
-	var msgs []store.Message
-	err := r.store.View(ctx, func(tx store.Tx) error {
-		if _, err := tx.Thread(threadID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
-			return err
-		}
-		var err error
-		msgs, err = tx.History(threadID)
-		return err
-	})
-	return msgs, err
-}
-
-// Threads lists every thread, oldest first.
-func (r *Runtime) Threads(ctx context.Context) ([]store.Thread, error) {
-	var out []store.Thread
-	err := r.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		out, err = tx.ListThreads()
-		return err
-	})
-	return out, err
-}
-
-// Idle waits until the thread has no running slice, no dispatch in flight
-// and an empty inbox, or until ctx ends. Tool calls waiting for their
-// results do not count: a thread waiting for a tool is idle. If the last
-// slice failed (say, the model was unreachable) its inputs stay queued and
-// Idle returns an error wrapping ErrSliceFailed.
-func (r *Runtime) Idle(ctx context.Context, threadID string) error {
-	for {
-		r.mu.Lock()
-		ch := r.changed
-		_, running := r.threads[threadID]
-		busy := running || r.inflight[threadID] > 0
-		failed := r.failed[threadID]
-		r.mu.Unlock()
-		if !busy && failed != nil {
-			return fmt.Errorf("thread %s: %w: %v", threadID, ErrSliceFailed, failed)
-		}
-		if !busy {
-			var queued []store.InboxItem
-			err := r.store.View(ctx, func(tx store.Tx) error {
-				var err error
-				queued, err = tx.Queued(threadID)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if len(queued) == 0 {
-				return nil
-			}
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for thread %s to be idle: %w", threadID, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-			// Re-check: a model failure leaves rows queued until the next
-			// message, so Idle must not wait for a change forever.
-		}
 	}
 }
 

@@ -1,5 +1,8 @@
 package runtime
 
+// This file owns the HTTP server settings: ServerLimits and StreamLimits
+// with their defaults, and NewHTTPServer.
+
 import (
 	"context"
 	"log/slog"

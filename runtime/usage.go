@@ -1,5 +1,7 @@
 package runtime
 
+// This file owns token usage per thread (issue 11 item 3).
+
 import (
 	"sync"
 

@@ -1,5 +1,8 @@
 package runtime
 
+// This file owns the user id of a session (RAP IN-1, IN-5): its checks and
+// the cache of each root thread's user id.
+
 import (
 	"context"
 	"errors"

@@ -1,0 +1,159 @@
+// Package runtime is the gorap agent runtime: it keeps conversations
+// (threads) durably in a store, runs model completions one slice at a time
+// per thread, dispatches the model's tool calls to RAP tool servers, and
+// receives their results on an authenticated callback endpoint.
+//
+// # Slices
+//
+// Everything that wakes a thread is a row in the store's inbox: a user
+// message, a tool result (from a callback, a failed dispatch or a timeout),
+// a subscription event. A thread has a worker goroutine only while it has
+// inbox rows (RAP RT-2: one slice at a time per thread, threads run
+// concurrently; an idle thread costs rows, not a goroutine). A slice
+// (RAP RT-1):
+//
+//  1. reads all queued inbox rows of the thread as one batch;
+//  2. runs a streamed completion over the history plus the batch; text
+//     deltas go to subscribers only;
+//  3. in one transaction appends the batch and the assistant turn to the
+//     history, records the turn's tool calls as pending, and consumes the
+//     batch from the inbox — so a crash leaves either nothing or all of it;
+//  4. dispatches the turn's calls concurrently (after the commit, so a tool
+//     always finds the turn in the history);
+//  5. repeats while more rows arrived, else the worker exits.
+//
+// A call to an unknown tool or with arguments that fail the tool's input
+// schema is not dispatched: it gets an error result at once, and when no
+// call of the turn was dispatched the completion runs again in the same
+// slice. If the model fails (or hangs past Config.ModelIdleTimeout or
+// Config.ModelTimeout), nothing is consumed: the batch stays in the inbox
+// (RAP RT-4) and a durable timer retries it with backoff, up to
+// Config.ModelRetry.Attempts times; after that the next message retries it.
+//
+// A batch made only of tool results while other calls of the same turn are
+// still pending is appended without a completion: the model is asked once
+// all results of a turn are in, or earlier when the user writes (RAP RT-3).
+//
+// # History sent to the model
+//
+// Tool results are stored where they arrive, so a result can come after a
+// later user message. When the runtime builds a model request it places
+// every result that arrived before the next user or assistant message right
+// after its call. A call whose result had not arrived by then gets a
+// placeholder result saying it is still running, and its real result, when
+// it comes, is shown to the model at its arrival position as a user note
+// ("Result of the earlier call …"). The history sent to a model therefore
+// always has a result for every tool call, as Anthropic and OpenAI require.
+// This is arrange.go; model.Normalize, which those providers run on every
+// request after it, repairs conversations built elsewhere (arrange.go says
+// why the two are not one).
+//
+// # Threads, subscriptions and built-in tools
+//
+// A thread may have child threads (see docs/threads.md). A child inherits
+// its parent's history up to its creation (shared in the store, not
+// copied), runs concurrently with it, and reports back through the
+// parent's inbox as a synthetic call of InjectedToolName. Children are made
+// by the built-in spawn_thread and, one per event, for every subscription
+// event not marked associative (RAP SU-6); associative events are injected
+// inline. The built-in tools (BuiltinTools, RAP BT-1 to BT-7) run inside the
+// slice's commit transaction: the synchronous ones answer at once and the
+// model runs again in the same slice; sleep and sleep_until leave a pending
+// call and a durable timer row whose firing delivers the result exactly
+// once. A user message first interrupts the thread's pending calls (RAP
+// CA-1); closing a thread tells every tool server (RAP TC-1).
+//
+// # Durability and scale-out
+//
+// Every write that matters is one store transaction: accepting a message
+// or a callback commits its inbox row before the HTTP answer; a slice
+// consumes its batch in the transaction that appends the history it
+// produced; a result's inbox row and its call's state change commit
+// together, and a result, a dispatch failure and a timeout share one dedup
+// key, so the first wins (RAP RE-6). A crash at any point leaves either the
+// state before or the state after a step. Calls saved but not yet accepted
+// by their tool are dispatched again at Start; tools may thus see an
+// invocation twice and answer it once.
+//
+// Inside one process a thread has at most one worker. Nothing about a
+// thread lives only in memory except that claim, the cached catalogs and
+// session user ids, the tool servers found not to answer tool_call_status
+// (asked again after a restart), and the OAuth links shown to clients
+// (never stored, RAP OA-1); deadlines are rows too. On a store several
+// processes share (PostgreSQL, store.Shared) the claim is also a lease row
+// renewed while the worker runs, timers are claimed before they fire, and
+// a sweep takes the work other processes left (leases.go, issue 14).
+//
+// # Files
+//
+// Each file begins with a comment saying what it owns. By concern:
+//
+//   - The Runtime: runtime.go (Config, New, Start, Shutdown), serving.go
+//     (HTTP server limits), health.go (health endpoints), gopool.go (the
+//     goroutine pool of workers and dispatches).
+//   - Inputs from clients: threadapi.go (create a thread, post a message,
+//     history, Idle), close.go (closing a thread), choices.go (answering a
+//     user choice), confirm.go (the runtime's confirmation of destructive
+//     tools), userid.go (session user ids); over HTTP api.go and
+//     api_events.go, with jsondup.go.
+//   - Inputs from tools: callback.go (the callback endpoint and applying
+//     a callback), callbackkeys.go (callback tokens and their keys),
+//     callback_events.go (subscription events), callback_urls.go (URLs a
+//     tool hands over).
+//   - Claim and slice: claim.go (wake and the worker loop), leases.go
+//     (leases and the sweep on a shared store), wakeups.go (wake-ups
+//     across processes), slice.go (one slice and its commit), batch.go
+//     (inbox rows into a batch), interrupts.go (RAP CA-1), turn.go (the
+//     model's answer into a turn), effects.go (what runs after a commit).
+//   - The model: discovery.go (toolsets and a session's catalog),
+//     request.go (the request), arrange.go (the history fix-up for the
+//     model), histcache.go (the history cache), modelcall.go (the
+//     completion, its time limits and retries), usage.go (token usage).
+//   - Tool calls: dispatch.go (invocations), timers.go (durable timers and
+//     call deadlines), callstatus.go and callstatus_ask.go (asking about
+//     silent calls), children.go (child threads), builtin.go (the built-in
+//     tools and execBuiltin) with one function per built-in in
+//     builtin_sleep.go, builtin_threads.go and builtin_subscriptions.go.
+//   - Events to clients: events.go (event types, emit, announce), hub.go
+//     (subscribers and their queues), eventlog.go (event ids and resume),
+//     sharedevents.go and sharedevents_loops.go (events across processes).
+//
+// # One tool result through the code
+//
+// A tool POSTs a tool_result to the callback URL of its call:
+//
+//  1. Handler (api.go) routes POST /rap/callback/{token} to serveCallback
+//     (callback.go), which checks the token (verifyToken, callbackkeys.go)
+//     and decodes the body.
+//  2. handleCallback (callback.go), in one store transaction, marks the
+//     call done and enqueues the result as an inbox row of the thread
+//     (applyCallback; the row's dedup key, resultDedupKey in dispatch.go,
+//     is also that of a failed dispatch or a timeout, so the first wins).
+//     After the commit it runs the callback's effects (apply, effects.go).
+//  3. serveCallback calls wake (claim.go) before it answers 200. On a
+//     shared store the row's commit also notifies the other processes
+//     (wakeups.go); the sweep (leases.go) catches a missed notification.
+//  4. wake gives the thread a worker, or tells the running one to look
+//     again; work (claim.go) claims the thread — on a shared store its
+//     lease (claimLease, leases.go), renewed while it runs — and runs
+//     slices until the inbox is empty.
+//  5. slice (slice.go) loads the thread, its queued rows and its history
+//     (histcache.go) and decodes the rows (decodeBatch, batch.go). A
+//     result while another call of its turn is pending is saved without a
+//     completion (needsCompletion); a user message among the inputs first
+//     interrupts the pending calls (interrupts.go).
+//  6. buildRequest (request.go) arranges the history for the model
+//     (arrangeFrom, arrange.go); complete (modelcall.go) runs the
+//     completion, sending its text deltas to clients as they stream
+//     (deltaStream, events.go); planTurn (turn.go) makes the turn.
+//  7. commit (slice.go), in one transaction, appends the inputs and the
+//     turn, runs the turn's built-in calls (execBuiltin, builtin.go),
+//     records the accepted calls as pending and consumes the rows.
+//  8. After the commit, announce (events.go) publishes the saved messages,
+//     apply (effects.go) runs the effects of the built-ins, and
+//     dispatchAsync (dispatch.go) sends the new calls. When every call of
+//     the turn was answered at once the model runs again (step 6).
+//  9. Events reach clients through the hub (hub.go, eventlog.go; on a
+//     shared store through the store, sharedevents.go) and the event
+//     stream of api_events.go.
+package runtime

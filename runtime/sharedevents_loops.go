@@ -1,0 +1,190 @@
+package runtime
+
+// This file owns the background loops of client events on a shared store
+// (issue 14 item 4; see sharedevents.go): the writer that appends events to
+// the store, the listener and tailer that bring other processes' events to
+// this one's subscribers, and the pruner of old events and oauth links.
+
+import (
+	"context"
+	"time"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// startSharedEvents starts the writer, the tailer, its listener and the
+// pruner of a runtime on a shared store.
+func (r *Runtime) startSharedEvents() {
+	r.wg.Add(3)
+	go r.eventWriter()
+	go r.eventTailer()
+	go r.eventPruner()
+	if l, ok := r.store.(store.EventListener); ok {
+		r.wg.Add(1)
+		go r.eventListener(l)
+	}
+}
+
+// eventWriter appends the hub's pending events to the store, in batches,
+// and delivers them with their ids to this process's subscribers.
+func (r *Runtime) eventWriter() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.hub.sh.flush:
+			r.writeEvents(r.baseCtx)
+		case <-r.baseCtx.Done():
+			// Shutdown: store what the last slices published.
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.baseCtx), 5*time.Second)
+			r.writeEvents(ctx)
+			cancel()
+			return
+		}
+	}
+}
+
+// writeEvents stores the pending events, retrying a failed write a few
+// times: an event that cannot be stored is lost for live clients (a client
+// that connects later replays the thread's state from the store).
+func (r *Runtime) writeEvents(ctx context.Context) {
+	evs := r.hub.takePending()
+	if len(evs) == 0 {
+		return
+	}
+	in := make([]store.ThreadEvent, len(evs))
+	for i, e := range evs {
+		in[i] = store.ThreadEvent{ThreadID: e.ThreadID, Type: e.Type, Data: e.Data, MsgSeq: e.msgSeq}
+	}
+	var out []store.ThreadEvent
+	var err error
+	for attempt := range 5 {
+		err = r.store.Update(ctx, func(tx store.Tx) error {
+			var err error
+			out, err = tx.AppendThreadEvents(in)
+			return err
+		})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt+1) * 100 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		r.log.Error("store client events; clients streaming these threads miss them until they reconnect", "events", len(in), "err", err)
+		return
+	}
+	// One thread's events are consecutive within a batch.
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].ThreadID == out[i].ThreadID {
+			j++
+		}
+		r.hub.deliver(out[i:j])
+		i = j
+	}
+}
+
+// eventListener feeds the store's notifications of appended events to the
+// hub, listening again after a failure.
+func (r *Runtime) eventListener(l store.EventListener) {
+	defer r.wg.Done()
+	for r.baseCtx.Err() == nil {
+		err := l.ListenThreadEvents(r.baseCtx, r.hub.noteHead)
+		if r.baseCtx.Err() != nil {
+			return
+		}
+		r.log.Warn("listen for client events of other processes; polling meanwhile", "err", err)
+		kick(r.hub.sh.tail) // a notification may have been lost
+		select {
+		case <-r.baseCtx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// eventTailer reads from the store the events subscribers miss: of the
+// stale threads when woken, of every streamed thread at each poll.
+func (r *Runtime) eventTailer() {
+	defer r.wg.Done()
+	t := time.NewTicker(eventPollEvery)
+	defer t.Stop()
+	for {
+		all := false
+		select {
+		case <-r.baseCtx.Done():
+			return
+		case <-r.hub.sh.tail:
+		case <-t.C:
+			all = true
+		}
+		r.tailEvents(r.baseCtx, r.hub.takeStale(all))
+	}
+}
+
+// tailEvents reads the events after each thread's cursor and delivers
+// them.
+func (r *Runtime) tailEvents(ctx context.Context, cursors map[string]int64) {
+	if len(cursors) == 0 {
+		return
+	}
+	read := map[string][]store.ThreadEvent{}
+	heads := map[string]int64{}
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		for id, after := range cursors {
+			head, err := tx.LastThreadEventID(id)
+			if err != nil {
+				return err
+			}
+			heads[id] = head
+			if head <= after {
+				continue
+			}
+			if read[id], err = tx.ThreadEventsAfter(id, after, eventReadLimit); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("read client events; retrying at the next poll", "err", err)
+		}
+		return
+	}
+	for id, evs := range read {
+		r.hub.deliverRead(id, cursors[id], heads[id], evs)
+		if len(evs) == eventReadLimit {
+			r.hub.mu.Lock()
+			r.hub.sh.stale[id] = true
+			kick(r.hub.sh.tail)
+			r.hub.mu.Unlock()
+		}
+	}
+}
+
+// eventPruner deletes old events and expired oauth links.
+func (r *Runtime) eventPruner() {
+	defer r.wg.Done()
+	t := time.NewTicker(eventPruneEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.baseCtx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		err := r.store.Update(r.baseCtx, func(tx store.Tx) error {
+			if _, err := tx.PruneThreadEvents(now.Add(-eventKeepAge), eventKeepCount); err != nil {
+				return err
+			}
+			_, err := tx.DeleteExpiredOAuthLinks(now)
+			return err
+		})
+		if err != nil && r.baseCtx.Err() == nil {
+			r.log.Warn("prune client events and oauth links; retrying later", "err", err)
+		}
+	}
+}

@@ -1,0 +1,277 @@
+package runtime
+
+// This file owns one slice of a thread (RAP RT-1): load the thread and its
+// queued inbox rows, ask the model (modelcall.go) until the turn needs no
+// immediate answer, and commit each turn with its inputs, built-in results
+// and pending calls in one transaction; the effects of the commit run after
+// it (effects.go) and the accepted calls are dispatched (dispatch.go).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// slice runs one slice of the thread (RAP RT-1). It reports whether it
+// consumed anything.
+func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, err error) {
+	var th store.Thread
+	var items []store.InboxItem
+	var history []store.Message
+	var pending []store.Call        // the thread's calls still waiting for a result
+	var known map[string]store.Call // pending calls and the calls the batch refers to
+	var authPending map[string]bool
+	var stack []string
+	load := func(tx store.Tx) error {
+		var err error
+		if th, err = tx.Thread(threadID); err != nil {
+			return err
+		}
+		if stack, err = threadStack(tx, th); err != nil {
+			return err
+		}
+		if items, err = tx.Queued(threadID); err != nil || len(items) == 0 {
+			return err
+		}
+		if history, err = r.hist.load(tx, threadID); err != nil {
+			return err
+		}
+		if pending, err = tx.PendingCalls(threadID); err != nil {
+			return err
+		}
+		known = make(map[string]store.Call, len(pending))
+		for _, c := range pending {
+			known[c.CallID] = c
+		}
+		// A result's call matters only to tell whether its turn still waits
+		// for another pending call; an event's call always (its tool name
+		// and arguments go with the event).
+		for _, id := range referencedCalls(items, len(pending) > 0) {
+			if _, ok := known[id]; ok {
+				continue
+			}
+			c, err := tx.Call(threadID, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			known[id] = c
+		}
+		authPending = map[string]bool{}
+		for _, c := range pending {
+			if c.Toolset == builtinToolset {
+				continue
+			}
+			seen, err := tx.SeenKey(oauthKey(threadID, c.CallID))
+			if err != nil {
+				return err
+			}
+			authPending[c.CallID] = seen
+		}
+		return nil
+	}
+	if err = r.store.QuickView(ctx, load); err != nil {
+		return false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
+	}
+	if len(items) == 0 {
+		return false, nil
+	}
+	if th.Status == store.ThreadClosed {
+		return r.discardClosed(ctx, th, items)
+	}
+	b := r.decodeBatch(threadID, items, known)
+
+	if !needsCompletion(b, pending, known) {
+		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil)
+		if err != nil {
+			return r.abandoned(threadID, err)
+		}
+		r.announce(threadID, appended)
+		return true, nil
+	}
+	if b.interrupts {
+		// RAP CA-1: close the pending calls before the user input is added.
+		if err := r.interrupt(ctx, threadID, pending, b); err != nil {
+			return false, err
+		}
+		if err = r.store.QuickView(ctx, load); err != nil {
+			return false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
+		}
+		b = r.decodeBatch(threadID, items, known)
+	}
+
+	sess, err := r.sessionOf(ctx, th.RootID)
+	if err != nil {
+		return false, err
+	}
+	pendingInputs := b.messages()
+	consumed := false
+	placeholder := placeholderFor(authPending, inheritedCalls(threadID, history))
+	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
+		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholder)
+		req.System = withThreadLine(req.System, stack)
+		r.hub.beginTurn(threadID, lastSeqOf(history))
+		resp, err := r.complete(ctx, threadID, req) // bounded in time (issue 9 item 17)
+		if err != nil {
+			// The inputs stay queued (RAP RT-4); a durable timer retries.
+			return consumed, r.modelFailed(ctx, threadID, items, consumed, err)
+		}
+		r.recordUsage(threadID, resp.Usage)
+		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
+			return r.hist.callIDUsed(threadID, id, history, pending)
+		})
+		var inputs *batch
+		if !consumed {
+			inputs = b
+		}
+		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins)
+		if err != nil {
+			if !consumed {
+				return r.abandoned(threadID, err)
+			}
+			return consumed, err
+		}
+		consumed = true
+		pendingInputs = nil
+		r.hist.saved(threadID, history, appended)
+		r.announce(threadID, appended)
+		r.apply(fx)
+		ancestors := stack[:len(stack)-1]
+		for i := range accepted {
+			accepted[i].TurnSeq = turnSeq(appended)
+			r.dispatchAsync(accepted[i], ancestors)
+		}
+		pending = append(pending, accepted...)
+		pending = append(pending, fx.calls...)
+		immediate := len(rejected) + len(builtins) - len(fx.calls)
+		if len(accepted) > 0 || len(fx.calls) > 0 || fx.stop || immediate == 0 {
+			return true, nil
+		}
+		// Every call was answered at once (rejected, or a synchronous
+		// built-in): let the model see the results now (RAP BT-7).
+		history = append(history, appended...)
+	}
+	return true, fmt.Errorf("the model kept calling tools that answer at once %d times in a row; stopped this slice, send a message to continue", MaxLoopsPerSlice)
+}
+
+// discardClosed consumes the inbox rows of a closed thread: nothing
+// reaches a closed thread (RAP SU-9).
+func (r *Runtime) discardClosed(ctx context.Context, th store.Thread, items []store.InboxItem) (bool, error) {
+	ids := make([]int64, len(items))
+	kinds := map[store.InboxKind]int{}
+	for i, it := range items {
+		ids[i] = it.ID
+		kinds[it.Kind]++
+	}
+	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.Consume(ids) }); err != nil {
+		return r.abandoned(th.ID, fmt.Errorf("discard the inbox of closed thread %s: %w", th.ID, err))
+	}
+	r.log.Warn("inputs for a closed thread discarded", "thread", th.ID, "count", len(items), "kinds", fmt.Sprint(kinds))
+	return true, nil
+}
+
+// abandoned returns what a slice whose commit failed with err reports.
+// When its inputs were consumed by another slice (another process sharing
+// the store answered them: store.ErrConsumed), its work is dropped, not
+// retried into a second answer, and the worker looks at the inbox again
+// (progressed, no error); any other failure is the slice's.
+func (r *Runtime) abandoned(threadID string, err error) (progressed bool, _ error) {
+	if errors.Is(err, store.ErrConsumed) {
+		r.log.Info("slice abandoned: its inputs were answered elsewhere", "thread", threadID)
+		return true, nil
+	}
+	return false, err
+}
+
+// turnSeq returns the Seq of the assistant message among appended.
+func turnSeq(appended []store.Message) int64 {
+	for i := len(appended) - 1; i >= 0; i-- {
+		if appended[i].Role == store.RoleAssistant {
+			return appended[i].Seq
+		}
+	}
+	return 0
+}
+
+// commit appends the batch inputs (if any), the assistant turn (if any),
+// runs the turn's built-in calls, appends the results of its rejected and
+// built-in calls, records the accepted calls as pending, and consumes the
+// batch — all in one transaction. The returned effects are to be applied
+// once it committed.
+func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall) ([]store.Message, *effects, error) {
+	threadID := th.ID
+	var msgs []store.Message
+	if b != nil {
+		msgs = append(msgs, b.messages()...)
+	}
+	if turn != nil {
+		msgs = append(msgs, *turn)
+	}
+	var appended []store.Message
+	fx := &effects{}
+	retry := b != nil && r.retries.mayHave(threadID)
+	err := r.store.Update(ctx, func(tx store.Tx) error {
+		*fx = effects{}
+		var err error
+		if appended, err = tx.AppendMessages(threadID, msgs); err != nil {
+			return err
+		}
+		seq := turnSeq(appended)
+		results := append([]store.ToolResult(nil), rejected...)
+		for _, c := range builtins {
+			res, done, err := r.execBuiltin(tx, th, c, fx)
+			if err != nil {
+				return fmt.Errorf("built-in %s: %w", c.Name, err)
+			}
+			if done {
+				results = append(results, res)
+			}
+		}
+		if len(results) > 0 {
+			more, err := tx.AppendMessages(threadID, []store.Message{{Role: store.RoleTool, ToolResults: results}})
+			if err != nil {
+				return err
+			}
+			appended = append(appended, more...)
+		}
+		pending := append(append([]store.Call(nil), accepted...), fx.calls...)
+		if len(pending) > 0 {
+			withSeq := make([]store.Call, len(pending))
+			for i, c := range pending {
+				c.TurnSeq = seq
+				withSeq[i] = c
+			}
+			if err := tx.PutCalls(withSeq); err != nil {
+				return err
+			}
+		}
+		if b != nil {
+			// The inputs are answered: a retry of an earlier failed
+			// completion of them is moot (issue 9 item 17).
+			if retry {
+				if err := tx.DeleteTimer(modelRetryTimerID(threadID)); err != nil {
+					return err
+				}
+			}
+			return tx.Consume(b.ids)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("save turn of thread %s (RAP RT-4: nothing was saved, the inputs stay queued): %w", threadID, err)
+	}
+	if retry {
+		r.retries.disarmed(threadID)
+	}
+	for _, c := range accepted {
+		if !c.Deadline.IsZero() {
+			r.kickTimer() // a new deadline may be the earliest (RAP RT-5)
+			break
+		}
+	}
+	return appended, fx, nil
+}

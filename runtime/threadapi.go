@@ -1,0 +1,168 @@
+package runtime
+
+// This file owns the Go API on threads that the client API (api.go) and
+// embedders call: create a thread, post a user message (its inbox row, then
+// wake: claim.go), read its history, list threads, wait until a thread is
+// idle. Closing is in close.go, user choices in choices.go, live events in
+// events.go.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// CreateThread creates a root thread (a new session) for the configured
+// default user (Config.DefaultUserID), discovers its toolsets (RAP TS-4 to
+// TS-7) and returns its id. Discovery problems do not fail the call: they
+// are logged and reported as a "toolsets" event.
+func (r *Runtime) CreateThread(ctx context.Context) (string, error) {
+	return r.CreateThreadFor(ctx, "")
+}
+
+// CreateThreadFor is CreateThread for the end user userID: every
+// invocation of the session, its child threads' included, carries it as
+// user_id (RAP IN-1), so tools that keep credentials per user find them.
+// An empty userID means Config.DefaultUserID. The caller vouches for the
+// id: take it only from an authenticated client or trusted configuration.
+func (r *Runtime) CreateThreadFor(ctx context.Context, userID string) (string, error) {
+	if err := checkUserID(userID); err != nil {
+		return "", fmt.Errorf("%w: user_id %v", ErrBadInput, err)
+	}
+	if userID == "" {
+		userID = r.cfg.DefaultUserID
+	}
+	id := store.NewThreadID()
+	th := store.Thread{ID: id, RootID: id, Status: store.ThreadActive, UserID: userID}
+	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.CreateThread(th) }); err != nil {
+		return "", fmt.Errorf("create thread: %w", err)
+	}
+	r.discover(ctx, id)
+	return id, nil
+}
+
+// PostMessage adds a user message to the thread's inbox and wakes it. It
+// returns once the message is durable; the thread processes it
+// asynchronously (at once, even while tool calls are pending: RAP RT-3).
+func (r *Runtime) PostMessage(ctx context.Context, threadID, text string) error {
+	_, err := r.postMessage(ctx, threadID, text, "")
+	return err
+}
+
+// ErrUnknownThread is returned (wrapped) for a thread id that does not exist.
+var ErrUnknownThread = errors.New("unknown thread")
+
+// ErrBadInput is returned (wrapped) for input the runtime refuses.
+var ErrBadInput = errors.New("bad input")
+
+// postMessage enqueues a user message; with a non-empty idempotency key a
+// repeated key adds nothing and reports added=false.
+func (r *Runtime) postMessage(ctx context.Context, threadID, text, idemKey string) (added bool, err error) {
+	if strings.TrimSpace(text) == "" {
+		return false, fmt.Errorf("%w: message text is empty; send {\"text\": \"...\"}", ErrBadInput)
+	}
+	if len(text) > MaxMessageBytes {
+		return false, fmt.Errorf("%w: message text has %d bytes, the limit is %d", ErrBadInput, len(text), MaxMessageBytes)
+	}
+	key := "user:" + uuid.NewString()
+	if idemKey != "" {
+		key = "user:" + threadID + ":" + idemKey
+	}
+	payload, _ := json.Marshal(store.UserMessage{Text: text})
+	err = r.store.Update(ctx, func(tx store.Tx) error {
+		th, err := tx.Thread(threadID)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
+			}
+			return err
+		}
+		if th.Status == store.ThreadClosed {
+			return fmt.Errorf("%w: thread %s is closed; create a new thread", ErrBadInput, threadID)
+		}
+		added, err = tx.Enqueue(store.InboxItem{ThreadID: threadID, Kind: store.KindUserMessage, Payload: payload, DedupKey: key})
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if added {
+		r.wake(threadID)
+	}
+	return added, nil
+}
+
+// History returns the thread's messages in order.
+func (r *Runtime) History(ctx context.Context, threadID string) ([]store.Message, error) {
+	var msgs []store.Message
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		if _, err := tx.Thread(threadID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
+			}
+			return err
+		}
+		var err error
+		msgs, err = tx.History(threadID)
+		return err
+	})
+	return msgs, err
+}
+
+// Threads lists every thread, oldest first.
+func (r *Runtime) Threads(ctx context.Context) ([]store.Thread, error) {
+	var out []store.Thread
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		out, err = tx.ListThreads()
+		return err
+	})
+	return out, err
+}
+
+// Idle waits until the thread has no running slice, no dispatch in flight
+// and an empty inbox, or until ctx ends. Tool calls waiting for their
+// results do not count: a thread waiting for a tool is idle. If the last
+// slice failed (say, the model was unreachable) its inputs stay queued and
+// Idle returns an error wrapping ErrSliceFailed.
+func (r *Runtime) Idle(ctx context.Context, threadID string) error {
+	for {
+		r.mu.Lock()
+		ch := r.changed
+		_, running := r.threads[threadID]
+		busy := running || r.inflight[threadID] > 0
+		failed := r.failed[threadID]
+		r.mu.Unlock()
+		if !busy && failed != nil {
+			return fmt.Errorf("thread %s: %w: %v", threadID, ErrSliceFailed, failed)
+		}
+		if !busy {
+			var queued []store.InboxItem
+			err := r.store.View(ctx, func(tx store.Tx) error {
+				var err error
+				queued, err = tx.Queued(threadID)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if len(queued) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for thread %s to be idle: %w", threadID, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+			// Re-check: a model failure leaves rows queued until the next
+			// message, so Idle must not wait for a change forever.
+		}
+	}
+}
