@@ -137,6 +137,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		DefaultUserID:             s.UserID,
 		ChoiceResponseHosts:       s.ChoiceResponseHosts,
 		CallStatusAfter:           s.CallStatusAfter,
+		LeaseTTL:                  s.LeaseTTL,
+		SweepEvery:                s.SweepEvery,
 		DisplayText:               displayText,
 		ModelIdleTimeout:          s.ModelIdleTimeout,
 		ModelTimeout:              s.ModelTimeout,
