@@ -221,6 +221,18 @@ func TestSIGKILLWhileHoldingLeaseFailsOver(t *testing.T) {
 	survivor := (victim + 2) % replicas
 	c = apiClient(t, bases[survivor])
 	bound := failoverLeaseTTL + failoverSweep
+	// The new holder's lease tells when it claimed the thread (its expiry
+	// less the lease time), unless it answered and handed the lease back
+	// between two looks.
+	var claimedAt time.Time
+	waitUntil(t, bound+30*time.Second, "another process to take the thread", func() bool {
+		o, u, err := lease(th.ID)
+		if err == nil && o != owner {
+			claimedAt = u.Add(-failoverLeaseTTL)
+			return true
+		}
+		return errors.Is(err, store.ErrNotFound)
+	})
 	var history []store.Message
 	waitUntil(t, bound+30*time.Second, "the reply from a surviving replica", func() bool {
 		info, err := c.Thread(ctx, th.ID)
@@ -248,8 +260,15 @@ func TestSIGKILLWhileHoldingLeaseFailsOver(t *testing.T) {
 	}
 	r := resumed[0]
 	took := r.start.Sub(killed)
-	t.Logf("replica %d resumed the thread %v after the kill (%v after the lease expired); documented bound %v (lease TTL %v + sweep %v)",
+	t.Logf("replica %d resumed the thread (asked the model) %v after the kill, %v after the lease expired; documented bound %v (lease TTL %v + sweep %v)",
 		r.replica, took.Round(time.Millisecond), r.start.Sub(lastUntil).Round(time.Millisecond), bound, failoverLeaseTTL, failoverSweep)
+	if !claimedAt.IsZero() {
+		t.Logf("it claimed the thread %v after the lease expired, and asked the model %v after the claim",
+			claimedAt.Sub(lastUntil).Round(time.Millisecond), r.start.Sub(claimedAt).Round(time.Millisecond))
+		if claimedAt.Before(lastUntil) {
+			t.Fatalf("a process claimed the thread %v before the dead holder's lease expired: a live lease was taken", lastUntil.Sub(claimedAt))
+		}
+	}
 	if r.start.Before(lastUntil) {
 		t.Fatalf("replica %d took the thread %v before the dead holder's lease expired (at %s): a live lease was taken",
 			r.replica, lastUntil.Sub(r.start), lastUntil.Format("15:04:05.000"))
