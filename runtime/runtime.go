@@ -95,10 +95,12 @@ type Config struct {
 	// store.Shared) lives without renewal: a thread whose process died is
 	// taken by another within it plus SweepEvery. Zero means
 	// DefaultLeaseTTL. Unused on a store one process holds (SQLite).
+	// rap serve sets it with --lease-ttl (RAP_LEASE_TTL), at least 1s.
 	LeaseTTL time.Duration
 	// SweepEvery is how often a runtime on a shared store looks for queued
 	// threads no process holds and for timers and deadlines other
-	// processes wrote. Zero means DefaultSweepEvery.
+	// processes wrote. Zero means DefaultSweepEvery. rap serve sets it
+	// with --sweep-every (RAP_SWEEP_EVERY).
 	SweepEvery time.Duration
 	// HTTPClient is used for discovery and dispatch; nil means a client
 	// without an overall timeout (each dispatch attempt has its own).

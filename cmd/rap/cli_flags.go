@@ -106,6 +106,9 @@ func badValue(f *pflag.Flag, source, value string, cause error) error {
 
 // explainValue says what a flag wants, in place of a parser's terse error.
 func explainValue(f *pflag.Flag, cause error) string {
+	if msg := cause.Error(); strings.HasPrefix(msg, "want ") {
+		return msg // the value's own parser already says what it wants (--lease-ttl)
+	}
 	switch f.Value.Type() {
 	case "duration":
 		return "want a Go duration such as 90s, 5m or 1h30m"

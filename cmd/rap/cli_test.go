@@ -135,6 +135,9 @@ func TestBadFlagAndEnvSameMessage(t *testing.T) {
 		{[]string{"serve"}, "max-subscriptions", config.EnvMaxSubscriptions, "lots"},
 		{[]string{"serve"}, "model-idle-timeout", config.EnvModelIdleTimeout, "1 minute"},
 		{[]string{"serve"}, "choice-response-host", config.EnvChoiceResponseHosts, "https://x/y"},
+		{[]string{"serve"}, "lease-ttl", config.EnvLeaseTTL, "0"},
+		{[]string{"serve"}, "lease-ttl", config.EnvLeaseTTL, "500ms"},
+		{[]string{"serve"}, "sweep-every", config.EnvSweepEvery, "-1s"},
 		{[]string{"chat"}, "log-level", config.EnvLogLevel, "loud"},
 		{[]string{"example", "get-time"}, "log-format", envLogFormat, "xml"},
 	} {

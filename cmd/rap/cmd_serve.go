@@ -64,6 +64,8 @@ var settingsEnv = map[string]string{
 	"call-status-after":    config.EnvCallStatusAfter,
 	"max-subscriptions":    config.EnvMaxSubscriptions,
 	"store":                config.EnvStore,
+	"lease-ttl":            config.EnvLeaseTTL,
+	"sweep-every":          config.EnvSweepEvery,
 }
 
 // settingsEnvSeparator is the item separator of the list settings'

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -137,6 +138,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		DefaultUserID:             s.UserID,
 		ChoiceResponseHosts:       s.ChoiceResponseHosts,
 		CallStatusAfter:           s.CallStatusAfter,
+		LeaseTTL:                  s.LeaseTTL,
+		SweepEvery:                s.SweepEvery,
 		DisplayText:               displayText,
 		ModelIdleTimeout:          s.ModelIdleTimeout,
 		ModelTimeout:              s.ModelTimeout,
@@ -176,6 +179,10 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	fmt.Fprintf(stdout, "  web UI:       %s/\n", listenURL)
 	fmt.Fprintf(stdout, "  data dir:     %s\n", s.DataDir)
 	fmt.Fprintf(stdout, "  store:        %s\n", storeLabel)
+	if s.StoreIsPostgres() {
+		ttl, sweep := cmp.Or(s.LeaseTTL, runtime.DefaultLeaseTTL), cmp.Or(s.SweepEvery, runtime.DefaultSweepEvery)
+		fmt.Fprintf(stdout, "  leases:       %v, swept every %v (a killed process's threads resume elsewhere within %v)\n", ttl, sweep, ttl+sweep)
+	}
 	if len(used) == 0 {
 		fmt.Fprintf(stdout, "  tool servers: none (no config file found; see docs/config.md)\n")
 	} else {

@@ -23,7 +23,8 @@ func TestServePostgres(t *testing.T) {
 	s := baseSettings(t, "scripted:"+writeScript(t, dir, tokyoScript), writeConfig(t, dir, startGettime(t, nil)))
 	s.Store = u
 	info, stdout, _, stop := runningServe(t, s)
-	wantLines(t, stdout.String(), "store:        PostgreSQL 127.0.0.1:")
+	wantLines(t, stdout.String(), "store:        PostgreSQL 127.0.0.1:",
+		"leases:       15s, swept every 1s (a killed process's threads resume elsewhere within 16s)")
 	c := rapClient(t, info.URL, "")
 	th, err := c.CreateThread(context.Background(), api.CreateThreadRequest{})
 	if err != nil {

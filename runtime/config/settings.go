@@ -55,6 +55,31 @@ const (
 	// data dir) or a postgres:// URL shared by several processes (issue
 	// 14). The URL may hold a password: it is never logged.
 	EnvStore = "RAP_STORE"
+	// EnvLeaseTTL is how long a process's claim (lease) on a thread in a
+	// shared store lasts without renewal (Go duration, at least
+	// MinLeaseTTL); a thread held by a process that died resumes on
+	// another within it plus the sweep interval.
+	EnvLeaseTTL = "RAP_LEASE_TTL"
+	// EnvSweepEvery is how often a process on a shared store looks for
+	// threads with queued input that no live process holds (Go duration,
+	// at least MinSweepEvery).
+	EnvSweepEvery = "RAP_SWEEP_EVERY"
+)
+
+// Defaults and floors of the lease settings. The defaults are those of
+// runtime.Config (runtime.DefaultLeaseTTL, runtime.DefaultSweepEvery).
+const (
+	DefaultLeaseTTL   = 15 * time.Second
+	DefaultSweepEvery = time.Second
+	// MinLeaseTTL is the shortest accepted LeaseTTL: a lease is renewed
+	// every third of it, so a shorter one would be lost by a process
+	// that merely pauses (a garbage collection, a slow commit) and its
+	// threads taken while it still works on them.
+	MinLeaseTTL = time.Second
+	// MinSweepEvery is the shortest accepted SweepEvery: every sweep is a
+	// query of each process, and a sweep more often gains nothing once
+	// it is small next to the lease.
+	MinSweepEvery = 100 * time.Millisecond
 )
 
 // MaxSubscriptionsLimit is the largest accepted MaxSubscriptions: a bound
@@ -129,15 +154,29 @@ type Settings struct {
 	// minutes), negative turns the checks off. It maps to
 	// runtime.Config.CallStatusAfter.
 	CallStatusAfter time.Duration
+	// LeaseTTL is how long a process's lease on a thread in a shared
+	// (PostgreSQL) store lasts without renewal: a thread held by a
+	// process that is killed resumes on another within LeaseTTL plus
+	// SweepEvery. Zero means DefaultLeaseTTL; otherwise at least
+	// MinLeaseTTL. It maps to runtime.Config.LeaseTTL and is unused on
+	// SQLite.
+	LeaseTTL time.Duration
+	// SweepEvery is how often a process on a shared store looks for
+	// threads with queued input that no live process holds. Zero means
+	// DefaultSweepEvery; otherwise at least MinSweepEvery. It maps to
+	// runtime.Config.SweepEvery and is unused on SQLite.
+	SweepEvery time.Duration
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
 // consulted only for HOME and XDG_DATA_HOME, to place the data directory.
 func Defaults(getenv func(string) string) Settings {
 	return Settings{
-		Listen:   DefaultListen,
-		DataDir:  DefaultDataDir(getenv),
-		LogLevel: "info",
+		Listen:     DefaultListen,
+		DataDir:    DefaultDataDir(getenv),
+		LogLevel:   "info",
+		LeaseTTL:   DefaultLeaseTTL,
+		SweepEvery: DefaultSweepEvery,
 	}
 }
 
@@ -237,6 +276,13 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.MaxSubscriptions = n
 	}
+	for _, d := range []*minDuration{leaseTTLValue(&s), sweepEveryValue(&s)} {
+		if v := getenv(d.env); v != "" {
+			if err := d.Set(v); err != nil {
+				return s, fmt.Errorf("%s=%q: %v", d.env, v, err)
+			}
+		}
+	}
 	return s, nil
 }
 
@@ -273,6 +319,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&s.UserID, "user-id", s.UserID, "`ID` of the end user of sessions created without one, sent as user_id in their invocations (env "+EnvUserID+")")
 	fs.DurationVar(&s.CallStatusAfter, "call-status-after", s.CallStatusAfter, "`SILENCE` after which the runtime asks a tool server whether it still knows a pending call (POST /tool_call_status); 0 = the default of 10m, negative = never (env "+EnvCallStatusAfter+")")
+	fs.Var(leaseTTLValue(s), "lease-ttl", "with a shared postgres:// store: how long a process's lease on a thread lasts, `D`, renewed every D/3; a thread held by a process that is killed resumes on another within D plus --sweep-every. Shorter fails over faster, but a process that stalls for 2/3 of D loses its threads; at least "+MinLeaseTTL.String()+"; unused with SQLite (env "+EnvLeaseTTL+")")
+	fs.Var(sweepEveryValue(s), "sweep-every", "with a shared postgres:// store: how often, `D`, each process looks for threads with queued input that no live process holds (a killed one's, once its leases expire) and for timers other processes wrote; at least "+MinSweepEvery.String()+"; unused with SQLite (env "+EnvSweepEvery+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
@@ -312,6 +360,12 @@ func (s *Settings) Check() error {
 	}
 	if s.MaxSubscriptions < 0 || s.MaxSubscriptions > MaxSubscriptionsLimit {
 		return fmt.Errorf("max subscriptions %d: want a number from 1 to %d, or 0 for the default; pass --max-subscriptions N or set %s", s.MaxSubscriptions, MaxSubscriptionsLimit, EnvMaxSubscriptions)
+	}
+	if s.LeaseTTL != 0 && s.LeaseTTL < MinLeaseTTL {
+		return fmt.Errorf("lease TTL %v: want at least %v (0 for the default of %v); pass --lease-ttl D or set %s", s.LeaseTTL, MinLeaseTTL, DefaultLeaseTTL, EnvLeaseTTL)
+	}
+	if s.SweepEvery != 0 && s.SweepEvery < MinSweepEvery {
+		return fmt.Errorf("sweep interval %v: want at least %v (0 for the default of %v); pass --sweep-every D or set %s", s.SweepEvery, MinSweepEvery, DefaultSweepEvery, EnvSweepEvery)
 	}
 	return nil
 }
@@ -401,6 +455,8 @@ func (s Settings) LogValue() slog.Value {
 		slog.String("user_id", s.UserID),
 		slog.Any("choice_response_hosts", s.ChoiceResponseHosts),
 		slog.Duration("call_status_after", s.CallStatusAfter),
+		slog.Duration("lease_ttl", s.LeaseTTL),
+		slog.Duration("sweep_every", s.SweepEvery),
 	)
 }
 
@@ -470,3 +526,40 @@ func (v *secretValue) Set(s string) error {
 	*v = secretValue(s)
 	return nil
 }
+
+// minDuration is a duration flag with a floor: a value below it, zero
+// and negative ones included, is rejected when it is set (from the
+// command line or the environment), with an error saying what is wanted.
+type minDuration struct {
+	dst     *time.Duration
+	min     time.Duration
+	env     string
+	example string
+}
+
+func leaseTTLValue(s *Settings) *minDuration {
+	return &minDuration{dst: &s.LeaseTTL, min: MinLeaseTTL, env: EnvLeaseTTL, example: "15s"}
+}
+
+func sweepEveryValue(s *Settings) *minDuration {
+	return &minDuration{dst: &s.SweepEvery, min: MinSweepEvery, env: EnvSweepEvery, example: "1s"}
+}
+
+func (m *minDuration) String() string {
+	if m == nil || m.dst == nil {
+		return ""
+	}
+	return m.dst.String()
+}
+
+func (m *minDuration) Set(v string) error {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < m.min {
+		return fmt.Errorf("want a Go duration of at least %v, such as %s", m.min, m.example)
+	}
+	*m.dst = d
+	return nil
+}
+
+// Type names the flag's kind in help and errors (pflag.Value).
+func (m *minDuration) Type() string { return "duration" }
