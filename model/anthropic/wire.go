@@ -44,8 +44,12 @@ func (p *Provider) wireKey() string {
 	return "anthropic\x00" + p.model + "\x00" + strconv.FormatBool(p.images)
 }
 
-// body encodes the Messages API request for req.
-func (p *Provider) body(req model.Request) ([]byte, error) {
+// body encodes the Messages API request for req, as MessageNewParams.
+func (p *Provider) body(req model.Request) ([]byte, error) { return p.encode(req, false) }
+
+// encode encodes the Messages API request for req; stream adds
+// "stream":true at the end, where the SDK's NewStreaming puts it.
+func (p *Provider) encode(req model.Request, stream bool) ([]byte, error) {
 	limit := req.MaxTokens
 	if limit <= 0 {
 		limit = p.maxTokens
@@ -59,16 +63,16 @@ func (p *Provider) body(req model.Request) ([]byte, error) {
 	}
 	w := req.Wire
 	if w == nil {
-		return p.encodeBody(limit, req.System, req.Tools, turns, stable, nil, 0)
+		return p.encodeBody(limit, req.System, req.Tools, turns, stable, nil, 0, stream)
 	}
 	w.Lock()
 	defer w.Unlock()
-	return p.encodeBody(limit, req.System, req.Tools, turns, stable, w, req.SettledSeq)
+	return p.encodeBody(limit, req.System, req.Tools, turns, stable, w, req.SettledSeq, stream)
 }
 
 // encodeBody writes the body; with w (locked by the caller) the turns
 // before the last stable one come from, and go to, the cache.
-func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, turns []model.Turn, stable int, w *model.WireCache, seq int64) ([]byte, error) {
+func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, turns []model.Turn, stable int, w *model.WireCache, seq int64, stream bool) ([]byte, error) {
 	var cached []byte
 	var ends []int
 	if w != nil {
@@ -110,7 +114,7 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 		}
 	}
 	k := min(len(ends), max(stable-1, 0)) // turns taken from the cache
-	size := 32 + len(head)
+	size := 48 + len(head)
 	if k > 0 {
 		size += ends[k-1]
 	}
@@ -133,6 +137,9 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 	}
 	b = append(b, ']')
 	b = append(b, head...)
+	if stream {
+		b = append(b, `,"stream":true`...)
+	}
 	b = append(b, '}')
 	return b, nil
 }
