@@ -74,8 +74,8 @@ type Provider struct {
 	maxTokens int
 	images    bool
 	baseURL   string
-	messages  sdk.MessageService // the reference encoding (params) and tests
-	client    sdk.Client         // sends the requests (Complete)
+	messages  sdk.MessageService           // the reference encoding (params) and tests
+	client    sdk.Client                   // sends the requests (Complete)
 	head      atomic.Pointer[encodedHead]  // the last head encoded (wire.go)
 	tools     atomic.Pointer[encodedTools] // the last tools encoded (wire.go)
 }
