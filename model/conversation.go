@@ -77,15 +77,17 @@ func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
 			stable = i // turn i starts with a settled message: the turns before it are closed
 		}
 	}
-	out := make([]Turn, 0, len(merged)+1)
+	// Each user turn is rebuilt in place: answer reads only the turns
+	// before it, which are final by then (mergeRoles leaves room for one
+	// more turn, so the closing append does not copy).
+	out := merged
 	var open []ToolCall // calls of the previous assistant turn
 	for i, t := range merged {
 		if t.Role == RoleAssistant { // merged turns alternate: open is empty here
 			open = t.ToolCalls
-			out = append(out, t)
 			continue
 		}
-		out = append(out, answer(open, t.ToolResults, t.Text, merged[:i]))
+		out[i] = answer(open, t.ToolResults, t.Text, merged[:i])
 		open = nil
 	}
 	if len(open) > 0 {
@@ -99,20 +101,22 @@ func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
 // their text in Text until answer moves it into Content.
 func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 	var (
-		merged = make([]Turn, 0, len(msgs))
-		firsts = make([]int, 0, len(msgs)) // index in msgs of each merged turn's first message
-		// seen holds each call id's first result kept; more holds the
-		// others (rare: a call has several different results).
-		seen = make(map[string]ToolResult, len(msgs)/2)
+		merged = make([]Turn, 0, len(msgs)+1) // +1: NormalizeSettled may close it with a turn
+		firsts = make([]int, 0, len(msgs))    // index in msgs of each merged turn's first message
+		// seen holds where each call id's first result kept is in msgs
+		// (an index pair: a map of small values allocates less than one
+		// of results); more holds the others (rare: a call has several
+		// different results).
+		seen = make(map[string]resultAt, len(msgs)/2)
 		more map[string][]ToolResult
 	)
-	redelivered := func(r ToolResult) bool {
+	redelivered := func(r ToolResult, at resultAt) bool {
 		first, ok := seen[r.CallID]
 		if !ok {
-			seen[r.CallID] = r
+			seen[r.CallID] = at
 			return false
 		}
-		if r.same(first) || slices.ContainsFunc(more[r.CallID], r.same) {
+		if r.same(msgs[first.msg].ToolResults[first.result]) || slices.ContainsFunc(more[r.CallID], r.same) {
 			return true
 		}
 		if more == nil {
@@ -135,7 +139,7 @@ func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 		// never into msgs) until a redelivered one is dropped.
 		results := slices.Clip(m.ToolResults)
 		for j, r := range m.ToolResults {
-			if !redelivered(r) {
+			if !redelivered(r, resultAt{int32(i), int32(j)}) {
 				if len(results) < len(m.ToolResults) {
 					results = append(results, r)
 				}
@@ -168,6 +172,9 @@ func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 	}
 	return merged, firsts, nil
 }
+
+// resultAt locates a tool result in a message list: msgs[msg].ToolResults[result].
+type resultAt struct{ msg, result int32 }
 
 // answer builds the user turn that follows an assistant turn whose calls
 // are open. Results that answer an open call are placed in call order;
