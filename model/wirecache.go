@@ -31,6 +31,9 @@ type WireCache struct {
 	seq  int64  // the caller's sequence number of the last message covered
 	body []byte // the encodings of messages [0, len(ends)), each ends at ends[i]
 	ends []int  // end offsets in body
+	// starts holds, for each cached message (turn), the index of its
+	// first message in the caller's list, or -1 when not known.
+	starts []int
 	// head is the provider's encoding of the parts other than the
 	// messages, made from system and tools.
 	head   [][]byte
@@ -53,7 +56,7 @@ func (c *WireCache) Unlock() { c.mu.Unlock() }
 // the lock and must not modify the bytes returned.
 func (c *WireCache) Prefix(key string, settled int, seq int64) ([]byte, []int) {
 	if c.key != key || len(c.ends) > settled || c.seq > seq {
-		c.key, c.seq, c.body, c.ends, c.head, c.tools, c.system = key, 0, nil, nil, nil, nil, ""
+		c.key, c.seq, c.body, c.ends, c.starts, c.head, c.tools, c.system = key, 0, nil, nil, nil, nil, nil, ""
 	}
 	return c.body, c.ends
 }
@@ -62,14 +65,32 @@ func (c *WireCache) Prefix(key string, settled int, seq int64) ([]byte, []int) {
 // number of messages cached, which is settled up to the caller's sequence
 // number seq. It reports false, caching nothing, when the limit is reached.
 // The caller holds the lock.
-func (c *WireCache) Extend(enc []byte, seq int64) bool {
+func (c *WireCache) Extend(enc []byte, seq int64) bool { return c.ExtendFrom(enc, seq, -1) }
+
+// ExtendFrom is Extend for a provider that encodes normalised turns: start
+// is the index, in Request.Messages, of the turn's first message
+// (NormalizeStarts), which Starts returns.
+func (c *WireCache) ExtendFrom(enc []byte, seq int64, start int) bool {
 	if len(c.body)+len(enc) > c.limit() {
 		return false
 	}
 	c.body = append(c.body, enc...)
 	c.ends = append(c.ends, len(c.body))
+	c.starts = append(c.starts, start)
 	c.seq = seq
 	return true
+}
+
+// Starts returns the start of each cached turn as given to ExtendFrom
+// (-1 where unknown), or nil when the cache holds another key's entries
+// or a later sequence number than seq: a provider may then normalise only
+// the turns from the last cached one on (NormalizeTail). The caller holds
+// the lock and must not modify the slice.
+func (c *WireCache) Starts(key string, seq int64) []int {
+	if c.key != key || c.seq > seq {
+		return nil
+	}
+	return c.starts
 }
 
 // Head returns the encoding the provider stored with SetHead for the
