@@ -138,3 +138,28 @@ func (c *WireCache) Size() int {
 	}
 	return n
 }
+
+// NormalizeCached normalises req's conversation for a provider that keeps
+// its encoded turns in w (locked by the caller) under key, each added with
+// ExtendFrom: when it can, only from the last cached turn on
+// (NormalizeTail), so that a completion's work grows with the turns added
+// since, not with the whole history. It returns the turns from turn base
+// on, the number of stable turns, and the first message of each returned
+// turn. When base > 0, w holds at least base turns and no more than
+// stable, so Prefix keeps them. With w nil it is NormalizeStarts.
+func NormalizeCached(req Request, w *WireCache, key string) (turns []Turn, base, stable int, starts []int, err error) {
+	if w != nil {
+		if cs := w.Starts(key, req.SettledSeq); len(cs) >= 2 && cs[len(cs)-2] >= 0 {
+			kt := len(cs) - 1 // the last cached turn
+			turns, stable, starts, ok, err := NormalizeTail(req.Messages, req.Settled, kt, cs[kt-1], cs[kt])
+			if err != nil {
+				return nil, 0, 0, nil, err
+			}
+			if ok && stable >= len(cs) {
+				return turns, kt, stable, starts, nil
+			}
+		}
+	}
+	turns, stable, starts, err = NormalizeStarts(req.Messages, req.Settled)
+	return turns, 0, stable, starts, err
+}

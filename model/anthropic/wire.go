@@ -78,31 +78,14 @@ type normalized struct {
 	starts       []int
 }
 
-// normalize normalises req's conversation: with w (locked by the caller),
-// only from the last turn cached in w on when it can (model.NormalizeTail),
-// so that a completion's work grows with the turns added since, not with
-// the whole history.
+// normalize normalises req's conversation, with w (locked by the
+// caller) only from the last cached turn on (model.NormalizeCached).
 func (p *Provider) normalize(req model.Request, w *model.WireCache) (normalized, error) {
-	if w != nil {
-		if starts := w.Starts(p.wireKey(), req.SettledSeq); len(starts) >= 2 && starts[len(starts)-2] >= 0 {
-			kt := len(starts) - 1 // the last cached turn, which may become the breakpoint turn
-			turns, stable, tstarts, ok, err := model.NormalizeTail(req.Messages, req.Settled, kt, starts[kt-1], starts[kt])
-			if err != nil {
-				return normalized{}, fmt.Errorf("anthropic: %w", err)
-			}
-			// stable >= len(starts): the cache holds no turn that is not
-			// stable, so it keeps its turns and the body takes at least
-			// turns [0, kt) from it.
-			if ok && stable >= len(starts) {
-				return normalized{turns: turns, base: kt, stable: stable, starts: tstarts}, nil
-			}
-		}
-	}
-	turns, stable, starts, err := model.NormalizeStarts(req.Messages, req.Settled)
+	turns, base, stable, starts, err := model.NormalizeCached(req, w, p.wireKey())
 	if err != nil {
 		return normalized{}, fmt.Errorf("anthropic: %w", err)
 	}
-	return normalized{turns: turns, stable: stable, starts: starts}, nil
+	return normalized{turns: turns, base: base, stable: stable, starts: starts}, nil
 }
 
 // turn returns turn i (i >= base).
