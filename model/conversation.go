@@ -74,52 +74,146 @@ func Normalize(msgs []Message) ([]Turn, error) {
 // msgs[:settled], so that no message after them can change them. A
 // provider encodes those once (Request.Settled, issue 11 item 2).
 func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
-	merged, firsts, err := mergeRoles(msgs)
+	turns, stable, _, err := NormalizeStarts(msgs, settled)
+	return turns, stable, err
+}
+
+// NormalizeStarts is NormalizeSettled that also returns the index in msgs
+// of each turn's first message (len(msgs) for a last turn that only
+// answers open calls), for NormalizeTail.
+func NormalizeStarts(msgs []Message, settled int) (turns []Turn, stable int, starts []int, err error) {
+	merged, firsts, err := mergeRoles(msgs, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	stable := 0
-	for i := 1; i < len(merged); i++ {
-		if firsts[i] < settled {
-			stable = i // turn i starts with a settled message: the turns before it are closed
-		}
-	}
-	out := make([]Turn, 0, len(merged)+1)
+	stable = stableTurns(firsts, settled, 0)
+	// Each user turn is rebuilt in place: answer reads only the turns
+	// before it, which are final by then (mergeRoles leaves room for one
+	// more turn, so the closing append does not copy).
+	out := merged
 	var open []ToolCall // calls of the previous assistant turn
 	for i, t := range merged {
 		if t.Role == RoleAssistant { // merged turns alternate: open is empty here
 			open = t.ToolCalls
-			out = append(out, t)
 			continue
 		}
-		out = append(out, answer(open, t.ToolResults, t.Text, merged[:i]))
+		out[i] = answer(open, t.ToolResults, t.Text, merged[:i])
 		open = nil
 	}
 	if len(open) > 0 {
 		out = append(out, answer(open, nil, "", merged))
+		firsts = append(firsts, len(msgs))
 	}
-	return out, stable, nil
+	return out, stable, firsts, nil
 }
 
-// mergeRoles checks each message, drops redelivered results and empty
-// messages, and merges consecutive messages of one role. User turns keep
-// their text in Text until answer moves it into Content.
-func mergeRoles(msgs []Message) ([]Turn, []int, error) {
+// stableTurns is the number of stable turns given the first message of
+// each turn from turn base on: the last turn i >= 1 that starts with a
+// settled message closes the turns before it.
+func stableTurns(firsts []int, settled, base int) int {
+	stable := 0
+	for i := len(firsts) - 1; i >= 0; i-- {
+		if base+i >= 1 && firsts[i] < settled {
+			return base + i
+		}
+	}
+	return stable
+}
+
+// NormalizeTail is NormalizeStarts from turn k >= 1 on, for a conversation
+// whose turns k-1 and k start at msgs[prev] and msgs[from], as an earlier
+// NormalizeStarts of it reported while both were stable (so no message
+// added since can change them). It returns turns[k:], the number of stable
+// turns and the first message of each returned turn, the same as
+// NormalizeStarts would, without going over the turns before k again. ok
+// is false when the tail cannot be normalised alone: a result of the tail
+// answers no call of the turn before it (its header names a call of any
+// earlier turn), or turn k no longer starts with a settled message. The
+// caller then normalises the whole conversation.
+func NormalizeTail(msgs []Message, settled, k, prev, from int) (turns []Turn, stable int, starts []int, ok bool, err error) {
+	if k < 1 || prev < 0 || prev >= from || from >= len(msgs) || from >= settled {
+		return nil, 0, nil, false, nil
+	}
+	merged, firsts, err := mergeRoles(msgs, from)
+	if err != nil || len(merged) == 0 || firsts[0] != from || msgs[prev].Role == msgs[from].Role {
+		return nil, 0, nil, false, err
+	}
+	var open []ToolCall
+	if merged[0].Role == RoleUser {
+		for _, m := range msgs[prev:from] {
+			if m.Role != RoleAssistant {
+				return nil, 0, nil, false, nil // turn k-1 is not the assistant turn before k
+			}
+			open = append(open[:len(open):len(open)], m.ToolCalls...)
+		}
+	}
+	out := merged
+	for i, t := range merged {
+		if t.Role == RoleAssistant {
+			open = t.ToolCalls
+			continue
+		}
+		if late(open, t.ToolResults) {
+			return nil, 0, nil, false, nil
+		}
+		out[i] = answer(open, t.ToolResults, t.Text, nil) // no late result: no header to name
+		open = nil
+	}
+	if len(open) > 0 {
+		out = append(out, answer(open, nil, "", nil))
+		firsts = append(firsts, len(msgs))
+	}
+	return out, stableTurns(firsts[:len(merged)], settled, k), firsts, true, nil
+}
+
+// late reports whether a result answers no call of open (Normalize puts
+// it in the turn's content, headed by a line naming its call).
+func late(open []ToolCall, results []ToolResult) bool {
+	if inOrder(open, results) {
+		return false
+	}
+	var usedBuf [16]bool
+	var used []bool
+	if len(results) <= len(usedBuf) {
+		used = usedBuf[:len(results)]
+	} else {
+		used = make([]bool, len(results))
+	}
+	n := 0
+	for _, c := range open {
+		if i := firstResult(results, c.ID); i >= 0 && !used[i] {
+			used[i] = true
+			n++
+		}
+	}
+	return n < len(results)
+}
+
+// mergeRoles checks each message from msgs[from] on, drops redelivered
+// results (of any earlier message) and empty messages, and merges
+// consecutive messages of one role. User turns keep their text in Text
+// until answer moves it into Content.
+func mergeRoles(msgs []Message, from int) ([]Turn, []int, error) {
 	var (
-		merged = make([]Turn, 0, len(msgs))
-		firsts = make([]int, 0, len(msgs)) // index in msgs of each merged turn's first message
-		// seen holds each call id's first result kept; more holds the
-		// others (rare: a call has several different results).
-		seen = make(map[string]ToolResult, len(msgs)/2)
+		merged = make([]Turn, 0, len(msgs)+1) // +1: NormalizeSettled may close it with a turn
+		firsts = make([]int, 0, len(msgs))    // index in msgs of each merged turn's first message
+		// seen holds where each call id's first result kept is in msgs
+		// (an index pair: a map of small values allocates less than one
+		// of results); more holds the others (rare: a call has several
+		// different results).
+		seen = make(map[string]resultAt, (len(msgs)-from)/2)
 		more map[string][]ToolResult
 	)
-	redelivered := func(r ToolResult) bool {
+	redelivered := func(r ToolResult, at resultAt) bool {
+		if from > 0 && earlierSame(msgs[:from], r) {
+			return true
+		}
 		first, ok := seen[r.CallID]
 		if !ok {
-			seen[r.CallID] = r
+			seen[r.CallID] = at
 			return false
 		}
-		if r.same(first) || slices.ContainsFunc(more[r.CallID], r.same) {
+		if r.same(msgs[first.msg].ToolResults[first.result]) || slices.ContainsFunc(more[r.CallID], r.same) {
 			return true
 		}
 		if more == nil {
@@ -128,7 +222,8 @@ func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 		more[r.CallID] = append(more[r.CallID], r)
 		return false
 	}
-	for i, m := range msgs {
+	for i := from; i < len(msgs); i++ {
+		m := msgs[i]
 		if m.Role != RoleUser && m.Role != RoleAssistant {
 			return nil, nil, fmt.Errorf("messages[%d]: role %q is neither %q nor %q", i, m.Role, RoleUser, RoleAssistant)
 		}
@@ -142,7 +237,7 @@ func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 		// never into msgs) until a redelivered one is dropped.
 		results := slices.Clip(m.ToolResults)
 		for j, r := range m.ToolResults {
-			if !redelivered(r) {
+			if !redelivered(r, resultAt{int32(i), int32(j)}) {
 				if len(results) < len(m.ToolResults) {
 					results = append(results, r)
 				}
@@ -175,6 +270,23 @@ func mergeRoles(msgs []Message) ([]Turn, []int, error) {
 	}
 	return merged, firsts, nil
 }
+
+// earlierSame reports whether a result of msgs is the same as r. A result
+// is redelivered when it is the same as an earlier one kept; as sameness
+// is transitive, that is when it is the same as any earlier one.
+func earlierSame(msgs []Message, r ToolResult) bool {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		for _, e := range msgs[i].ToolResults {
+			if e.CallID == r.CallID && r.same(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// resultAt locates a tool result in a message list: msgs[msg].ToolResults[result].
+type resultAt struct{ msg, result int32 }
 
 // answer builds the user turn that follows an assistant turn whose calls
 // are open. Results that answer an open call are placed in call order;

@@ -31,6 +31,9 @@ type WireCache struct {
 	seq  int64  // the caller's sequence number of the last message covered
 	body []byte // the encodings of messages [0, len(ends)), each ends at ends[i]
 	ends []int  // end offsets in body
+	// starts holds, for each cached message (turn), the index of its
+	// first message in the caller's list, or -1 when not known.
+	starts []int
 	// head is the provider's encoding of the parts other than the
 	// messages, made from system and tools.
 	head   [][]byte
@@ -53,7 +56,7 @@ func (c *WireCache) Unlock() { c.mu.Unlock() }
 // the lock and must not modify the bytes returned.
 func (c *WireCache) Prefix(key string, settled int, seq int64) ([]byte, []int) {
 	if c.key != key || len(c.ends) > settled || c.seq > seq {
-		c.key, c.seq, c.body, c.ends, c.head, c.tools, c.system = key, 0, nil, nil, nil, nil, ""
+		c.key, c.seq, c.body, c.ends, c.starts, c.head, c.tools, c.system = key, 0, nil, nil, nil, nil, nil, ""
 	}
 	return c.body, c.ends
 }
@@ -62,14 +65,32 @@ func (c *WireCache) Prefix(key string, settled int, seq int64) ([]byte, []int) {
 // number of messages cached, which is settled up to the caller's sequence
 // number seq. It reports false, caching nothing, when the limit is reached.
 // The caller holds the lock.
-func (c *WireCache) Extend(enc []byte, seq int64) bool {
+func (c *WireCache) Extend(enc []byte, seq int64) bool { return c.ExtendFrom(enc, seq, -1) }
+
+// ExtendFrom is Extend for a provider that encodes normalised turns: start
+// is the index, in Request.Messages, of the turn's first message
+// (NormalizeStarts), which Starts returns.
+func (c *WireCache) ExtendFrom(enc []byte, seq int64, start int) bool {
 	if len(c.body)+len(enc) > c.limit() {
 		return false
 	}
 	c.body = append(c.body, enc...)
 	c.ends = append(c.ends, len(c.body))
+	c.starts = append(c.starts, start)
 	c.seq = seq
 	return true
+}
+
+// Starts returns the start of each cached turn as given to ExtendFrom
+// (-1 where unknown), or nil when the cache holds another key's entries
+// or a later sequence number than seq: a provider may then normalise only
+// the turns from the last cached one on (NormalizeTail). The caller holds
+// the lock and must not modify the slice.
+func (c *WireCache) Starts(key string, seq int64) []int {
+	if c.key != key || c.seq > seq {
+		return nil
+	}
+	return c.starts
 }
 
 // Head returns the encoding the provider stored with SetHead for the
@@ -116,4 +137,29 @@ func (c *WireCache) Size() int {
 		n += len(p)
 	}
 	return n
+}
+
+// NormalizeCached normalises req's conversation for a provider that keeps
+// its encoded turns in w (locked by the caller) under key, each added with
+// ExtendFrom: when it can, only from the last cached turn on
+// (NormalizeTail), so that a completion's work grows with the turns added
+// since, not with the whole history. It returns the turns from turn base
+// on, the number of stable turns, and the first message of each returned
+// turn. When base > 0, w holds at least base turns and no more than
+// stable, so Prefix keeps them. With w nil it is NormalizeStarts.
+func NormalizeCached(req Request, w *WireCache, key string) (turns []Turn, base, stable int, starts []int, err error) {
+	if w != nil {
+		if cs := w.Starts(key, req.SettledSeq); len(cs) >= 2 && cs[len(cs)-2] >= 0 {
+			kt := len(cs) - 1 // the last cached turn
+			turns, stable, starts, ok, err := NormalizeTail(req.Messages, req.Settled, kt, cs[kt-1], cs[kt])
+			if err != nil {
+				return nil, 0, 0, nil, err
+			}
+			if ok && stable >= len(cs) {
+				return turns, kt, stable, starts, nil
+			}
+		}
+	}
+	turns, stable, starts, err = NormalizeStarts(req.Messages, req.Settled)
+	return turns, 0, stable, starts, err
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,11 +11,8 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/gorap/gorap/internal/cpustat"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/anthropic"
 	"github.com/gorap/gorap/model/openai"
@@ -30,8 +25,8 @@ import (
 // benchRuntimeFlags are the flags of "rap bench-runtime".
 type benchRuntimeFlags struct {
 	opts                            bench.CycleOptions
-	verbose                         bool
-	provider, serveWire, cpuProfile string
+	verbose, inProcess              bool
+	provider, servePeer, cpuProfile string
 	memProfile                      string
 }
 
@@ -54,8 +49,9 @@ func newBenchRuntimeCmd(a *app) *cobra.Command {
 	fs.StringVar(&opts.Store, "store", "", "run on the PostgreSQL database of this postgres:// `URL` instead of SQLite in the data dir (issue 14; its tables are created if missing)")
 	fs.StringVar(&f.provider, "provider", "scripted", "the model: scripted (instant, in process), or `anthropic` or openai: the real provider package, streaming from a local server speaking that wire format (model/wiretest) in a child process")
 	fs.IntVar(&opts.Budget, "budget", 50, "with --provider anthropic|openai: tool calls per thread before the model answers in text and a new thread takes its place")
-	fs.StringVar(&f.serveWire, "serve-wire", "", "internal: serve the model wire format `API` for a parent bench-runtime")
-	_ = fs.MarkHidden("serve-wire")
+	fs.StringVar(&f.servePeer, "serve-peer", "", "internal: be the peer process of a parent bench-runtime: the tool server, the load generator and, for `API` anthropic or openai, a server of that model wire format")
+	_ = fs.MarkHidden("serve-peer")
+	fs.BoolVar(&f.inProcess, "in-process", false, "run the tool server and the load generator in this process, so the CPU figures count both ends of each HTTP exchange (default: in a peer process, so they are the runtime's alone)")
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (this process) to `FILE`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of this process, taken at the end of the run, to `FILE`")
 	fs.BoolVar(&f.verbose, "verbose", false, "show the runtime's warnings")
@@ -64,9 +60,9 @@ func newBenchRuntimeCmd(a *app) *cobra.Command {
 
 func runBenchRuntime(ctx context.Context, a *app, f benchRuntimeFlags) error {
 	stdout := a.stdout
-	opts, verbose, provider, serveWire, cpuProfile, memProfile := f.opts, f.verbose, f.provider, f.serveWire, f.cpuProfile, f.memProfile
-	if serveWire != "" {
-		return serveBenchWire(ctx, serveWire, opts.Budget, os.Stdin, stdout)
+	opts, verbose, provider, cpuProfile, memProfile := f.opts, f.verbose, f.provider, f.cpuProfile, f.memProfile
+	if f.servePeer != "" {
+		return serveBenchPeer(ctx, f.servePeer, opts.Budget, 2*opts.Threads, os.Stdin, stdout)
 	}
 	if opts.Threads < 1 || opts.Threads > 100_000 {
 		return fmt.Errorf("%w: --threads %d: want 1 to 100000", errUsage, opts.Threads)
@@ -77,35 +73,59 @@ func runBenchRuntime(ctx context.Context, a *app, f benchRuntimeFlags) error {
 	if verbose {
 		opts.Logger = a.logAtLeast(slog.LevelWarn)
 	}
-	what := "scripted model in instant mode"
 	switch provider {
-	case "scripted":
-	case "anthropic", "openai":
-		child, err := startBenchWire(ctx, provider, opts.Budget)
-		if err != nil {
-			return err
-		}
-		defer child.stop()
-		// The providers' default HTTP client, as rap serve uses it.
-		if provider == "anthropic" {
-			opts.Model, err = anthropic.New(anthropic.Options{APIKey: "bench", BaseURL: child.url, Model: "bench"})
-		} else {
-			opts.Model, err = openai.New(openai.Options{APIKey: "bench", BaseURL: child.url + "/v1", Model: "bench"})
-		}
-		if err != nil {
-			return err
-		}
-		opts.ExternalCPU = child.cpu
-		what = fmt.Sprintf("%s provider streaming from a local %s wire server (child process), %d tool calls per thread", provider, provider, opts.Budget)
+	case "scripted", "anthropic", "openai":
 	default:
 		return fmt.Errorf("%w: --provider %q: want scripted, anthropic or openai", errUsage, provider)
+	}
+	if opts.Budget <= 0 {
+		opts.Budget = 50
+	}
+	// The peer process: the model server (for a real provider) and, unless
+	// --in-process, the tool server and the load generator.
+	var peer *bench.Peer
+	if provider != "scripted" || !f.inProcess {
+		api, budget := provider, opts.Budget
+		if provider == "scripted" {
+			api, budget = "none", 0 // the scripted model's threads loop forever
+		}
+		var err error
+		if peer, err = startBenchPeer(ctx, api, budget, opts.Threads); err != nil {
+			return err
+		}
+		defer peer.Close()
+		opts.ExternalCPU = peer.CPU
+		if !f.inProcess {
+			opts.Peer = peer
+		}
+	}
+	what := "scripted model in instant mode"
+	if provider != "scripted" {
+		// The providers' default HTTP client, as rap serve uses it.
+		var err error
+		if provider == "anthropic" {
+			opts.Model, err = anthropic.New(anthropic.Options{APIKey: "bench", BaseURL: peer.ModelURL, Model: "bench"})
+		} else {
+			opts.Model, err = openai.New(openai.Options{APIKey: "bench", BaseURL: peer.ModelURL + "/v1", Model: "bench"})
+		}
+		if err != nil {
+			return err
+		}
+		what = fmt.Sprintf("%s provider streaming from a local %s wire server, %d tool calls per thread", provider, provider, opts.Budget)
+	}
+	where := "tool server and load generator in a peer process"
+	if f.inProcess {
+		where = "tool server and load generator in this process"
+	}
+	if provider != "scripted" {
+		where += "; model server in a peer process"
 	}
 	storeWhat := "SQLite WAL, synchronous=FULL"
 	if opts.Store != "" {
 		storeWhat = "PostgreSQL " + config.StoreLabel(opts.Store)
 	}
-	fmt.Fprintf(stdout, "rap bench-runtime: %d threads, %v (after %v warm-up); %s; %s; loopback tool server\n",
-		opts.Threads, opts.Duration, opts.Warmup, storeWhat, what)
+	fmt.Fprintf(stdout, "rap bench-runtime: %d threads, %v (after %v warm-up); %s; %s; %s (loopback)\n",
+		opts.Threads, opts.Duration, opts.Warmup, storeWhat, what, where)
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {
@@ -153,86 +173,39 @@ func benchScript(budget int) wiretest.Script {
 	}
 }
 
-// serveBenchWire runs the child side: a wiretest server for api, its URL
-// printed on the first line of out, then the process's CPU time in
-// nanoseconds for each line read from in; it ends when in closes.
-func serveBenchWire(ctx context.Context, api string, budget int, in io.Reader, out io.Writer) error {
+// serveBenchPeer runs the peer process of a parent bench-runtime
+// (bench.ServePeer): the tool server and the load generator and, for api
+// anthropic or openai, a wiretest server of that wire format, whose URL it
+// prints first.
+func serveBenchPeer(ctx context.Context, api string, budget, conns int, in io.Reader, out io.Writer) error {
 	var srv *wiretest.Server
 	switch api {
+	case "none":
 	case "anthropic":
 		srv = wiretest.NewAnthropic(benchScript(budget))
 	case "openai":
 		srv = wiretest.NewOpenAI(benchScript(budget))
 	default:
-		return fmt.Errorf("%w: --serve-wire %q: want anthropic or openai", errUsage, api)
+		return fmt.Errorf("%w: --serve-peer %q: want none, anthropic or openai", errUsage, api)
 	}
-	srv.ForgetRequests().WithoutPromptCache()
-	defer srv.Close()
-	fmt.Fprintln(out, srv.URL)
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		cpu, _ := cpustat.Process()
-		fmt.Fprintln(out, int64(cpu))
+	var header []string
+	if srv != nil {
+		srv.ForgetRequests().WithoutPromptCache()
+		defer srv.Close()
+		header = append(header, "model "+srv.URL)
 	}
-	return nil
+	return bench.ServePeer(ctx, bench.PeerOptions{Budget: budget, Conns: conns, Header: header}, in, out)
 }
 
-// benchWire is the child process serving a model wire format.
-type benchWire struct {
-	cmd *exec.Cmd
-	url string
-	in  io.WriteCloser
-	out *bufio.Reader
-	mu  sync.Mutex
-}
-
-func startBenchWire(ctx context.Context, api string, budget int) (*benchWire, error) {
+// startBenchPeer starts this program as the peer process of a run
+// (serveBenchPeer).
+func startBenchPeer(ctx context.Context, api string, budget, threads int) (*bench.Peer, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("find this program to start the model server: %w", err)
+		return nil, fmt.Errorf("find this program to start the bench peer: %w", err)
 	}
-	cmd := exec.CommandContext(ctx, exe, "bench-runtime", "--serve-wire", api, "--budget", strconv.Itoa(budget))
+	cmd := exec.CommandContext(ctx, exe, "bench-runtime", "--serve-peer", api,
+		"--budget", strconv.Itoa(budget), "--threads", strconv.Itoa(threads))
 	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start the model server: %w", err)
-	}
-	w := &benchWire{cmd: cmd, in: in, out: bufio.NewReader(outPipe)}
-	line, err := w.out.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "http://") {
-		w.stop()
-		return nil, fmt.Errorf("the model server did not print its URL (got %q): %v", line, err)
-	}
-	w.url = strings.TrimSpace(line)
-	return w, nil
-}
-
-// cpu asks the child for its CPU time so far.
-func (w *benchWire) cpu() (time.Duration, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if _, err := io.WriteString(w.in, "cpu\n"); err != nil {
-		return 0, fmt.Errorf("ask the model server for its CPU time: %w", err)
-	}
-	line, err := w.out.ReadString('\n')
-	if err != nil {
-		return 0, fmt.Errorf("read the model server's CPU time: %w", err)
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
-	if err != nil {
-		return 0, errors.New("the model server answered no CPU time: " + line)
-	}
-	return time.Duration(n), nil
-}
-
-func (w *benchWire) stop() {
-	w.in.Close()
-	w.cmd.Wait()
+	return bench.StartPeer(cmd)
 }

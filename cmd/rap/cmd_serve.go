@@ -2,7 +2,9 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -12,6 +14,7 @@ import (
 
 func newServeCmd(a *app) *cobra.Command {
 	s := config.Defaults(a.getenv)
+	var cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "serve [flags]",
 		Short: "run the agent runtime: client API, tool dispatch and callbacks",
@@ -36,10 +39,19 @@ sends to its tool servers.`,
 			if err := s.Check(); err != nil {
 				return usageErrorf("%v", err)
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return serveLogged(cmd.Context(), s, a.log, a.stdout, nil)
 		},
 	}
 	addSettingsFlags(cmd.Flags(), &s)
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "internal: write a CPU profile of the whole run to `FILE` (written when serve stops)")
+	_ = cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
 }
 
@@ -94,4 +106,17 @@ func addSettingsFlags(fs *pflag.FlagSet, s *config.Settings) {
 			_ = fs.SetAnnotation(f.Name, splitAnnotation, []string{sep})
 		}
 	})
+}
+
+// startCPUProfile starts a CPU profile written to path; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

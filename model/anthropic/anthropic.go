@@ -23,6 +23,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/anthropics/anthropic-sdk-go/packages/ssestream"
 
 	"github.com/gorap/gorap/model"
 )
@@ -73,7 +74,8 @@ type Provider struct {
 	maxTokens int
 	images    bool
 	baseURL   string
-	messages  sdk.MessageService
+	messages  sdk.MessageService           // the reference encoding (params) and tests
+	client    sdk.Client                   // sends the requests (Complete)
 	head      atomic.Pointer[encodedHead]  // the last head encoded (wire.go)
 	tools     atomic.Pointer[encodedTools] // the last tools encoded (wire.go)
 }
@@ -130,6 +132,7 @@ func New(opts Options) (*Provider, error) {
 	}
 	ropts = append(ropts, option.WithHTTPClient(hc))
 	p.messages = sdk.NewMessageService(ropts...)
+	p.client = sdk.NewClient(ropts...)
 	return p, nil
 }
 
@@ -147,13 +150,19 @@ func (p *Provider) SupportsImages() bool { return p.images }
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
 	// An error body may echo the API key: never pass it on (issue 9 item 19).
 	defer func() { err = model.RedactError(err, p.key) }()
-	body, berr := p.body(req)
+	body, berr := p.encode(req, true)
 	if berr != nil {
 		return nil, berr
 	}
-	// The body is encoded here (see wire.go); the SDK sends it, retries and
-	// decodes the stream. The empty params it encodes are replaced.
-	stream := p.messages.NewStreaming(ctx, sdk.MessageNewParams{}, option.WithRequestBody("application/json", body))
+	// The body is encoded here (see wire.go), with "stream":true where
+	// MessageService.NewStreaming would add it by rewriting the whole body
+	// (sjson, a copy per completion). The SDK sends it, retries, and
+	// decodes the event stream (ssestream), into our event type: the
+	// fields the accumulator reads, without the SDK's union decoding of
+	// every event (issue 11 item 4).
+	var raw *http.Response
+	err = p.client.Post(ctx, "v1/messages", body, &raw)
+	stream := ssestream.NewStream[event](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 
 	var (
@@ -166,7 +175,7 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 		if ev.Type == "message_stop" {
 			finished = true
 		}
-		if err := acc.add(ev, s); err != nil {
+		if err := acc.add(&ev, s); err != nil {
 			return nil, fmt.Errorf("anthropic: %s: %w", p.model, err)
 		}
 	}

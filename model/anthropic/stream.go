@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	sdk "github.com/anthropics/anthropic-sdk-go"
-
 	"github.com/gorap/gorap/model"
 )
 
@@ -37,14 +35,46 @@ func (a *accumulator) grow(n int) error {
 	return nil
 }
 
+// event is one event of a Messages API stream: the fields the accumulator
+// reads, decoded by encoding/json (ssestream.Stream[event]).
+type event struct {
+	Type    string `json:"type"`
+	Index   int64  `json:"index"`
+	Message struct {
+		StopReason string     `json:"stop_reason"`
+		Usage      eventUsage `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+		Text string `json:"text"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage eventUsage `json:"usage"`
+}
+
+// eventUsage is the token usage of a message_start or message_delta event.
+type eventUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
 // add folds one stream event in, passing text deltas to s.
-func (a *accumulator) add(ev sdk.MessageStreamEventUnion, s model.Stream) error {
+func (a *accumulator) add(ev *event, s model.Stream) error {
 	if a.blocks == nil {
 		a.blocks = map[int64]*block{}
 	}
 	switch ev.Type {
 	case "message_start":
-		a.stop = string(ev.Message.StopReason)
+		a.stop = ev.Message.StopReason
 		u := ev.Message.Usage
 		a.usage.CachedInputTokens = u.CacheReadInputTokens
 		a.usage.CacheWriteInputTokens = u.CacheCreationInputTokens
@@ -91,7 +121,7 @@ func (a *accumulator) add(ev sdk.MessageStreamEventUnion, s model.Stream) error 
 		}
 	case "message_delta":
 		if ev.Delta.StopReason != "" {
-			a.stop = string(ev.Delta.StopReason)
+			a.stop = ev.Delta.StopReason
 		}
 		if u := ev.Usage; u.OutputTokens > 0 {
 			a.usage.OutputTokens = u.OutputTokens

@@ -44,31 +44,57 @@ func (p *Provider) wireKey() string {
 	return "anthropic\x00" + p.model + "\x00" + strconv.FormatBool(p.images)
 }
 
-// body encodes the Messages API request for req.
-func (p *Provider) body(req model.Request) ([]byte, error) {
+// body encodes the Messages API request for req, as MessageNewParams.
+func (p *Provider) body(req model.Request) ([]byte, error) { return p.encode(req, false) }
+
+// encode encodes the Messages API request for req; stream adds
+// "stream":true at the end, where the SDK's NewStreaming puts it.
+func (p *Provider) encode(req model.Request, stream bool) ([]byte, error) {
 	limit := req.MaxTokens
 	if limit <= 0 {
 		limit = p.maxTokens
 	}
-	turns, stable, err := model.NormalizeSettled(req.Messages, req.Settled)
-	if err != nil {
-		return nil, fmt.Errorf("anthropic: %w", err)
+	w := req.Wire
+	if w != nil {
+		w.Lock()
+		defer w.Unlock()
 	}
-	if len(turns) == 0 {
+	nt, err := p.normalize(req, w)
+	if err != nil {
+		return nil, err
+	}
+	if nt.base+len(nt.turns) == 0 {
 		return nil, errors.New("anthropic: the request has no messages with content: add a user message")
 	}
-	w := req.Wire
-	if w == nil {
-		return p.encodeBody(limit, req.System, req.Tools, turns, stable, nil, 0)
-	}
-	w.Lock()
-	defer w.Unlock()
-	return p.encodeBody(limit, req.System, req.Tools, turns, stable, w, req.SettledSeq)
+	return p.encodeBody(limit, req.System, req.Tools, nt, w, req.SettledSeq, stream)
 }
+
+// normalized is a request's conversation turns from turn base on: the
+// turns before base come from the wire cache. starts holds the index in
+// the request's messages of each turn's first message.
+type normalized struct {
+	turns        []model.Turn
+	base, stable int
+	starts       []int
+}
+
+// normalize normalises req's conversation, with w (locked by the
+// caller) only from the last cached turn on (model.NormalizeCached).
+func (p *Provider) normalize(req model.Request, w *model.WireCache) (normalized, error) {
+	turns, base, stable, starts, err := model.NormalizeCached(req, w, p.wireKey())
+	if err != nil {
+		return normalized{}, fmt.Errorf("anthropic: %w", err)
+	}
+	return normalized{turns: turns, base: base, stable: stable, starts: starts}, nil
+}
+
+// turn returns turn i (i >= base).
+func (nt *normalized) turn(i int) model.Turn { return nt.turns[i-nt.base] }
 
 // encodeBody writes the body; with w (locked by the caller) the turns
 // before the last stable one come from, and go to, the cache.
-func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, turns []model.Turn, stable int, w *model.WireCache, seq int64) ([]byte, error) {
+func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, nt normalized, w *model.WireCache, seq int64, stream bool) ([]byte, error) {
+	stable, count := nt.stable, nt.base+len(nt.turns)
 	var cached []byte
 	var ends []int
 	if w != nil {
@@ -76,11 +102,11 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 		// Cache the turns before the breakpoint turn (stable-1), which is
 		// encoded with its cache_control on each use.
 		for n := len(ends); n < stable-1; n++ {
-			enc, err := p.encodeTurn(turns[n], n, false)
+			enc, err := p.encodeTurn(nt.turn(n), n, false)
 			if err != nil {
 				return nil, err
 			}
-			if !w.Extend(append(enc, ','), seq) {
+			if !w.ExtendFrom(append(enc, ','), seq, nt.starts[n-nt.base]) {
 				break
 			}
 			cached, ends = w.Prefix(p.wireKey(), stable, seq)
@@ -110,29 +136,35 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 		}
 	}
 	k := min(len(ends), max(stable-1, 0)) // turns taken from the cache
-	size := 32 + len(head)
+	if k < nt.base {
+		return nil, fmt.Errorf("anthropic: internal error: %d turns cached, %d needed", k, nt.base)
+	}
+	size := 48 + len(head)
 	if k > 0 {
 		size += ends[k-1]
 	}
-	b := make([]byte, 0, size+1024*(len(turns)-k))
+	b := make([]byte, 0, size+1024*(count-k))
 	b = append(b, `{"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(limit), 10)
 	b = append(b, `,"messages":[`...)
 	if k > 0 {
 		b = append(b, cached[:ends[k-1]]...)
 	}
-	for i := k; i < len(turns); i++ {
-		enc, err := p.encodeTurn(turns[i], i, i == stable-1)
+	for i := k; i < count; i++ {
+		enc, err := p.encodeTurn(nt.turn(i), i, i == stable-1)
 		if err != nil {
 			return nil, err
 		}
 		b = append(b, enc...)
-		if i < len(turns)-1 {
+		if i < count-1 {
 			b = append(b, ',')
 		}
 	}
 	b = append(b, ']')
 	b = append(b, head...)
+	if stream {
+		b = append(b, `,"stream":true`...)
+	}
 	b = append(b, '}')
 	return b, nil
 }

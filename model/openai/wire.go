@@ -36,35 +36,39 @@ func (p *Provider) body(req model.Request) ([]byte, error) {
 	if limit <= 0 {
 		limit = p.maxTokens
 	}
-	turns, stable, err := model.NormalizeSettled(req.Messages, req.Settled)
+	w := req.Wire
+	if w != nil {
+		w.Lock()
+		defer w.Unlock()
+	}
+	turns, base, stable, starts, err := model.NormalizeCached(req, w, p.wireKey())
 	if err != nil {
 		return nil, fmt.Errorf("openai: %w", err)
 	}
-	if len(turns) == 0 {
+	if base+len(turns) == 0 {
 		return nil, errors.New("openai: the request has no messages with content: add a user message")
 	}
-	w := req.Wire
 	if w == nil {
-		return p.encodeBody(limit, req.System, req.Tools, turns, 0, nil, 0)
+		stable = 0
 	}
-	w.Lock()
-	defer w.Unlock()
-	return p.encodeBody(limit, req.System, req.Tools, turns, stable, w, req.SettledSeq)
+	return p.encodeBody(limit, req.System, req.Tools, turns, base, stable, starts, w, req.SettledSeq)
 }
 
-// encodeBody writes the body; with w (locked by the caller) the stable
-// turns come from, and go to, the cache.
-func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, turns []model.Turn, stable int, w *model.WireCache, seq int64) ([]byte, error) {
+// encodeBody writes the body of turns [base, base+len(turns)); with w
+// (locked by the caller) the stable turns come from, and go to, the cache,
+// which holds at least the first base ones.
+func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, turns []model.Turn, base, stable int, starts []int, w *model.WireCache, seq int64) ([]byte, error) {
+	count := base + len(turns)
 	var cached []byte
 	var ends []int
 	if w != nil {
 		cached, ends = w.Prefix(p.wireKey(), stable, seq)
 		for n := len(ends); n < stable; n++ {
-			enc, err := p.encodeTurn(turns[n], n)
+			enc, err := p.encodeTurn(turns[n-base], n)
 			if err != nil {
 				return nil, err
 			}
-			if !w.Extend(enc, seq) {
+			if !w.ExtendFrom(enc, seq, starts[n-base]) {
 				break
 			}
 			cached, ends = w.Prefix(p.wireKey(), stable, seq)
@@ -87,18 +91,21 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 		}
 	}
 	k := len(ends)
+	if k < base {
+		return nil, fmt.Errorf("openai: internal error: %d turns cached, %d needed", k, base)
+	}
 	size := 16 + len(sys) + len(tail)
 	if k > 0 {
 		size += ends[k-1]
 	}
-	b := make([]byte, 0, size+1024*(len(turns)-k))
+	b := make([]byte, 0, size+1024*(count-k))
 	b = append(b, `{"messages":[`...)
 	b = append(b, sys...)
 	if k > 0 {
 		b = append(b, cached[:ends[k-1]]...)
 	}
-	for i := k; i < len(turns); i++ {
-		enc, err := p.encodeTurn(turns[i], i)
+	for i := k; i < count; i++ {
+		enc, err := p.encodeTurn(turns[i-base], i)
 		if err != nil {
 			return nil, err
 		}

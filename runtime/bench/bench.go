@@ -68,9 +68,10 @@ func (e *env) closeIdleConnections() {
 	e.tools.client.CloseIdleConnections()
 }
 
-// newEnv starts a tool server and a runtime whose store lives in dataDir
-// (a temporary directory when empty).
-func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, tools *loopTool, prov model.Provider) (*env, error) {
+// newEnv starts a tool server (tools, unless nil: then the one at
+// toolsURL serves) and a runtime whose store lives in dataDir (a temporary
+// directory when empty).
+func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, tools *loopTool, toolsURL string, prov model.Provider) (*env, error) {
 	if prov == nil {
 		prov = scripted.New(loopScript)
 	}
@@ -87,14 +88,17 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 	} else if err := os.MkdirAll(e.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %s: %w", e.dir, err)
 	}
-	toolLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.close()
-		return nil, fmt.Errorf("listen for the tool server: %w", err)
+	if tools != nil {
+		toolLn, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			e.close()
+			return nil, fmt.Errorf("listen for the tool server: %w", err)
+		}
+		tools.base = "http://" + toolLn.Addr().String()
+		toolsURL = tools.base
+		e.toolSrv = &http.Server{Handler: tools, ReadHeaderTimeout: 10 * time.Second}
+		go e.toolSrv.Serve(toolLn)
 	}
-	tools.base = "http://" + toolLn.Addr().String()
-	e.toolSrv = &http.Server{Handler: tools, ReadHeaderTimeout: 10 * time.Second}
-	go e.toolSrv.Serve(toolLn)
 
 	var st store.Store
 	var secret []byte
@@ -124,7 +128,7 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 	}
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	rt, err := runtime.New(runtime.Config{
-		Store: st, Model: prov, ToolServers: []string{tools.base},
+		Store: st, Model: prov, ToolServers: []string{toolsURL},
 		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, KeysFromStore: storeURL != "", Logger: log,
 		HTTPClient: e.client,
 	})
@@ -356,6 +360,10 @@ type CycleOptions struct {
 	// processes outside this one that serve the run (a model server in
 	// a child process); the report shows it per cycle apart.
 	ExternalCPU func() (time.Duration, error)
+	// Peer, when set, runs the tool server and the load generator in
+	// another process (ServePeer), so that this process's CPU time is the
+	// runtime's alone; set ExternalCPU to Peer.CPU to report the peer's.
+	Peer *Peer
 }
 
 // CycleReport is the outcome of RunCycles.
@@ -371,10 +379,14 @@ type CycleReport struct {
 	Failures int64
 	// Goroutines is the process's goroutine count at the end of the run.
 	Goroutines int
-	// CPUPerCycle is the process's CPU time (user and system, runtime,
-	// tool server and load generator together) per cycle; zero where the
+	// CPUPerCycle is the process's CPU time (user and system) per cycle:
+	// the runtime's alone with CycleOptions.Peer, else the runtime's, the
+	// tool server's and the load generator's together; zero where the
 	// platform does not report CPU time.
 	CPUPerCycle time.Duration
+	// RuntimeOnly says that CPUPerCycle and the allocations are the
+	// runtime's alone (CycleOptions.Peer).
+	RuntimeOnly bool
 	// Machine is the whole machine's CPU time during the measurement
 	// (zero where /proc/stat is not there): its Steal is time the
 	// hypervisor took from the virtual CPUs, which explains most of the
@@ -401,14 +413,23 @@ func (r *CycleReport) String() string {
 	}
 	s += fmt.Sprintf("threads      %d\nduration     %v\ncycles       %d\ncycles/s     %.0f\nlatency p50  %v\nlatency p90  %v\nlatency p99  %v\nlatency max  %v\nfailures     %d\n",
 		r.Threads, r.Duration, r.Cycles, r.PerSecond, r.P50, r.P90, r.P99, r.Max, r.Failures)
+	what, ext := "whole process: runtime, tool server, load", "model server"
+	if r.RuntimeOnly {
+		what, ext = "runtime process alone", "peer"
+	}
 	if r.CPUPerCycle > 0 {
-		s += fmt.Sprintf("cpu/cycle    %v (whole process: runtime, tool server, load)\n", r.CPUPerCycle.Round(time.Microsecond))
+		s += fmt.Sprintf("cpu/cycle    %v (%s)\n", r.CPUPerCycle.Round(time.Microsecond), what)
 	}
 	if r.AllocsPerCycle > 0 {
-		s += fmt.Sprintf("allocs/cycle %.0f (%.1f KB), whole process\n", r.AllocsPerCycle, r.AllocBytesPerCycle/1024)
+		s += fmt.Sprintf("allocs/cycle %.0f (%.1f KB), %s\n", r.AllocsPerCycle, r.AllocBytesPerCycle/1024, what)
 	}
 	if r.ExternalCPUPerCycle > 0 {
-		s += fmt.Sprintf("model server %v cpu/cycle (its own process, not counted above)\n", r.ExternalCPUPerCycle.Round(time.Microsecond))
+		if r.RuntimeOnly {
+			s += fmt.Sprintf("peer         %v cpu/cycle (its own process: tool server, load generator and any model server)\n", r.ExternalCPUPerCycle.Round(time.Microsecond))
+			s += fmt.Sprintf("both         %v cpu/cycle (runtime and peer)\n", (r.CPUPerCycle + r.ExternalCPUPerCycle).Round(time.Microsecond))
+		} else {
+			s += fmt.Sprintf("%s %v cpu/cycle (its own process, not counted above)\n", ext, r.ExternalCPUPerCycle.Round(time.Microsecond))
+		}
 	}
 	if m := r.Machine; m.Total > 0 && r.Duration > 0 {
 		s += fmt.Sprintf("machine CPU  %.2f cores busy (all processes), %.2f cores stolen by the hypervisor\n",
@@ -442,14 +463,23 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	if opts.Warmup <= 0 {
 		opts.Warmup = time.Second
 	}
-	tools := newLoopTool(true, 2*opts.Threads)
-	if opts.Model != nil {
-		tools.budget = opts.Budget
-		if tools.budget <= 0 {
-			tools.budget = 50
+	var (
+		end   toolEnd
+		local *loopTool
+	)
+	if opts.Peer != nil {
+		end = &peerTools{p: opts.Peer}
+	} else {
+		local = newLoopTool(true, 2*opts.Threads)
+		if opts.Model != nil {
+			local.budget = opts.Budget
+			if local.budget <= 0 {
+				local.budget = 50
+			}
 		}
+		end = localTools{local}
 	}
-	e, err := newEnv(ctx, opts.DataDir, opts.Store, opts.Logger, tools, opts.Model)
+	e, err := newEnv(ctx, opts.DataDir, opts.Store, opts.Logger, local, end.url(), opts.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -464,12 +494,12 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 		}
 		return nil
 	}
-	if tools.budget > 0 {
-		tools.renew = func() {
+	if opts.Model != nil {
+		end.setRenew(func() {
 			if err := start(); err != nil {
-				tools.failures.Add(1)
+				end.addFailure()
 			}
-		}
+		})
 	}
 	for i := 0; i < opts.Threads; i++ {
 		if err := start(); err != nil {
@@ -479,10 +509,14 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	if err := sleep(ctx, opts.Warmup); err != nil {
 		return nil, err
 	}
-	if tools.invoked.Load() == 0 {
+	if _, invoked, err := end.counts(); err != nil {
+		return nil, err
+	} else if invoked == 0 {
 		return nil, errors.New("no invocation reached the tool server during the warmup: the loop does not run")
 	}
-	tools.startMeasuring()
+	if err := end.startMeasuring(); err != nil {
+		return nil, err
+	}
 	begin := time.Now()
 	cpu0, cpuOK := cpustat.Process()
 	var ext0 time.Duration
@@ -496,9 +530,16 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	allocs0, bytes0 := heapAllocs()
 	if opts.Cycles > 0 {
 		deadline := time.Now().Add(opts.Duration)
-		for tools.measured() < opts.Cycles {
+		for {
+			n, _, err := end.counts()
+			if err != nil {
+				return nil, err
+			}
+			if n >= opts.Cycles {
+				break
+			}
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("only %d of %d cycles within %v", tools.measured(), opts.Cycles, opts.Duration)
+				return nil, fmt.Errorf("only %d of %d cycles within %v", n, opts.Cycles, opts.Duration)
 			}
 			if err := sleep(ctx, time.Millisecond); err != nil {
 				return nil, err
@@ -507,7 +548,11 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	} else if err := sleep(ctx, opts.Duration); err != nil {
 		return nil, err
 	}
-	cycles, lat := tools.result()
+	counted, err := end.finish()
+	if err != nil {
+		return nil, err
+	}
+	cycles := counted.cycles
 	elapsed := time.Since(begin)
 	cpu1, _ := cpustat.Process()
 	var ext1 time.Duration
@@ -519,9 +564,8 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	mach1, _ := cpustat.Machine()
 	w1 := e.writerStats()
 	allocs1, bytes1 := heapAllocs()
-	tools.stop()
-	rep := &CycleReport{Threads: opts.Threads, Duration: elapsed, Cycles: cycles,
-		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: tools.failures.Load(), Goroutines: goroutines(),
+	rep := &CycleReport{Threads: opts.Threads, Duration: elapsed, Cycles: cycles, RuntimeOnly: opts.Peer != nil,
+		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: counted.failures, Goroutines: goroutines(),
 		Writer: sqlite.WriterStats{Transactions: w1.Transactions - w0.Transactions, Updates: w1.Updates - w0.Updates,
 			Busy: w1.Busy - w0.Busy, Commit: w1.Commit - w0.Commit, Syncs: w1.Syncs - w0.Syncs, Sync: w1.Sync - w0.Sync,
 			Checkpoints: w1.Checkpoints - w0.Checkpoints, QuickViews: w1.QuickViews - w0.QuickViews,
@@ -543,7 +587,7 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	if machOK {
 		rep.Machine = mach1.Sub(mach0)
 	}
-	rep.P50, rep.P90, rep.P99, rep.Max = percentiles(lat)
+	rep.P50, rep.P90, rep.P99, rep.Max = counted.p50, counted.p90, counted.p99, counted.max
 	return rep, nil
 }
 

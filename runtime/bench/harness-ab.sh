@@ -3,6 +3,7 @@
 # Needs /tmp/harness, /tmp/peer-node (npm install done), /tmp/bench-rap.json, /tmp/rap11 (this
 # branch) and /tmp/rap-base (main before issue 11), as ../shared/bench/README.md builds them.
 # usage: ab.sh KIND(peer|gorap|base) THREADS DURATION
+# RAP_BIN overrides the gorap binary; RAP_SERVE_ARGS adds arguments to rap serve (e.g. --cpuprofile FILE).
 kind=$1; threads=$2; dur=$3
 waitport() { for i in $(seq 1 200); do (echo > /dev/tcp/127.0.0.1/$1) 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 cpu() { awk '{print $14+$15}' /proc/$1/stat; }
@@ -12,10 +13,10 @@ if [ $kind = peer ]; then
   (cd /tmp/peer-node && ANTHROPIC_BASE_URL=http://127.0.0.1:7001 ANTHROPIC_API_KEY=x PORT=3000 exec node index.mjs) >/dev/null 2>&1 & P=$!
   api=seed
 else
-  bin=/tmp/rap11; [ $kind = base ] && bin=/tmp/rap-base
+  bin=${RAP_BIN:-/tmp/rap11}; [ $kind = base ] && bin=/tmp/rap-base
   D=$(mktemp -d)
   ANTHROPIC_BASE_URL=http://127.0.0.1:7001 ANTHROPIC_API_KEY=x $bin serve --config /tmp/bench-rap.json \
-    --listen 127.0.0.1:3000 --model anthropic:x --data-dir "$D" >/tmp/serve-$kind.log 2>&1 & P=$!
+    --listen 127.0.0.1:3000 --model anthropic:x --data-dir "$D" $RAP_SERVE_ARGS >/tmp/serve-$kind.log 2>&1 & P=$!
   api=gorap
 fi
 waitport 3000

@@ -95,7 +95,7 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 	}
 	opts.Wake = min(opts.Wake, opts.Threads)
 	tools := newLoopTool(false, 64)
-	e, err := newEnv(ctx, opts.DataDir, "", opts.Logger, tools, nil)
+	e, err := newEnv(ctx, opts.DataDir, "", opts.Logger, tools, "", nil)
 	if err != nil {
 		return nil, err
 	}
