@@ -316,6 +316,9 @@ func (h *hub) relayIn(d store.TextDelta) {
 			h.applyDelta(s, d)
 		}
 	}
+	if h.queued.Load() > int64(h.limits.TotalBufferBytes) {
+		h.evict()
+	}
 }
 
 // releaseHeld, after s's cursor moved, queues the held deltas at it and
