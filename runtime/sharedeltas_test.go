@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/postgres"
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
@@ -233,5 +234,73 @@ func TestSharedTextDeltaPosition(t *testing.T) {
 	h.mu.Unlock()
 	if len(got) != 1 || got[0].After != 4 || got[0].Offset != 4 || got[0].Text != "e\uFFFD\uFFFD" {
 		t.Fatalf("sendable %+v, want e\\uFFFD\\uFFFD at offset 4 after 4", got)
+	}
+}
+
+// lossyRelay is a PostgreSQL store whose send number drop (counted over
+// every lossyRelay sharing sends) is lost in transit.
+type lossyRelay struct {
+	*postgres.Store
+	sends *atomic.Int32
+	drop  int32
+}
+
+func (l lossyRelay) SendTextDeltas(ctx context.Context, deltas []store.TextDelta) error {
+	if l.sends.Add(1) == l.drop {
+		return nil
+	}
+	return l.Store.SendTextDeltas(ctx, deltas)
+}
+
+// TestSharedTextDeltaLostInTransit (issue 14 item 4): when a piece of a
+// reply is lost between processes, the client of the other runtime is
+// shown the pieces before it and none after it, then the message: never
+// text with a hole in it.
+func TestSharedTextDeltaLostInTransit(t *testing.T) {
+	u := pgtest.URL(t)
+	pieces := []string{"one ", "two ", "three"}
+	var calls, sends atomic.Int32
+	started, step := make(chan string, 2), make(chan struct{})
+	wrap := func(st store.Store) store.Store { return lossyRelay{Store: st.(*postgres.Store), sends: &sends, drop: 2} }
+	a := newEnv(t, envOptions{pgURL: u, wrapStore: wrap, model: &steppedModel{name: "a", pieces: pieces, calls: &calls, started: started, step: step}})
+	b := newEnv(t, envOptions{pgURL: u, wrapStore: wrap, model: &steppedModel{name: "b", pieces: pieces, calls: &calls, started: started, step: step}})
+	th := a.newThread()
+	streams := map[string]*idStream{
+		"a": openIDStream(t, a.srv.URL, th, "", false),
+		"b": openIDStream(t, b.srv.URL, th, "", false),
+	}
+	for _, s := range streams {
+		s.until(t, EventReplayDone)
+	}
+	a.post(th, "hi")
+	var runner string
+	select {
+	case runner = <-started:
+	case <-time.After(waitFor):
+		t.Fatal("no completion started")
+	}
+	other := streams["b"]
+	if runner == "b" {
+		other = streams["a"]
+	}
+	step <- struct{}{} // "one " is sent (send 1) and shown
+	waitDelta(t, other, "one ")
+	step <- struct{}{} // "two " is sent (send 2) and lost
+	deadline := time.Now().Add(waitFor)
+	for sends.Load() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second piece was not sent")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	step <- struct{}{} // "three" is sent (send 3) after the gap
+	step <- struct{}{} // the completion ends
+	for _, ev := range other.untilMessage(t, "one two three") {
+		if ev.typ == EventTextDelta {
+			t.Fatalf("text_delta %q shown after a lost piece", deltaText(t, ev))
+		}
+	}
+	if n := sends.Load(); n != 3 {
+		t.Fatalf("%d sends, want 3 (one per piece)", n)
 	}
 }
