@@ -261,7 +261,9 @@ func TestSharedTextDeltaLostInTransit(t *testing.T) {
 	pieces := []string{"one ", "two ", "three"}
 	var calls, sends atomic.Int32
 	started, step := make(chan string, 2), make(chan struct{})
-	wrap := func(st store.Store) store.Store { return lossyRelay{Store: st.(*postgres.Store), sends: &sends, drop: 2} }
+	wrap := func(st store.Store) store.Store {
+		return lossyRelay{Store: st.(*postgres.Store), sends: &sends, drop: 2}
+	}
 	a := newEnv(t, envOptions{pgURL: u, wrapStore: wrap, model: &steppedModel{name: "a", pieces: pieces, calls: &calls, started: started, step: step}})
 	b := newEnv(t, envOptions{pgURL: u, wrapStore: wrap, model: &steppedModel{name: "b", pieces: pieces, calls: &calls, started: started, step: step}})
 	th := a.newThread()
