@@ -14,7 +14,8 @@
 //
 //  1. reads all queued inbox rows of the thread as one batch;
 //  2. runs a streamed completion over the history plus the batch; text
-//     deltas go to subscribers only;
+//     deltas go to subscribers only (on a shared store also to those of
+//     other processes, through the store's notifications, never stored);
 //  3. in one transaction appends the batch and the assistant turn to the
 //     history, records the turn's tool calls as pending, and consumes the
 //     batch from the inbox — so a crash leaves either nothing or all of it;
@@ -116,7 +117,8 @@
 //     builtin_sleep.go, builtin_threads.go and builtin_subscriptions.go.
 //   - Events to clients: events.go (event types, emit, announce), hub.go
 //     (subscribers and their queues), eventlog.go (event ids and resume),
-//     sharedevents.go and sharedevents_loops.go (events across processes).
+//     sharedevents.go and sharedevents_loops.go (events across processes),
+//     sharedeltas.go (text deltas across processes).
 //
 // # One tool result through the code
 //

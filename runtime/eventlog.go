@@ -184,6 +184,9 @@ func (h *hub) delta(threadID, text string) {
 	if t := h.turns[threadID]; t != nil {
 		t.text.WriteString(text)
 	}
+	if h.sh != nil {
+		h.relayDelta(threadID, text)
+	}
 	if h.logs[threadID] == nil && len(h.subs[threadID]) == 0 {
 		return
 	}

@@ -69,6 +69,9 @@ type subscriber struct {
 	// cursor, on a shared store, is the number of the last stored event
 	// of the thread queued (sharedevents.go); hub.mu guards it.
 	cursor int64
+	// relay, on a shared store, is the subscriber's state of text deltas
+	// from other processes (sharedeltas.go); hub.mu guards it.
+	relay subRelay
 }
 
 // eventOverhead is what one queued event costs beyond its payload: the

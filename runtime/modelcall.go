@@ -122,7 +122,10 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 		})
 		defer s.timer.Stop()
 	}
+	r.relayStart(ctx, threadID)
 	resp, err := r.model.Complete(ctx, req, s)
+	// The last deltas go to other processes before the turn is announced.
+	r.relayEnd(threadID, err == nil && resp != nil)
 	if err == nil && resp == nil {
 		err = errors.New("the provider returned no answer and no error")
 	}

@@ -29,12 +29,12 @@ import (
 // filled from the store. Event ids are "db-N" for stored event N of the
 // thread; a text_delta, a replay_done marker and replayed events get
 // "db-N.K" (K a number of this process): resuming from either means
-// resuming after stored event N. Text deltas stay in the process that
-// streamed them: a client of another process gets the turn as the final
-// message event. OAuth links are kept in the store (store.OAuthLinks)
+// resuming after stored event N. OAuth links are kept in the store (store.OAuthLinks)
 // until their call's result arrives, for clients that connect meanwhile to
 // any process. On a store one process holds (SQLite) none of this runs:
-// events stay in memory (eventlog.go).
+// events stay in memory (eventlog.go). Text deltas reach the clients of
+// other processes through the store's notifications, not stored
+// (sharedeltas.go).
 
 // Bounds of the shared event path.
 const (
@@ -66,10 +66,13 @@ type sharedEvents struct {
 	// events; tail wakes the tailer.
 	stale map[string]bool
 	tail  chan struct{}
+	// relay is the state of text deltas across processes
+	// (sharedeltas.go).
+	relay relayState
 }
 
 func newSharedEvents() *sharedEvents {
-	return &sharedEvents{flush: make(chan struct{}, 1), stale: map[string]bool{}, tail: make(chan struct{}, 1)}
+	return &sharedEvents{flush: make(chan struct{}, 1), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
 }
 
 func kick(c chan struct{}) {
@@ -106,6 +109,7 @@ func parseSharedID(s string) (int64, bool) {
 func (h *hub) publishShared(e Event) {
 	if e.Type != EventTextDelta {
 		h.sh.pending = append(h.sh.pending, e)
+		h.sh.relay.unstored[e.ThreadID]++
 		kick(h.sh.flush)
 		return
 	}
@@ -137,6 +141,27 @@ func (h *hub) deliver(evs []store.ThreadEvent) {
 	h.deliverLocked(evs)
 }
 
+// deliverWritten is deliver for the events this process stored, written
+// as the events pending; nil out says they could not be stored.
+func (h *hub) deliverWritten(written []Event, out []store.ThreadEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range written {
+		if h.sh.relay.unstored[e.ThreadID]--; h.sh.relay.unstored[e.ThreadID] <= 0 {
+			delete(h.sh.relay.unstored, e.ThreadID)
+		}
+	}
+	// One thread's events are consecutive within a batch.
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && out[j].ThreadID == out[i].ThreadID {
+			j++
+		}
+		h.deliverLocked(out[i:j])
+		i = j
+	}
+}
+
 // deliverRead is deliver for the events a read found after `after` in a
 // snapshot whose last event id was head: a subscriber at or past `after`
 // whose next event the read did not find was pruned past, and is dropped
@@ -163,6 +188,7 @@ func (h *hub) deliverRead(threadID string, after, head int64, evs []store.Thread
 func (h *hub) deliverLocked(evs []store.ThreadEvent) {
 	for _, se := range evs {
 		e := Event{ID: sharedID(se.ID, 0), Type: se.Type, ThreadID: se.ThreadID, Data: se.Data, msgSeq: se.MsgSeq}
+		h.noteStored(se.ThreadID, se.ID)
 		for s := range h.subs[se.ThreadID] {
 			switch {
 			case se.ID == s.cursor+1:
@@ -170,6 +196,10 @@ func (h *hub) deliverLocked(evs []store.ThreadEvent) {
 				if !s.push(e) {
 					h.remove(e.ThreadID, s)
 					h.dropped++
+					continue
+				}
+				if len(s.relay.held) > 0 {
+					h.releaseHeld(s)
 				}
 			case se.ID > s.cursor+1:
 				h.sh.stale[se.ThreadID] = true
@@ -187,6 +217,7 @@ func (h *hub) deliverLocked(evs []store.ThreadEvent) {
 func (h *hub) noteHead(threadID string, last int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.noteStored(threadID, last)
 	for s := range h.subs[threadID] {
 		if s.cursor < last {
 			h.sh.stale[threadID] = true

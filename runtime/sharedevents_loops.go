@@ -12,8 +12,9 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// startSharedEvents starts the writer, the tailer, its listener and the
-// pruner of a runtime on a shared store.
+// startSharedEvents starts the writer, the tailer, its listener, the
+// pruner and the text delta relay (sharedeltas.go) of a runtime on a
+// shared store.
 func (r *Runtime) startSharedEvents() {
 	r.wg.Add(3)
 	go r.eventWriter()
@@ -23,6 +24,7 @@ func (r *Runtime) startSharedEvents() {
 		r.wg.Add(1)
 		go r.eventListener(l)
 	}
+	r.startDeltaRelay()
 }
 
 // eventWriter appends the hub's pending events to the store, in batches,
@@ -73,17 +75,10 @@ func (r *Runtime) writeEvents(ctx context.Context) {
 	}
 	if err != nil {
 		r.log.Error("store client events; clients streaming these threads miss them until they reconnect", "events", len(in), "err", err)
+		r.hub.deliverWritten(evs, nil)
 		return
 	}
-	// One thread's events are consecutive within a batch.
-	for i := 0; i < len(out); {
-		j := i + 1
-		for j < len(out) && out[j].ThreadID == out[i].ThreadID {
-			j++
-		}
-		r.hub.deliver(out[i:j])
-		i = j
-	}
+	r.hub.deliverWritten(evs, out)
 }
 
 // eventListener feeds the store's notifications of appended events to the

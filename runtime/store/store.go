@@ -677,3 +677,18 @@ type EventListener interface {
 	// poll as well: a notification may be lost while reconnecting.
 	ListenThreadEvents(ctx context.Context, notify func(threadID string, lastID int64)) error
 }
+
+// TextDelta is a piece of the text a model streams in one process, relayed
+// to the other processes of a shared store without being stored (issue 14
+// item 4).
+type TextDelta struct {
+	ThreadID string
+	// After is the ID of the thread's stored event (ThreadEvent.ID) the
+	// piece follows.
+	After int64
+	// Turn identifies the completion the text belongs to.
+	Turn string
+	// Offset is the length in bytes of the turn's text before Text.
+	Offset int
+	Text   string
+}

@@ -39,6 +39,8 @@ type Store struct {
 	// wakeChannel is the NOTIFY channel of the store's schema and sender
 	// the id that marks this Store's notifications (wakeups.go).
 	wakeChannel, sender string
+	// deltaChannel is the NOTIFY channel of text deltas (deltas.go).
+	deltaChannel string
 }
 
 var _ store.Store = (*Store)(nil)

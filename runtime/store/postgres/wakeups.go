@@ -33,6 +33,10 @@ func (s *Store) initWakes(ctx context.Context) error {
 	if len(s.wakeChannel) > 63 { // PostgreSQL's longest identifier
 		s.wakeChannel = s.wakeChannel[:63]
 	}
+	s.deltaChannel = deltaChannelPrefix + schema
+	if len(s.deltaChannel) > 63 {
+		s.deltaChannel = s.deltaChannel[:63]
+	}
 	b := make([]byte, 8)
 	rand.Read(b)
 	s.sender = hex.EncodeToString(b)
