@@ -226,12 +226,25 @@ func TestSharedEventsResetAfterPrune(t *testing.T) {
 	got := s.untilMessage(t, `"ok"`)
 	got = append(got, s.close()...)
 	last := lastID(got, "")
-	if _, ok := storedNumber(last); !ok {
+	n, ok := storedNumber(last)
+	if !ok {
 		t.Fatalf("the last event id %q is not a stored event's", last)
 	}
 	e.post(th, "m2")
 	e.waitHistory(th, "turn 2", func(h []store.Message) bool { return len(h) >= 4 })
 	e.idle(th)
+	// The writer stores events after the turn, in the background: prune
+	// only once event n+1 has a successor to keep, or nothing after n is
+	// pruned and the client resumes (seen under -race on a loaded machine).
+	poll(t, "turn 2's events stored", func() bool {
+		var head int64
+		e.pg.View(context.Background(), func(tx store.Tx) error {
+			var err error
+			head, err = tx.LastThreadEventID(th)
+			return err
+		})
+		return head >= n+2
+	})
 	if err := e.pg.Update(context.Background(), func(tx store.Tx) error {
 		_, err := tx.PruneThreadEvents(time.Now().Add(-time.Hour), 1)
 		return err
