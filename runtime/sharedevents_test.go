@@ -194,6 +194,13 @@ func TestSharedOAuthLinkReachesEveryRuntime(t *testing.T) {
 			t.Fatalf("a client connecting later to %s did not get the pending link: %s", name, ev.data)
 		}
 	}
+	// The script answers the note of the oauth request, then the result:
+	// grant only once the note was answered, or a turn that starts late
+	// sees the note and the result together and answers only the note
+	// (seen under -race on a loaded machine).
+	a.waitHistory(th, "the answer to the oauth note", func(h []store.Message) bool {
+		return hasText(h, store.RoleAssistant, "please open the link I showed you")
+	})
 	close(granted)
 	a.waitHistory(th, "the result", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "you are in") })
 	poll(t, "the oauth link deleted once the result arrived", func() bool { return len(links()) == 0 })
