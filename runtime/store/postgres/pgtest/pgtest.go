@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,10 +66,24 @@ func Require(t testing.TB) string {
 	return base
 }
 
-// withSearchPath adds search_path=schema to a URL or key=value string.
+// PoolMaxConns is the pool size of the stores opened on a URL from URL,
+// unless EnvURL sets pool_max_conns. The store's default (16) is sized for
+// a server; tests open up to three stores at once, and test packages run
+// in parallel against one server, whose max_connections (100 by default)
+// three runtimes and three replicas of 16 each could exhaust ("too many
+// clients already").
+const PoolMaxConns = 4
+
+// withSearchPath adds search_path=schema, and pool_max_conns unless set,
+// to a URL or key=value string.
 func withSearchPath(t testing.TB, base, schema string) string {
+	setPool := !strings.Contains(base, "pool_max_conns")
 	if !strings.Contains(base, "://") {
-		return base + " search_path=" + schema
+		s := base + " search_path=" + schema
+		if setPool {
+			s += " pool_max_conns=" + strconv.Itoa(PoolMaxConns)
+		}
+		return s
 	}
 	u, err := url.Parse(base)
 	if err != nil {
@@ -76,6 +91,9 @@ func withSearchPath(t testing.TB, base, schema string) string {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	if setPool {
+		q.Set("pool_max_conns", strconv.Itoa(PoolMaxConns))
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }
