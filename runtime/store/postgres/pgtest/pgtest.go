@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gorap/gorap/runtime/store/postgres"
 )
@@ -32,7 +33,7 @@ func URL(t testing.TB) string {
 	schema := "gorap_test_" + hex.EncodeToString(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
+	conn, err := connect(ctx, base)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", EnvURL, err)
 	}
@@ -43,7 +44,7 @@ func URL(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
+		conn, err := connect(ctx, base)
 		if err != nil {
 			t.Errorf("connect to drop schema %s: %v", schema, err)
 			return
@@ -54,6 +55,16 @@ func URL(t testing.TB) string {
 		}
 	})
 	return withSearchPath(t, base, schema)
+}
+
+// connect opens a plain connection to base, leaving out the pool's
+// settings (pool_max_conns), which the server would refuse as parameters.
+func connect(ctx context.Context, base string) (*pgx.Conn, error) {
+	cfg, err := pgxpool.ParseConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg.ConnConfig)
 }
 
 // Require skips t unless EnvURL is set, and returns its value.
