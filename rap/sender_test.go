@@ -278,8 +278,9 @@ func TestSendRetriesTimeout(t *testing.T) {
 		return http.StatusOK
 	})
 	// Long enough that the second, immediately answered attempt cannot
-	// time out on a busy machine.
-	s := rap.NewSender(rap.SenderOptions{Retry: fastRetry, AttemptTimeout: time.Second, Logger: quietLogger()})
+	// time out on a busy machine (a -race run on 2 loaded cores can stall
+	// a local request for a second); the first attempt waits it out.
+	s := rap.NewSender(rap.SenderOptions{Retry: fastRetry, AttemptTimeout: 3 * time.Second, Logger: quietLogger()})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 	defer cancel()
 	if err := s.Send(ctx, rc.srv.URL+"/slow", result(1)); err != nil {

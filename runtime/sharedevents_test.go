@@ -194,6 +194,13 @@ func TestSharedOAuthLinkReachesEveryRuntime(t *testing.T) {
 			t.Fatalf("a client connecting later to %s did not get the pending link: %s", name, ev.data)
 		}
 	}
+	// The script answers the note of the oauth request, then the result:
+	// grant only once the note was answered, or a turn that starts late
+	// sees the note and the result together and answers only the note
+	// (seen under -race on a loaded machine).
+	a.waitHistory(th, "the answer to the oauth note", func(h []store.Message) bool {
+		return hasText(h, store.RoleAssistant, "please open the link I showed you")
+	})
 	close(granted)
 	a.waitHistory(th, "the result", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "you are in") })
 	poll(t, "the oauth link deleted once the result arrived", func() bool { return len(links()) == 0 })
@@ -226,12 +233,25 @@ func TestSharedEventsResetAfterPrune(t *testing.T) {
 	got := s.untilMessage(t, `"ok"`)
 	got = append(got, s.close()...)
 	last := lastID(got, "")
-	if _, ok := storedNumber(last); !ok {
+	n, ok := storedNumber(last)
+	if !ok {
 		t.Fatalf("the last event id %q is not a stored event's", last)
 	}
 	e.post(th, "m2")
 	e.waitHistory(th, "turn 2", func(h []store.Message) bool { return len(h) >= 4 })
 	e.idle(th)
+	// The writer stores events after the turn, in the background: prune
+	// only once event n+1 has a successor to keep, or nothing after n is
+	// pruned and the client resumes (seen under -race on a loaded machine).
+	poll(t, "turn 2's events stored", func() bool {
+		var head int64
+		e.pg.View(context.Background(), func(tx store.Tx) error {
+			var err error
+			head, err = tx.LastThreadEventID(th)
+			return err
+		})
+		return head >= n+2
+	})
 	if err := e.pg.Update(context.Background(), func(tx store.Tx) error {
 		_, err := tx.PruneThreadEvents(time.Now().Add(-time.Hour), 1)
 		return err

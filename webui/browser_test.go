@@ -204,6 +204,10 @@ func TestBrowserConversation(t *testing.T) {
 	if !strings.Contains(rel, "noopener") || !strings.Contains(rel, "noreferrer") {
 		t.Errorf("the OAuth link's rel is %q", rel)
 	}
+	// Authorize only once the model answered the runtime's note: a turn
+	// that starts after the result arrived sees the note and the result
+	// together, and the script answers only the note.
+	b.wait("the answer to the authorization note", contains(".msg.assistant", "Please authorize the calendar with the link."))
 	close(authorized)
 	b.wait("the calendar reply", contains(".msg.assistant", "Your calendar is connected."))
 	b.wait("the OAuth link is gone", `!document.querySelector('#oauth a')`)

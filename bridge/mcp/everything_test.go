@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,21 +272,7 @@ func exampleArgs(schema json.RawMessage) map[string]any {
 // issue 10 item 1: the same server over Streamable HTTP.
 func TestEverythingStreamableHTTP(t *testing.T) {
 	node, script := everythingServer(t)
-	port := freePort(t)
-	cmd := exec.Command(node, script, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+port)
-	cmd.Stderr = devNull(t)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, "server-everything to listen on port "+port, func() bool {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	port := startEverythingHTTP(t, node, script)
 	f := startBridge(t, Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
 	if got := f.call(t, "echo", map[string]any{"message": "over http"}).Text; got != "Echo: over http" {
 		t.Errorf("echo = %q", got)
@@ -296,8 +283,63 @@ func TestEverythingStreamableHTTP(t *testing.T) {
 	}
 }
 
-// freePort returns a port that was free a moment ago (server-everything
-// takes its port from $PORT and cannot report one it chose itself).
+// startEverythingHTTP starts server-everything over Streamable HTTP and
+// returns its port once it answers there. The server takes its port from
+// $PORT and cannot choose one itself, so the port is one that was free a
+// moment ago: another test's listener can take it first, and then node
+// exits ("already in use") or, bound beside it, is not the one that
+// answers on 127.0.0.1. Either way the start is retried on another port.
+func startEverythingHTTP(t *testing.T, node, script string) string {
+	t.Helper()
+	for attempt := 1; attempt <= 5; attempt++ {
+		port := freePort(t)
+		cmd := exec.Command(node, script, "streamableHttp")
+		cmd.Env = append(os.Environ(), "PORT="+port)
+		stderr := &syncBuf{}
+		cmd.Stderr = stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		stop := func() { _ = cmd.Process.Kill(); <-exited }
+		if everythingAnswers(t, port, exited, stderr) {
+			t.Cleanup(stop)
+			return port
+		}
+		stop()
+		t.Logf("server-everything did not come up on port %s (attempt %d), retrying on another:\n%s", port, attempt, stderr)
+	}
+	t.Fatal("server-everything did not come up in 5 attempts")
+	return ""
+}
+
+// everythingAnswers waits until server-everything says it listens on port,
+// then checks that what answers there is server-everything: its MCP
+// endpoint refuses a GET without a session, exposing mcp-session-id.
+func everythingAnswers(t *testing.T, port string, exited <-chan struct{}, stderr *syncBuf) bool {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(stderr.String(), "listening on port "+port) {
+		select {
+		case <-exited:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything did not listen on port %s within 60 s:\n%s", port, stderr)
+		}
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	resp, err := hc.Get("http://127.0.0.1:" + port + "/mcp")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusBadRequest && strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "mcp-session-id")
+}
+
+// freePort returns a port that was free a moment ago.
 func freePort(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

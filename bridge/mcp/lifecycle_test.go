@@ -22,7 +22,7 @@ func TestShutdownMidCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the MCP server to start the call", func() bool { return f.hooks.startedCalls() == 1 })
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := f.bridge.Shutdown(sctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)

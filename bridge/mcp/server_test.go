@@ -280,10 +280,11 @@ func newTestServer(hooks *serverHooks) *sdk.Server {
 	return s
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds or 30 s pass: MCP servers are
+// processes, slow to start on a loaded machine.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -1,9 +1,6 @@
 package mcp
 
 import (
-	"net"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -106,21 +103,7 @@ func TestEverythingTaskInputRequired(t *testing.T) {
 // task tool runs as a task to its one result.
 func TestEverythingTaskToolHTTP(t *testing.T) {
 	node, script := everythingServer(t)
-	port := freePort(t)
-	cmd := exec.Command(node, script, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+port)
-	cmd.Stderr = devNull(t)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, "server-everything to listen on port "+port, func() bool {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	port := startEverythingHTTP(t, node, script)
 	f := startBridge(t, Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
 	ctx := ctxT(t)
 	c, err := f.rt.Invoke(ctx, f.url, "simulate-research-query", map[string]any{"topic": "tides"})
@@ -147,21 +130,7 @@ func TestEverythingTaskToolHTTP(t *testing.T) {
 // answer is POSTed back to the server.
 func TestEverythingTaskInputRequiredHTTP(t *testing.T) {
 	node, script := everythingServer(t)
-	port := freePort(t)
-	cmd := exec.Command(node, script, "streamableHttp")
-	cmd.Env = append(os.Environ(), "PORT="+port)
-	cmd.Stderr = devNull(t)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, "server-everything to listen on port "+port, func() bool {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+port, time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
+	port := startEverythingHTTP(t, node, script)
 	f := startBridge(t, Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
 	ctx := ctxT(t)
 	c, err := f.rt.Invoke(ctx, f.url, "simulate-research-query", map[string]any{"topic": "python", "ambiguous": true})

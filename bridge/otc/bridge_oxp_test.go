@@ -67,7 +67,7 @@ func TestOXPValuesAndErrors(t *testing.T) {
 // the token it returns and retries the call with it.
 func TestOXPAuthorizationCompleted(t *testing.T) {
 	w, tb := oxpBridge(t, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	call, err := tb.rt.Invoke(ctx, tb.url, "Mail_Inbox", nil, raptest.WithUserID("ada"))
 	if err != nil {
@@ -177,7 +177,7 @@ func TestSecretsReachWorkerOnly(t *testing.T) {
 // Error: result on calls.
 func TestWorkerSecret(t *testing.T) {
 	w := newArcadeWorker(t, "right")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := New(ctx, Options{Client: &Client{BaseURL: w.srv.URL, Secret: []byte("wrong")}})
 	if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "ARCADE_WORKER_SECRET") {
@@ -202,7 +202,7 @@ func TestWorkerSecret(t *testing.T) {
 // issue 13 "done when": a worker that is down at start is a clear error; one
 // that goes down mid-call ends the accepted call in an Error: result.
 func TestWorkerDown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dead := httptest.NewServer(http.NotFoundHandler())
 	url := dead.URL

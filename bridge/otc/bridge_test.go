@@ -34,7 +34,7 @@ type testBridge struct {
 
 func startBridge(t *testing.T, o Options) *testBridge {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	lb := &syncBuf{}
 	o.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -67,7 +67,7 @@ func startBridge(t *testing.T, o Options) *testBridge {
 
 func (tb *testBridge) result(t *testing.T, op string, args any, opts ...raptest.InvokeOption) (*rap.ToolResult, *raptest.Call) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	call, err := tb.rt.Invoke(ctx, tb.url, op, args, opts...)
 	if err != nil {
@@ -174,7 +174,7 @@ func TestArcadeArtifacts(t *testing.T) {
 // repeats the call with backoff) and delivers the final result.
 func TestArcadeAuthorization(t *testing.T) {
 	w, tb := arcadeBridge(t, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	call, err := tb.rt.Invoke(ctx, tb.url, "Github_Me", nil, raptest.WithUserID("ada"))
 	if err != nil {
@@ -213,7 +213,7 @@ func TestArcadeHangAndCancel(t *testing.T) {
 	<-w.hangDone
 
 	w2, tb2 := arcadeBridge(t, Options{CallTimeout: time.Hour})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	call, err := tb2.rt.Invoke(ctx, tb2.url, "Slow_Hang", nil)
 	if err != nil {

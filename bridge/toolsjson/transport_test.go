@@ -66,7 +66,7 @@ func TestInputValidatedBeforeRun(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	tool := writeScript(t, `touch `+marker+`; echo '{"echo":"x"}'`)
 	s := serveBundle(t, writeBundle(t, bundleOf(execTool("t.v", tool, "")), ""), Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	call, err := s.rt.Invoke(ctx, s.url, "t_v", map[string]any{"text": 5}, raptestUnchecked())
 	if err != nil {

@@ -149,7 +149,7 @@ func TestBridgeOTCCommand(t *testing.T) {
 		done <- run(ctx, []string{"bridge", "otc", worker, "--listen", "127.0.0.1:0"}, out, &syncBuffer{})
 	}()
 	var url string
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for url == "" {
 		if _, after, ok := strings.Cut(out.String(), " on http://"); ok {
 			url = "http://" + strings.TrimSpace(strings.SplitN(after, "\n", 2)[0])
@@ -235,7 +235,7 @@ func TestBridgeOTCCommandOXPAndDown(t *testing.T) {
 		done <- run(ctx, []string{"bridge", "otc", miniOXPWorker(t), "--no-auth", "--listen", "127.0.0.1:0"}, out, &syncBuffer{})
 	}()
 	var url string
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for url == "" {
 		if _, after, ok := strings.Cut(out.String(), " on http://"); ok {
 			url = "http://" + strings.TrimSpace(strings.SplitN(after, "\n", 2)[0])

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/postgres"
@@ -42,7 +43,13 @@ func TestMigrations(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	conn, err := pgx.Connect(ctx, u)
+	// The pool's parser takes pgtest's pool_max_conns off the URL, which
+	// the server would refuse as a parameter of a plain connection.
+	pc, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, pc.ConnConfig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -729,7 +729,7 @@ func TestUpdateWaitsForSync(t *testing.T) {
 		returned <- s.Update(context.Background(), func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: "b"}) })
 	}()
 	// The thread is committed (a reader sees it) but Update has not returned.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var err error
 		s.View(context.Background(), func(tx store.Tx) error { _, err = tx.Thread("b"); return nil })
@@ -920,7 +920,7 @@ func TestCheckpointsRunOffTheWriter(t *testing.T) {
 			return err
 		})
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for s.WriterStats().Checkpoints < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("checkpoints after %d synced updates: %d", 3*checkpointEvery, s.WriterStats().Checkpoints)

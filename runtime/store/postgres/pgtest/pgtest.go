@@ -9,11 +9,13 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gorap/gorap/runtime/store/postgres"
 )
@@ -31,7 +33,7 @@ func URL(t testing.TB) string {
 	schema := "gorap_test_" + hex.EncodeToString(b)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
+	conn, err := connect(ctx, base)
 	if err != nil {
 		t.Fatalf("connect to %s: %v", EnvURL, err)
 	}
@@ -42,7 +44,7 @@ func URL(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
+		conn, err := connect(ctx, base)
 		if err != nil {
 			t.Errorf("connect to drop schema %s: %v", schema, err)
 			return
@@ -55,6 +57,16 @@ func URL(t testing.TB) string {
 	return withSearchPath(t, base, schema)
 }
 
+// connect opens a plain connection to base, leaving out the pool's
+// settings (pool_max_conns), which the server would refuse as parameters.
+func connect(ctx context.Context, base string) (*pgx.Conn, error) {
+	cfg, err := pgxpool.ParseConfig(base)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg.ConnConfig)
+}
+
 // Require skips t unless EnvURL is set, and returns its value.
 func Require(t testing.TB) string {
 	t.Helper()
@@ -65,10 +77,24 @@ func Require(t testing.TB) string {
 	return base
 }
 
-// withSearchPath adds search_path=schema to a URL or key=value string.
+// PoolMaxConns is the pool size of the stores opened on a URL from URL,
+// unless EnvURL sets pool_max_conns. The store's default (16) is sized for
+// a server; tests open up to three stores at once, and test packages run
+// in parallel against one server, whose max_connections (100 by default)
+// three runtimes and three replicas of 16 each could exhaust ("too many
+// clients already").
+const PoolMaxConns = 4
+
+// withSearchPath adds search_path=schema, and pool_max_conns unless set,
+// to a URL or key=value string.
 func withSearchPath(t testing.TB, base, schema string) string {
+	setPool := !strings.Contains(base, "pool_max_conns")
 	if !strings.Contains(base, "://") {
-		return base + " search_path=" + schema
+		s := base + " search_path=" + schema
+		if setPool {
+			s += " pool_max_conns=" + strconv.Itoa(PoolMaxConns)
+		}
+		return s
 	}
 	u, err := url.Parse(base)
 	if err != nil {
@@ -76,6 +102,9 @@ func withSearchPath(t testing.TB, base, schema string) string {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	if setPool {
+		q.Set("pool_max_conns", strconv.Itoa(PoolMaxConns))
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }
