@@ -112,33 +112,10 @@ func (s *Store) SendTextDeltas(ctx context.Context, deltas []store.TextDelta) er
 // another Store sent, in the order sent. It returns when ctx ends (nil) or
 // the connection fails (the error; call it again to listen again).
 func (s *Store) ListenTextDeltas(ctx context.Context, ready func(), deliver func(store.TextDelta)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	err := s.listen(ctx, s.deltaChannel, "text deltas", ready, func(payload string) {
+		if sender, d, ok := parseDelta(payload); ok && sender != s.sender {
+			deliver(d)
 		}
-		return fmt.Errorf("postgres store %s: connect to listen for text deltas: %w", s.where, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.deltaChannel}.Sanitize()); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("postgres store %s: listen for text deltas: %w", s.where, err)
-	}
-	ready()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("postgres store %s: wait for text deltas: %w", s.where, err)
-		}
-		sender, d, ok := parseDelta(n.Payload)
-		if !ok || sender == s.sender {
-			continue
-		}
-		deliver(d)
-	}
+	})
+	return nilWhenEnded(ctx, err)
 }

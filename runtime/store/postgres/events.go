@@ -102,27 +102,13 @@ func (t *tx) PruneThreadEvents(before time.Time, keep int) (int64, error) {
 // connection of its own (outside the pool, which it does not shrink) in
 // LISTEN until ctx ends or the connection fails.
 func (s *Store) ListenThreadEvents(ctx context.Context, notify func(threadID string, lastID int64)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("postgres store %s: listen for events: %w", s.where, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
-		return fmt.Errorf("postgres store %s: listen for events: %w", s.where, err)
-	}
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return fmt.Errorf("postgres store %s: listen for events: %w", s.where, err)
-		}
-		i := strings.LastIndexByte(n.Payload, ' ')
+	return s.listen(ctx, EventsChannel, "events", nil, func(payload string) {
+		i := strings.LastIndexByte(payload, ' ')
 		if i < 0 {
-			continue
+			return
 		}
-		last, err := strconv.ParseInt(n.Payload[i+1:], 10, 64)
-		if err != nil {
-			continue
+		if last, err := strconv.ParseInt(payload[i+1:], 10, 64); err == nil {
+			notify(payload[:i], last)
 		}
-		notify(n.Payload[:i], last)
-	}
+	})
 }

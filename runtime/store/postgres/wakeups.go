@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Wake-ups across processes (issue 14 item 3): every transaction that
@@ -56,33 +54,11 @@ func (s *Store) wakePayload(threadID string) string { return s.sender + " " + th
 // the thread itself. It returns when ctx ends (nil) or the connection
 // fails (the error; call it again to listen again).
 func (s *Store) ListenWakes(ctx context.Context, ready func(), wake func(threadID string)) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
+	err := s.listen(ctx, s.wakeChannel, "wake-ups", ready, func(payload string) {
+		sender, threadID, ok := strings.Cut(payload, " ")
+		if ok && sender != s.sender && threadID != "" {
+			wake(threadID)
 		}
-		return fmt.Errorf("postgres store %s: connect to listen for wake-ups: %w", s.where, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{s.wakeChannel}.Sanitize()); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("postgres store %s: listen for wake-ups: %w", s.where, err)
-	}
-	ready()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("postgres store %s: wait for wake-ups: %w", s.where, err)
-		}
-		sender, threadID, ok := strings.Cut(n.Payload, " ")
-		if !ok || sender == s.sender || threadID == "" {
-			continue
-		}
-		wake(threadID)
-	}
+	})
+	return nilWhenEnded(ctx, err)
 }
