@@ -113,33 +113,12 @@ func (r *Runtime) startDeltaRelay() {
 	r.hub.mu.Lock()
 	r.hub.sh.relay.on = true
 	r.hub.mu.Unlock()
-	r.wg.Add(2)
+	r.wg.Add(1)
 	go r.deltaSender(dr)
-	ready := make(chan struct{})
-	var once sync.Once
-	go func() {
-		defer r.wg.Done()
-		pause := 100 * time.Millisecond
-		for {
-			err := dr.ListenTextDeltas(r.baseCtx, func() { once.Do(func() { close(ready) }); pause = 100 * time.Millisecond }, r.hub.relayIn)
-			if r.baseCtx.Err() != nil {
-				return
-			}
-			r.log.Warn("listening for text deltas of other processes failed; retrying (their clients get the messages meanwhile)", "err", err, "retry_in", pause)
-			select {
-			case <-r.baseCtx.Done():
-				return
-			case <-time.After(pause):
-			}
-			pause = min(2*pause, 5*time.Second)
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(listenReadyWait):
-		r.log.Warn("not yet listening for text deltas of other processes; continuing")
-	case <-r.baseCtx.Done():
-	}
+	r.keepListening(func(ctx context.Context, ready func()) error {
+		return dr.ListenTextDeltas(ctx, ready, r.hub.relayIn)
+	}, "listening for text deltas of other processes failed; retrying (their clients get the messages meanwhile)",
+		"not yet listening for text deltas of other processes; continuing")
 }
 
 // relayStart starts relaying the deltas of a completion of the thread.

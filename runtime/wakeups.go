@@ -35,6 +35,17 @@ func (r *Runtime) startWakeListener() {
 	if !ok || !r.shared.on {
 		return
 	}
+	r.keepListening(func(ctx context.Context, ready func()) error {
+		return wl.ListenWakes(ctx, ready, r.woken)
+	}, "listening for wake-ups from other processes failed; retrying (the sweep covers the gap)",
+		"not yet listening for wake-ups from other processes; inputs they commit wait for the sweep meanwhile")
+}
+
+// keepListening runs listen in the background until the runtime stops,
+// calling it again after a failure (logged with failed) with a backoff
+// from 100 ms to 5 s, reset once it listens again. It returns once the
+// first listen is ready, or after listenReadyWait (logging notReady).
+func (r *Runtime) keepListening(listen func(ctx context.Context, ready func()) error, failed, notReady string) {
 	ready := make(chan struct{})
 	var once sync.Once
 	r.wg.Add(1)
@@ -42,11 +53,11 @@ func (r *Runtime) startWakeListener() {
 		defer r.wg.Done()
 		pause := 100 * time.Millisecond
 		for {
-			err := wl.ListenWakes(r.baseCtx, func() { once.Do(func() { close(ready) }); pause = 100 * time.Millisecond }, r.woken)
+			err := listen(r.baseCtx, func() { once.Do(func() { close(ready) }); pause = 100 * time.Millisecond })
 			if r.baseCtx.Err() != nil {
 				return
 			}
-			r.log.Warn("listening for wake-ups from other processes failed; retrying (the sweep covers the gap)", "err", err, "retry_in", pause)
+			r.log.Warn(failed, "err", err, "retry_in", pause)
 			select {
 			case <-r.baseCtx.Done():
 				return
@@ -58,7 +69,8 @@ func (r *Runtime) startWakeListener() {
 	select {
 	case <-ready:
 	case <-time.After(listenReadyWait):
-		r.log.Warn("not yet listening for wake-ups from other processes; inputs they commit wait for the sweep meanwhile")
+		r.log.Warn(notReady)
+	case <-r.baseCtx.Done():
 	}
 }
 
