@@ -15,6 +15,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
+	"sync"
 	"time"
 
 	"encoding/base64"
@@ -130,12 +132,45 @@ func matchKeys(k *store.CallbackKeys, mac []byte, threadID, callID string) bool 
 
 // macWith is the MAC of a callback token of (thread, call) under key.
 func macWith(key []byte, threadID, callID string) []byte {
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte("gorap-callback-v1\x00"))
-	m.Write([]byte(threadID))
-	m.Write([]byte{0})
-	m.Write([]byte(callID))
-	return m.Sum(nil)
+	p := macers.pool(key)
+	m := p.Get().(hash.Hash)
+	m.Reset()
+	msg := make([]byte, 0, len(macPrefix)+len(threadID)+1+len(callID))
+	msg = append(append(append(append(msg, macPrefix...), threadID...), 0), callID...)
+	m.Write(msg)
+	sum := m.Sum(nil)
+	p.Put(m)
+	return sum
+}
+
+const macPrefix = "gorap-callback-v1\x00"
+
+// macers keeps keyed HMAC states for reuse, one pool per key: a MAC is
+// computed for every callback URL minted and every callback checked, and
+// hmac.New hashes the key and allocates its digests each time.
+var macers = macPools{pools: map[string]*sync.Pool{}}
+
+type macPools struct {
+	mu    sync.Mutex
+	pools map[string]*sync.Pool
+}
+
+// pool returns key's pool. Keys change only on rotation; the map is
+// emptied when it holds more than a few, so rotated-out keys do not
+// accumulate.
+func (m *macPools) pool(key []byte) *sync.Pool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.pools[string(key)]; ok {
+		return p
+	}
+	if len(m.pools) >= 8 {
+		clear(m.pools)
+	}
+	k := string(key)
+	p := &sync.Pool{New: func() any { return hmac.New(sha256.New, []byte(k)) }}
+	m.pools[k] = p
+	return p
 }
 
 // RotateCallbackKey replaces the callback key with a new random one kept

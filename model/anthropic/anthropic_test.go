@@ -466,3 +466,4 @@ func TestDefaultClientReusesConnections(t *testing.T) {
 		return p
 	})
 }
+

@@ -147,3 +147,19 @@ func BenchmarkBodyNewThread(b *testing.B) {
 		}
 	}
 }
+
+// isJSONObject must agree with decoding into a map (what it replaced)
+// on every input, including the ones that a scan of the first byte alone
+// would get wrong.
+func TestIsJSONObjectAgreesWithDecoding(t *testing.T) {
+	for _, in := range []string{
+		`{}`, ` {"a":1} `, "\n\t{\"a\":[1,2]}", `{"a":1`, `{"a":1}x`, `[]`, `null`, `""`, ``, `  `,
+		`{"a":}`, `{} {}`, `1`, `{"a":"\u00e9"}`, `{"a":{"b":null}}`,
+	} {
+		var m map[string]json.RawMessage
+		want := json.Unmarshal([]byte(in), &m) == nil && m != nil
+		if got := isJSONObject(json.RawMessage(in)); got != want {
+			t.Errorf("isJSONObject(%q) = %v, decoding says %v", in, got, want)
+		}
+	}
+}
