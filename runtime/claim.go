@@ -71,17 +71,21 @@ func (r *Runtime) work(threadID string) {
 		st.again = false
 		r.mu.Unlock()
 
-		progressed, err := r.slice(r.baseCtx, threadID)
+		progressed, drained, err := r.slice(r.baseCtx, threadID)
 		if err != nil && r.baseCtx.Err() == nil {
 			r.log.Error("slice failed", "thread", threadID, "err", r.redact(err.Error()))
 			r.emit(threadID, EventError, r.errorEvent(err))
 		}
 
 		r.mu.Lock()
-		// Run again if the slice made progress (more rows may be queued) or
-		// if new rows were committed meanwhile; after a failure, only the
-		// latter (RAP RT-4: the next message retries).
-		if r.baseCtx.Err() == nil && (st.again || (progressed && err == nil)) {
+		// Run again if new rows were committed meanwhile (every commit of
+		// an inbox row wakes its thread, which sets st.again while a worker
+		// runs it), or if the slice made progress but left rows it loaded;
+		// after a failure, only the former (RAP RT-4: the next message
+		// retries). A slice that drained what it loaded is not followed by
+		// one that would only find the inbox empty: that read was one of
+		// the two a tool-call cycle made on the store's writer.
+		if r.baseCtx.Err() == nil && (st.again || (progressed && !drained && err == nil)) {
 			r.mu.Unlock()
 			continue
 		}

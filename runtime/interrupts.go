@@ -27,7 +27,10 @@ const interruptedText = "Interrupted: the user sent a new message before this ca
 // cancelling it would race its own invocation, which could reach the tool
 // after the cancellation. The model sees a placeholder for it, and its
 // result where it arrives.
-func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.Call, b *batch) error {
+//
+// It reports whether it wrote anything (touched): only then must the slice
+// load the thread again.
+func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.Call, b *batch) (touched bool, err error) {
 	answered := map[string]bool{}
 	for _, res := range b.results {
 		answered[res.CallID] = true
@@ -39,11 +42,11 @@ func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.
 		}
 	}
 	if len(pending) == 0 {
-		return nil
+		return false, nil
 	}
 	var cancelled []store.Call
 	var appended []store.Message
-	err := r.store.Update(ctx, func(tx store.Tx) error {
+	err = r.store.Update(ctx, func(tx store.Tx) error {
 		cancelled, appended = nil, nil
 		var results []store.ToolResult
 		for _, c := range pending {
@@ -70,7 +73,7 @@ func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("interrupt the pending calls of thread %s (RAP RT-4: nothing changed, the input stays queued): %w", threadID, err)
+		return false, fmt.Errorf("interrupt the pending calls of thread %s (RAP RT-4: nothing changed, the input stays queued): %w", threadID, err)
 	}
 	for _, c := range cancelled {
 		r.log.Info("rap tool call interrupted", "audit", true, "operation", c.ToolName, "thread", threadID, "call_id", c.CallID, "outcome", "interrupted")
@@ -79,5 +82,5 @@ func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.
 		}
 	}
 	r.announce(threadID, appended)
-	return nil
+	return true, nil
 }

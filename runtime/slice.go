@@ -15,8 +15,10 @@ import (
 )
 
 // slice runs one slice of the thread (RAP RT-1). It reports whether it
-// consumed anything.
-func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, err error) {
+// consumed anything, and whether it consumed every inbox row it loaded
+// (drained): then the worker need not look at the inbox again unless a
+// row was queued meanwhile (threadState.again).
+func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drained bool, err error) {
 	var th store.Thread
 	var items []store.InboxItem
 	var history []store.Message
@@ -75,38 +77,43 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		return nil
 	}
 	if err = r.store.QuickView(ctx, load); err != nil {
-		return false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
+		return false, false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
 	}
 	if len(items) == 0 {
-		return false, nil
+		return false, false, nil
 	}
 	if th.Status == store.ThreadClosed {
-		return r.discardClosed(ctx, th, items)
+		progressed, err = r.discardClosed(ctx, th, items)
+		return progressed, false, err
 	}
 	b := r.decodeBatch(threadID, items, known)
 
 	if !needsCompletion(b, pending, known) {
 		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil)
 		if err != nil {
-			return r.abandoned(threadID, err)
+			progressed, err = r.abandoned(threadID, err)
+			return progressed, false, err
 		}
 		r.announce(threadID, appended)
-		return true, nil
+		return true, true, nil
 	}
 	if b.interrupts {
 		// RAP CA-1: close the pending calls before the user input is added.
-		if err := r.interrupt(ctx, threadID, pending, b); err != nil {
-			return false, err
+		touched, err := r.interrupt(ctx, threadID, pending, b)
+		if err != nil {
+			return false, false, err
 		}
-		if err = r.store.QuickView(ctx, load); err != nil {
-			return false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
+		if touched {
+			if err = r.store.QuickView(ctx, load); err != nil {
+				return false, false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
+			}
+			b = r.decodeBatch(threadID, items, known)
 		}
-		b = r.decodeBatch(threadID, items, known)
 	}
 
 	sess, err := r.sessionOf(ctx, th.RootID)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	pendingInputs := b.messages()
 	consumed := false
@@ -118,7 +125,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		resp, err := r.complete(ctx, threadID, req) // bounded in time (issue 9 item 17)
 		if err != nil {
 			// The inputs stay queued (RAP RT-4); a durable timer retries.
-			return consumed, r.modelFailed(ctx, threadID, items, consumed, err)
+			return consumed, false, r.modelFailed(ctx, threadID, items, consumed, err)
 		}
 		r.recordUsage(threadID, resp.Usage)
 		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
@@ -131,9 +138,10 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins)
 		if err != nil {
 			if !consumed {
-				return r.abandoned(threadID, err)
+				progressed, err = r.abandoned(threadID, err)
+				return progressed, false, err
 			}
-			return consumed, err
+			return consumed, false, err
 		}
 		consumed = true
 		pendingInputs = nil
@@ -149,13 +157,13 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed bool, 
 		pending = append(pending, fx.calls...)
 		immediate := len(rejected) + len(builtins) - len(fx.calls)
 		if len(accepted) > 0 || len(fx.calls) > 0 || fx.stop || immediate == 0 {
-			return true, nil
+			return true, true, nil
 		}
 		// Every call was answered at once (rejected, or a synchronous
 		// built-in): let the model see the results now (RAP BT-7).
 		history = append(history, appended...)
 	}
-	return true, fmt.Errorf("the model kept calling tools that answer at once %d times in a row; stopped this slice, send a message to continue", MaxLoopsPerSlice)
+	return true, false, fmt.Errorf("the model kept calling tools that answer at once %d times in a row; stopped this slice, send a message to continue", MaxLoopsPerSlice)
 }
 
 // discardClosed consumes the inbox rows of a closed thread: nothing
