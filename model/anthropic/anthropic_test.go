@@ -466,4 +466,3 @@ func TestDefaultClientReusesConnections(t *testing.T) {
 		return p
 	})
 }
-
