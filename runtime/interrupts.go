@@ -28,8 +28,10 @@ const interruptedText = "Interrupted: the user sent a new message before this ca
 // after the cancellation. The model sees a placeholder for it, and its
 // result where it arrives.
 //
-// It reports whether it wrote anything (touched): only then must the slice
-// load the thread again.
+// It reports whether it ran its transaction (touched): only then may the
+// thread have changed, so only then must the slice load it again. (Touched
+// is also true when every call's result had arrived meanwhile and nothing
+// was cancelled: the reload then picks those results up.)
 func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.Call, b *batch) (touched bool, err error) {
 	answered := map[string]bool{}
 	for _, res := range b.results {
