@@ -157,22 +157,41 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	}
 	// The body is encoded here (see wire.go), with "stream":true where
 	// MessageService.NewStreaming would add it by rewriting the whole body
-	// (sjson, a copy per completion). The SDK sends it, retries, and
-	// decodes the event stream (ssestream), into our event type: the
-	// fields the accumulator reads, without the SDK's union decoding of
-	// every event (issue 11 item 4).
+	// (sjson, a copy per completion). The SDK sends it, retries, and splits
+	// the event stream into events (ssestream.Decoder); each event is
+	// decoded here into the fields the accumulator reads (event.go),
+	// without encoding/json's set-up and reflection for every event
+	// (issue 11 item 4).
 	var raw *http.Response
-	err = p.client.Post(ctx, "v1/messages", body, &raw)
-	stream := ssestream.NewStream[event](ssestream.NewDecoder(raw), err)
-	defer stream.Close()
+	if err := p.client.Post(ctx, "v1/messages", body, &raw); err != nil {
+		return nil, p.describe(ctx, err)
+	}
+	events := ssestream.NewDecoder(raw)
+	if events == nil {
+		return nil, fmt.Errorf("anthropic: %s: the response has no body; retry the request", p.model)
+	}
+	defer events.Close()
 
 	var (
 		acc      accumulator
 		finished bool
 	)
-	for stream.Next() {
+	for events.Next() {
+		e := events.Event()
+		switch e.Type {
+		case "", "ping":
+			continue
+		case "error":
+			return nil, p.describe(ctx, streamError(raw, e.Data))
+		}
+		if len(bytes.TrimSuffix(e.Data, []byte("\n"))) == 0 {
+			continue
+		}
 		model.Activity(s)
-		ev := stream.Current()
+		var ev event
+		if err := ev.UnmarshalJSON(e.Data); err != nil {
+			return nil, fmt.Errorf("anthropic: %s: the API sent a %s event that is not valid: %w; retry the request", p.model, e.Type, err)
+		}
 		if ev.Type == "message_stop" {
 			finished = true
 		}
@@ -180,7 +199,7 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 			return nil, fmt.Errorf("anthropic: %s: %w", p.model, err)
 		}
 	}
-	if err := stream.Err(); err != nil {
+	if err := events.Err(); err != nil {
 		return nil, p.describe(ctx, err)
 	}
 	if !finished {
@@ -353,6 +372,22 @@ func isJSONObject(raw json.RawMessage) bool {
 	// every turn encoded).
 	v := bytes.TrimLeft(raw, " \t\r\n")
 	return len(v) > 0 && v[0] == '{' && json.Valid(v)
+}
+
+// streamError is the API error that an error event of res's stream
+// carries, as the SDK's Stream makes it.
+func streamError(res *http.Response, data []byte) error {
+	aerr := &sdk.Error{
+		Request:     res.Request,
+		Response:    res,
+		StatusCode:  res.StatusCode,
+		RequestID:   res.Header.Get("request-id"),
+		WorkspaceID: res.Header.Get("anthropic-workspace-id"),
+	}
+	if aerr.UnmarshalJSON(data) != nil {
+		return fmt.Errorf("received error while streaming: %s", data)
+	}
+	return aerr
 }
 
 // describe turns a failed request into an error that says what happened and
