@@ -175,6 +175,18 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		case store.CallDone:
 			return ok("duplicate", false) // RAP RE-6
 		}
+		// The call leaves pending only if it still is: of two
+		// transactions delivering a result for it (two processes on a
+		// shared store), one moves it and enqueues the result, the other
+		// finds nothing to move and it is a duplicate (RAP RE-6). This is
+		// what makes the result unique (store.InboxItem.Once).
+		moved, err := tx.SetCallState(call.ThreadID, call.CallID, store.CallDone, store.CallNew, store.CallDispatched)
+		if err != nil {
+			return callbackOutcome{}, err
+		}
+		if !moved {
+			return ok("duplicate", false)
+		}
 		res := store.ToolResult{CallID: call.CallID, Name: call.ToolName, Text: m.Text, Content: m.Content,
 			DisplayAs: m.DisplayAs, Subscription: m.Subscription, IsError: strings.HasPrefix(m.ModelText(), "Error:")}
 		var fx effects
@@ -205,9 +217,6 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if err != nil {
 			return callbackOutcome{}, err
 		}
-		if _, err := tx.SetCallState(call.ThreadID, call.CallID, store.CallDone); err != nil {
-			return callbackOutcome{}, err
-		}
 		// A choice the user did not answer is moot once the result is in.
 		if _, err := tx.TakeChoice(call.ThreadID, call.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return callbackOutcome{}, err
@@ -216,7 +225,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 			return callbackOutcome{}, err
 		}
 		added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindToolResult, Payload: payload,
-			DedupKey: resultDedupKey(call.ThreadID, call.CallID)})
+			DedupKey: resultDedupKey(call.ThreadID, call.CallID), Once: true})
 		if err != nil {
 			return callbackOutcome{}, err
 		}

@@ -102,7 +102,7 @@ func (r *Runtime) refuseInteraction(tx store.Tx, call store.Call, problem, model
 	}
 	payload, _ := json.Marshal(store.ToolResult{CallID: call.CallID, Name: call.ToolName, Text: modelText, IsError: true})
 	added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindToolResult, Payload: payload,
-		DedupKey: resultDedupKey(call.ThreadID, call.CallID)})
+		DedupKey: resultDedupKey(call.ThreadID, call.CallID), Once: true})
 	if err != nil {
 		return callbackOutcome{}, err
 	}

@@ -48,9 +48,12 @@ func (r *Runtime) dispatchAsync(c store.Call, ancestors []string) {
 	})
 }
 
-// resultKey is the inbox dedup key of a call's result: a real result, a
-// dispatch failure and a timeout share it, so the first one wins and any
-// later one adds nothing (RAP RE-6).
+// resultDedupKey is the inbox dedup key of a call's result: a real result,
+// a dispatch failure and a timeout share it. Which one wins is decided by
+// the call's state: each moves it from pending to done with a conditional
+// SetCallState and enqueues only if that moved it, so the first wins and
+// any later one adds nothing (RAP RE-6); the key is therefore not kept
+// once the result is consumed (store.InboxItem.Once).
 func resultDedupKey(threadID, callID string) string {
 	return "result:" + threadID + ":" + callID
 }
@@ -134,7 +137,7 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 			return err
 		}
 		added, err = tx.Enqueue(store.InboxItem{ThreadID: c.ThreadID, Kind: store.KindToolResult, Payload: payload,
-			DedupKey: resultDedupKey(c.ThreadID, c.CallID)})
+			DedupKey: resultDedupKey(c.ThreadID, c.CallID), Once: true})
 		return err
 	})
 	if err != nil {

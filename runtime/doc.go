@@ -127,10 +127,11 @@
 //  1. Handler (api.go) routes POST /rap/callback/{token} to serveCallback
 //     (callback.go), which checks the token (verifyToken, callbackkeys.go)
 //     and decodes the body.
-//  2. handleCallback (callback.go), in one store transaction, marks the
-//     call done and enqueues the result as an inbox row of the thread
-//     (applyCallback; the row's dedup key, resultDedupKey in dispatch.go,
-//     is also that of a failed dispatch or a timeout, so the first wins).
+//  2. handleCallback (callback.go), in one store transaction, moves the
+//     call from pending to done and, if it moved, enqueues the result as
+//     an inbox row of the thread (applyCallback; a failed dispatch or a
+//     timeout does the same, so the first of them wins: resultDedupKey in
+//     dispatch.go).
 //     After the commit it runs the callback's effects (apply, effects.go).
 //  3. serveCallback calls wake (claim.go) before it answers 200. On a
 //     shared store the row's commit also notifies the other processes

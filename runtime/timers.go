@@ -139,7 +139,7 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 			}
 			payload, _ := json.Marshal(store.ToolResult{CallID: p.CallID, Name: c.ToolName, Text: p.Text})
 			wake, err = tx.Enqueue(store.InboxItem{ThreadID: tm.ThreadID, Kind: store.KindToolResult, Payload: payload,
-				DedupKey: resultDedupKey(tm.ThreadID, p.CallID)})
+				DedupKey: resultDedupKey(tm.ThreadID, p.CallID), Once: true})
 			return err
 		})
 		if err != nil {

@@ -265,12 +265,21 @@ type InboxItem struct {
 	// enqueued before (even if long consumed) is a no-op (RAP RE-6).
 	DedupKey string    `json:"dedup_key"`
 	Created  time.Time `json:"created"`
+	// Once says that the caller's own transaction already makes this item
+	// unique, so Enqueue need not remember DedupKey once the item is
+	// consumed: a call's result, enqueued only by the transaction whose
+	// conditional SetCallState moved the call from pending to done. Its
+	// key is not marked seen (one write less per tool result, issue 11
+	// item 4); while the item is queued, another with the same key is
+	// not added.
+	Once bool `json:"-"`
 }
 
 // Inbox is the durable, deduplicated queue of messages that wake threads.
 type Inbox interface {
-	// Enqueue adds item unless its DedupKey was seen before. It reports
-	// whether the item was added.
+	// Enqueue adds item unless its DedupKey was seen before (or, for an
+	// item marked Once, is queued now). It reports whether the item was
+	// added.
 	Enqueue(item InboxItem) (added bool, err error)
 	// SeenKey reports whether key was ever enqueued.
 	SeenKey(key string) (bool, error)

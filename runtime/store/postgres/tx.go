@@ -411,21 +411,25 @@ func (t *tx) Enqueue(item store.InboxItem) (bool, error) {
 	if item.ThreadID == "" || item.Kind == "" || item.DedupKey == "" {
 		return false, fmt.Errorf("enqueue: thread id, kind and dedup key are required (got %q, %q, %q)", item.ThreadID, item.Kind, item.DedupKey)
 	}
-	added, err := t.MarkKeySeen(item.ThreadID, item.DedupKey)
-	if err != nil || !added {
-		return false, err
+	if !item.Once {
+		added, err := t.MarkKeySeen(item.ThreadID, item.DedupKey)
+		if err != nil || !added {
+			return false, err
+		}
 	}
 	payload := []byte(item.Payload)
 	if len(payload) == 0 {
 		payload = []byte("null")
 	}
 	// The NOTIFY goes out when the transaction commits (wakeups.go).
-	if _, err := t.exec(`WITH ins AS (INSERT INTO inbox (thread_id, kind, payload, dedup_key, created) VALUES ($1, $2, $3, $4, $5) RETURNING thread_id)
+	tag, err := t.exec(`WITH ins AS (INSERT INTO inbox (thread_id, kind, payload, dedup_key, created) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (dedup_key) DO NOTHING RETURNING thread_id)
 		SELECT pg_notify($6, $7) FROM ins`,
-		item.ThreadID, string(item.Kind), payload, bin(item.DedupKey), t.stamp(item.Created), t.s.wakeChannel, t.s.wakePayload(item.ThreadID)); err != nil {
+		item.ThreadID, string(item.Kind), payload, bin(item.DedupKey), t.stamp(item.Created), t.s.wakeChannel, t.s.wakePayload(item.ThreadID))
+	if err != nil {
 		return false, fmt.Errorf("enqueue %s for thread %s: %w", item.Kind, item.ThreadID, err)
 	}
-	return true, nil
+	return tag.RowsAffected() == 1, nil
 }
 
 // Queued implements store.Inbox.

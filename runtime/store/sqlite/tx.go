@@ -411,19 +411,26 @@ func (t *tx) Enqueue(item store.InboxItem) (bool, error) {
 	if item.ThreadID == "" || item.Kind == "" || item.DedupKey == "" {
 		return false, fmt.Errorf("enqueue: thread id, kind and dedup key are required (got %q, %q, %q)", item.ThreadID, item.Kind, item.DedupKey)
 	}
-	added, err := t.MarkKeySeen(item.ThreadID, item.DedupKey)
-	if err != nil || !added {
-		return false, err
+	if !item.Once {
+		added, err := t.MarkKeySeen(item.ThreadID, item.DedupKey)
+		if err != nil || !added {
+			return false, err
+		}
 	}
 	payload := item.Payload
 	if len(payload) == 0 {
 		payload = json.RawMessage("null")
 	}
-	if _, err := t.tx.Exec(`INSERT INTO inbox (thread_id, kind, payload, dedup_key, created) VALUES (?, ?, ?, ?, ?)`,
-		item.ThreadID, string(item.Kind), string(payload), item.DedupKey, nanos(t.stamp(item.Created))); err != nil {
+	res, err := t.tx.Exec(`INSERT INTO inbox (thread_id, kind, payload, dedup_key, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT (dedup_key) DO NOTHING`,
+		item.ThreadID, string(item.Kind), string(payload), item.DedupKey, nanos(t.stamp(item.Created)))
+	if err != nil {
 		return false, fmt.Errorf("enqueue %s for thread %s: %w", item.Kind, item.ThreadID, err)
 	}
-	return true, nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("enqueue %s for thread %s: %w", item.Kind, item.ThreadID, err)
+	}
+	return n == 1, nil
 }
 
 // Queued implements store.Inbox.

@@ -199,3 +199,37 @@ func testInboxDedupKeys(t *testing.T, s store.Store) {
 		t.Errorf("Enqueue of a key whose first Enqueue was rolled back was refused")
 	}
 }
+
+// testInboxOnce: an item marked Once is added and its key is not marked
+// seen; while it is queued another item with its key (Once or not) is not
+// added, and once it is consumed the key is free (the caller's own
+// transaction makes such items unique: store.InboxItem.Once, issue 11).
+func testInboxOnce(t *testing.T, s store.Store) {
+	createThreads(t, s, "a")
+	once := func(key, text string) store.InboxItem {
+		it := item("a", key, store.KindToolResult, `{"text":"`+text+`"}`)
+		it.Once = true
+		return it
+	}
+	added := enqueue(t, s, once("r1", "first"), once("r1", "again"))
+	if !slices.Equal(added, []bool{true, false}) {
+		t.Errorf("Enqueue of a Once item, then of its key again while it is queued, reported %v, want [true false]", added)
+	}
+	view(t, s, func(tx store.Tx) error {
+		if seen, err := tx.SeenKey("r1"); err != nil || seen {
+			t.Errorf("SeenKey of a Once item's key = %v, %v; want false (it is not recorded)", seen, err)
+		}
+		return nil
+	})
+	if added := enqueue(t, s, item("a", "r1", store.KindUserMessage, `{"text":"plain"}`)); added[0] {
+		t.Errorf("Enqueue of the key of a queued Once item added it")
+	}
+	q := queued(t, s, "a")
+	if len(q) != 1 || !jsonEqual(q[0].Payload, []byte(`{"text":"first"}`)) || q[0].Kind != store.KindToolResult {
+		t.Fatalf("Queued(a) = %+v, want only the first Once item", q)
+	}
+	update(t, s, func(tx store.Tx) error { return tx.Consume([]int64{q[0].ID}) })
+	if added := enqueue(t, s, once("r1", "later")); !added[0] {
+		t.Errorf("Enqueue of a consumed Once item's key was refused; the key is not kept")
+	}
+}

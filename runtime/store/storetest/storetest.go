@@ -85,6 +85,7 @@ var cases = []struct {
 	{"AwkwardText", testAwkwardText},
 	{"Inbox", testInbox},
 	{"InboxDedupKeys", testInboxDedupKeys},
+	{"InboxOnce", testInboxOnce},
 	{"Calls", testCalls},
 	{"Subscriptions", testSubscriptions},
 	{"Views", testViews},
