@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
@@ -191,6 +192,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 			DisplayAs: m.DisplayAs, Subscription: m.Subscription, IsError: strings.HasPrefix(m.ModelText(), "Error:")}
 		var fx effects
 		subscribed := false
+		var checkDue time.Time
 		if m.Subscription {
 			active, err := countActiveSubscriptions(tx, call.ThreadID)
 			if err != nil {
@@ -208,6 +210,10 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 				// RAP SU-3: record the call as an active subscription.
 				if err := tx.PutSubscription(store.Subscription{ThreadID: call.ThreadID, CallID: call.CallID,
 					ToolName: call.ToolName, State: store.SubscriptionActive}); err != nil {
+					return callbackOutcome{}, err
+				}
+				// Ask the tool about it if it stays silent for long.
+				if checkDue, err = r.scheduleCallCheck(tx, call.ThreadID, call.CallID); err != nil {
 					return callbackOutcome{}, err
 				}
 				subscribed = true
@@ -246,7 +252,12 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		}
 		out, _ := ok("accepted", true)
 		out.fx = &fx
-		out.after = func() { r.forgetAuth(call.ThreadID, call.CallID) }
+		out.after = func() {
+			r.forgetAuth(call.ThreadID, call.CallID)
+			if !checkDue.IsZero() {
+				r.kickCallStatus(checkDue)
+			}
+		}
 		return out, nil
 	case *rap.SubscriptionEvent:
 		return r.applyEvent(tx, call, m)

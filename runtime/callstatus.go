@@ -1,9 +1,9 @@
 package runtime
 
 // This file owns the call status sweep (RAP tool_call_status): scheduling
-// a check for each dispatched call and active subscription that stays
-// silent, and the loop that runs the due checks (one check is in
-// callstatus_ask.go).
+// a check for each dispatched call (adoptSilentCalls) and active
+// subscription (scheduleCallCheck) that stays silent, and the loop that
+// runs the due checks (one check is in callstatus_ask.go).
 
 import (
 	"context"
@@ -38,6 +38,8 @@ const (
 	// maxCallStatusSleep bounds how long the sweep sleeps without looking
 	// at the store, so checks written by another process are noticed.
 	maxCallStatusSleep = time.Minute
+	// adoptBatch bounds the calls one round of adoptSilentCalls reads.
+	adoptBatch = 512
 )
 
 // statusChecker is the in-memory state of the call status sweep.
@@ -76,20 +78,24 @@ func (s *statusChecker) markUnsupported(base string) bool {
 // callStatusOn reports whether call status checks are on.
 func (r *Runtime) callStatusOn() bool { return r.cfg.CallStatusAfter > 0 }
 
-// scheduleCallCheck schedules the status check of a call just accepted by
-// its tool, inside the transaction that records the acceptance, and
-// returns when it is due (zero when checks are off).
+// scheduleCallCheck schedules the status check of a subscription just
+// confirmed, inside the transaction that records it, unless its call
+// has one already, and returns when it is due (zero when checks are off
+// or none was added).
 func (r *Runtime) scheduleCallCheck(tx store.Tx, threadID, callID string) (time.Time, error) {
 	if !r.callStatusOn() {
 		return time.Time{}, nil
 	}
 	due := time.Now().Add(r.cfg.CallStatusAfter)
-	return due, tx.PutCallCheck(store.CallCheck{ThreadID: threadID, CallID: callID, Due: due})
+	added, err := tx.AddCallCheck(store.CallCheck{ThreadID: threadID, CallID: callID, Due: due})
+	if err != nil || !added {
+		return time.Time{}, err
+	}
+	return due, nil
 }
 
-// kickCallStatus tells the sweep that a check due at `due` was scheduled,
-// unless the sleeping sweep wakes by then anyway (the common case:
-// dispatches then cost the sweep nothing). While the sweep is awake
+// kickCallStatus tells the sweep that a check due at `due` was scheduled
+// (a subscription's), unless the sleeping sweep wakes by then anyway. While the sweep is awake
 // (wakeAt has passed) it may have read the store before this check was
 // committed, so it is kicked to read again.
 func (r *Runtime) kickCallStatus(due time.Time) {
@@ -105,9 +111,10 @@ func (r *Runtime) kickCallStatus(due time.Time) {
 	}
 }
 
-// startCallStatus makes every scheduled check due now, so that each call
-// pending at start is asked about once (its tool server may have lost it
-// while the runtime was down), and starts the sweep.
+// startCallStatus makes every scheduled check due now and adds one, due
+// now, for every dispatched call that has none, so that each call pending
+// at start is asked about once (its tool server may have lost it while the
+// runtime was down), and starts the sweep.
 func (r *Runtime) startCallStatus(ctx context.Context) error {
 	if !r.callStatusOn() {
 		return nil
@@ -121,20 +128,87 @@ func (r *Runtime) startCallStatus(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("runtime start: schedule the status checks of pending calls: %w", err)
 	}
-	r.log.Info("call status checks", "after", r.cfg.CallStatusAfter, "asked_at_start", n)
+	adopted, err := r.adoptSilentCalls(ctx, time.Now(), true)
+	if err != nil {
+		return fmt.Errorf("runtime start: schedule the status checks of pending calls: %w", err)
+	}
+	r.log.Info("call status checks", "after", r.cfg.CallStatusAfter, "asked_at_start", n+int64(adopted))
 	r.wg.Add(1)
 	go r.callStatusLoop()
 	return nil
 }
 
-// callStatusLoop is the sweep: it sleeps until the earliest scheduled
-// check (an indexed read), asks the tool servers about the due calls, a
-// bounded number at a time, and sleeps again. Nothing runs per call while
-// no check is due.
+// adoptEvery is how often the sweep looks for calls that stayed
+// dispatched: every half silence, or every maxCallStatusSleep if sooner.
+func (r *Runtime) adoptEvery() time.Duration {
+	return min(max(r.cfg.CallStatusAfter/2, time.Millisecond), maxCallStatusSleep)
+}
+
+// adoptSilentCalls adds a status check for each dispatched call last
+// updated at or before `before` that has none, due CallStatusAfter past
+// that update, or at once when now is true (at start), and reports how
+// many it added. Checks are not written when calls are dispatched: most
+// calls end long before their silence would be asked about, and a call is
+// adopted here, by its due time, only if it is still dispatched after
+// half of it (issue 11 item 4). Reading runs apart from the writes.
+func (r *Runtime) adoptSilentCalls(ctx context.Context, before time.Time, now bool) (int, error) {
+	total := 0
+	for {
+		var calls []store.Call
+		err := r.store.View(ctx, func(tx store.Tx) error {
+			var err error
+			calls, err = tx.UncheckedCalls(before, builtinToolset, adoptBatch)
+			return err
+		})
+		if err != nil || len(calls) == 0 {
+			return total, err
+		}
+		added := 0
+		err = r.store.Update(ctx, func(tx store.Tx) error {
+			added = 0
+			for _, c := range calls {
+				due := c.Updated.Add(r.cfg.CallStatusAfter)
+				if now {
+					due = time.Now()
+				}
+				// Another process may have added it meanwhile: then it
+				// stays as that one wrote it.
+				ok, err := tx.AddCallCheck(store.CallCheck{ThreadID: c.ThreadID, CallID: c.CallID, Due: due})
+				if err != nil {
+					return err
+				}
+				if ok {
+					added++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += added
+		if len(calls) < adoptBatch {
+			return total, nil
+		}
+	}
+}
+
+// callStatusLoop is the sweep: it adopts the calls that stayed dispatched
+// (adoptSilentCalls), sleeps until the earliest scheduled check (an
+// indexed read) or the next adoption, asks the tool servers about the due
+// calls, a bounded number at a time, and sleeps again. Nothing runs per
+// call while no check is due.
 func (r *Runtime) callStatusLoop() {
 	defer r.wg.Done()
 	ctx := r.baseCtx
+	nextAdopt := time.Now().Add(r.adoptEvery())
 	for {
+		if now := time.Now(); !now.Before(nextAdopt) {
+			if _, err := r.adoptSilentCalls(ctx, now.Add(-r.cfg.CallStatusAfter/2), false); err != nil && ctx.Err() == nil {
+				r.log.Error("schedule the status checks of silent calls", "err", err)
+			}
+			nextAdopt = time.Now().Add(r.adoptEvery())
+		}
 		var due []store.CallCheck
 		var next time.Time
 		var ok bool
@@ -162,6 +236,7 @@ func (r *Runtime) callStatusLoop() {
 		case ok:
 			wait = min(max(time.Until(next), time.Millisecond), maxCallStatusSleep)
 		}
+		wait = min(wait, max(time.Until(nextAdopt), time.Millisecond))
 		r.checks.mu.Lock()
 		r.checks.wakeAt = time.Now().Add(wait)
 		r.checks.mu.Unlock()

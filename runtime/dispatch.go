@@ -93,24 +93,16 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	}
 	if err == nil {
 		// Concurrent marks share a transaction and a sync through the
-		// store's group commit.
-		var checkDue time.Time
+		// store's group commit. The call's status check is not written
+		// here: the sweep adds one if the call is still dispatched a while
+		// later (adoptSilentCalls, callstatus.go), so that the many calls
+		// that end quickly cost no check row (issue 11 item 4).
 		err := r.store.Update(ctx, func(tx store.Tx) error {
-			if _, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew); err != nil {
-				return err
-			}
-			// Ask the tool about the call if it stays silent for long. A
-			// fast tool may have sent its result already: the check is
-			// scheduled anyway, as the result may have confirmed a
-			// subscription, and is dropped when due if the call has ended.
-			var err error
-			checkDue, err = r.scheduleCallCheck(tx, c.ThreadID, c.CallID)
+			_, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew)
 			return err
 		})
 		if err != nil {
 			r.log.Error("record dispatched call", "thread", c.ThreadID, "call_id", c.CallID, "err", err)
-		} else if !checkDue.IsZero() {
-			r.kickCallStatus(checkDue)
 		}
 		return
 	}

@@ -517,9 +517,10 @@ type HeldEvents interface {
 }
 
 // CallCheck schedules a question to a tool server about one call: whether
-// it still knows the call (POST {base}/tool_call_status). The runtime keeps
-// one for every dispatched call and active subscription, and sweeps the
-// due ones; a check whose call has ended is deleted when it comes due.
+// it still knows the call (POST {base}/tool_call_status). The runtime adds
+// one for every call that stays dispatched for a while (UncheckedCalls)
+// and for every active subscription, and sweeps the due ones; a check
+// whose call has ended is deleted when it comes due.
 type CallCheck struct {
 	ThreadID string `json:"thread_id"`
 	CallID   string `json:"call_id"`
@@ -534,6 +535,13 @@ type CallCheck struct {
 type CallChecks interface {
 	// PutCallCheck inserts or replaces the check of (thread, call).
 	PutCallCheck(c CallCheck) error
+	// AddCallCheck inserts the check of (thread, call) unless it has one;
+	// it reports whether it did.
+	AddCallCheck(c CallCheck) (bool, error)
+	// UncheckedCalls returns up to limit dispatched calls that have no
+	// check, were last updated at or before `before` and are not of
+	// toolset skip, in no particular order.
+	UncheckedCalls(before time.Time, skip string, limit int) ([]Call, error)
 	// DeleteCallCheck removes the check of (thread, call); none is not an
 	// error.
 	DeleteCallCheck(threadID, callID string) error

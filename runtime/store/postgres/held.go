@@ -72,6 +72,26 @@ func (t *tx) PutCallCheck(c store.CallCheck) error {
 	return nil
 }
 
+// AddCallCheck implements store.CallChecks.
+func (t *tx) AddCallCheck(c store.CallCheck) (bool, error) {
+	tag, err := t.exec(`INSERT INTO call_checks (thread_id, call_id, due, failures) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (thread_id, call_id) DO NOTHING`,
+		c.ThreadID, c.CallID, c.Due, c.Failures)
+	if err != nil {
+		return false, fmt.Errorf("schedule the status check of call %s in thread %s: %w", c.CallID, c.ThreadID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// UncheckedCalls implements store.CallChecks.
+func (t *tx) UncheckedCalls(before time.Time, skip string, limit int) ([]store.Call, error) {
+	return collect(t, "list dispatched calls without a status check", scanCallRows,
+		`SELECT c.thread_id, c.call_id, c.tool_name, c.arguments, c.toolset, c.endpoint, c.turn_seq, c.state, c.deadline, c.created, c.updated
+		FROM calls c WHERE c.state = 'dispatched' AND c.updated <= $1 AND c.toolset != $2
+		AND NOT EXISTS (SELECT 1 FROM call_checks k WHERE k.thread_id = c.thread_id AND k.call_id = c.call_id) LIMIT $3`,
+		before, skip, limit)
+}
+
 // DeleteCallCheck implements store.CallChecks.
 func (t *tx) DeleteCallCheck(threadID, callID string) error {
 	if _, err := t.exec(`DELETE FROM call_checks WHERE thread_id = $1 AND call_id = $2`, threadID, callID); err != nil {

@@ -19,6 +19,26 @@ func (t *tx) PutCallCheck(c store.CallCheck) error {
 	return nil
 }
 
+// AddCallCheck implements store.CallChecks.
+func (t *tx) AddCallCheck(c store.CallCheck) (bool, error) {
+	res, err := t.tx.Exec(`INSERT INTO call_checks (thread_id, call_id, due, failures) VALUES (?, ?, ?, ?)
+		ON CONFLICT (thread_id, call_id) DO NOTHING`,
+		c.ThreadID, c.CallID, max(nanos(c.Due), 1), c.Failures)
+	if err != nil {
+		return false, fmt.Errorf("schedule the status check of call %s in thread %s: %w", c.CallID, c.ThreadID, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// UncheckedCalls implements store.CallChecks.
+func (t *tx) UncheckedCalls(before time.Time, skip string, limit int) ([]store.Call, error) {
+	return t.queryCalls("list dispatched calls without a status check",
+		`SELECT `+callCols+` FROM calls c WHERE state = 'dispatched' AND updated <= ? AND toolset != ?
+		AND NOT EXISTS (SELECT 1 FROM call_checks k WHERE k.thread_id = c.thread_id AND k.call_id = c.call_id) LIMIT ?`,
+		nanos(before), skip, limit)
+}
+
 // DeleteCallCheck implements store.CallChecks.
 func (t *tx) DeleteCallCheck(threadID, callID string) error {
 	if _, err := t.tx.Exec(`DELETE FROM call_checks WHERE thread_id = ? AND call_id = ?`, threadID, callID); err != nil {

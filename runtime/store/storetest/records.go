@@ -413,3 +413,81 @@ func testCallChecks(t *testing.T, s store.Store) {
 
 // errRollback is the error the suite's failing Update functions return.
 var errRollback = errors.New("storetest: roll this transaction back")
+
+// testUncheckedCalls: UncheckedCalls lists the dispatched calls, updated
+// at or before a time and not of the skipped toolset, that have no check,
+// up to a limit; AddCallCheck adds a check only where none is, keeping
+// the existing one as it is.
+func testUncheckedCalls(t *testing.T, s store.Store) {
+	createThreads(t, s, "a")
+	call := func(id, toolset string, state store.CallState) store.Call {
+		return store.Call{ThreadID: "a", CallID: id, ToolName: "x", Arguments: []byte(`{}`), Toolset: toolset,
+			Endpoint: "http://tool.example/invoke", State: state, Created: at(0)}
+	}
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.PutCalls([]store.Call{call("d1", "ts", store.CallDispatched), call("d2", "ts", store.CallDispatched),
+			call("d3", "ts", store.CallDispatched), call("b1", "builtin", store.CallDispatched),
+			call("n1", "ts", store.CallNew), call("x1", "ts", store.CallDone)}); err != nil {
+			return err
+		}
+		return tx.PutCallCheck(store.CallCheck{ThreadID: "a", CallID: "d2", Due: at(time.Hour), Failures: 2})
+	})
+	ids := func(calls []store.Call) []string {
+		var out []string
+		for _, c := range calls {
+			out = append(out, c.CallID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	later, earlier := time.Now().Add(time.Hour), time.Now().Add(-time.Hour)
+	view(t, s, func(tx store.Tx) error {
+		got, err := tx.UncheckedCalls(later, "builtin", 10)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(ids(got), []string{"d1", "d3"}) {
+			t.Errorf("UncheckedCalls = %v, want the dispatched calls without a check: d1, d3", ids(got))
+		}
+		if got, err := tx.UncheckedCalls(later, "builtin", 1); err != nil || len(got) != 1 {
+			t.Errorf("UncheckedCalls with limit 1 = %v, %v; want one call", ids(got), err)
+		}
+		if got, err := tx.UncheckedCalls(earlier, "builtin", 10); err != nil || len(got) != 0 {
+			t.Errorf("UncheckedCalls before the calls were updated = %v, %v; want none", ids(got), err)
+		}
+		return nil
+	})
+	update(t, s, func(tx store.Tx) error {
+		for _, c := range []struct {
+			id   string
+			want bool
+		}{{"d1", true}, {"d1", false}, {"d2", false}, {"d3", true}} {
+			added, err := tx.AddCallCheck(store.CallCheck{ThreadID: "a", CallID: c.id, Due: at(time.Minute)})
+			if err != nil {
+				return err
+			}
+			if added != c.want {
+				t.Errorf("AddCallCheck(%s) = %v, want %v", c.id, added, c.want)
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx store.Tx) error {
+		if got, err := tx.UncheckedCalls(later, "builtin", 10); err != nil || len(got) != 0 {
+			t.Errorf("UncheckedCalls after AddCallCheck = %v, %v; want none", ids(got), err)
+		}
+		due, err := tx.DueCallChecks(at(2*time.Hour), 10)
+		if err != nil {
+			return err
+		}
+		for _, c := range due {
+			if c.CallID == "d2" && (!c.Due.Equal(at(time.Hour)) || c.Failures != 2) {
+				t.Errorf("the check of d2 after AddCallCheck = %+v; want it kept (due in an hour, 2 failures)", c)
+			}
+		}
+		if len(due) != 3 {
+			t.Errorf("checks = %+v, want d1, d2 and d3", due)
+		}
+		return nil
+	})
+}

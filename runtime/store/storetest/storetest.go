@@ -94,6 +94,7 @@ var cases = []struct {
 	{"Choices", testChoices},
 	{"HeldEvents", testHeldEvents},
 	{"CallChecks", testCallChecks},
+	{"UncheckedCalls", testUncheckedCalls},
 	{"NotFound", testNotFound},
 	{"UpdateAtomicity", testUpdateAtomicity},
 	{"UpdateSeesOwnWrites", testUpdateSeesOwnWrites},
