@@ -7,9 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
-	"github.com/gorap/gorap/model/scripted"
 )
 
 // TestRE6ConcurrentResultsAddedOnce: the same call's result delivered by
