@@ -190,7 +190,7 @@ func serveBenchPeer(ctx context.Context, api string, budget, conns int, in io.Re
 	}
 	var header []string
 	if srv != nil {
-		srv.ForgetRequests().WithoutPromptCache()
+		srv.ForgetRequests().WithoutPromptCache().Shallow()
 		defer srv.Close()
 		header = append(header, "model "+srv.URL)
 	}

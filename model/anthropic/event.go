@@ -29,7 +29,7 @@ func (e *event) UnmarshalJSON(data []byte) error {
 	err := r.object(func(key []byte) error {
 		switch {
 		case keyIs(key, "type"):
-			return r.str(&e.Type)
+			return r.kind(&e.Type)
 		case keyIs(key, "index"):
 			return r.int(&e.Index)
 		case keyIs(key, "message"):
@@ -47,7 +47,7 @@ func (e *event) UnmarshalJSON(data []byte) error {
 			return r.object(func(key []byte) error {
 				switch {
 				case keyIs(key, "type"):
-					return r.str(&cb.Type)
+					return r.kind(&cb.Type)
 				case keyIs(key, "id"):
 					return r.str(&cb.ID)
 				case keyIs(key, "name"):
@@ -62,13 +62,13 @@ func (e *event) UnmarshalJSON(data []byte) error {
 			return r.object(func(key []byte) error {
 				switch {
 				case keyIs(key, "type"):
-					return r.str(&d.Type)
+					return r.kind(&d.Type)
 				case keyIs(key, "text"):
 					return r.str(&d.Text)
 				case keyIs(key, "partial_json"):
 					return r.str(&d.PartialJSON)
 				case keyIs(key, "stop_reason"):
-					return r.str(&d.StopReason)
+					return r.kind(&d.StopReason)
 				}
 				return r.skip()
 			})
@@ -276,6 +276,48 @@ func (r *jsonReader) str(dst *string) error {
 		*dst = string(raw[1 : len(raw)-1])
 	} else {
 		*dst = string(unquote(raw[1 : len(raw)-1]))
+	}
+	return nil
+}
+
+// kind reads a string that is usually one of the API's names for event,
+// block, delta and stop kinds, without allocating for those; null leaves
+// dst alone.
+func (r *jsonReader) kind(dst *string) error {
+	if r.peek() != '"' {
+		return r.str(dst)
+	}
+	start := r.i
+	raw, plain, err := r.rawString()
+	if err != nil || !plain {
+		r.i = start
+		return r.str(dst)
+	}
+	switch v := raw[1 : len(raw)-1]; string(v) {
+	case "message_start":
+		*dst = "message_start"
+	case "message_delta":
+		*dst = "message_delta"
+	case "message_stop":
+		*dst = "message_stop"
+	case "content_block_start":
+		*dst = "content_block_start"
+	case "content_block_delta":
+		*dst = "content_block_delta"
+	case "content_block_stop":
+		*dst = "content_block_stop"
+	case "text":
+		*dst = "text"
+	case "tool_use":
+		*dst = "tool_use"
+	case "text_delta":
+		*dst = "text_delta"
+	case "input_json_delta":
+		*dst = "input_json_delta"
+	case "end_turn":
+		*dst = "end_turn"
+	default:
+		*dst = string(v)
 	}
 	return nil
 }

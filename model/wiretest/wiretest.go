@@ -185,6 +185,7 @@ type API struct {
 	served  int
 	cache   map[[32]byte]bool // prompt-cache prefixes written (promptcache.go)
 	noCache bool              // WithoutPromptCache
+	shallow bool              // Shallow
 	recent  [][]byte          // the last bodies, for OpenAI's automatic prompt cache
 }
 
@@ -260,11 +261,16 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
-	decodeErr := a.wire.decode(body, &req)
-
 	a.mu.Lock()
-	noCache := a.noCache
+	noCache, shallow := a.noCache, a.shallow
 	a.mu.Unlock()
+	var decodeErr error
+	if shallow {
+		decodeErr = a.shallowDecode(body, &req)
+	} else {
+		decodeErr = a.wire.decode(body, &req)
+	}
+
 	if decodeErr == nil && !noCache {
 		if req.Breakpoints = a.wire.breakpoints(body); len(req.Breakpoints) > 0 {
 			a.mu.Lock()

@@ -569,9 +569,9 @@ func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...s
 		q = setCallStateSQL[0] + ` AND state IN (?` + strings.Repeat(", ?", len(from)-1) + `)`
 	}
 	args := make([]any, 4, 4+len(from))
-	args[0], args[1], args[2], args[3] = string(to), nanos(t.now), threadID, callID
+	args[0], args[1], args[2], args[3] = stateArg(to), nanos(t.now), threadID, callID
 	for _, f := range from {
-		args = append(args, string(f))
+		args = append(args, stateArg(f))
 	}
 	res, err := t.tx.Exec(q, args...)
 	if err != nil {
@@ -579,6 +579,20 @@ func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...s
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+// stateArgs holds each call state as a statement argument, boxed once.
+var stateArgs = map[store.CallState]any{
+	store.CallNew: string(store.CallNew), store.CallDispatched: string(store.CallDispatched),
+	store.CallDone: string(store.CallDone), store.CallCancelled: string(store.CallCancelled),
+}
+
+// stateArg returns s as a statement argument.
+func stateArg(s store.CallState) any {
+	if a, ok := stateArgs[s]; ok {
+		return a
+	}
+	return string(s)
 }
 
 // setCallStateSQL holds SetCallState's statement for no, one, two and
