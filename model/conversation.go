@@ -195,8 +195,9 @@ func late(open []ToolCall, results []ToolResult) bool {
 // until answer moves it into Content.
 func mergeRoles(msgs []Message, from int) ([]Turn, []int, error) {
 	var (
-		merged = make([]Turn, 0, len(msgs)+1) // +1: NormalizeSettled may close it with a turn
-		firsts = make([]int, 0, len(msgs))    // index in msgs of each merged turn's first message
+		// Only msgs[from:] are merged: size for them, not the history.
+		merged = make([]Turn, 0, len(msgs)-from+1) // +1: NormalizeSettled may close it with a turn
+		firsts = make([]int, 0, len(msgs)-from+1)  // index in msgs of each merged turn's first message
 		// seen holds where each call id's first result kept is in msgs
 		// (an index pair: a map of small values allocates less than one
 		// of results); more holds the others (rare: a call has several

@@ -151,10 +151,14 @@ func (p *Provider) SupportsImages() bool { return p.images }
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
 	// An error body may echo the API key: never pass it on (issue 9 item 19).
 	defer func() { err = model.RedactError(err, p.key) }()
-	body, berr := p.encode(req, true)
+	lease := model.LendBody() // the body's buffer, reused once the request is over
+	defer lease.Done()
+	body, berr := p.encode(lease.Buffer(), req, true)
 	if berr != nil {
 		return nil, berr
 	}
+	lease.Keep(body)
+	ctx = lease.Context(ctx)
 	// The body is encoded here (see wire.go), with "stream":true where
 	// MessageService.NewStreaming would add it by rewriting the whole body
 	// (sjson, a copy per completion). The SDK sends it, retries, and splits

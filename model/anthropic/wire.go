@@ -45,11 +45,11 @@ func (p *Provider) wireKey() string {
 }
 
 // body encodes the Messages API request for req, as MessageNewParams.
-func (p *Provider) body(req model.Request) ([]byte, error) { return p.encode(req, false) }
+func (p *Provider) body(req model.Request) ([]byte, error) { return p.encode(nil, req, false) }
 
-// encode encodes the Messages API request for req; stream adds
+// encode appends the Messages API request for req to dst; stream adds
 // "stream":true at the end, where the SDK's NewStreaming puts it.
-func (p *Provider) encode(req model.Request, stream bool) ([]byte, error) {
+func (p *Provider) encode(dst []byte, req model.Request, stream bool) ([]byte, error) {
 	limit := req.MaxTokens
 	if limit <= 0 {
 		limit = p.maxTokens
@@ -66,7 +66,7 @@ func (p *Provider) encode(req model.Request, stream bool) ([]byte, error) {
 	if nt.base+len(nt.turns) == 0 {
 		return nil, errors.New("anthropic: the request has no messages with content: add a user message")
 	}
-	return p.encodeBody(limit, req.System, req.Tools, nt, w, req.SettledSeq, stream)
+	return p.encodeBody(dst, limit, req.System, req.Tools, nt, w, req.SettledSeq, stream)
 }
 
 // normalized is a request's conversation turns from turn base on: the
@@ -91,9 +91,9 @@ func (p *Provider) normalize(req model.Request, w *model.WireCache) (normalized,
 // turn returns turn i (i >= base).
 func (nt *normalized) turn(i int) model.Turn { return nt.turns[i-nt.base] }
 
-// encodeBody writes the body; with w (locked by the caller) the turns
+// encodeBody appends the body to dst; with w (locked by the caller) the turns
 // before the last stable one come from, and go to, the cache.
-func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, nt normalized, w *model.WireCache, seq int64, stream bool) ([]byte, error) {
+func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []model.ToolSpec, nt normalized, w *model.WireCache, seq int64, stream bool) ([]byte, error) {
 	stable, count := nt.stable, nt.base+len(nt.turns)
 	var cached []byte
 	var ends []int
@@ -143,7 +143,7 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 	if k > 0 {
 		size += ends[k-1]
 	}
-	b := make([]byte, 0, size+1024*(count-k))
+	b := model.GrowBody(dst[:0], size+1024*(count-k))
 	b = append(b, `{"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(limit), 10)
 	b = append(b, `,"messages":[`...)
