@@ -34,6 +34,9 @@ type WireCache struct {
 	// starts holds, for each cached message (turn), the index of its
 	// first message in the caller's list, or -1 when not known.
 	starts []int
+	// marks holds, for each cached message, the offset in its encoding
+	// that the provider gave ExtendMarked, or -1.
+	marks []int
 	// head is the provider's encoding of the parts other than the
 	// messages, made from system and tools.
 	head   [][]byte
@@ -56,7 +59,7 @@ func (c *WireCache) Unlock() { c.mu.Unlock() }
 // the lock and must not modify the bytes returned.
 func (c *WireCache) Prefix(key string, settled int, seq int64) ([]byte, []int) {
 	if c.key != key || len(c.ends) > settled || c.seq > seq {
-		c.key, c.seq, c.body, c.ends, c.starts, c.head, c.tools, c.system = key, 0, nil, nil, nil, nil, nil, ""
+		c.key, c.seq, c.body, c.ends, c.starts, c.marks, c.head, c.tools, c.system = key, 0, nil, nil, nil, nil, nil, nil, ""
 	}
 	return c.body, c.ends
 }
@@ -71,15 +74,28 @@ func (c *WireCache) Extend(enc []byte, seq int64) bool { return c.ExtendFrom(enc
 // is the index, in Request.Messages, of the turn's first message
 // (NormalizeStarts), which Starts returns.
 func (c *WireCache) ExtendFrom(enc []byte, seq int64, start int) bool {
+	return c.ExtendMarked(enc, seq, start, -1)
+}
+
+// ExtendMarked is ExtendFrom with mark, an offset in enc that the provider
+// gets back from Mark: the Anthropic provider marks where a cache
+// breakpoint goes, so that the turn it caches can be sent as the
+// breakpoint without being encoded again.
+func (c *WireCache) ExtendMarked(enc []byte, seq int64, start, mark int) bool {
 	if len(c.body)+len(enc) > c.limit() {
 		return false
 	}
 	c.body = append(c.body, enc...)
 	c.ends = append(c.ends, len(c.body))
 	c.starts = append(c.starts, start)
+	c.marks = append(c.marks, mark)
 	c.seq = seq
 	return true
 }
+
+// Mark returns the mark the cached message i was added with (-1 for none).
+// The caller holds the lock.
+func (c *WireCache) Mark(i int) int { return c.marks[i] }
 
 // Starts returns the start of each cached turn as given to ExtendFrom
 // (-1 where unknown), or nil when the cache holds another key's entries

@@ -91,55 +91,26 @@ func (p *Provider) normalize(req model.Request, w *model.WireCache) (normalized,
 // turn returns turn i (i >= base).
 func (nt *normalized) turn(i int) model.Turn { return nt.turns[i-nt.base] }
 
-// encodeBody appends the body to dst; with w (locked by the caller) the turns
-// before the last stable one come from, and go to, the cache.
+// encodeBody appends the body to dst; with w (locked by the caller) the
+// stable turns come from, and go to, the cache, each encoded once: the
+// last of them, the breakpoint, is cached without its cache_control and
+// sent with one inserted where appendTurn marked.
 func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []model.ToolSpec, nt normalized, w *model.WireCache, seq int64, stream bool) ([]byte, error) {
 	stable, count := nt.stable, nt.base+len(nt.turns)
 	var cached []byte
 	var ends []int
 	if w != nil {
 		cached, ends = w.Prefix(p.wireKey(), stable, seq)
-		// Cache the turns before the breakpoint turn (stable-1), which is
-		// encoded with its cache_control on each use.
-		for n := len(ends); n < stable-1; n++ {
-			enc, err := p.encodeTurn(nt.turn(n), n, false)
-			if err != nil {
-				return nil, err
-			}
-			if !w.ExtendFrom(append(enc, ','), seq, nt.starts[n-nt.base]) {
-				break
-			}
-			cached, ends = w.Prefix(p.wireKey(), stable, seq)
-		}
 	}
-	var head []byte
-	if w != nil {
-		if parts, ok := w.Head(system, tools); ok {
-			head = parts[0]
-		}
+	head, err := p.headFor(system, tools, w)
+	if err != nil {
+		return nil, err
 	}
-	if head == nil {
-		if last := p.head.Load(); last != nil && last.system == system && slices.EqualFunc(last.tools, tools, sameTool) {
-			head = last.enc
-		}
-	}
-	if head == nil {
-		var err error
-		if head, err = p.encodeHead(system, tools); err != nil {
-			return nil, err
-		}
-		p.head.Store(&encodedHead{system: system, tools: slices.Clone(tools), enc: head})
-	}
-	if w != nil {
-		if _, ok := w.Head(system, tools); !ok {
-			w.SetHead(system, tools, head)
-		}
-	}
-	k := min(len(ends), max(stable-1, 0)) // turns taken from the cache
+	k := len(ends) // turns taken from the cache; Prefix keeps no more than stable
 	if k < nt.base {
 		return nil, fmt.Errorf("anthropic: internal error: %d turns cached, %d needed", k, nt.base)
 	}
-	size := 48 + len(head)
+	size := 64 + len(head)
 	if k > 0 {
 		size += ends[k-1]
 	}
@@ -147,17 +118,39 @@ func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []mode
 	b = append(b, `{"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(limit), 10)
 	b = append(b, `,"messages":[`...)
-	if k > 0 {
+	bp := stable - 1 // the breakpoint turn, if any
+	switch {
+	case k == 0:
+	case bp == k-1: // the breakpoint is the last cached turn
+		from := 0
+		if bp > 0 {
+			from = ends[bp-1]
+		}
+		b = append(b, cached[:from]...)
+		if at := w.Mark(bp); at >= 0 {
+			b = withBreakpoint(b, cached[from:ends[bp]], at)
+		} else { // a turn without a block has nowhere to mark
+			b = append(b, cached[from:ends[bp]]...)
+		}
+	default:
 		b = append(b, cached[:ends[k-1]]...)
 	}
+	caching := w != nil
 	for i := k; i < count; i++ {
-		enc, err := p.encodeTurn(nt.turn(i), i, i == stable-1)
+		pos := len(b)
+		var at int
+		b, at, err = p.appendTurn(b, nt.turn(i))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("anthropic: conversation turn %d (%s): %w", i, nt.turn(i).Role, err)
 		}
-		b = append(b, enc...)
 		if i < count-1 {
 			b = append(b, ',')
+		}
+		if caching && i < stable { // stable turns never change: cache them as sent
+			caching = w.ExtendMarked(b[pos:], seq, nt.starts[i-nt.base], at)
+		}
+		if i == bp && at >= 0 {
+			b = slices.Insert(b, pos+at, cacheControl...)
 		}
 	}
 	b = append(b, ']')
@@ -169,17 +162,32 @@ func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []mode
 	return b, nil
 }
 
-// encodeTurn encodes one turn; breakpoint puts a cache_control on its last
-// content block.
-func (p *Provider) encodeTurn(t model.Turn, i int, breakpoint bool) ([]byte, error) {
-	m, err := p.message(t)
-	if err != nil {
-		return nil, fmt.Errorf("anthropic: conversation turn %d (%s): %w", i, t.Role, err)
+// cacheControl is cacheControlJSON as bytes, to insert.
+var cacheControl = []byte(cacheControlJSON)
+
+// headFor returns the encoding of the parts after the messages for system
+// and tools: from w (locked by the caller), else the provider's last one,
+// else encoded now and kept in both.
+func (p *Provider) headFor(system string, tools []model.ToolSpec, w *model.WireCache) ([]byte, error) {
+	if w != nil {
+		if parts, ok := w.Head(system, tools); ok {
+			return parts[0], nil
+		}
 	}
-	if breakpoint {
-		setCacheControl(m.Content)
+	var head []byte
+	if last := p.head.Load(); last != nil && last.system == system && slices.EqualFunc(last.tools, tools, sameTool) {
+		head = last.enc
+	} else {
+		var err error
+		if head, err = p.encodeHead(system, tools); err != nil {
+			return nil, err
+		}
+		p.head.Store(&encodedHead{system: system, tools: slices.Clone(tools), enc: head})
 	}
-	return marshalMessage(m)
+	if w != nil {
+		w.SetHead(system, tools, head)
+	}
+	return head, nil
 }
 
 // encodeHead encodes what follows the messages: `,"model":…,"system":…,"tools":…`,
