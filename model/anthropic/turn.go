@@ -129,7 +129,7 @@ func (p *Provider) imageOK(part model.ContentPart) bool {
 	return p.images && anthropicImageTypes[part.MediaType] && part.Data != ""
 }
 
-// appendTextBlock appends a text block and returns where its
+// appendTextBlock appends a text block and returns where in b its
 // cache_control would go.
 func appendTextBlock(b []byte, text string) ([]byte, int) {
 	b = append(b, `{"text":`...)
@@ -139,7 +139,7 @@ func appendTextBlock(b []byte, text string) ([]byte, int) {
 	return append(b, `"type":"text"}`...), at
 }
 
-// appendImageBlock appends a base64 image block and returns where its
+// appendImageBlock appends a base64 image block and returns where in b its
 // cache_control would go.
 func appendImageBlock(b []byte, part model.ContentPart) ([]byte, int) {
 	b = append(b, `{"source":{"data":`...)
