@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gorap/gorap/model"
@@ -123,4 +124,27 @@ func TestAppendTurnAgreesWithSDK(t *testing.T) {
 	if got, _, err := p.appendTurn([]byte("kept"), bad); err == nil || string(got) != "kept" {
 		t.Errorf("arguments that are not an object: appendTurn = %q, %v; want an error and the bytes before it untouched", got, err)
 	}
+}
+
+// BenchmarkEncodeTurn encodes one tool-result turn (a JSON result of about
+// 300 bytes) straight from the turn, as the wire cache does, and through
+// the SDK's types, as before.
+func BenchmarkEncodeTurn(b *testing.B) {
+	result := `{"items":[` + strings.Repeat(`{"id":17,"name":"a \"quoted\" name","tags":["x","y"]},`, 5) + `{}]}`
+	turn := model.Turn{Role: model.RoleUser, ToolResults: []model.ToolResult{{CallID: "toolu_01ABCDEFGHIJ", Text: result}}}
+	p := &Provider{images: true}
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf, _, _ = p.appendTurn(buf[:0], turn)
+		}
+	})
+	b.Run("sdk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			m, _ := p.message(turn)
+			_, _ = marshalMessage(m)
+		}
+	})
 }
