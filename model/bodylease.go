@@ -65,6 +65,13 @@ func (l *BodyLease) Keep(b []byte) { l.buf = b }
 // Context returns ctx with the hooks that see the request's writes: the
 // request that sends the body must be made with it.
 func (l *BodyLease) Context(ctx context.Context) context.Context {
+	if httptrace.ContextClientTrace(ctx) != nil {
+		// WithClientTrace composes the caller's hooks into the trace it
+		// is given, in place: give it a copy, so that the lease's own,
+		// reused with later requests, never calls this caller's hooks.
+		t := *l.trace
+		return httptrace.WithClientTrace(ctx, &t)
+	}
 	return httptrace.WithClientTrace(ctx, l.trace)
 }
 

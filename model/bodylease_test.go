@@ -187,3 +187,23 @@ func TestLeasedBodyStillBeingWritten(t *testing.T) {
 		next.Done()
 	}
 }
+
+// TestBodyLeaseKeepsCallersTrace: a request context that already has
+// httptrace hooks gets both the caller's and the lease's, and the lease's
+// hooks, reused with later requests, never call this caller's.
+func TestBodyLeaseKeepsCallersTrace(t *testing.T) {
+	var callerConns int
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { callerConns++ },
+	})
+	l := LendBody()
+	tr := httptrace.ContextClientTrace(l.Context(ctx))
+	tr.GotConn(httptrace.GotConnInfo{})
+	if callerConns != 1 || l.writing != 1 {
+		t.Fatalf("one connection seen by the caller %d times and by the lease %d times; want 1 and 1", callerConns, l.writing)
+	}
+	l.trace.GotConn(httptrace.GotConnInfo{}) // the hooks a later request of this lease gets
+	if callerConns != 1 {
+		t.Fatal("the lease's own hooks call the hooks of an earlier request's caller")
+	}
+}
