@@ -100,6 +100,15 @@ func (l *BodyLease) add(n int) {
 	}
 }
 
+// Forget ends the provider's use of the body without giving the buffer
+// back: for a request whose outcome still refers to the body (an SDK error
+// keeps the request, and its GetBody reads the body's bytes).
+func (l *BodyLease) Forget() {
+	l.mu.Lock()
+	l.done, l.spoiled = true, true
+	l.mu.Unlock()
+}
+
 func (l *BodyLease) release() {
 	if cap(l.buf) > maxLeasedBody {
 		l.buf = nil

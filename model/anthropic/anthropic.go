@@ -79,6 +79,11 @@ type Provider struct {
 	client    sdk.Client                   // sends the requests (Complete)
 	head      atomic.Pointer[encodedHead]  // the last head encoded (wire.go)
 	tools     atomic.Pointer[encodedTools] // the last tools encoded (wire.go)
+	// leaseBodies is whether request bodies are built in reused buffers
+	// (model.BodyLease): only over net/http's own Transport, whose
+	// httptrace hooks tell when a body has been written; a custom
+	// RoundTripper might keep reading a body after its response.
+	leaseBodies bool
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -131,6 +136,10 @@ func New(opts Options) (*Provider, error) {
 	if hc == nil {
 		hc = model.DefaultHTTPClient() // keeps connections for concurrent completions
 	}
+	switch hc.Transport.(type) {
+	case nil, *http.Transport:
+		p.leaseBodies = true
+	}
 	ropts = append(ropts, option.WithHTTPClient(hc))
 	p.messages = sdk.NewMessageService(ropts...)
 	p.client = sdk.NewClient(ropts...)
@@ -151,14 +160,27 @@ func (p *Provider) SupportsImages() bool { return p.images }
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
 	// An error body may echo the API key: never pass it on (issue 9 item 19).
 	defer func() { err = model.RedactError(err, p.key) }()
-	lease := model.LendBody() // the body's buffer, reused once the request is over
-	defer lease.Done()
-	body, berr := p.encode(lease.Buffer(), req, true)
+	var dst []byte
+	if p.leaseBodies { // the body's buffer, reused once the request is over
+		lease := model.LendBody()
+		defer func() {
+			if err != nil {
+				// The SDK's error keeps the request, whose GetBody
+				// reads the body: its buffer must not be reused.
+				lease.Forget()
+				return
+			}
+			lease.Done()
+		}()
+		dst = lease.Buffer()
+		defer func() { lease.Keep(dst) }() // runs first: the buffer as grown
+		ctx = lease.Context(ctx)
+	}
+	body, berr := p.encode(dst, req, true)
 	if berr != nil {
 		return nil, berr
 	}
-	lease.Keep(body)
-	ctx = lease.Context(ctx)
+	dst = body
 	// The body is encoded here (see wire.go), with "stream":true where
 	// MessageService.NewStreaming would add it by rewriting the whole body
 	// (sjson, a copy per completion). The SDK sends it, retries, and splits
