@@ -159,6 +159,9 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 		case <-sub.ready:
+			if req.Context().Err() != nil {
+				return // select chose among ready cases at random: the end wins
+			}
 			events, closed := sub.take()
 			if closed {
 				return

@@ -93,10 +93,12 @@ func TestStreamResumesAfterDisconnect(t *testing.T) {
 	for k := 1; k <= len(g.pieces); k++ {
 		g.step <- struct{}{}
 		if k%4 == 2 && k < len(g.pieces) {
-			if rt.cutStreams() == 0 {
-				t.Fatal("no stream to cut")
+			// A cut can find no stream: the previous one, cut while it
+			// was writing, delivered what the client waited for and
+			// ended, and the client reconnects only when it next reads.
+			if rt.cutStreams() > 0 {
+				cuts++
 			}
-			cuts++
 			k++
 			g.step <- struct{}{} // a piece streams while the client is away
 		}
@@ -116,6 +118,9 @@ func TestStreamResumesAfterDisconnect(t *testing.T) {
 	}
 	// A cut can meet a connection already ending (its last event written
 	// as it was cut), so there may be fewer reconnections than cuts.
+	if cuts == 0 {
+		t.Fatal("no stream was ever there to cut")
+	}
 	if n := int(reconnects.Load()); n == 0 || n > cuts {
 		t.Fatalf("%d reconnections for %d cuts", n, cuts)
 	}
