@@ -160,9 +160,10 @@ func (p *Provider) SupportsImages() bool { return p.images }
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
 	// An error body may echo the API key: never pass it on (issue 9 item 19).
 	defer func() { err = model.RedactError(err, p.key) }()
+	var lease *model.BodyLease // the body's buffer, reused once the request is over
 	var dst []byte
-	if p.leaseBodies { // the body's buffer, reused once the request is over
-		lease := model.LendBody()
+	if p.leaseBodies {
+		lease = model.LendBody()
 		defer func() {
 			if err != nil {
 				// The SDK's error keeps the request, whose GetBody
@@ -173,14 +174,15 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 			lease.Done()
 		}()
 		dst = lease.Buffer()
-		defer func() { lease.Keep(dst) }() // runs first: the buffer as grown
 		ctx = lease.Context(ctx)
 	}
 	body, berr := p.encode(dst, req, true)
 	if berr != nil {
 		return nil, berr
 	}
-	dst = body
+	if lease != nil {
+		lease.Keep(body) // the buffer as grown
+	}
 	// The body is encoded here (see wire.go), with "stream":true where
 	// MessageService.NewStreaming would add it by rewriting the whole body
 	// (sjson, a copy per completion). The SDK sends it, retries, and splits

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 
@@ -59,8 +60,7 @@ func (p *Provider) appendTurn(b []byte, t model.Turn) ([]byte, int, error) {
 			if r.IsError {
 				b = append(b, `"is_error":true,`...)
 			}
-			at = len(b)
-			mark := len(b)
+			at = len(b) // the cache_control goes before the content
 			b = append(b, `"content":[`...)
 			n := 0
 			for _, part := range r.Parts() {
@@ -84,7 +84,7 @@ func (p *Provider) appendTurn(b []byte, t model.Turn) ([]byte, int, error) {
 				}
 			}
 			if n == 0 {
-				b = b[:mark] // no content: the SDK leaves the field out
+				b = b[:at] // no content: the SDK leaves the field out
 			} else {
 				b = append(b, `],`...)
 			}
@@ -111,7 +111,7 @@ func (p *Provider) appendTurn(b []byte, t model.Turn) ([]byte, int, error) {
 		if err != nil {
 			return b, -1, err
 		}
-		enc, err := marshalMessage(m)
+		enc, err := json.Marshal(m)
 		return append(b, enc...), -1, err
 	}
 	b = append(b, `],"role":`...)
@@ -150,6 +150,13 @@ func appendImageBlock(b []byte, part model.ContentPart) ([]byte, int) {
 	at := len(b)
 	return append(b, `"type":"image"}`...), at
 }
+
+// cacheControlJSON is a cache_control breakpoint as the SDK writes it
+// inside a block, before the block's "type" (or a tool result's
+// "content"); cacheControl is the same as bytes, to insert.
+const cacheControlJSON = `"cache_control":{"type":"ephemeral"},`
+
+var cacheControl = []byte(cacheControlJSON)
 
 // withBreakpoint appends enc, a turn's encoding, with a cache_control
 // inserted at at.

@@ -162,9 +162,6 @@ func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []mode
 	return b, nil
 }
 
-// cacheControl is cacheControlJSON as bytes, to insert.
-var cacheControl = []byte(cacheControlJSON)
-
 // headFor returns the encoding of the parts after the messages for system
 // and tools: from w (locked by the caller), else the provider's last one,
 // else encoded now and kept in both.
