@@ -100,9 +100,13 @@ func (r *Runtime) serveCallback(w http.ResponseWriter, req *http.Request) {
 
 // handleCallback routes an authenticated, decoded callback.
 func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, msg rap.Callback, idemKey string) callbackOutcome {
-	log := r.log.With("thread", threadID, "call_id", callID, "type", string(msg.MessageType()))
+	// The call's attributes are added to each line, not by Logger.With,
+	// which formats them for a handler of their own on every callback.
+	logAttrs := func(more ...any) []any {
+		return append([]any{"thread", threadID, "call_id", callID, "type", string(msg.MessageType())}, more...)
+	}
 	if msg.Thread() != threadID {
-		log.Warn("callback refused: group_id does not match the callback URL")
+		r.log.Warn("callback refused: group_id does not match the callback URL", logAttrs()...)
 		return callbackOutcome{status: http.StatusForbidden, msg: "group_id does not match the callback URL; send the group_id of the invocation"}
 	}
 	var out callbackOutcome
@@ -140,7 +144,7 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 		out.after, out.fx, out.wake = nil, nil, false
 	}
 	if err != nil {
-		log.Error("callback failed", "err", err)
+		r.log.Error("callback failed", logAttrs("err", err)...)
 		return callbackOutcome{status: http.StatusInternalServerError, msg: "the runtime could not record the callback; retry later"}
 	}
 	if out.after != nil {
@@ -149,13 +153,13 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 	r.apply(out.fx)
 	switch {
 	case out.status == http.StatusNotFound:
-		log.Warn("callback discarded: unknown tool call (RAP RE-5)")
+		r.log.Warn("callback discarded: unknown tool call (RAP RE-5)", logAttrs()...)
 	case out.status == http.StatusServiceUnavailable:
-		log.Warn("callback deferred: the tool is asked to retry", "reason", out.msg, "retry_after", out.retryAfter)
+		r.log.Warn("callback deferred: the tool is asked to retry", logAttrs("reason", out.msg, "retry_after", out.retryAfter)...)
 	case out.status != http.StatusOK:
-		log.Warn("callback refused", "status", out.status, "reason", out.msg)
+		r.log.Warn("callback refused", logAttrs("status", out.status, "reason", out.msg)...)
 	default:
-		log.Info("callback received", "outcome", out.msg)
+		r.log.Info("callback received", logAttrs("outcome", out.msg)...)
 	}
 	return out
 }

@@ -11,10 +11,17 @@ import (
 // and refilled as threads are read again.
 const maxCachedRows = 8192
 
+// maxCachedCallArgs is the largest arguments document a cached call may
+// hold; a call with more is read from the database each time, so the
+// cache stays within maxCachedRows × this many bytes of arguments.
+const maxCachedCallArgs = 2 << 10
+
 // rowCache keeps what the writer connection last read or wrote of the rows
 // every cycle reads again (issue 11 item 4): a thread's row (a slice loads
-// it each time) and a thread's last message seq (each AppendMessages
-// needs it). It saves two statements a cycle.
+// it each time), a thread's last message seq (each AppendMessages needs
+// it) and a tool call's row (written by the slice that made the call, read
+// back by the transaction that takes its result). It saves three
+// statements a cycle.
 //
 // It is right because the writer is the only connection that writes:
 // it holds the committed state, and a transaction's own reads and writes
@@ -24,23 +31,30 @@ const maxCachedRows = 8192
 //
 // Every statement that writes the threads table, or messages or a
 // thread's inherit_seq, must go through a tx method that updates the
-// overlay (SetThreadStatus, CreateThread, AppendMessages).
+// overlay (SetThreadStatus, CreateThread, AppendMessages); so must every
+// statement that writes the calls table (PutCalls, SetCallState).
 type rowCache struct {
 	mu      sync.Mutex
 	threads map[string]store.Thread
 	lastSeq map[string]int64
+	calls   map[callKey]store.Call
 }
 
+// callKey names a tool call: its thread and its id.
+type callKey struct{ thread, call string }
+
 func newRowCache() *rowCache {
-	return &rowCache{threads: map[string]store.Thread{}, lastSeq: map[string]int64{}}
+	return &rowCache{threads: map[string]store.Thread{}, lastSeq: map[string]int64{}, calls: map[callKey]store.Call{}}
 }
 
 // rowOverlay is one writer transaction's view of the cache: entries it
 // read or wrote, and the ids whose cached entries it invalidated.
 type rowOverlay struct {
-	threads map[string]store.Thread
-	lastSeq map[string]int64
-	stale   map[string]bool // thread ids whose entries the transaction changed
+	threads    map[string]store.Thread
+	lastSeq    map[string]int64
+	stale      map[string]bool // thread ids whose entries the transaction changed
+	calls      map[callKey]store.Call
+	staleCalls map[callKey]bool
 }
 
 func (o *rowOverlay) thread(c *rowCache, id string) (store.Thread, bool) {
@@ -94,13 +108,60 @@ func (o *rowOverlay) forget(id string) {
 	o.stale[id] = true
 }
 
+// call returns the cached row of a tool call.
+func (o *rowOverlay) call(c *rowCache, k callKey) (store.Call, bool) {
+	if cl, ok := o.calls[k]; ok {
+		return cloneCall(cl), true
+	}
+	if o.staleCalls[k] {
+		return store.Call{}, false
+	}
+	c.mu.Lock()
+	cl, ok := c.calls[k]
+	c.mu.Unlock()
+	return cloneCall(cl), ok
+}
+
+// setCall records a call's row as the transaction wrote or read it. A call
+// whose arguments are too big to keep is forgotten instead.
+func (o *rowOverlay) setCall(cl store.Call) {
+	k := callKey{cl.ThreadID, cl.CallID}
+	if len(cl.Arguments) > maxCachedCallArgs {
+		o.forgetCall(k)
+		return
+	}
+	if o.calls == nil {
+		o.calls = map[callKey]store.Call{}
+	}
+	o.calls[k] = cloneCall(cl)
+}
+
+// forgetCall invalidates a call's entry, in this transaction and, once it
+// commits, in the cache.
+func (o *rowOverlay) forgetCall(k callKey) {
+	delete(o.calls, k)
+	if o.staleCalls == nil {
+		o.staleCalls = map[callKey]bool{}
+	}
+	o.staleCalls[k] = true
+}
+
 // merge applies a committed transaction's overlay to the cache.
 func (c *rowCache) merge(o *rowOverlay) {
-	if len(o.threads) == 0 && len(o.lastSeq) == 0 && len(o.stale) == 0 {
+	if len(o.threads) == 0 && len(o.lastSeq) == 0 && len(o.stale) == 0 && len(o.calls) == 0 && len(o.staleCalls) == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for k := range o.staleCalls {
+		delete(c.calls, k)
+	}
+	if len(c.calls)+len(o.calls) > maxCachedRows {
+		clear(c.calls)
+	}
+	for k, cl := range o.calls {
+		c.calls[k] = cl
+	}
 	for id := range o.stale {
 		delete(c.threads, id)
 		delete(c.lastSeq, id)
@@ -125,6 +186,7 @@ func (c *rowCache) reset() {
 	c.mu.Lock()
 	clear(c.threads)
 	clear(c.lastSeq)
+	clear(c.calls)
 	c.mu.Unlock()
 }
 
@@ -133,4 +195,10 @@ func (c *rowCache) reset() {
 func cloneThread(th store.Thread) store.Thread {
 	th.OriginArgs = bytes.Clone(th.OriginArgs)
 	return th
+}
+
+// cloneCall copies the one field of a call that shares memory.
+func cloneCall(cl store.Call) store.Call {
+	cl.Arguments = bytes.Clone(cl.Arguments)
+	return cl
 }

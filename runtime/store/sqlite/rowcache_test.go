@@ -2,8 +2,12 @@ package sqlite
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorap/gorap/runtime/store"
 )
@@ -95,5 +99,113 @@ func TestRowCacheFollowsCommitsOnly(t *testing.T) {
 		if len(got) != want {
 			t.Errorf("HistorySince(t1, %d) = %d messages; want %d", after, len(got), want)
 		}
+	}
+}
+
+// TestCallCacheAgreesWithTheDatabase: the writer's cached call rows (read
+// back by the transaction that takes a call's result) are exactly what the
+// database holds, after inserts, committed and rolled-back state changes,
+// moves that do not happen, and calls too big to keep.
+func TestCallCacheAgreesWithTheDatabase(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	update(t, s, func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: "t1"}) })
+	big := json.RawMessage(`{"text":"` + strings.Repeat("x", maxCachedCallArgs) + `"}`)
+	update(t, s, func(tx store.Tx) error {
+		return tx.PutCalls([]store.Call{
+			{ThreadID: "t1", CallID: "c1", ToolName: "echo", Toolset: "ts", Endpoint: "http://x/invoke", TurnSeq: 2},
+			{ThreadID: "t1", CallID: "c2", ToolName: "echo", Arguments: json.RawMessage(`{"a":1}`), Deadline: time.Now().Add(time.Hour)},
+			{ThreadID: "t1", CallID: "big", ToolName: "echo", Arguments: big},
+		})
+	})
+	cached := func(id string) bool {
+		s.group.rows.mu.Lock()
+		defer s.group.rows.mu.Unlock()
+		_, ok := s.group.rows.calls[callKey{"t1", id}]
+		return ok
+	}
+	// check compares the writer's answer (cache or statement) with a
+	// reader connection's, which never uses the cache.
+	check := func(step, id string, wantState store.CallState) {
+		t.Helper()
+		var w, r store.Call
+		if err := s.QuickView(ctx, func(tx store.Tx) (err error) { w, err = tx.Call("t1", id); return err }); err != nil {
+			t.Fatalf("%s: writer: %v", step, err)
+		}
+		view(t, s, func(tx store.Tx) (err error) { r, err = tx.Call("t1", id); return err })
+		if !reflect.DeepEqual(w, r) {
+			t.Errorf("%s: call %s from the writer's cache\n%+v\nin the database\n%+v", step, id, w, r)
+		}
+		if r.State != wantState {
+			t.Errorf("%s: call %s is %s; want %s", step, id, r.State, wantState)
+		}
+	}
+	if !cached("c1") || !cached("c2") || cached("big") {
+		t.Fatalf("cached after insert: c1 %v, c2 %v, big %v; want true, true, false", cached("c1"), cached("c2"), cached("big"))
+	}
+	check("inserted", "c1", store.CallNew)
+	check("inserted", "c2", store.CallNew)
+	check("inserted", "big", store.CallNew)
+	if cached("big") {
+		t.Error("a call with arguments over the limit was cached when read")
+	}
+
+	// A caller changing what it got does not change the cache.
+	update(t, s, func(tx store.Tx) error {
+		c, err := tx.Call("t1", "c2")
+		c.Arguments[2] = 'Z'
+		return err
+	})
+	check("after a caller changed its copy", "c2", store.CallNew)
+
+	// A rolled-back move leaves no trace.
+	boom := errors.New("boom")
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.SetCallState("t1", "c1", store.CallDispatched); err != nil {
+			return err
+		}
+		if c, err := tx.Call("t1", "c1"); err != nil || c.State != store.CallDispatched {
+			t.Errorf("in the transaction: %+v, %v; want dispatched", c, err)
+		}
+		return boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("Update = %v; want boom", err)
+	}
+	check("after a rollback", "c1", store.CallNew)
+
+	// Committed moves, one that happens and one that does not.
+	var moved, again bool
+	update(t, s, func(tx store.Tx) (err error) {
+		moved, err = tx.SetCallState("t1", "c1", store.CallDispatched, store.CallNew)
+		return err
+	})
+	update(t, s, func(tx store.Tx) (err error) {
+		again, err = tx.SetCallState("t1", "c1", store.CallDispatched, store.CallNew)
+		return err
+	})
+	if !moved || again {
+		t.Errorf("moves new→dispatched: %v, then %v; want true, false", moved, again)
+	}
+	check("after a move", "c1", store.CallDispatched)
+	update(t, s, func(tx store.Tx) (err error) {
+		_, err = tx.SetCallState("t1", "c1", store.CallDone, store.CallNew, store.CallDispatched)
+		return err
+	})
+	check("after a second move", "c1", store.CallDone)
+	update(t, s, func(tx store.Tx) (err error) {
+		_, err = tx.SetCallState("t1", "big", store.CallCancelled)
+		return err
+	})
+	check("big, cancelled", "big", store.CallCancelled)
+	if !cached("c1") {
+		t.Error("c1 fell out of the cache")
+	}
+
+	// A call that does not exist is not found, cached or not.
+	if err := s.QuickView(ctx, func(tx store.Tx) error {
+		_, err := tx.Call("t1", "nope")
+		return err
+	}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("unknown call: %v; want ErrNotFound", err)
 	}
 }

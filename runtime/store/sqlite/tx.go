@@ -546,18 +546,32 @@ func (t *tx) PutCalls(calls []store.Call) error {
 			nullable(c.Deadline), nanos(created), nanos(t.now)); err != nil {
 			return fmt.Errorf("record call %s of thread %s: %w", c.CallID, c.ThreadID, err)
 		}
+		if t.tx.rows != nil {
+			// The row as Call would read it back.
+			c.Arguments, c.State = args, state
+			c.Deadline, c.Created, c.Updated = fromNanos(nanos(c.Deadline)), fromNanos(nanos(created)), fromNanos(nanos(t.now))
+			t.tx.overlay.setCall(c)
+		}
 	}
 	return nil
 }
 
 // Call implements store.Calls.
 func (t *tx) Call(threadID, callID string) (store.Call, error) {
+	if t.tx.rows != nil {
+		if c, ok := t.tx.overlay.call(t.tx.rows, callKey{threadID, callID}); ok {
+			return c, nil
+		}
+	}
 	c, err := scanCall(t.tx.QueryRow(`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND call_id = ?`, threadID, callID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, notFound("call", threadID, callID)
 	}
 	if err != nil {
 		return c, fmt.Errorf("read call %s of thread %s: %w", callID, threadID, err)
+	}
+	if t.tx.rows != nil {
+		t.tx.overlay.setCall(c)
 	}
 	return c, nil
 }
@@ -578,6 +592,19 @@ func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...s
 		return false, fmt.Errorf("set state of call %s of thread %s to %s: %w", callID, threadID, to, err)
 	}
 	n, err := res.RowsAffected()
+	if err == nil && t.tx.rows != nil {
+		k := callKey{threadID, callID}
+		c, ok := t.tx.overlay.call(t.tx.rows, k)
+		switch {
+		case n == 1 && ok:
+			c.State, c.Updated = to, fromNanos(nanos(t.now))
+			t.tx.overlay.setCall(c)
+		case ok && n == 0 && len(from) > 0 && !slices.Contains(from, c.State):
+			// Nothing moved, as the cached state says it would not.
+		case ok:
+			t.tx.overlay.forgetCall(k) // the cache disagrees with the database
+		}
+	}
 	return n == 1, err
 }
 
