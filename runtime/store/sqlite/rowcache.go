@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -38,23 +39,26 @@ type rowCache struct {
 	threads map[string]store.Thread
 	lastSeq map[string]int64
 	calls   map[callKey]store.Call
+	pending map[string][]string // a thread's pending (new or dispatched) call ids
 }
 
 // callKey names a tool call: its thread and its id.
 type callKey struct{ thread, call string }
 
 func newRowCache() *rowCache {
-	return &rowCache{threads: map[string]store.Thread{}, lastSeq: map[string]int64{}, calls: map[callKey]store.Call{}}
+	return &rowCache{threads: map[string]store.Thread{}, lastSeq: map[string]int64{}, calls: map[callKey]store.Call{}, pending: map[string][]string{}}
 }
 
 // rowOverlay is one writer transaction's view of the cache: entries it
 // read or wrote, and the ids whose cached entries it invalidated.
 type rowOverlay struct {
-	threads    map[string]store.Thread
-	lastSeq    map[string]int64
-	stale      map[string]bool // thread ids whose entries the transaction changed
-	calls      map[callKey]store.Call
-	staleCalls map[callKey]bool
+	threads      map[string]store.Thread
+	lastSeq      map[string]int64
+	stale        map[string]bool // thread ids whose entries the transaction changed
+	calls        map[callKey]store.Call
+	staleCalls   map[callKey]bool
+	pending      map[string][]string
+	stalePending map[string]bool
 }
 
 func (o *rowOverlay) thread(c *rowCache, id string) (store.Thread, bool) {
@@ -146,13 +150,70 @@ func (o *rowOverlay) forgetCall(k callKey) {
 	o.staleCalls[k] = true
 }
 
+// pendingIDs returns the ids of a thread's pending calls, if known.
+func (o *rowOverlay) pendingIDs(c *rowCache, thread string) ([]string, bool) {
+	if ids, ok := o.pending[thread]; ok {
+		return ids, true
+	}
+	if o.stalePending[thread] {
+		return nil, false
+	}
+	c.mu.Lock()
+	ids, ok := c.pending[thread]
+	c.mu.Unlock()
+	return ids, ok // never changed in place: setPending stores a new slice
+}
+
+// setPending records the ids of all of a thread's pending calls.
+func (o *rowOverlay) setPending(thread string, ids []string) {
+	if o.pending == nil {
+		o.pending = map[string][]string{}
+	}
+	o.pending[thread] = ids
+}
+
+// notePending records that a call of a thread is, or is no longer,
+// pending, if the thread's pending calls are known.
+func (o *rowOverlay) notePending(c *rowCache, thread, call string, pending bool) {
+	ids, ok := o.pendingIDs(c, thread)
+	if !ok {
+		return
+	}
+	i := slices.Index(ids, call)
+	switch {
+	case pending && i < 0:
+		o.setPending(thread, append(slices.Clip(ids), call))
+	case !pending && i >= 0:
+		o.setPending(thread, slices.Delete(slices.Clone(ids), i, i+1))
+	}
+}
+
+// forgetPending invalidates a thread's pending call ids.
+func (o *rowOverlay) forgetPending(thread string) {
+	delete(o.pending, thread)
+	if o.stalePending == nil {
+		o.stalePending = map[string]bool{}
+	}
+	o.stalePending[thread] = true
+}
+
 // merge applies a committed transaction's overlay to the cache.
 func (c *rowCache) merge(o *rowOverlay) {
-	if len(o.threads) == 0 && len(o.lastSeq) == 0 && len(o.stale) == 0 && len(o.calls) == 0 && len(o.staleCalls) == 0 {
+	if len(o.threads) == 0 && len(o.lastSeq) == 0 && len(o.stale) == 0 && len(o.calls) == 0 && len(o.staleCalls) == 0 &&
+		len(o.pending) == 0 && len(o.stalePending) == 0 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for id := range o.stalePending {
+		delete(c.pending, id)
+	}
+	if len(c.pending)+len(o.pending) > maxCachedRows {
+		clear(c.pending)
+	}
+	for id, ids := range o.pending {
+		c.pending[id] = ids
+	}
 	for k := range o.staleCalls {
 		delete(c.calls, k)
 	}
@@ -187,6 +248,7 @@ func (c *rowCache) reset() {
 	clear(c.threads)
 	clear(c.lastSeq)
 	clear(c.calls)
+	clear(c.pending)
 	c.mu.Unlock()
 }
 

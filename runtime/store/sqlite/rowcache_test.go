@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -208,4 +210,100 @@ func TestCallCacheAgreesWithTheDatabase(t *testing.T) {
 	}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown call: %v; want ErrNotFound", err)
 	}
+}
+
+// TestCallCacheRandomOperations runs random inserts, state moves
+// (conditional or not, committed or rolled back, several in one
+// transaction) over a few threads and checks after each transaction that
+// the writer's PendingCalls and Call, answered from its row cache when it
+// can, equal a reader connection's, which always asks the database.
+func TestCallCacheRandomOperations(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(11, 26))
+	threads := []string{"a", "b", "c"}
+	for _, th := range threads {
+		update(t, s, func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: th}) })
+	}
+	states := []store.CallState{store.CallNew, store.CallDispatched, store.CallDone, store.CallCancelled}
+	var made []callKey
+	next := 0
+	boom := errors.New("boom")
+	for step := range 400 {
+		ops := 1 + rng.IntN(3)
+		rollback := rng.IntN(5) == 0
+		err := s.Update(ctx, func(tx store.Tx) error {
+			for range ops {
+				th := threads[rng.IntN(len(threads))]
+				if len(made) == 0 || rng.IntN(3) == 0 {
+					next++
+					id := fmt.Sprintf("c%d", next)
+					args := json.RawMessage(`{"n":1}`)
+					if rng.IntN(6) == 0 {
+						args = json.RawMessage(`{"s":"` + strings.Repeat("y", maxCachedCallArgs) + `"}`)
+					}
+					var st store.CallState
+					if rng.IntN(4) > 0 {
+						st = states[rng.IntN(len(states))]
+					}
+					if err := tx.PutCalls([]store.Call{{ThreadID: th, CallID: id, ToolName: "t", Arguments: args, State: st}}); err != nil {
+						return err
+					}
+					if !rollback {
+						made = append(made, callKey{th, id})
+					}
+					continue
+				}
+				k := made[rng.IntN(len(made))]
+				var from []store.CallState
+				for _, f := range states {
+					if rng.IntN(3) == 0 {
+						from = append(from, f)
+					}
+				}
+				if _, err := tx.SetCallState(k.thread, k.call, states[rng.IntN(len(states))], from...); err != nil {
+					return err
+				}
+				if rng.IntN(2) == 0 { // read inside the transaction too
+					if _, err := tx.PendingCalls(k.thread); err != nil {
+						return err
+					}
+				}
+			}
+			if rollback {
+				return boom
+			}
+			return nil
+		})
+		if err != nil && !(rollback && errors.Is(err, boom)) {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		for _, th := range threads {
+			var w, r []store.Call
+			if err := s.QuickView(ctx, func(tx store.Tx) (err error) { w, err = tx.PendingCalls(th); return err }); err != nil {
+				t.Fatal(err)
+			}
+			view(t, s, func(tx store.Tx) (err error) { r, err = tx.PendingCalls(th); return err })
+			if len(w) != len(r) || (len(w) > 0 && !reflect.DeepEqual(w, r)) {
+				t.Fatalf("step %d: pending calls of %s from the writer %v, in the database %v", step, th, callIDs(w), callIDs(r))
+			}
+		}
+		k := made[rng.IntN(len(made))]
+		var w, r store.Call
+		if err := s.QuickView(ctx, func(tx store.Tx) (err error) { w, err = tx.Call(k.thread, k.call); return err }); err != nil {
+			t.Fatal(err)
+		}
+		view(t, s, func(tx store.Tx) (err error) { r, err = tx.Call(k.thread, k.call); return err })
+		if !reflect.DeepEqual(w, r) {
+			t.Fatalf("step %d: call %v from the writer %+v, in the database %+v", step, k, w, r)
+		}
+	}
+}
+
+func callIDs(calls []store.Call) []string {
+	var ids []string
+	for _, c := range calls {
+		ids = append(ids, c.CallID+"/"+string(c.State))
+	}
+	return ids
 }

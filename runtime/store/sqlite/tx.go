@@ -551,9 +551,15 @@ func (t *tx) PutCalls(calls []store.Call) error {
 			c.Arguments, c.State = args, state
 			c.Deadline, c.Created, c.Updated = fromNanos(nanos(c.Deadline)), fromNanos(nanos(created)), fromNanos(nanos(t.now))
 			t.tx.overlay.setCall(c)
+			t.tx.overlay.notePending(t.tx.rows, c.ThreadID, c.CallID, pendingState(state))
 		}
 	}
 	return nil
+}
+
+// pendingState reports whether a call in state s waits for its result.
+func pendingState(s store.CallState) bool {
+	return s == store.CallNew || s == store.CallDispatched
 }
 
 // Call implements store.Calls.
@@ -594,6 +600,9 @@ func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...s
 	n, err := res.RowsAffected()
 	if err == nil && t.tx.rows != nil {
 		k := callKey{threadID, callID}
+		if n == 1 {
+			t.tx.overlay.notePending(t.tx.rows, threadID, callID, pendingState(to))
+		}
 		c, ok := t.tx.overlay.call(t.tx.rows, k)
 		switch {
 		case n == 1 && ok:
@@ -648,14 +657,54 @@ func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
 	// Every slice runs this, mostly to find no call: sorting in Go
 	// spares SQLite the temporary b-tree (a pager opened and closed) that
 	// an ORDER BY here costs on each run (issue 11 item 4).
+	// On the writer, the row cache usually knows the thread's pending
+	// calls and their rows, and no statement runs at all.
+	if calls, ok := t.cachedPendingCalls(threadID); ok {
+		sortCalls(calls)
+		return calls, nil
+	}
 	calls, err := t.queryCallsOf(`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND state IN ('new', 'dispatched')`, threadID)
 	if err != nil {
 		return nil, fmt.Errorf("list pending calls of thread %s: %w", threadID, err)
 	}
+	if t.tx.rows != nil {
+		ids := make([]string, len(calls))
+		for i, c := range calls {
+			ids[i] = c.CallID
+			t.tx.overlay.setCall(c)
+		}
+		t.tx.overlay.setPending(threadID, ids)
+	}
+	sortCalls(calls)
+	return calls, nil
+}
+
+// cachedPendingCalls returns a thread's pending calls from the writer's
+// row cache, if it knows them all.
+func (t *tx) cachedPendingCalls(threadID string) ([]store.Call, bool) {
+	if t.tx.rows == nil {
+		return nil, false
+	}
+	ids, ok := t.tx.overlay.pendingIDs(t.tx.rows, threadID)
+	if !ok {
+		return nil, false
+	}
+	var calls []store.Call
+	for _, id := range ids {
+		c, ok := t.tx.overlay.call(t.tx.rows, callKey{threadID, id})
+		if !ok {
+			return nil, false // a call too big to keep: ask the database
+		}
+		calls = append(calls, c)
+	}
+	return calls, true
+}
+
+// sortCalls orders calls as they were made: by creation, then id.
+func sortCalls(calls []store.Call) {
 	slices.SortFunc(calls, func(a, b store.Call) int {
 		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.CallID, b.CallID))
 	})
-	return calls, nil
 }
 
 // DueCalls implements store.Calls.
