@@ -642,8 +642,11 @@ var setCallStateSQL = [...]string{
 
 // CallsInState implements store.Calls.
 func (t *tx) CallsInState(s store.CallState) ([]store.Call, error) {
-	return t.queryCalls("list calls in state "+string(s),
-		`SELECT `+callCols+` FROM calls WHERE state = ? ORDER BY created, call_id`, string(s))
+	q := `SELECT ` + callCols + ` FROM calls WHERE state = ? ORDER BY created, call_id`
+	if pendingState(s) {
+		q = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND state = ? ORDER BY created, call_id`
+	}
+	return t.queryCalls("list calls in state "+string(s), q, string(s))
 }
 
 // ThreadCalls implements store.Calls.
@@ -663,7 +666,7 @@ func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
 		sortCalls(calls)
 		return calls, nil
 	}
-	calls, err := t.queryCallsOf(`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND state IN ('new', 'dispatched')`, threadID)
+	calls, err := t.queryCallsOf(`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND `+pendingCalls, threadID)
 	if err != nil {
 		return nil, fmt.Errorf("list pending calls of thread %s: %w", threadID, err)
 	}
@@ -710,13 +713,13 @@ func sortCalls(calls []store.Call) {
 // DueCalls implements store.Calls.
 func (t *tx) DueCalls(now time.Time) ([]store.Call, error) {
 	return t.queryCalls("list calls past their deadline",
-		`SELECT `+callCols+` FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL AND deadline <= ? ORDER BY deadline`, now.UnixNano())
+		`SELECT `+callCols+` FROM calls WHERE `+pendingCalls+` AND deadline IS NOT NULL AND deadline <= ? ORDER BY deadline`, now.UnixNano())
 }
 
 // NextDeadline implements store.Calls.
 func (t *tx) NextDeadline() (time.Time, bool, error) {
 	var d sql.NullInt64
-	if err := t.tx.QueryRow(`SELECT MIN(deadline) FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL`).Scan(&d); err != nil {
+	if err := t.tx.QueryRow(`SELECT MIN(deadline) FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL`).Scan(&d); err != nil {
 		return time.Time{}, false, fmt.Errorf("read next call deadline: %w", err)
 	}
 	if !d.Valid {

@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// TestPendingCallQueriesUseThePartialIndexes: every query for pending
+// calls finds them through the indexes that hold only pending calls
+// (migration 11), never by scanning the calls table, which keeps every
+// call ever made. SQLite uses a partial index only when the query repeats
+// its condition, so a query rewritten without it would fall back to a scan.
+func TestPendingCallQueriesUseThePartialIndexes(t *testing.T) {
+	s, _ := open(t)
+	queries := map[string][]any{
+		`SELECT ` + callCols + ` FROM calls WHERE thread_id = ? AND ` + pendingCalls:                                                         {"t"},
+		`SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND state = ? ORDER BY created, call_id`:                              {"new"},
+		`SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL AND deadline <= ? ORDER BY deadline`:         {1},
+		`SELECT MIN(deadline) FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL`:                                                nil,
+		`SELECT ` + callCols + ` FROM calls c WHERE ` + pendingCalls + ` AND state = 'dispatched' AND updated <= ? AND toolset != ? LIMIT ?`: {1, "b", 10},
+	}
+	for q, args := range queries {
+		rows, err := s.group.conn.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+q, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		joined := strings.Join(plan, "; ")
+		if !strings.Contains(joined, "USING INDEX calls_pending") && !strings.Contains(joined, "USING COVERING INDEX calls_pending") {
+			t.Errorf("query %q\nplan %q: want it to search a calls_pending index", q, joined)
+		}
+	}
+}
+
+// TestCallsInStateOutsideTheIndex: CallsInState still finds calls in a
+// state the partial indexes do not hold.
+func TestCallsInStateOutsideTheIndex(t *testing.T) {
+	s, _ := open(t)
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateThread(store.Thread{ID: "t"}); err != nil {
+			return err
+		}
+		return tx.PutCalls([]store.Call{{ThreadID: "t", CallID: "a", State: store.CallDone}, {ThreadID: "t", CallID: "b"}})
+	})
+	for st, want := range map[store.CallState]string{store.CallDone: "a", store.CallNew: "b"} {
+		var got []store.Call
+		view(t, s, func(tx store.Tx) (err error) { got, err = tx.CallsInState(st); return err })
+		if len(got) != 1 || got[0].CallID != want {
+			t.Errorf("CallsInState(%s) = %v; want [%s]", st, callIDs(got), want)
+		}
+	}
+}
+
+// TestMigrationToPartialCallIndexes: a store written before migration 11
+// answers the same after it, through the new indexes.
+func TestMigrationToPartialCallIndexes(t *testing.T) {
+	all := migrations
+	t.Cleanup(func() { migrations = all })
+	migrations = all[:11-1]
+	path := filepath.Join(t.TempDir(), "rap.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(-time.Minute).UTC()
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateThread(store.Thread{ID: "t"}); err != nil {
+			return err
+		}
+		return tx.PutCalls([]store.Call{
+			{ThreadID: "t", CallID: "new", Deadline: deadline},
+			{ThreadID: "t", CallID: "dispatched", State: store.CallDispatched},
+			{ThreadID: "t", CallID: "done", State: store.CallDone, Deadline: deadline},
+			{ThreadID: "t", CallID: "cancelled", State: store.CallCancelled},
+		})
+	})
+	s.Close()
+	migrations = all
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var indexes []string
+	rows, err := s.reader.Query(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'calls' AND name NOT LIKE 'sqlite_%' ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		indexes = append(indexes, n)
+	}
+	rows.Close()
+	if fmt.Sprint(indexes) != "[calls_pending calls_pending_thread]" {
+		t.Errorf("indexes on calls after the upgrade: %v; want [calls_pending calls_pending_thread]", indexes)
+	}
+	view(t, s, func(tx store.Tx) error {
+		pending, err := tx.PendingCalls("t")
+		if err != nil {
+			return err
+		}
+		due, err := tx.DueCalls(time.Now())
+		if err != nil {
+			return err
+		}
+		next, ok, err := tx.NextDeadline()
+		if err != nil {
+			return err
+		}
+		if got := fmt.Sprint(callIDs(pending)); got != "[dispatched/dispatched new/new]" {
+			t.Errorf("pending calls after the upgrade: %s", got)
+		}
+		if got := fmt.Sprint(callIDs(due)); got != "[new/new]" {
+			t.Errorf("calls past their deadline after the upgrade: %s", got)
+		}
+		if !ok || !next.Equal(deadline) {
+			t.Errorf("next deadline %v, %v; want %v", next, ok, deadline)
+		}
+		return nil
+	})
+}
