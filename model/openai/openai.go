@@ -93,6 +93,7 @@ type Provider struct {
 	baseURL   string
 	public    bool // the public OpenAI endpoint: max_completion_tokens
 	client    sdk.Client
+	auth      option.RequestOption        // the Authorization header; nil without a key
 	tail      atomic.Pointer[encodedTail] // the last request tail encoded (wire.go)
 }
 
@@ -150,6 +151,10 @@ func New(opts Options) (*Provider, error) {
 	}
 	ropts = append(ropts, option.WithHTTPClient(hc))
 	p.client = sdk.NewClient(ropts...)
+	if key != "" {
+		// What the SDK's chat methods send (Client.Post sends no key).
+		p.auth = option.WithHeader("Authorization", "Bearer "+key)
+	}
 	return p, nil
 }
 
@@ -172,9 +177,18 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	if berr != nil {
 		return nil, berr
 	}
-	// The body is encoded here (see wire.go); the SDK sends it, retries and
-	// decodes the stream. The empty params it encodes are replaced.
-	stream := p.client.Chat.Completions.NewStreaming(ctx, sdk.ChatCompletionNewParams{}, option.WithRequestBody("application/json", body))
+	// The body is encoded here, "stream":true included (see wire.go); the
+	// SDK sends it, retries and splits the event stream. Not through
+	// Chat.Completions.NewStreaming, which would add "stream" to the body
+	// with sjson (a parse and a copy of the whole history) and decode each
+	// chunk into the SDK's full type.
+	var raw *http.Response
+	opts := []option.RequestOption{option.WithRequestBody("application/json", body)}
+	if p.auth != nil {
+		opts = append(opts, p.auth)
+	}
+	err = p.client.Post(ctx, "chat/completions", nil, &raw, opts...)
+	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 
 	acc := accumulator{names: toolNames(req)}

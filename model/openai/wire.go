@@ -160,7 +160,7 @@ type encodedTail struct {
 	enc   []byte
 }
 
-// encodeTail encodes `],"model":…,"max_tokens":…,"tools":…}`.
+// encodeTail encodes `],"model":…,"max_tokens":…,"tools":…,"stream":true}`.
 func (p *Provider) encodeTail(limit int, tools []model.ToolSpec) ([]byte, error) {
 	if last := p.tail.Load(); last != nil && last.limit == limit && slices.EqualFunc(last.tools, tools, sameTool) {
 		return last.enc, nil
@@ -186,7 +186,9 @@ func (p *Provider) encodeTail(limit int, tools []model.ToolSpec) ([]byte, error)
 	if !bytes.HasPrefix(all, []byte(open+"]")) {
 		return nil, fmt.Errorf("openai: the SDK encodes requests in an unexpected form (%.40s...): report this", all)
 	}
-	tail := all[len(open):]
+	// "stream":true last, where the SDK's NewStreaming puts it (with sjson,
+	// over the whole body, for each request).
+	tail := append(all[len(open):len(all)-1:len(all)-1], `,"stream":true}`...)
 	p.tail.Store(&encodedTail{limit: limit, tools: slices.Clone(tools), enc: tail})
 	return tail, nil
 }
