@@ -34,9 +34,7 @@ func (t *tx) AddCallCheck(c store.CallCheck) (bool, error) {
 // UncheckedCalls implements store.CallChecks.
 func (t *tx) UncheckedCalls(before time.Time, skip string, limit int) ([]store.Call, error) {
 	return t.queryCalls("list dispatched calls without a status check",
-		`SELECT `+callCols+` FROM calls c WHERE `+pendingCalls+` AND state = 'dispatched' AND updated <= ? AND toolset != ?
-		AND NOT EXISTS (SELECT 1 FROM call_checks k WHERE k.thread_id = c.thread_id AND k.call_id = c.call_id) LIMIT ?`,
-		nanos(before), skip, limit)
+		uncheckedCallsSQL, nanos(before), skip, limit)
 }
 
 // DeleteCallCheck implements store.CallChecks.

@@ -19,11 +19,11 @@ import (
 func TestPendingCallQueriesUseThePartialIndexes(t *testing.T) {
 	s, _ := open(t)
 	queries := map[string][]any{
-		`SELECT ` + callCols + ` FROM calls WHERE thread_id = ? AND ` + pendingCalls:                                                         {"t"},
-		`SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND state = ? ORDER BY created, call_id`:                              {"new"},
-		`SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL AND deadline <= ? ORDER BY deadline`:         {1},
-		`SELECT MIN(deadline) FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL`:                                                nil,
-		`SELECT ` + callCols + ` FROM calls c WHERE ` + pendingCalls + ` AND state = 'dispatched' AND updated <= ? AND toolset != ? LIMIT ?`: {1, "b", 10},
+		pendingCallsSQL:        {"t"},
+		callsInPendingStateSQL: {"new"},
+		dueCallsSQL:            {1},
+		nextDeadlineSQL:        nil,
+		uncheckedCallsSQL:      {1, "b", 10},
 	}
 	for q, args := range queries {
 		rows, err := s.group.conn.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+q, args...)

@@ -291,7 +291,18 @@ func (c *committer) runReads(group []*groupCall) []*groupCall {
 	st := newConnTx(c.conn, c.cache)
 	st.rows = c.rows
 	// The reads see only committed rows (sqlTx has written nothing yet):
-	// what they read is the committed state.
+	// what they read is the committed state. They may only read: a write
+	// would reach the row cache and then be rolled back with a group of
+	// reads alone, so the connection refuses writes while they run.
+	if err := c.exec("PRAGMA query_only = 1"); err != nil {
+		for _, call := range group {
+			if call.read {
+				call.done <- fmt.Errorf("sqlite store %s: %w", c.path, err)
+			}
+		}
+		return writes
+	}
+	defer c.exec("PRAGMA query_only = 0")
 	defer c.rows.merge(&st.overlay)
 	for _, call := range group {
 		if !call.read {

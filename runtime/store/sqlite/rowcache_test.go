@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -288,6 +291,9 @@ func TestCallCacheRandomOperations(t *testing.T) {
 				t.Fatalf("step %d: pending calls of %s from the writer %v, in the database %v", step, th, callIDs(w), callIDs(r))
 			}
 		}
+		if len(made) == 0 {
+			continue
+		}
 		k := made[rng.IntN(len(made))]
 		var w, r store.Call
 		if err := s.QuickView(ctx, func(tx store.Tx) (err error) { w, err = tx.Call(k.thread, k.call); return err }); err != nil {
@@ -306,4 +312,122 @@ func callIDs(calls []store.Call) []string {
 		ids = append(ids, c.CallID+"/"+string(c.State))
 	}
 	return ids
+}
+
+// TestQuickViewCannotWrite: a QuickView function that writes gets an
+// error and leaves nothing behind, in the database or in the writer's row
+// cache (found by review: the write reached the cache, then the group of
+// reads was rolled back).
+func TestQuickViewCannotWrite(t *testing.T) {
+	s, _ := open(t)
+	ctx := context.Background()
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateThread(store.Thread{ID: "t"}); err != nil {
+			return err
+		}
+		return tx.PutCalls([]store.Call{{ThreadID: "t", CallID: "c"}})
+	})
+	err := s.QuickView(ctx, func(tx store.Tx) error {
+		if _, err := tx.PendingCalls("t"); err != nil {
+			return err
+		}
+		_, err := tx.SetCallState("t", "c", store.CallDone)
+		return err
+	})
+	if err == nil {
+		t.Fatal("a QuickView wrote without an error")
+	}
+	var w, r []store.Call
+	if err := s.QuickView(ctx, func(tx store.Tx) (err error) { w, err = tx.PendingCalls("t"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	view(t, s, func(tx store.Tx) (err error) { r, err = tx.PendingCalls("t"); return err })
+	if len(w) != 1 || len(r) != 1 || w[0].State != store.CallNew || r[0].State != store.CallNew {
+		t.Errorf("after a refused write: writer %v, database %v; want [c/new] in both", callIDs(w), callIDs(r))
+	}
+	// Writes still work after it.
+	update(t, s, func(tx store.Tx) error {
+		_, err := tx.SetCallState("t", "c", store.CallDispatched)
+		return err
+	})
+}
+
+// TestCallCacheUnderGroupCommit: 16 goroutines insert calls and move them
+// (one transaction in six failing, so the others of its group run again)
+// while others read, with a slow sync so that calls share groups and join
+// running transactions; afterwards every pending list and every call the
+// writer answers equals the database's (from a review).
+func TestCallCacheUnderGroupCommit(t *testing.T) {
+	s, err := openWith(filepath.Join(t.TempDir(), "rap.db"), openOptions{sync: func() error { time.Sleep(2 * time.Millisecond); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	threads := []string{"a", "b", "c", "d"}
+	for _, th := range threads {
+		update(t, s, func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: th}) })
+	}
+	states := []store.CallState{store.CallNew, store.CallDispatched, store.CallDone, store.CallCancelled}
+	boom := errors.New("boom")
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for g := range 16 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 7))
+			for range 150 {
+				th := threads[rng.IntN(len(threads))]
+				if rng.IntN(3) == 0 {
+					s.QuickView(ctx, func(tx store.Tx) error { _, err := tx.PendingCalls(th); return err })
+					continue
+				}
+				fail := rng.IntN(6) == 0
+				id := fmt.Sprintf("c%d", next.Add(1))
+				s.Update(ctx, func(tx store.Tx) error {
+					if err := tx.PutCalls([]store.Call{{ThreadID: th, CallID: id, ToolName: "t"}}); err != nil {
+						return err
+					}
+					pending, err := tx.PendingCalls(th)
+					if err != nil {
+						return err
+					}
+					for _, c := range pending {
+						if rng.IntN(3) == 0 {
+							if _, err := tx.SetCallState(th, c.CallID, states[rng.IntN(len(states))], store.CallNew, store.CallDispatched); err != nil {
+								return err
+							}
+						}
+					}
+					if fail {
+						return boom
+					}
+					return nil
+				})
+			}
+		})
+	}
+	wg.Wait()
+	if st := s.WriterStats(); st.Updates <= st.Transactions {
+		t.Errorf("%d updates in %d transactions: no group formed, the test does not test group commit", st.Updates, st.Transactions)
+	}
+	for _, th := range threads {
+		var w, r, all []store.Call
+		if err := s.QuickView(ctx, func(tx store.Tx) (err error) { w, err = tx.PendingCalls(th); return err }); err != nil {
+			t.Fatal(err)
+		}
+		view(t, s, func(tx store.Tx) (err error) { r, err = tx.PendingCalls(th); return err })
+		if !reflect.DeepEqual(w, r) {
+			t.Errorf("thread %s: pending calls from the writer %v, in the database %v", th, callIDs(w), callIDs(r))
+		}
+		view(t, s, func(tx store.Tx) (err error) { all, err = tx.ThreadCalls(th); return err })
+		for _, c := range all {
+			var wc store.Call
+			if err := s.QuickView(ctx, func(tx store.Tx) (err error) { wc, err = tx.Call(th, c.CallID); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(wc, c) {
+				t.Errorf("call %s/%s from the writer %+v, in the database %+v", th, c.CallID, wc, c)
+			}
+		}
+	}
 }

@@ -424,6 +424,17 @@ var migrations = []string{
 // with it.
 const pendingCalls = `state IN ('new', 'dispatched')`
 
+// The queries for pending calls, each with the partial indexes'
+// condition (TestPendingCallQueriesUseThePartialIndexes checks their plans).
+const (
+	pendingCallsSQL        = `SELECT ` + callCols + ` FROM calls WHERE thread_id = ? AND ` + pendingCalls
+	callsInPendingStateSQL = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND state = ? ORDER BY created, call_id`
+	dueCallsSQL            = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL AND deadline <= ? ORDER BY deadline`
+	nextDeadlineSQL        = `SELECT MIN(deadline) FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL`
+	uncheckedCallsSQL      = `SELECT ` + callCols + ` FROM calls c WHERE ` + pendingCalls + ` AND state = 'dispatched' AND updated <= ? AND toolset != ?
+		AND NOT EXISTS (SELECT 1 FROM call_checks k WHERE k.thread_id = c.thread_id AND k.call_id = c.call_id) LIMIT ?`
+)
+
 // SchemaVersion is the schema version this package writes.
 var SchemaVersion = len(migrations)
 

@@ -551,15 +551,10 @@ func (t *tx) PutCalls(calls []store.Call) error {
 			c.Arguments, c.State = args, state
 			c.Deadline, c.Created, c.Updated = fromNanos(nanos(c.Deadline)), fromNanos(nanos(created)), fromNanos(nanos(t.now))
 			t.tx.overlay.setCall(c)
-			t.tx.overlay.notePending(t.tx.rows, c.ThreadID, c.CallID, pendingState(state))
+			t.tx.overlay.notePending(t.tx.rows, c.ThreadID, c.CallID, state.Pending())
 		}
 	}
 	return nil
-}
-
-// pendingState reports whether a call in state s waits for its result.
-func pendingState(s store.CallState) bool {
-	return s == store.CallNew || s == store.CallDispatched
 }
 
 // Call implements store.Calls.
@@ -598,20 +593,26 @@ func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...s
 		return false, fmt.Errorf("set state of call %s of thread %s to %s: %w", callID, threadID, to, err)
 	}
 	n, err := res.RowsAffected()
-	if err == nil && t.tx.rows != nil {
+	if t.tx.rows != nil {
 		k := callKey{threadID, callID}
-		if n == 1 {
-			t.tx.overlay.notePending(t.tx.rows, threadID, callID, pendingState(to))
-		}
 		c, ok := t.tx.overlay.call(t.tx.rows, k)
 		switch {
+		case err != nil:
+			// The statement ran; what it changed is unknown.
+			t.tx.overlay.forgetCall(k)
+			t.tx.overlay.forgetPending(threadID)
 		case n == 1 && ok:
 			c.State, c.Updated = to, fromNanos(nanos(t.now))
 			t.tx.overlay.setCall(c)
-		case ok && n == 0 && len(from) > 0 && !slices.Contains(from, c.State):
+			t.tx.overlay.notePending(t.tx.rows, threadID, callID, to.Pending())
+		case n == 1:
+			t.tx.overlay.notePending(t.tx.rows, threadID, callID, to.Pending())
+		case ok && len(from) > 0 && !slices.Contains(from, c.State):
 			// Nothing moved, as the cached state says it would not.
 		case ok:
-			t.tx.overlay.forgetCall(k) // the cache disagrees with the database
+			// The cache disagrees with the database.
+			t.tx.overlay.forgetCall(k)
+			t.tx.overlay.forgetPending(threadID)
 		}
 	}
 	return n == 1, err
@@ -643,8 +644,8 @@ var setCallStateSQL = [...]string{
 // CallsInState implements store.Calls.
 func (t *tx) CallsInState(s store.CallState) ([]store.Call, error) {
 	q := `SELECT ` + callCols + ` FROM calls WHERE state = ? ORDER BY created, call_id`
-	if pendingState(s) {
-		q = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND state = ? ORDER BY created, call_id`
+	if s.Pending() {
+		q = callsInPendingStateSQL
 	}
 	return t.queryCalls("list calls in state "+string(s), q, string(s))
 }
@@ -666,7 +667,7 @@ func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
 		sortCalls(calls)
 		return calls, nil
 	}
-	calls, err := t.queryCallsOf(`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND `+pendingCalls, threadID)
+	calls, err := t.queryCallsOf(pendingCallsSQL, threadID)
 	if err != nil {
 		return nil, fmt.Errorf("list pending calls of thread %s: %w", threadID, err)
 	}
@@ -713,13 +714,13 @@ func sortCalls(calls []store.Call) {
 // DueCalls implements store.Calls.
 func (t *tx) DueCalls(now time.Time) ([]store.Call, error) {
 	return t.queryCalls("list calls past their deadline",
-		`SELECT `+callCols+` FROM calls WHERE `+pendingCalls+` AND deadline IS NOT NULL AND deadline <= ? ORDER BY deadline`, now.UnixNano())
+		dueCallsSQL, now.UnixNano())
 }
 
 // NextDeadline implements store.Calls.
 func (t *tx) NextDeadline() (time.Time, bool, error) {
 	var d sql.NullInt64
-	if err := t.tx.QueryRow(`SELECT MIN(deadline) FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL`).Scan(&d); err != nil {
+	if err := t.tx.QueryRow(nextDeadlineSQL).Scan(&d); err != nil {
 		return time.Time{}, false, fmt.Errorf("read next call deadline: %w", err)
 	}
 	if !d.Valid {
