@@ -93,8 +93,12 @@ type Provider struct {
 	baseURL   string
 	public    bool // the public OpenAI endpoint: max_completion_tokens
 	client    sdk.Client
-	auth      option.RequestOption        // the Authorization header; nil without a key
-	tail      atomic.Pointer[encodedTail] // the last request tail encoded (wire.go)
+	auth      option.RequestOption // the Authorization header; nil without a key
+	// leaseBodies is whether request bodies are built in reused buffers
+	// (model.BodyLease): only over net/http's own Transport, whose
+	// httptrace hooks tell when a body has been written.
+	leaseBodies bool
+	tail        atomic.Pointer[encodedTail] // the last request tail encoded (wire.go)
 }
 
 var _ model.Provider = (*Provider)(nil)
@@ -149,6 +153,10 @@ func New(opts Options) (*Provider, error) {
 	if hc == nil {
 		hc = model.DefaultHTTPClient() // keeps connections for concurrent completions
 	}
+	switch hc.Transport.(type) {
+	case nil, *http.Transport:
+		p.leaseBodies = true
+	}
 	ropts = append(ropts, option.WithHTTPClient(hc))
 	p.client = sdk.NewClient(ropts...)
 	if key != "" {
@@ -173,9 +181,28 @@ func (p *Provider) SupportsImages() bool { return p.images }
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
 	// An error body may echo the API key: never pass it on (issue 9 item 19).
 	defer func() { err = model.RedactError(err, p.key) }()
-	body, berr := p.body(req)
+	var lease *model.BodyLease // the body's buffer, reused once the request is over
+	var dst []byte
+	if p.leaseBodies {
+		lease = model.LendBody()
+		defer func() {
+			if err != nil {
+				// The SDK's error keeps the request, whose GetBody
+				// reads the body: its buffer must not be reused.
+				lease.Forget()
+				return
+			}
+			lease.Done()
+		}()
+		dst = lease.Buffer()
+		ctx = lease.Context(ctx)
+	}
+	body, berr := p.body(dst, req)
 	if berr != nil {
 		return nil, berr
+	}
+	if lease != nil {
+		lease.Keep(body) // the buffer as grown
 	}
 	// The body is encoded here, "stream":true included (see wire.go); the
 	// SDK sends it, retries and splits the event stream. Not through

@@ -30,8 +30,8 @@ func (p *Provider) wireKey() string {
 	return "openai\x00" + p.model + "\x00" + strconv.FormatBool(p.images) + strconv.FormatBool(p.public)
 }
 
-// body encodes the Chat Completions request for req.
-func (p *Provider) body(req model.Request) ([]byte, error) {
+// body appends the Chat Completions request for req to dst.
+func (p *Provider) body(dst []byte, req model.Request) ([]byte, error) {
 	limit := req.MaxTokens
 	if limit <= 0 {
 		limit = p.maxTokens
@@ -51,13 +51,13 @@ func (p *Provider) body(req model.Request) ([]byte, error) {
 	if w == nil {
 		stable = 0
 	}
-	return p.encodeBody(limit, req.System, req.Tools, turns, base, stable, starts, w, req.SettledSeq)
+	return p.encodeBody(dst, limit, req.System, req.Tools, turns, base, stable, starts, w, req.SettledSeq)
 }
 
-// encodeBody writes the body of turns [base, base+len(turns)); with w
+// encodeBody appends to dst the body of turns [base, base+len(turns)); with w
 // (locked by the caller) the stable turns come from, and go to, the cache,
 // which holds at least the first base ones.
-func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, turns []model.Turn, base, stable int, starts []int, w *model.WireCache, seq int64) ([]byte, error) {
+func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []model.ToolSpec, turns []model.Turn, base, stable int, starts []int, w *model.WireCache, seq int64) ([]byte, error) {
 	count := base + len(turns)
 	var cached []byte
 	var ends []int
@@ -98,7 +98,7 @@ func (p *Provider) encodeBody(limit int, system string, tools []model.ToolSpec, 
 	if k > 0 {
 		size += ends[k-1]
 	}
-	b := make([]byte, 0, size+1024*(count-k))
+	b := model.GrowBody(dst[:0], size+1024*(count-k))
 	b = append(b, `{"messages":[`...)
 	b = append(b, sys...)
 	if k > 0 {

@@ -97,7 +97,7 @@ func TestWireCacheKeyAndShrink(t *testing.T) {
 	msgs := wiretest.Conversation([]byte{0, 2, 3, 2, 3, 2, 3, 2, 3, 0})
 	w := &model.WireCache{}
 	req := model.Request{Messages: msgs, Settled: len(msgs) - 1, SettledSeq: 9, Wire: w}
-	if _, err := p.body(req); err != nil {
+	if _, err := p.body(nil, req); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -108,7 +108,7 @@ func TestWireCacheKeyAndShrink(t *testing.T) {
 		{"another model", q, req},
 		{"shorter settled prefix", p, model.Request{Messages: msgs[:4], Settled: 3, SettledSeq: 3, Wire: w}},
 	} {
-		got, err := c.p.body(c.req)
+		got, err := c.p.body(nil, c.req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func BenchmarkBodyNewThread(b *testing.B) {
 	for b.Loop() {
 		n++
 		req.System = fmt.Sprintf("You are thread %d.", n)
-		if _, err := p.body(req); err != nil {
+		if _, err := p.body(nil, req); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,0 +1,115 @@
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	sdk "github.com/openai/openai-go/v3"
+
+	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/model/wiretest"
+)
+
+// TestErrorKeepsItsRequestBody: an API error returned by Complete carries
+// the request (sdk.Error.Request, DumpRequest), whose body must still be
+// the one sent after later completions, which lend body buffers, have run.
+func TestErrorKeepsItsRequestBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error":{"type":"invalid_request_error","message":"no"}}`))
+	}))
+	defer srv.Close()
+	p, err := New(Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.leaseBodies {
+		t.Fatal("a provider on net/http's transport does not lease its bodies")
+	}
+	ask := func(text string) error {
+		_, err := p.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: text}}}, nil)
+		return err
+	}
+	errA := ask("SECRET-OF-THREAD-A " + strings.Repeat("a", 2000))
+	var apiErr *sdk.Error
+	if !errors.As(errA, &apiErr) || apiErr.Request == nil {
+		t.Fatalf("Complete's error %v does not carry the SDK's error with its request", errA)
+	}
+	for range 20 {
+		_ = ask("thread B " + strings.Repeat("b", 2000))
+	}
+	dump := string(apiErr.DumpRequest(true))
+	if !strings.Contains(dump, "SECRET-OF-THREAD-A") || strings.Contains(dump, "thread B") {
+		t.Fatalf("the first error's request body changed after later completions:\n%.300s", dump)
+	}
+}
+
+func TestCustomTransportDoesNotLease(t *testing.T) {
+	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1", HTTPClient: &http.Client{Transport: roundTripFunc(nil)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.leaseBodies {
+		t.Fatal("a provider on a custom RoundTripper leases its bodies; it cannot know when they are written")
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestLeasedBodiesConcurrently: completions running at once, each on
+// buffers other completions used before, each send their own conversation
+// and nothing else.
+func TestLeasedBodiesConcurrently(t *testing.T) {
+	srv := wiretest.NewOpenAI(func(wiretest.Request) wiretest.Reply { return wiretest.Reply{Text: "ok"} })
+	defer srv.Close()
+	p, err := New(Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				// Lengths vary so that buffers are reused for bodies both
+				// shorter and longer than the one they held.
+				text := fmt.Sprintf("marker-%d-%d ", g, i) + strings.Repeat("x", (g*131+i*977)%6000)
+				if _, err := p.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: text}}}, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, r := range srv.Requests() {
+		var b struct {
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+			Stream bool `json:"stream"`
+		}
+		if err := json.Unmarshal(r.Body, &b); err != nil || len(b.Messages) != 1 || !b.Stream {
+			t.Fatalf("a request body is not one conversation of one message (%v):\n%.200s", err, r.Body)
+		}
+		marker, rest, _ := strings.Cut(b.Messages[0].Content, " ")
+		var g, i int
+		if _, err := fmt.Sscanf(marker, "marker-%d-%d", &g, &i); err != nil || rest != strings.Repeat("x", (g*131+i*977)%6000) || seen[marker] {
+			t.Fatalf("request for %q holds another conversation's text, or came twice", marker)
+		}
+		seen[marker] = true
+	}
+	if len(seen) != 8*20 {
+		t.Errorf("%d distinct conversations arrived; want %d", len(seen), 8*20)
+	}
+}
