@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"math/bits"
+	"net/http"
 	"net/http/httptrace"
 	"sync"
 )
@@ -32,6 +33,20 @@ type BodyLease struct {
 	writing int  // connections obtained minus writes finished
 	done    bool // Done was called
 	spoiled bool // more writes finished than connections obtained
+}
+
+// CanLeaseBodies reports whether request bodies sent through c may be
+// leased: only through net/http's own Transport, whose httptrace hooks
+// report each write. A client without a Transport uses
+// http.DefaultTransport, which a program (or a test's HTTP mock) may have
+// replaced with a RoundTripper that reads bodies whenever it likes.
+func CanLeaseBodies(c *http.Client) bool {
+	t := c.Transport
+	if t == nil {
+		t = http.DefaultTransport
+	}
+	_, ok := t.(*http.Transport)
+	return ok
 }
 
 // maxLeasedBody bounds the buffers kept for reuse: a body larger than this

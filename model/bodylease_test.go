@@ -207,3 +207,23 @@ func TestBodyLeaseKeepsCallersTrace(t *testing.T) {
 		t.Fatal("the lease's own hooks call the hooks of an earlier request's caller")
 	}
 }
+
+func TestCanLeaseBodies(t *testing.T) {
+	saved := http.DefaultTransport
+	t.Cleanup(func() { http.DefaultTransport = saved })
+	if !CanLeaseBodies(&http.Client{}) || !CanLeaseBodies(DefaultHTTPClient()) {
+		t.Error("net/http's own transport is not leased")
+	}
+	custom := roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
+	if CanLeaseBodies(&http.Client{Transport: custom}) {
+		t.Error("a custom RoundTripper is leased")
+	}
+	http.DefaultTransport = custom
+	if CanLeaseBodies(&http.Client{}) {
+		t.Error("a client over a replaced http.DefaultTransport is leased")
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

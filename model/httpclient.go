@@ -35,7 +35,13 @@ var (
 // providers share it, so their connections are pooled once per process.
 func DefaultHTTPClient() *http.Client {
 	defaultClientOnce.Do(func() {
-		t := http.DefaultTransport.(*http.Transport).Clone()
+		base, ok := http.DefaultTransport.(*http.Transport)
+		if !ok {
+			// Replaced by the program (an HTTP mock, say): use it as is.
+			defaultClient = &http.Client{}
+			return
+		}
+		t := base.Clone()
 		t.MaxIdleConnsPerHost = MaxIdleConnsPerHost
 		t.WriteBufferSize = WriteBufferSize
 		if t.MaxIdleConns != 0 && t.MaxIdleConns < 4*MaxIdleConnsPerHost {

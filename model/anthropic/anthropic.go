@@ -136,10 +136,7 @@ func New(opts Options) (*Provider, error) {
 	if hc == nil {
 		hc = model.DefaultHTTPClient() // keeps connections for concurrent completions
 	}
-	switch hc.Transport.(type) {
-	case nil, *http.Transport:
-		p.leaseBodies = true
-	}
+	p.leaseBodies = model.CanLeaseBodies(hc)
 	ropts = append(ropts, option.WithHTTPClient(hc))
 	p.messages = sdk.NewMessageService(ropts...)
 	p.client = sdk.NewClient(ropts...)

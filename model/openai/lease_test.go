@@ -113,3 +113,47 @@ func TestLeasedBodiesConcurrently(t *testing.T) {
 		t.Errorf("%d distinct conversations arrived; want %d", len(seen), 8*20)
 	}
 }
+
+// A client without a Transport uses http.DefaultTransport, which a program
+// or an HTTP mock may have replaced: then bodies are not leased (found by
+// review: the mock's saved request showed the next completion's body).
+func TestReplacedDefaultTransportDoesNotLease(t *testing.T) {
+	saved := http.DefaultTransport
+	t.Cleanup(func() { http.DefaultTransport = saved })
+	http.DefaultTransport = roundTripFunc(nil)
+	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1", HTTPClient: &http.Client{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.leaseBodies {
+		t.Fatal("a provider over a replaced http.DefaultTransport leases its bodies")
+	}
+}
+
+// TestAuthorizationHeader: the API key goes out as a bearer token, and
+// nothing else does: not OPENAI_ADMIN_KEY, which the SDK reads from the
+// environment and its generic Post would send when no API key is set
+// (found by review).
+func TestAuthorizationHeader(t *testing.T) {
+	srv := wiretest.NewOpenAI(func(wiretest.Request) wiretest.Reply { return wiretest.Reply{Text: "ok"} })
+	defer srv.Close()
+	t.Setenv(EnvAPIKey, "")
+	t.Setenv("OPENAI_ADMIN_KEY", "ADMIN-SECRET")
+	for _, c := range []struct{ key, want string }{{"k1", "Bearer k1"}, {"", ""}} {
+		p, err := New(Options{APIKey: c.key, BaseURL: srv.URL + "/v1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := len(srv.Requests())
+		if _, err := p.Complete(context.Background(), model.Request{Messages: []model.Message{{Role: model.RoleUser, Text: "hi"}}}, nil); err != nil && c.key != "" {
+			t.Fatal(err)
+		}
+		reqs := srv.Requests()
+		if len(reqs) != before+1 {
+			t.Fatalf("key %q: %d requests sent; want 1", c.key, len(reqs)-before)
+		}
+		if got := reqs[before].Header.Get("Authorization"); got != c.want {
+			t.Errorf("key %q: Authorization %q; want %q", c.key, got, c.want)
+		}
+	}
+}

@@ -93,7 +93,6 @@ type Provider struct {
 	baseURL   string
 	public    bool // the public OpenAI endpoint: max_completion_tokens
 	client    sdk.Client
-	auth      option.RequestOption // the Authorization header; nil without a key
 	// leaseBodies is whether request bodies are built in reused buffers
 	// (model.BodyLease): only over net/http's own Transport, whose
 	// httptrace hooks tell when a body has been written.
@@ -148,21 +147,17 @@ func New(opts Options) (*Provider, error) {
 			}
 		}
 	}
-	ropts := []option.RequestOption{option.WithBaseURL(base), option.WithAPIKey(key)}
+	// No admin key: the SDK reads OPENAI_ADMIN_KEY and its generic Post,
+	// which Complete uses, would send it where no API key is set (its
+	// chat methods send only the API key).
+	ropts := []option.RequestOption{option.WithBaseURL(base), option.WithAdminAPIKey(""), option.WithAPIKey(key)}
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = model.DefaultHTTPClient() // keeps connections for concurrent completions
 	}
-	switch hc.Transport.(type) {
-	case nil, *http.Transport:
-		p.leaseBodies = true
-	}
+	p.leaseBodies = model.CanLeaseBodies(hc)
 	ropts = append(ropts, option.WithHTTPClient(hc))
 	p.client = sdk.NewClient(ropts...)
-	if key != "" {
-		// What the SDK's chat methods send (Client.Post sends no key).
-		p.auth = option.WithHeader("Authorization", "Bearer "+key)
-	}
 	return p, nil
 }
 
@@ -210,11 +205,7 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	// with sjson (a parse and a copy of the whole history) and decode each
 	// chunk into the SDK's full type.
 	var raw *http.Response
-	opts := []option.RequestOption{option.WithRequestBody("application/json", body)}
-	if p.auth != nil {
-		opts = append(opts, p.auth)
-	}
-	err = p.client.Post(ctx, "chat/completions", nil, &raw, opts...)
+	err = p.client.Post(ctx, "chat/completions", nil, &raw, option.WithRequestBody("application/json", body))
 	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 

@@ -16,7 +16,9 @@ import (
 // and keeps the raw JSON of each (issue 11: 12 % of the runtime's CPU in
 // an OpenAI cycle). A chunk encoding/json refuses (a value of an
 // unexpected type from a lenient server) is decoded by the SDK's type
-// instead, which accepts what it accepted before.
+// instead, which accepts what it accepted before. Unlike the SDK's
+// decoder, encoding/json matches member names regardless of case and takes
+// the last of two equal names; no server is known to send either.
 type chunk struct {
 	Choices []chunkChoice `json:"choices"`
 	Usage   chunkUsage    `json:"usage"`
