@@ -70,12 +70,35 @@ func LendBody() *BodyLease {
 }
 
 // Buffer returns the leased buffer, empty, to append a body to (after
-// GrowBody); Keep hands back what was appended.
-func (l *BodyLease) Buffer() []byte { return l.buf[:0] }
+// GrowBody); Keep hands back what was appended. A nil lease (a request
+// whose body is not leased) has no buffer.
+func (l *BodyLease) Buffer() []byte {
+	if l == nil {
+		return nil
+	}
+	return l.buf[:0]
+}
 
 // Keep records b, the body built on Buffer (append may have moved it to a
-// larger array), as the buffer to reuse.
-func (l *BodyLease) Keep(b []byte) { l.buf = b }
+// larger array), as the buffer to reuse. On a nil lease it does nothing.
+func (l *BodyLease) Keep(b []byte) {
+	if l != nil {
+		l.buf = b
+	}
+}
+
+// End ends the provider's use of the body, given how its request ended:
+// after an error it is Forget (the SDKs' errors keep the request, whose
+// GetBody reads the body), else Done. On a nil lease it does nothing.
+func (l *BodyLease) End(err error) {
+	switch {
+	case l == nil:
+	case err != nil:
+		l.Forget()
+	default:
+		l.Done()
+	}
+}
 
 // Context returns ctx with the hooks that see the request's writes: the
 // request that sends the body must be made with it.

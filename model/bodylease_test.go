@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -227,3 +228,14 @@ func TestCanLeaseBodies(t *testing.T) {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A nil lease (bodies not leased: a custom transport) is usable as one.
+func TestNilBodyLease(t *testing.T) {
+	var l *BodyLease
+	if l.Buffer() != nil {
+		t.Error("a nil lease has a buffer")
+	}
+	l.Keep([]byte("x"))
+	l.End(nil)
+	l.End(errors.New("failed"))
+}

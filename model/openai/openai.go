@@ -176,29 +176,20 @@ func (p *Provider) SupportsImages() bool { return p.images }
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
 	// An error body may echo the API key: never pass it on (issue 9 item 19).
 	defer func() { err = model.RedactError(err, p.key) }()
-	var lease *model.BodyLease // the body's buffer, reused once the request is over
-	var dst []byte
+	// The body's buffer, reused once the request is over; nil when bodies
+	// are not leased. After an error End keeps it from reuse: the SDK's
+	// error keeps the request, whose GetBody reads the body.
+	var lease *model.BodyLease
 	if p.leaseBodies {
 		lease = model.LendBody()
-		defer func() {
-			if err != nil {
-				// The SDK's error keeps the request, whose GetBody
-				// reads the body: its buffer must not be reused.
-				lease.Forget()
-				return
-			}
-			lease.Done()
-		}()
-		dst = lease.Buffer()
 		ctx = lease.Context(ctx)
 	}
-	body, berr := p.body(dst, req)
+	defer func() { lease.End(err) }()
+	body, berr := p.body(lease.Buffer(), req)
 	if berr != nil {
 		return nil, berr
 	}
-	if lease != nil {
-		lease.Keep(body) // the buffer as grown
-	}
+	lease.Keep(body) // the buffer as grown
 	// The body is encoded here, "stream":true included (see wire.go); the
 	// SDK sends it, retries and splits the event stream. Not through
 	// Chat.Completions.NewStreaming, which would add "stream" to the body

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -26,25 +27,37 @@ func TestPendingCallQueriesUseThePartialIndexes(t *testing.T) {
 		uncheckedCallsSQL:      {1, "b", 10},
 	}
 	for q, args := range queries {
-		rows, err := s.group.conn.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+q, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s.group.conn, q, args...)
 		joined := strings.Join(plan, "; ")
 		if !strings.Contains(joined, "USING INDEX calls_pending") && !strings.Contains(joined, "USING COVERING INDEX calls_pending") {
 			t.Errorf("query %q\nplan %q: want it to search a calls_pending index", q, joined)
 		}
 	}
+}
+
+// queryPlan returns the details of SQLite's plan for q, one per step.
+func queryPlan(t *testing.T, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
 
 // TestCallsInStateOutsideTheIndex: CallsInState still finds calls in a

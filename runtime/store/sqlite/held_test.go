@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -82,20 +81,7 @@ func TestHeldEvents(t *testing.T) {
 // scans the calls table.
 func TestEndedHeldCallsPlan(t *testing.T) {
 	s, _ := open(t)
-	rows, err := s.group.conn.QueryContext(context.Background(), `EXPLAIN QUERY PLAN `+endedHeldCallsSQL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var id, parent, notused int
-		var detail string
-		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, detail)
-	}
+	plan := queryPlan(t, s.group.conn, endedHeldCallsSQL)
 	for _, d := range plan {
 		if strings.HasPrefix(d, "SCAN c") || d == "SCAN calls" {
 			t.Fatalf("the query scans calls: %v", plan)

@@ -97,20 +97,7 @@ func TestThreadsPageUsesIndex(t *testing.T) {
 		{childrenNextPage, []any{"p", 1, "a", 10, "p", 1, 10, 10}},
 	} {
 		q := tc.q
-		rows, err := s.reader.Query(`EXPLAIN QUERY PLAN `+q, tc.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s.reader, q, tc.args...)
 		p := strings.Join(plan, "; ")
 		// Every access to threads goes through one of its indexes in
 		// order (a LIMITed "SCAN ... USING INDEX" reads limit rows); only
