@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gorap/gorap/runtime/store"
 )
@@ -49,80 +51,91 @@ func newRowCache() *rowCache {
 	return &rowCache{threads: map[string]store.Thread{}, lastSeq: map[string]int64{}, calls: map[callKey]store.Call{}, pending: map[string][]string{}}
 }
 
-// rowOverlay is one writer transaction's view of the cache: entries it
-// read or wrote, and the ids whose cached entries it invalidated.
+// rowOverlay is one writer transaction's view of the cache: for each kind
+// of row, the entries it read or wrote and the keys it invalidated.
 type rowOverlay struct {
-	threads      map[string]store.Thread
-	lastSeq      map[string]int64
-	stale        map[string]bool // thread ids whose entries the transaction changed
-	calls        map[callKey]store.Call
-	staleCalls   map[callKey]bool
-	pending      map[string][]string
-	stalePending map[string]bool
+	threads changes[string, store.Thread]
+	lastSeq changes[string, int64]
+	calls   changes[callKey, store.Call]
+	pending changes[string, []string]
+}
+
+// changes is what one transaction read or wrote of one kind of cached row
+// (set), and the keys whose committed entries it invalidated (stale).
+type changes[K comparable, V any] struct {
+	set   map[K]V
+	stale map[K]bool
+}
+
+// get returns the transaction's entry for k, else the committed one in
+// base (read under mu) unless the transaction invalidated it.
+func (ch *changes[K, V]) get(mu *sync.Mutex, base map[K]V, k K) (V, bool) {
+	if v, ok := ch.set[k]; ok {
+		return v, true
+	}
+	if ch.stale[k] {
+		var zero V
+		return zero, false
+	}
+	mu.Lock()
+	v, ok := base[k]
+	mu.Unlock()
+	return v, ok
+}
+
+func (ch *changes[K, V]) put(k K, v V) {
+	if ch.set == nil {
+		ch.set = map[K]V{}
+	}
+	ch.set[k] = v
+}
+
+// forget invalidates k, in this transaction and, once it commits, in the
+// cache.
+func (ch *changes[K, V]) forget(k K) {
+	delete(ch.set, k)
+	if ch.stale == nil {
+		ch.stale = map[K]bool{}
+	}
+	ch.stale[k] = true
+}
+
+func (ch *changes[K, V]) empty() bool { return len(ch.set) == 0 && len(ch.stale) == 0 }
+
+// mergeInto applies committed changes to base, emptied first if it would
+// grow past maxCachedRows. The caller holds the cache's lock.
+func (ch *changes[K, V]) mergeInto(base map[K]V) {
+	for k := range ch.stale {
+		delete(base, k)
+	}
+	if len(base)+len(ch.set) > maxCachedRows {
+		clear(base)
+	}
+	maps.Copy(base, ch.set)
 }
 
 func (o *rowOverlay) thread(c *rowCache, id string) (store.Thread, bool) {
-	if th, ok := o.threads[id]; ok {
-		return cloneThread(th), true
-	}
-	if o.stale[id] {
-		return store.Thread{}, false
-	}
-	c.mu.Lock()
-	th, ok := c.threads[id]
-	c.mu.Unlock()
+	th, ok := o.threads.get(&c.mu, c.threads, id)
 	return cloneThread(th), ok
 }
 
-func (o *rowOverlay) setThread(id string, th store.Thread) {
-	if o.threads == nil {
-		o.threads = map[string]store.Thread{}
-	}
-	o.threads[id] = cloneThread(th)
-}
+func (o *rowOverlay) setThread(id string, th store.Thread) { o.threads.put(id, cloneThread(th)) }
 
 func (o *rowOverlay) last(c *rowCache, id string) (int64, bool) {
-	if n, ok := o.lastSeq[id]; ok {
-		return n, true
-	}
-	if o.stale[id] {
-		return 0, false
-	}
-	c.mu.Lock()
-	n, ok := c.lastSeq[id]
-	c.mu.Unlock()
-	return n, ok
+	return o.lastSeq.get(&c.mu, c.lastSeq, id)
 }
 
-func (o *rowOverlay) setLast(id string, n int64) {
-	if o.lastSeq == nil {
-		o.lastSeq = map[string]int64{}
-	}
-	o.lastSeq[id] = n
-}
+func (o *rowOverlay) setLast(id string, n int64) { o.lastSeq.put(id, n) }
 
-// forget invalidates the thread's entries, in this transaction and, once
-// it commits, in the cache.
+// forget invalidates the thread's row and last seq.
 func (o *rowOverlay) forget(id string) {
-	delete(o.threads, id)
-	delete(o.lastSeq, id)
-	if o.stale == nil {
-		o.stale = map[string]bool{}
-	}
-	o.stale[id] = true
+	o.threads.forget(id)
+	o.lastSeq.forget(id)
 }
 
 // call returns the cached row of a tool call.
 func (o *rowOverlay) call(c *rowCache, k callKey) (store.Call, bool) {
-	if cl, ok := o.calls[k]; ok {
-		return cloneCall(cl), true
-	}
-	if o.staleCalls[k] {
-		return store.Call{}, false
-	}
-	c.mu.Lock()
-	cl, ok := c.calls[k]
-	c.mu.Unlock()
+	cl, ok := o.calls.get(&c.mu, c.calls, k)
 	return cloneCall(cl), ok
 }
 
@@ -131,46 +144,29 @@ func (o *rowOverlay) call(c *rowCache, k callKey) (store.Call, bool) {
 func (o *rowOverlay) setCall(cl store.Call) {
 	k := callKey{cl.ThreadID, cl.CallID}
 	if len(cl.Arguments) > maxCachedCallArgs {
-		o.forgetCall(k)
+		o.calls.forget(k)
 		return
 	}
-	if o.calls == nil {
-		o.calls = map[callKey]store.Call{}
-	}
-	o.calls[k] = cloneCall(cl)
+	o.calls.put(k, cloneCall(cl))
 }
 
-// forgetCall invalidates a call's entry, in this transaction and, once it
-// commits, in the cache.
-func (o *rowOverlay) forgetCall(k callKey) {
-	delete(o.calls, k)
-	if o.staleCalls == nil {
-		o.staleCalls = map[callKey]bool{}
+// moveCall records the new state of a call, if its row is cached (its
+// arguments, never changed in place, stay shared: no copy).
+func (o *rowOverlay) moveCall(c *rowCache, k callKey, to store.CallState, updated time.Time) {
+	if cl, ok := o.calls.get(&c.mu, c.calls, k); ok {
+		cl.State, cl.Updated = to, updated
+		o.calls.put(k, cl)
 	}
-	o.staleCalls[k] = true
 }
 
-// pendingIDs returns the ids of a thread's pending calls, if known.
+// pendingIDs returns the ids of a thread's pending calls, if known. The
+// slice is never changed in place: notePending stores a new one.
 func (o *rowOverlay) pendingIDs(c *rowCache, thread string) ([]string, bool) {
-	if ids, ok := o.pending[thread]; ok {
-		return ids, true
-	}
-	if o.stalePending[thread] {
-		return nil, false
-	}
-	c.mu.Lock()
-	ids, ok := c.pending[thread]
-	c.mu.Unlock()
-	return ids, ok // never changed in place: setPending stores a new slice
+	return o.pending.get(&c.mu, c.pending, thread)
 }
 
 // setPending records the ids of all of a thread's pending calls.
-func (o *rowOverlay) setPending(thread string, ids []string) {
-	if o.pending == nil {
-		o.pending = map[string][]string{}
-	}
-	o.pending[thread] = ids
-}
+func (o *rowOverlay) setPending(thread string, ids []string) { o.pending.put(thread, ids) }
 
 // notePending records that a call of a thread is, or is no longer,
 // pending, if the thread's pending calls are known.
@@ -188,57 +184,23 @@ func (o *rowOverlay) notePending(c *rowCache, thread, call string, pending bool)
 	}
 }
 
-// forgetPending invalidates a thread's pending call ids.
-func (o *rowOverlay) forgetPending(thread string) {
-	delete(o.pending, thread)
-	if o.stalePending == nil {
-		o.stalePending = map[string]bool{}
-	}
-	o.stalePending[thread] = true
+// forgetCall invalidates a call's row and its thread's pending ids.
+func (o *rowOverlay) forgetCall(k callKey) {
+	o.calls.forget(k)
+	o.pending.forget(k.thread)
 }
 
 // merge applies a committed transaction's overlay to the cache.
 func (c *rowCache) merge(o *rowOverlay) {
-	if len(o.threads) == 0 && len(o.lastSeq) == 0 && len(o.stale) == 0 && len(o.calls) == 0 && len(o.staleCalls) == 0 &&
-		len(o.pending) == 0 && len(o.stalePending) == 0 {
+	if o.threads.empty() && o.lastSeq.empty() && o.calls.empty() && o.pending.empty() {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id := range o.stalePending {
-		delete(c.pending, id)
-	}
-	if len(c.pending)+len(o.pending) > maxCachedRows {
-		clear(c.pending)
-	}
-	for id, ids := range o.pending {
-		c.pending[id] = ids
-	}
-	for k := range o.staleCalls {
-		delete(c.calls, k)
-	}
-	if len(c.calls)+len(o.calls) > maxCachedRows {
-		clear(c.calls)
-	}
-	for k, cl := range o.calls {
-		c.calls[k] = cl
-	}
-	for id := range o.stale {
-		delete(c.threads, id)
-		delete(c.lastSeq, id)
-	}
-	if len(c.threads)+len(o.threads) > maxCachedRows {
-		clear(c.threads)
-	}
-	for id, th := range o.threads {
-		c.threads[id] = th
-	}
-	if len(c.lastSeq)+len(o.lastSeq) > maxCachedRows {
-		clear(c.lastSeq)
-	}
-	for id, n := range o.lastSeq {
-		c.lastSeq[id] = n
-	}
+	o.threads.mergeInto(c.threads)
+	o.lastSeq.mergeInto(c.lastSeq)
+	o.calls.mergeInto(c.calls)
+	o.pending.mergeInto(c.pending)
 }
 
 // reset empties the cache: after a commit that failed, the writer may not

@@ -593,26 +593,19 @@ func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...s
 		return false, fmt.Errorf("set state of call %s of thread %s to %s: %w", callID, threadID, to, err)
 	}
 	n, err := res.RowsAffected()
-	if t.tx.rows != nil {
+	if o, rows := &t.tx.overlay, t.tx.rows; rows != nil {
 		k := callKey{threadID, callID}
-		c, ok := t.tx.overlay.call(t.tx.rows, k)
 		switch {
 		case err != nil:
-			// The statement ran; what it changed is unknown.
-			t.tx.overlay.forgetCall(k)
-			t.tx.overlay.forgetPending(threadID)
-		case n == 1 && ok:
-			c.State, c.Updated = to, fromNanos(nanos(t.now))
-			t.tx.overlay.setCall(c)
-			t.tx.overlay.notePending(t.tx.rows, threadID, callID, to.Pending())
+			o.forgetCall(k) // the statement ran; what it changed is unknown
 		case n == 1:
-			t.tx.overlay.notePending(t.tx.rows, threadID, callID, to.Pending())
-		case ok && len(from) > 0 && !slices.Contains(from, c.State):
-			// Nothing moved, as the cached state says it would not.
-		case ok:
-			// The cache disagrees with the database.
-			t.tx.overlay.forgetCall(k)
-			t.tx.overlay.forgetPending(threadID)
+			o.moveCall(rows, k, to, fromNanos(nanos(t.now)))
+			o.notePending(rows, threadID, callID, to.Pending())
+		default:
+			// Nothing moved: right if the cached state is not one of from.
+			if c, ok := o.call(rows, k); ok && (len(from) == 0 || slices.Contains(from, c.State)) {
+				o.forgetCall(k) // the cache disagrees with the database
+			}
 		}
 	}
 	return n == 1, err
