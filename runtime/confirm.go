@@ -41,7 +41,11 @@ func (r *Runtime) awaitConfirmation(ctx context.Context, c store.Call, ancestors
 	}
 	key := c.ThreadID + "\x00" + c.CallID
 	if _, ok := r.confirmed.LoadAndDelete(key); ok {
-		return false // the user allowed it
+		r.confirmRunning.Store(key, true) // dispatch deletes it when done
+		return false                      // the user allowed it
+	}
+	if _, ok := r.confirmRunning.Load(key); ok {
+		return true // the allowed dispatch of this call is under way
 	}
 	rootID := c.ThreadID
 	if len(ancestors) > 0 {
@@ -92,9 +96,26 @@ func (r *Runtime) awaitConfirmation(ctx context.Context, c store.Call, ancestors
 		ResponseURL: runtimeConfirmURL,
 		Created:     time.Now().UTC(),
 	}
-	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.PutChoice(ch) }); err != nil {
+	// The question is asked only while the call is still new: a dispatch
+	// that started before the user's answer (Start's, after a restart) may
+	// run after the allowed dispatch has sent the call.
+	moved := false
+	err = r.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.Call(c.ThreadID, c.CallID)
+		if err != nil {
+			return err
+		}
+		if moved = cur.State != store.CallNew; moved {
+			return nil
+		}
+		return tx.PutChoice(ch)
+	})
+	if err != nil {
 		r.log.Error("destructive-tool confirmation: cannot store the question", "thread", c.ThreadID, "call_id", c.CallID, "err", err)
 		return true
+	}
+	if moved {
+		return true // sent or ended already: nothing to ask, nothing to send
 	}
 	r.log.Info("destructive tool waits for the user's confirmation", "audit", true, "thread", c.ThreadID, "call_id", c.CallID, "operation", c.ToolName)
 	r.emit(c.ThreadID, EventUserChoice, choiceEvent(ch))

@@ -90,6 +90,20 @@ func TestConfirmDestructiveTools(t *testing.T) {
 		t.Fatalf("wipe ran %d times", wipes.Load())
 	}
 
+	// A dispatch of the call that started before the answer and runs only
+	// after the allowed one sent it (Start's, after the restart) neither
+	// asks again nor invokes again. (Seen in CI under the race detector: a
+	// second question for a call already sent.)
+	var sent store.Call
+	if err := e.rt.store.View(context.Background(), func(tx store.Tx) (err error) { sent, err = tx.Call(th, id); return err }); err != nil {
+		t.Fatal(err)
+	}
+	sent.State = store.CallNew // as Start read it
+	e.rt.dispatch(context.Background(), sent, nil)
+	if choices, _ := e.rt.PendingChoices(context.Background(), th); len(choices) != 0 || wipes.Load() != 1 {
+		t.Fatalf("a late dispatch of the allowed call: choices %+v, wipe ran %d times", choices, wipes.Load())
+	}
+
 	// A tool that is not destructive is not asked about.
 	e.post(th, "read it")
 	e.waitHistory(th, "read", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "said: read ok") })

@@ -67,6 +67,9 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	if r.awaitConfirmation(ctx, c, ancestors) { // issue 12 item 7: destructive tools ask first
 		return
 	}
+	if r.cfg.ConfirmDestructive {
+		defer r.confirmRunning.Delete(c.ThreadID + "\x00" + c.CallID)
+	}
 	start := time.Now()
 	inv, err := r.invocation(ctx, c, ancestors)
 	var attempts int

@@ -238,6 +238,10 @@ type Runtime struct {
 	// confirmed holds the calls the user allowed (ConfirmDestructive)
 	// until they are dispatched; see confirm.go.
 	confirmed sync.Map
+	// confirmRunning holds the allowed calls whose dispatch is under way,
+	// so that another dispatch of the same call (Start's, racing the
+	// answer) neither invokes it again nor asks the user again.
+	confirmRunning sync.Map
 }
 
 // threadState is the in-memory state of a thread that has a worker.
