@@ -85,6 +85,21 @@ func TestSharedEventsAcrossRuntimes(t *testing.T) {
 	a.post(th, "m2")
 	a.waitHistory(th, "turn 2", func(h []store.Message) bool { return len(h) >= 4 })
 	a.idle(th)
+	// A stores its events after the turn, in the background: go on only
+	// once turn 2's messages have their stored events, or m3's (stored by
+	// whichever runtime runs it) may be numbered before them (seen once in
+	// CI under -race: m1, m3, m2).
+	poll(t, "turn 2's message events stored", func() bool {
+		var evs []store.ThreadEvent
+		a.pg.View(context.Background(), func(tx store.Tx) (err error) { evs, err = tx.ThreadEventsAfter(th, 0, 1000); return err })
+		msgs := 0
+		for _, ev := range evs {
+			if ev.Type == EventMessage {
+				msgs++
+			}
+		}
+		return msgs >= 4
+	})
 
 	r := openIDStream(t, a.srv.URL, th, last, false)
 	resumed := r.until(t, EventReplayDone)
