@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorap/gorap/internal/cpustat"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -19,7 +20,8 @@ import (
 // (messages, call, retry timer, inbox consumed), and the new call is
 // marked dispatched. One operation is one cycle of one of 32 threads
 // looping at once, so that updates share commits as in the runtime; each
-// update waits for its sync, so read allocs/op rather than ns/op.
+// update waits for its sync, so read allocs/op and cpu-µs/op (the
+// process's CPU time per cycle) rather than ns/op.
 func BenchmarkStoreCycle(b *testing.B) {
 	s, err := Open(filepath.Join(b.TempDir(), "rap.db"))
 	if err != nil {
@@ -29,16 +31,20 @@ func BenchmarkStoreCycle(b *testing.B) {
 	var threads atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(16) // 32 goroutines on 2 cores
+	cpu0, _ := cpustat.Process()
 	b.RunParallel(func(pb *testing.PB) {
 		thread := fmt.Sprintf("bench-thread-%d", threads.Add(1))
-		if err := storeCycles(s, thread, pb); err != nil {
+		if err := storeCycles(s, thread, pb.Next); err != nil {
 			b.Error(err)
 		}
 	})
+	if cpu, ok := cpustat.Process(); ok {
+		b.ReportMetric(float64((cpu-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	}
 }
 
-// storeCycles runs cycles of thread while pb says so.
-func storeCycles(s *Store, thread string, pb *testing.PB) error {
+// storeCycles runs cycles of thread while more says so.
+func storeCycles(s *Store, thread string, more func() bool) error {
 	ctx := context.Background()
 	args := json.RawMessage(`{}`)
 	call := func(n int) store.Call {
@@ -61,7 +67,7 @@ func storeCycles(s *Store, thread string, pb *testing.PB) error {
 		return err
 	}
 	n := 0
-	for pb.Next() {
+	for more() {
 		id := fmt.Sprintf("call_%d", n)
 		result := store.ToolResult{CallID: id, Name: "work", Text: "ok"}
 		payload, _ := json.Marshal(result)

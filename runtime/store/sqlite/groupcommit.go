@@ -291,18 +291,9 @@ func (c *committer) runReads(group []*groupCall) []*groupCall {
 	st := newConnTx(c.conn, c.cache)
 	st.rows = c.rows
 	// The reads see only committed rows (sqlTx has written nothing yet):
-	// what they read is the committed state. They may only read: a write
-	// would reach the row cache and then be rolled back with a group of
-	// reads alone, so the connection refuses writes while they run.
-	if err := c.exec("PRAGMA query_only = 1"); err != nil {
-		for _, call := range group {
-			if call.read {
-				call.done <- fmt.Errorf("sqlite store %s: %w", c.path, err)
-			}
-		}
-		return writes
-	}
-	defer c.exec("PRAGMA query_only = 0")
+	// what they read is the committed state. They may only read (see
+	// stmtTx.readOnly).
+	st.readOnly = true
 	defer c.rows.merge(&st.overlay)
 	for _, call := range group {
 		if !call.read {
@@ -348,8 +339,12 @@ func (c *committer) joinWhileSyncing(max int) []*groupCall {
 }
 
 // exec runs a statement that controls the transaction on the writer's
-// connection.
+// connection (BEGIN, COMMIT, ROLLBACK), prepared once like the others.
 func (c *committer) exec(stmt string) error {
+	if s := c.cache.get(stmt); s != nil {
+		_, err := s.Exec()
+		return err
+	}
 	_, err := c.conn.ExecContext(context.Background(), stmt)
 	return err
 }
