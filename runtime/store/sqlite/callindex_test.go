@@ -147,3 +147,48 @@ func TestMigrationToPartialCallIndexes(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkMigrationToPartialCallIndexes times the first start after the
+// upgrade to migration 11 of a store holding a million calls (all done
+// but a thousand), which replaces two indexes over the whole calls table.
+// One operation is one such start; the store is built outside the timer.
+func BenchmarkMigrationToPartialCallIndexes(b *testing.B) {
+	const calls, threads = 1_000_000, 10_000
+	ctx := context.Background()
+	all := migrations
+	b.Cleanup(func() { migrations = all })
+	for b.Loop() {
+		b.StopTimer()
+		migrations = all[:11-1]
+		path := filepath.Join(b.TempDir(), "rap.db")
+		s, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, err = s.group.conn.ExecContext(ctx, `
+			WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+			INSERT INTO threads (id, root_id, status, created)
+				SELECT printf('thread-%05d', i), printf('thread-%05d', i), 'active', 1 FROM n;
+		`, threads)
+		if err == nil {
+			_, err = s.group.conn.ExecContext(ctx, `
+			WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+			INSERT INTO calls (thread_id, call_id, tool_name, arguments, toolset, endpoint, turn_seq, state, deadline, created, updated)
+				SELECT printf('thread-%05d', i % ?), printf('call_%07d', i), 'work', '{}', 'bench', 'http://127.0.0.1:1/invoke', i,
+					CASE WHEN i % 1000 = 0 THEN 'dispatched' ELSE 'done' END, i, i, i FROM n;
+		`, calls, threads)
+		}
+		s.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		migrations = all
+		b.StartTimer()
+		if s, err = Open(path); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		s.Close()
+		b.StartTimer()
+	}
+}
