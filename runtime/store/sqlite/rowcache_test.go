@@ -337,6 +337,27 @@ func TestQuickViewCannotWrite(t *testing.T) {
 	if err == nil {
 		t.Fatal("a QuickView wrote without an error")
 	}
+	// Statements that write and return rows (DELETE … RETURNING through
+	// Query, INSERT … RETURNING through QueryRow) are refused too.
+	err = s.QuickView(ctx, func(tx store.Tx) error {
+		_, err := tx.TakeHeldEvents("t", "c")
+		return err
+	})
+	if !errors.Is(err, errWriteInRead) {
+		t.Errorf("TakeHeldEvents in a QuickView: %v; want %v", err, errWriteInRead)
+	}
+	err = s.QuickView(ctx, func(tx store.Tx) error {
+		_, err := tx.AppendThreadEvents([]store.ThreadEvent{{ThreadID: "t", Type: "x", Data: json.RawMessage(`{}`)}})
+		return err
+	})
+	if !errors.Is(err, errWriteInRead) {
+		t.Errorf("AppendThreadEvents in a QuickView: %v; want %v", err, errWriteInRead)
+	}
+	var last int64
+	view(t, s, func(tx store.Tx) (err error) { last, err = tx.LastThreadEventID("t"); return err })
+	if last != 0 {
+		t.Errorf("after refused writes: last event id %d, want 0", last)
+	}
 	var w, r []store.Call
 	if err := s.QuickView(ctx, func(tx store.Tx) (err error) { w, err = tx.PendingCalls("t"); return err }); err != nil {
 		t.Fatal(err)

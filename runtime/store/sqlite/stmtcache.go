@@ -205,7 +205,7 @@ func (t *stmtTx) Query(query string, args ...any) (*sql.Rows, error) {
 // row is the result of QueryRow: a *sql.Row, or the error that kept its
 // statement from running.
 type row struct {
-	*sql.Row
+	row *sql.Row
 	err error
 }
 
@@ -214,7 +214,7 @@ func (r row) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
 	}
-	return r.Row.Scan(dest...)
+	return r.row.Scan(dest...)
 }
 
 func (t *stmtTx) QueryRow(query string, args ...any) row {
@@ -222,10 +222,10 @@ func (t *stmtTx) QueryRow(query string, args ...any) row {
 		return row{err: err}
 	}
 	if s := t.stmt(query); s != nil {
-		return row{Row: s.QueryRow(args...)}
+		return row{row: s.QueryRow(args...)}
 	}
 	if t.tx == nil {
-		return row{Row: t.conn.QueryRowContext(context.Background(), query, args...)}
+		return row{row: t.conn.QueryRowContext(context.Background(), query, args...)}
 	}
-	return row{Row: t.tx.QueryRow(query, args...)}
+	return row{row: t.tx.QueryRow(query, args...)}
 }
