@@ -1,11 +1,9 @@
 package wiretest
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"fmt"
 
+	"github.com/gorap/gorap/internal/jsonwalk"
 	"github.com/gorap/gorap/model"
 )
 
@@ -42,88 +40,148 @@ func (a *API) shallowDecode(body []byte, req *Request) error {
 }
 
 // shallowAnthropic reads a Messages API request's model, limits and tool
-// calls.
+// calls, walking the body once (internal/jsonwalk): encoding/json's
+// validation pass and reflection over a whole history made the stand-in
+// cost as much CPU as the runtime it serves.
 func shallowAnthropic(body []byte, req *Request) error {
-	var ar struct {
-		Model     string `json:"model"`
-		MaxTokens int    `json:"max_tokens"`
-		Stream    bool   `json:"stream"`
-		Messages  []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &ar); err != nil {
-		return fmt.Errorf("request body is not valid JSON: %v", err)
-	}
-	req.Model, req.MaxTokens, req.Stream = ar.Model, ar.MaxTokens, ar.Stream
-	req.Messages = make([]model.Message, 0, len(ar.Messages))
-	for i, m := range ar.Messages {
-		msg := model.Message{Role: model.Role(m.Role)}
-		if m.Role == "assistant" && bytes.HasPrefix(bytes.TrimSpace(m.Content), []byte("[")) {
-			var blocks []struct {
-				Type string `json:"type"`
-				ID   string `json:"id"`
-				Name string `json:"name"`
-			}
-			if err := json.Unmarshal(m.Content, &blocks); err != nil {
-				return fmt.Errorf("messages.%d.content: %v", i, err)
-			}
-			for _, b := range blocks {
-				if b.Type == "tool_use" {
-					msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: b.ID, Name: b.Name})
+	var r jsonwalk.Reader
+	r.Reset(body, "request body is not valid JSON")
+	var maxTokens int64
+	err := r.Object(func(key []byte) error {
+		switch {
+		case jsonwalk.KeyIs(key, "model"):
+			return r.Str(&req.Model)
+		case jsonwalk.KeyIs(key, "max_tokens"):
+			return r.Int(&maxTokens)
+		case jsonwalk.KeyIs(key, "stream"):
+			return r.Bool(&req.Stream)
+		case jsonwalk.KeyIs(key, "messages"):
+			req.Messages = req.Messages[:0]
+			return r.Array(func() error {
+				var msg model.Message
+				err := r.Object(func(key []byte) error {
+					switch {
+					case jsonwalk.KeyIs(key, "role"):
+						return r.StrOf((*string)(&msg.Role), roles)
+					case jsonwalk.KeyIs(key, "content") && r.Peek() == '[':
+						return r.Array(func() error { return toolUse(&r, &msg) })
+					}
+					return r.Skip()
+				})
+				if msg.Role != model.RoleAssistant {
+					msg.ToolCalls = nil // as decode keeps them: from assistant turns only
 				}
-			}
+				req.Messages = append(req.Messages, msg)
+				return err
+			})
 		}
-		req.Messages = append(req.Messages, msg)
+		return r.Skip()
+	})
+	if err == nil {
+		err = r.End()
 	}
-	return nil
+	req.MaxTokens = int(maxTokens)
+	return err
 }
 
+// toolUse reads a content block, adding it to msg's calls if it is a
+// tool_use block.
+func toolUse(r *jsonwalk.Reader, msg *model.Message) error {
+	var kind, id, name string
+	err := r.Object(func(key []byte) error {
+		switch {
+		case jsonwalk.KeyIs(key, "type"):
+			return r.StrOf(&kind, blockTypes)
+		case jsonwalk.KeyIs(key, "id"):
+			return r.Str(&id)
+		case jsonwalk.KeyIs(key, "name"):
+			return r.Str(&name)
+		}
+		return r.Skip()
+	})
+	if kind == "tool_use" {
+		msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: id, Name: name})
+	}
+	return err
+}
+
+var (
+	roles      = []string{"user", "assistant", "system", "developer", "tool"}
+	blockTypes = []string{"tool_use", "tool_result", "text"}
+)
+
 // shallowOpenAI reads a Chat Completions request's model, limits and tool
-// calls.
+// calls, walking the body once as shallowAnthropic does.
 func shallowOpenAI(body []byte, req *Request) error {
-	var or struct {
-		Model               string `json:"model"`
-		MaxTokens           int    `json:"max_tokens"`
-		MaxCompletionTokens int    `json:"max_completion_tokens"`
-		Stream              bool   `json:"stream"`
-		Messages            []struct {
-			Role      string `json:"role"`
-			ToolCalls []struct {
-				ID       string `json:"id"`
-				Function struct {
-					Name string `json:"name"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &or); err != nil {
-		return fmt.Errorf("We could not parse the JSON body of your request: %v", err)
-	}
-	req.Model, req.Stream = or.Model, or.Stream
-	req.MaxTokens = max(or.MaxTokens, or.MaxCompletionTokens)
-	req.Messages = make([]model.Message, 0, len(or.Messages))
+	var r jsonwalk.Reader
+	r.Reset(body, "We could not parse the JSON body of your request")
+	var maxTokens, maxCompletionTokens int64
+	req.Messages = req.Messages[:0]
 	lastTool := false // the last message was a tool result
-	for _, m := range or.Messages {
-		switch m.Role {
-		case "system", "developer":
-			// The system prompt, which decode keeps apart.
-			continue
-		case "tool":
-			// Consecutive tool results form one user message, as in decode.
-			if !lastTool {
-				req.Messages = append(req.Messages, model.Message{Role: model.RoleUser})
-			}
-			lastTool = true
-			continue
+	err := r.Object(func(key []byte) error {
+		switch {
+		case jsonwalk.KeyIs(key, "model"):
+			return r.Str(&req.Model)
+		case jsonwalk.KeyIs(key, "max_tokens"):
+			return r.Int(&maxTokens)
+		case jsonwalk.KeyIs(key, "max_completion_tokens"):
+			return r.Int(&maxCompletionTokens)
+		case jsonwalk.KeyIs(key, "stream"):
+			return r.Bool(&req.Stream)
+		case jsonwalk.KeyIs(key, "messages"):
+			return r.Array(func() error {
+				var msg model.Message
+				err := r.Object(func(key []byte) error {
+					switch {
+					case jsonwalk.KeyIs(key, "role"):
+						return r.StrOf((*string)(&msg.Role), roles)
+					case jsonwalk.KeyIs(key, "tool_calls"):
+						return r.Array(func() error { return functionCall(&r, &msg) })
+					}
+					return r.Skip()
+				})
+				switch msg.Role {
+				case "system", "developer":
+					// The system prompt, which decode keeps apart.
+				case "tool":
+					// Consecutive tool results form one user message, as in decode.
+					if !lastTool {
+						req.Messages = append(req.Messages, model.Message{Role: model.RoleUser})
+					}
+					lastTool = true
+				default:
+					lastTool = false
+					req.Messages = append(req.Messages, msg)
+				}
+				return err
+			})
 		}
-		lastTool = false
-		msg := model.Message{Role: model.Role(m.Role)}
-		for _, c := range m.ToolCalls {
-			msg.ToolCalls = append(msg.ToolCalls, model.ToolCall{ID: c.ID, Name: c.Function.Name})
-		}
-		req.Messages = append(req.Messages, msg)
+		return r.Skip()
+	})
+	if err == nil {
+		err = r.End()
 	}
-	return nil
+	req.MaxTokens = int(max(maxTokens, maxCompletionTokens))
+	return err
+}
+
+// functionCall reads a tool call of an assistant message into msg.
+func functionCall(r *jsonwalk.Reader, msg *model.Message) error {
+	var c model.ToolCall
+	err := r.Object(func(key []byte) error {
+		switch {
+		case jsonwalk.KeyIs(key, "id"):
+			return r.Str(&c.ID)
+		case jsonwalk.KeyIs(key, "function"):
+			return r.Object(func(key []byte) error {
+				if jsonwalk.KeyIs(key, "name") {
+					return r.Str(&c.Name)
+				}
+				return r.Skip()
+			})
+		}
+		return r.Skip()
+	})
+	msg.ToolCalls = append(msg.ToolCalls, c)
+	return err
 }
