@@ -48,13 +48,10 @@ func shallowAnthropic(body []byte, req *Request) error {
 	r.Reset(body, "request body is not valid JSON")
 	var maxTokens int64
 	err := r.Object(func(key []byte) error {
+		if ok, err := shared(&r, key, req, &maxTokens); ok {
+			return err
+		}
 		switch {
-		case jsonwalk.KeyIs(key, "model"):
-			return r.Str(&req.Model)
-		case jsonwalk.KeyIs(key, "max_tokens"):
-			return r.Int(&maxTokens)
-		case jsonwalk.KeyIs(key, "stream"):
-			return r.Bool(&req.Stream)
 		case jsonwalk.KeyIs(key, "messages"):
 			req.Messages = req.Messages[:0]
 			return r.Array(func() error {
@@ -82,6 +79,20 @@ func shallowAnthropic(body []byte, req *Request) error {
 	}
 	req.MaxTokens = int(maxTokens)
 	return err
+}
+
+// shared reads a member both wire formats have (the model, max_tokens,
+// stream), reporting whether key named one.
+func shared(r *jsonwalk.Reader, key []byte, req *Request, maxTokens *int64) (bool, error) {
+	switch {
+	case jsonwalk.KeyIs(key, "model"):
+		return true, r.Str(&req.Model)
+	case jsonwalk.KeyIs(key, "max_tokens"):
+		return true, r.Int(maxTokens)
+	case jsonwalk.KeyIs(key, "stream"):
+		return true, r.Bool(&req.Stream)
+	}
+	return false, nil
 }
 
 // toolUse reads a content block, adding it to msg's calls if it is a
@@ -119,15 +130,12 @@ func shallowOpenAI(body []byte, req *Request) error {
 	req.Messages = req.Messages[:0]
 	lastTool := false // the last message was a tool result
 	err := r.Object(func(key []byte) error {
+		if ok, err := shared(&r, key, req, &maxTokens); ok {
+			return err
+		}
 		switch {
-		case jsonwalk.KeyIs(key, "model"):
-			return r.Str(&req.Model)
-		case jsonwalk.KeyIs(key, "max_tokens"):
-			return r.Int(&maxTokens)
 		case jsonwalk.KeyIs(key, "max_completion_tokens"):
 			return r.Int(&maxCompletionTokens)
-		case jsonwalk.KeyIs(key, "stream"):
-			return r.Bool(&req.Stream)
 		case jsonwalk.KeyIs(key, "messages"):
 			return r.Array(func() error {
 				var msg model.Message
