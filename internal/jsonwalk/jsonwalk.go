@@ -274,9 +274,11 @@ func (r *Reader) Int(dst *int64) error {
 	if err := r.Number(); err != nil {
 		return err
 	}
-	n, err := strconv.ParseInt(string(r.b[start:r.i]), 10, 64)
+	end := r.i
+	n, err := strconv.ParseInt(string(r.b[start:end]), 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s: %s is not an integer", r.what, r.b[start:r.i])
+		r.i = start // the error names where the number starts
+		return r.Fail(fmt.Sprintf("%s is not an integer", r.b[start:end]))
 	}
 	*dst = n
 	return nil

@@ -45,7 +45,7 @@ func (a *API) shallowDecode(body []byte, req *Request) error {
 // cost as much CPU as the runtime it serves.
 func shallowAnthropic(body []byte, req *Request) error {
 	var r jsonwalk.Reader
-	r.Reset(body, "request body is not valid JSON")
+	r.Reset(body, "request body")
 	var maxTokens int64
 	err := r.Object(func(key []byte) error {
 		if ok, err := shared(&r, key, req, &maxTokens); ok {
@@ -60,8 +60,11 @@ func shallowAnthropic(body []byte, req *Request) error {
 					switch {
 					case jsonwalk.KeyIs(key, "role"):
 						return r.StrOf((*string)(&msg.Role), roles)
-					case jsonwalk.KeyIs(key, "content") && r.Peek() == '[':
-						return r.Array(func() error { return toolUse(&r, &msg) })
+					case jsonwalk.KeyIs(key, "content"):
+						msg.ToolCalls = nil // a repeated key: the last one counts, as in encoding/json
+						if r.Peek() == '[' {
+							return r.Array(func() error { return toolUse(&r, &msg) })
+						}
 					}
 					return r.Skip()
 				})
@@ -125,9 +128,8 @@ var (
 // calls, walking the body once as shallowAnthropic does.
 func shallowOpenAI(body []byte, req *Request) error {
 	var r jsonwalk.Reader
-	r.Reset(body, "We could not parse the JSON body of your request")
+	r.Reset(body, "request body")
 	var maxTokens, maxCompletionTokens int64
-	req.Messages = req.Messages[:0]
 	lastTool := false // the last message was a tool result
 	err := r.Object(func(key []byte) error {
 		if ok, err := shared(&r, key, req, &maxTokens); ok {
@@ -137,6 +139,7 @@ func shallowOpenAI(body []byte, req *Request) error {
 		case jsonwalk.KeyIs(key, "max_completion_tokens"):
 			return r.Int(&maxCompletionTokens)
 		case jsonwalk.KeyIs(key, "messages"):
+			req.Messages, lastTool = req.Messages[:0], false // a repeated key: the last one counts
 			return r.Array(func() error {
 				var msg model.Message
 				err := r.Object(func(key []byte) error {
@@ -144,6 +147,7 @@ func shallowOpenAI(body []byte, req *Request) error {
 					case jsonwalk.KeyIs(key, "role"):
 						return r.StrOf((*string)(&msg.Role), roles)
 					case jsonwalk.KeyIs(key, "tool_calls"):
+						msg.ToolCalls = nil // a repeated key: the last one counts
 						return r.Array(func() error { return functionCall(&r, &msg) })
 					}
 					return r.Skip()
@@ -159,6 +163,9 @@ func shallowOpenAI(body []byte, req *Request) error {
 					lastTool = true
 				default:
 					lastTool = false
+					if msg.Role != model.RoleAssistant {
+						msg.ToolCalls = nil // as decode keeps them: from assistant messages only
+					}
 					req.Messages = append(req.Messages, msg)
 				}
 				return err

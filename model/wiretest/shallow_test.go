@@ -42,6 +42,17 @@ func TestShallowAgreesWithFullDecoding(t *testing.T) {
 			"messages":[{"role":"system","content":"sys"},{"role":"user","content":"start"},
 			{"role":"assistant","content":null,"tool_calls":[{"id":"t1","type":"function","function":{"name":"job","arguments":"{}"}},{"id":"t2","type":"function","function":{"name":"job","arguments":"{\"a\":1}"}}]},
 			{"role":"tool","tool_call_id":"t1","content":"r1"},{"role":"tool","tool_call_id":"t2","content":"r2"}]}`},
+		// Repeated keys (the last one counts) and calls on a message that
+		// is not the assistant's (dropped), as encoding/json and decode do.
+		{"anthropic-repeated-keys", wiretest.NewAnthropic, "/v1/messages", `{"model":"m","max_tokens":50,"stream":true,
+			"messages":[{"role":"user","content":"s"},
+			{"role":"assistant","content":[{"type":"tool_use","id":"x","name":"old","input":{}}],"content":[{"type":"tool_use","id":"t1","name":"job","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"}]},{"role":"assistant","content":"done"}]}`},
+		{"openai-repeated-keys", wiretest.NewOpenAI, "/v1/chat/completions", `{"model":"m","max_tokens":50,"stream":true,
+			"messages":[{"role":"user","content":"dropped"}],
+			"messages":[{"role":"user","content":"start","tool_calls":[{"id":"u1","type":"function","function":{"name":"job","arguments":"{}"}}]},
+			{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"old","arguments":"{}"}}],"tool_calls":[{"id":"t1","type":"function","function":{"name":"job","arguments":"{}"}}]},
+			{"role":"tool","tool_call_id":"t1","content":"r"},{"role":"assistant","content":"done"}]}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,6 +190,7 @@ func BenchmarkMigrationToPartialCallIndexes(b *testing.B) {
 		}
 		b.StopTimer()
 		s.Close()
+		os.RemoveAll(filepath.Dir(path)) // about 300 MB each
 		b.StartTimer()
 	}
 }

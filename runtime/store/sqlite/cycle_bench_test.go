@@ -31,14 +31,14 @@ func BenchmarkStoreCycle(b *testing.B) {
 	var threads atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(16) // 32 goroutines on 2 cores
-	cpu0, _ := cpustat.Process()
+	cpu0, cpuOK := cpustat.Process()
 	b.RunParallel(func(pb *testing.PB) {
 		thread := fmt.Sprintf("bench-thread-%d", threads.Add(1))
 		if err := storeCycles(s, thread, pb.Next); err != nil {
 			b.Error(err)
 		}
 	})
-	if cpu, ok := cpustat.Process(); ok {
+	if cpu, ok := cpustat.Process(); ok && cpuOK {
 		b.ReportMetric(float64((cpu-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	}
 }

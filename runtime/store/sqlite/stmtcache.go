@@ -130,11 +130,16 @@ func (t *stmtTx) refuses(query string) error {
 	return fmt.Errorf("%w (%s)", errWriteInRead, word)
 }
 
-// isSelect reports whether query is a SELECT statement, which cannot
-// write (the store defines no SQL function that writes).
+// isSelect reports whether query is one SELECT statement, which cannot
+// write (the store defines no SQL function that writes). A query holding
+// more statements is not: the driver runs them all.
 func isSelect(query string) bool {
 	query = strings.TrimLeft(query, " \t\r\n")
-	return len(query) >= 6 && strings.EqualFold(query[:6], "SELECT")
+	if len(query) < 6 || !strings.EqualFold(query[:6], "SELECT") {
+		return false
+	}
+	_, more, found := strings.Cut(query, ";")
+	return !found || strings.TrimSpace(more) == ""
 }
 
 type boundStmt struct {
@@ -202,30 +207,26 @@ func (t *stmtTx) Query(query string, args ...any) (*sql.Rows, error) {
 	return t.tx.Query(query, args...)
 }
 
-// row is the result of QueryRow: a *sql.Row, or the error that kept its
-// statement from running.
-type row struct {
-	row *sql.Row
-	err error
-}
+// scanner is the result of QueryRow: a *sql.Row (which, being a pointer,
+// becomes the scan helpers' interface value without an allocation), or a
+// refused statement's error.
+type scanner interface{ Scan(dest ...any) error }
 
-// Scan is sql.Row's Scan, or the error that kept the statement from running.
-func (r row) Scan(dest ...any) error {
-	if r.err != nil {
-		return r.err
-	}
-	return r.row.Scan(dest...)
-}
+// refused is a statement that did not run, for its error.
+type refused struct{ err error }
 
-func (t *stmtTx) QueryRow(query string, args ...any) row {
+// Scan returns the error that kept the statement from running.
+func (r refused) Scan(...any) error { return r.err }
+
+func (t *stmtTx) QueryRow(query string, args ...any) scanner {
 	if err := t.refuses(query); err != nil {
-		return row{err: err}
+		return refused{err}
 	}
 	if s := t.stmt(query); s != nil {
-		return row{row: s.QueryRow(args...)}
+		return s.QueryRow(args...)
 	}
 	if t.tx == nil {
-		return row{row: t.conn.QueryRowContext(context.Background(), query, args...)}
+		return t.conn.QueryRowContext(context.Background(), query, args...)
 	}
-	return row{row: t.tx.QueryRow(query, args...)}
+	return t.tx.QueryRow(query, args...)
 }

@@ -66,6 +66,8 @@ func TestIsSelect(t *testing.T) {
 		"DELETE FROM choices RETURNING *":    false,
 		"WITH d AS (DELETE FROM x) SELECT 1": false,
 		"SELEC":                              false,
+		"SELECT 1;":                          true,
+		"SELECT 1; DELETE FROM threads":      false,
 		"":                                   false,
 	} {
 		if got := isSelect(q); got != want {
