@@ -427,6 +427,10 @@ func (r *CycleReport) String() string {
 		if r.RuntimeOnly {
 			s += fmt.Sprintf("peer         %v cpu/cycle (its own process: tool server, load generator and any model server)\n", r.ExternalCPUPerCycle.Round(time.Microsecond))
 			s += fmt.Sprintf("both         %v cpu/cycle (runtime and peer)\n", (r.CPUPerCycle + r.ExternalCPUPerCycle).Round(time.Microsecond))
+			if r.CPUPerCycle > 0 {
+				s += fmt.Sprintf("runtime÷peer %.2f (CPU over the same seconds: steadier than either figure across machines and hours)\n",
+					float64(r.CPUPerCycle)/float64(r.ExternalCPUPerCycle))
+			}
 		} else {
 			s += fmt.Sprintf("%s %v cpu/cycle (its own process, not counted above)\n", ext, r.ExternalCPUPerCycle.Round(time.Microsecond))
 		}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,5 +94,16 @@ func TestPercentiles(t *testing.T) {
 	}
 	if a, b, c, d := percentiles(nil); a+b+c+d != 0 {
 		t.Error("empty input should give zeros")
+	}
+}
+
+// A report of a run with a peer process gives the runtime's CPU per cycle
+// divided by the peer's, the figure that stays put when the machine's
+// speed drifts (docs/benchmarks.md).
+func TestReportGivesRuntimePerPeerCPU(t *testing.T) {
+	rep := &CycleReport{Threads: 1, Duration: time.Second, Cycles: 10, RuntimeOnly: true,
+		CPUPerCycle: 900 * time.Microsecond, ExternalCPUPerCycle: 600 * time.Microsecond}
+	if s := rep.String(); !strings.Contains(s, "runtime÷peer 1.50 ") {
+		t.Errorf("report without runtime÷peer 1.50:\n%s", s)
 	}
 }
