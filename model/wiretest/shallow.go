@@ -39,43 +39,30 @@ func (a *API) shallowDecode(body []byte, req *Request) error {
 	return err
 }
 
-// shallowAnthropic reads a Messages API request's model, limits and tool
-// calls, walking the body once (internal/jsonwalk): encoding/json's
-// validation pass and reflection over a whole history made the stand-in
-// cost as much CPU as the runtime it serves.
-func shallowAnthropic(body []byte, req *Request) error {
+// walkRequest reads a request body in one pass (internal/jsonwalk):
+// encoding/json's validation pass and reflection over a whole history made
+// the stand-in cost as much CPU as the runtime it serves. It reads the
+// model, max_tokens and stream into req, starts req.Messages afresh at
+// each "messages" key (the last one counts, as in encoding/json) and hands
+// each of its elements to message, which must consume it; other gets any
+// other member and must consume it too.
+func walkRequest(body []byte, req *Request, message func(r *jsonwalk.Reader) error, other func(r *jsonwalk.Reader, key []byte) error) error {
 	var r jsonwalk.Reader
 	r.Reset(body, "request body")
 	var maxTokens int64
 	err := r.Object(func(key []byte) error {
-		if ok, err := shared(&r, key, req, &maxTokens); ok {
-			return err
-		}
 		switch {
+		case jsonwalk.KeyIs(key, "model"):
+			return r.Str(&req.Model)
+		case jsonwalk.KeyIs(key, "max_tokens"):
+			return r.Int(&maxTokens)
+		case jsonwalk.KeyIs(key, "stream"):
+			return r.Bool(&req.Stream)
 		case jsonwalk.KeyIs(key, "messages"):
 			req.Messages = req.Messages[:0]
-			return r.Array(func() error {
-				var msg model.Message
-				err := r.Object(func(key []byte) error {
-					switch {
-					case jsonwalk.KeyIs(key, "role"):
-						return r.StrOf((*string)(&msg.Role), roles)
-					case jsonwalk.KeyIs(key, "content"):
-						msg.ToolCalls = nil // a repeated key: the last one counts, as in encoding/json
-						if r.Peek() == '[' {
-							return r.Array(func() error { return toolUse(&r, &msg) })
-						}
-					}
-					return r.Skip()
-				})
-				if msg.Role != model.RoleAssistant {
-					msg.ToolCalls = nil // as decode keeps them: from assistant turns only
-				}
-				req.Messages = append(req.Messages, msg)
-				return err
-			})
+			return r.Array(func() error { return message(&r) })
 		}
-		return r.Skip()
+		return other(&r, key)
 	})
 	if err == nil {
 		err = r.End()
@@ -84,18 +71,39 @@ func shallowAnthropic(body []byte, req *Request) error {
 	return err
 }
 
-// shared reads a member both wire formats have (the model, max_tokens,
-// stream), reporting whether key named one.
-func shared(r *jsonwalk.Reader, key []byte, req *Request, maxTokens *int64) (bool, error) {
-	switch {
-	case jsonwalk.KeyIs(key, "model"):
-		return true, r.Str(&req.Model)
-	case jsonwalk.KeyIs(key, "max_tokens"):
-		return true, r.Int(maxTokens)
-	case jsonwalk.KeyIs(key, "stream"):
-		return true, r.Bool(&req.Stream)
+// readMessage reads a message object's role, handing its other members
+// to member; it keeps tool calls only on an assistant message, as decode
+// does.
+func readMessage(r *jsonwalk.Reader, msg *model.Message, member func(key []byte) error) error {
+	err := r.Object(func(key []byte) error {
+		if jsonwalk.KeyIs(key, "role") {
+			return r.StrOf((*string)(&msg.Role), roles)
+		}
+		return member(key)
+	})
+	if msg.Role != model.RoleAssistant {
+		msg.ToolCalls = nil
 	}
-	return false, nil
+	return err
+}
+
+// shallowAnthropic reads a Messages API request's model, limits and tool
+// calls.
+func shallowAnthropic(body []byte, req *Request) error {
+	return walkRequest(body, req, func(r *jsonwalk.Reader) error {
+		var msg model.Message
+		err := readMessage(r, &msg, func(key []byte) error {
+			if jsonwalk.KeyIs(key, "content") {
+				msg.ToolCalls = nil // a repeated key: the last one counts
+				if r.Peek() == '[' {
+					return r.Array(func() error { return toolUse(r, &msg) })
+				}
+			}
+			return r.Skip()
+		})
+		req.Messages = append(req.Messages, msg)
+		return err
+	}, func(r *jsonwalk.Reader, _ []byte) error { return r.Skip() })
 }
 
 // toolUse reads a content block, adding it to msg's calls if it is a
@@ -125,58 +133,42 @@ var (
 )
 
 // shallowOpenAI reads a Chat Completions request's model, limits and tool
-// calls, walking the body once as shallowAnthropic does.
+// calls. System and developer messages are left out and consecutive tool
+// results form one user message, as decode does.
 func shallowOpenAI(body []byte, req *Request) error {
-	var r jsonwalk.Reader
-	r.Reset(body, "request body")
-	var maxTokens, maxCompletionTokens int64
-	lastTool := false // the last message was a tool result
-	err := r.Object(func(key []byte) error {
-		if ok, err := shared(&r, key, req, &maxTokens); ok {
-			return err
+	var maxCompletionTokens int64
+	lastTool := false // the last message kept was a tool result
+	err := walkRequest(body, req, func(r *jsonwalk.Reader) error {
+		if len(req.Messages) == 0 {
+			lastTool = false // a new messages array
 		}
-		switch {
-		case jsonwalk.KeyIs(key, "max_completion_tokens"):
+		var msg model.Message
+		err := readMessage(r, &msg, func(key []byte) error {
+			if jsonwalk.KeyIs(key, "tool_calls") {
+				msg.ToolCalls = nil // a repeated key: the last one counts
+				return r.Array(func() error { return functionCall(r, &msg) })
+			}
+			return r.Skip()
+		})
+		switch msg.Role {
+		case "system", "developer":
+		case "tool":
+			if !lastTool {
+				req.Messages = append(req.Messages, model.Message{Role: model.RoleUser})
+			}
+			lastTool = true
+		default:
+			lastTool = false
+			req.Messages = append(req.Messages, msg)
+		}
+		return err
+	}, func(r *jsonwalk.Reader, key []byte) error {
+		if jsonwalk.KeyIs(key, "max_completion_tokens") {
 			return r.Int(&maxCompletionTokens)
-		case jsonwalk.KeyIs(key, "messages"):
-			req.Messages, lastTool = req.Messages[:0], false // a repeated key: the last one counts
-			return r.Array(func() error {
-				var msg model.Message
-				err := r.Object(func(key []byte) error {
-					switch {
-					case jsonwalk.KeyIs(key, "role"):
-						return r.StrOf((*string)(&msg.Role), roles)
-					case jsonwalk.KeyIs(key, "tool_calls"):
-						msg.ToolCalls = nil // a repeated key: the last one counts
-						return r.Array(func() error { return functionCall(&r, &msg) })
-					}
-					return r.Skip()
-				})
-				switch msg.Role {
-				case "system", "developer":
-					// The system prompt, which decode keeps apart.
-				case "tool":
-					// Consecutive tool results form one user message, as in decode.
-					if !lastTool {
-						req.Messages = append(req.Messages, model.Message{Role: model.RoleUser})
-					}
-					lastTool = true
-				default:
-					lastTool = false
-					if msg.Role != model.RoleAssistant {
-						msg.ToolCalls = nil // as decode keeps them: from assistant messages only
-					}
-					req.Messages = append(req.Messages, msg)
-				}
-				return err
-			})
 		}
 		return r.Skip()
 	})
-	if err == nil {
-		err = r.End()
-	}
-	req.MaxTokens = int(max(maxTokens, maxCompletionTokens))
+	req.MaxTokens = max(req.MaxTokens, int(maxCompletionTokens))
 	return err
 }
 
