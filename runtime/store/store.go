@@ -31,6 +31,11 @@ var ErrNotFound = errors.New("not found")
 // abandons the slice's work (issue 14 item 2). Test for it with errors.Is.
 var ErrConsumed = errors.New("inbox item already consumed")
 
+// ErrClosed is returned (possibly wrapped) by a store's methods called after
+// its Close, and by calls that were still waiting for their turn when Close
+// began: nothing of theirs was written. Test for it with errors.Is.
+var ErrClosed = errors.New("store is closed")
+
 // Store is a transactional runtime store.
 type Store interface {
 	// Update runs fn in a read-write transaction and commits it when fn

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,6 +42,7 @@ type Store struct {
 	wakeChannel, sender string
 	// deltaChannel is the NOTIFY channel of text deltas (deltas.go).
 	deltaChannel string
+	closed       atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -100,8 +102,11 @@ func (s *Store) SharedByProcesses() bool { return true }
 // Where returns host:port/database of the store, for logs.
 func (s *Store) Where() string { return s.where }
 
-// Close closes every connection of the pool.
+// Close closes every connection of the pool, once the transactions under
+// way have ended; later calls fail with store.ErrClosed. Calling Close
+// again does nothing.
 func (s *Store) Close() error {
+	s.closed.Store(true)
 	s.pool.Close()
 	return nil
 }
@@ -114,6 +119,9 @@ const maxAttempts = 100
 // run again (after a short random pause) when PostgreSQL reports a
 // serialization failure or a deadlock.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	if s.closed.Load() {
+		return s.closedErr()
+	}
 	pause := time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := s.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
@@ -131,12 +139,20 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 
 // View implements store.Store: one READ ONLY, REPEATABLE READ transaction.
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	if s.closed.Load() {
+		return s.closedErr()
+	}
 	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
 // QuickView implements store.Store; it is View.
 func (s *Store) QuickView(ctx context.Context, fn func(store.Tx) error) error {
 	return s.View(ctx, fn)
+}
+
+// closedErr is the error of a call after Close.
+func (s *Store) closedErr() error {
+	return fmt.Errorf("postgres store %s: %w", s.where, store.ErrClosed)
 }
 
 // errRetry wraps the error of an attempt that met a serialization failure.

@@ -39,7 +39,12 @@ type committer struct {
 	mu      sync.Mutex
 	queue   []*groupCall
 	leading bool
-	stats   writerStats
+	// closed is set by close: no call is queued or run after it.
+	closed bool
+	// idle, when not nil, is closed once the leader stops (close waits
+	// on it for the group being written).
+	idle  chan struct{}
+	stats writerStats
 }
 
 // WriterStats counts the work of a store's writer since it was opened.
@@ -126,6 +131,10 @@ func (c *committer) enqueue(ctx context.Context, fn func(store.Tx) error, read b
 	}
 	call := &groupCall{ctx: ctx, fn: fn, done: make(chan error, 1), read: read}
 	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return c.closedErr()
+	}
 	c.queue = append(c.queue, call)
 	lead := !c.leading
 	c.leading = true
@@ -145,13 +154,24 @@ func (c *committer) enqueue(ctx context.Context, fn func(store.Tx) error, read b
 	return <-call.done
 }
 
-// lead runs groups until the queue is empty.
+// lead runs groups until the queue is empty, or until close, which fails
+// the calls still queued.
 func (c *committer) lead() {
 	for {
 		c.mu.Lock()
+		if c.closed {
+			for _, call := range c.queue {
+				call.done <- c.closedErr()
+			}
+			c.queue = nil
+		}
 		n := min(len(c.queue), maxGroup)
 		if n == 0 {
 			c.leading = false
+			if c.idle != nil {
+				close(c.idle)
+				c.idle = nil
+			}
 			c.mu.Unlock()
 			return
 		}
@@ -316,6 +336,10 @@ func (c *committer) runReads(group []*groupCall) []*groupCall {
 func (c *committer) joinWhileSyncing(max int) []*groupCall {
 	for {
 		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil // the group being written is the last
+		}
 		var more []*groupCall
 		rest := c.queue[:0:0]
 		for _, call := range c.queue {
@@ -336,6 +360,29 @@ func (c *committer) joinWhileSyncing(max int) []*groupCall {
 			return nil
 		}
 	}
+}
+
+// close refuses further calls and waits until the group being written, if
+// any, has committed (its calls then wait for their sync as usual); calls
+// still queued behind it fail with store.ErrClosed.
+func (c *committer) close() {
+	c.mu.Lock()
+	c.closed = true
+	if !c.leading {
+		c.mu.Unlock()
+		return
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	idle := c.idle
+	c.mu.Unlock()
+	<-idle
+}
+
+// closedErr is the error of a call refused because the store is closed.
+func (c *committer) closedErr() error {
+	return fmt.Errorf("sqlite store %s: %w", c.path, store.ErrClosed)
 }
 
 // exec runs a statement that controls the transaction on the writer's

@@ -43,6 +43,7 @@ type Store struct {
 	rcache *stmtCache // prepared statements of the readers
 	ckpt   *sql.DB    // the connection checkpoints run on
 	lock   *os.File   // holds the store's lock (lock.go) until Close
+	closed atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -194,7 +195,16 @@ func (s *Store) WriterStats() WriterStats { return s.group.stats.get() }
 func (s *Store) Path() string { return s.path }
 
 // Close closes the database.
+//
+// Close waits for the group of writes being committed, if any, and for its
+// sync, so that every Update that returned nil is on disk; Updates still
+// waiting for their turn, and every call after Close, fail with
+// store.ErrClosed. Calling Close again does nothing.
 func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.group.close()
 	s.group.syncer.close()
 	s.rcache.close()
 	s.group.cache.close()
@@ -223,6 +233,9 @@ func (s *Store) QuickView(ctx context.Context, fn func(store.Tx) error) error {
 
 // View implements store.Store.
 func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
+	if s.closed.Load() {
+		return fmt.Errorf("sqlite store %s: %w", s.path, store.ErrClosed)
+	}
 	sqlTx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return fmt.Errorf("sqlite store %s: begin transaction: %w", s.path, err)

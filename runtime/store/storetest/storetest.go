@@ -101,6 +101,7 @@ var cases = []struct {
 	{"ViewIsolation", testViewIsolation},
 	{"ViewIsReadOnly", testViewIsReadOnly},
 	{"ConcurrentUpdates", testConcurrentUpdates},
+	{"Closed", testClosed},
 	{"Issue14ConsumeConsumedFails", testConsumeConsumedFails},
 	{"Issue14ConcurrentConsumeOneWins", testConcurrentConsumeOneWins},
 	{"Issue14ThreadClaims", testThreadClaims},
@@ -108,6 +109,29 @@ var cases = []struct {
 	{"Issue14ThreadEventIDs", testThreadEventIDs},
 	{"Issue14OAuthLinks", testOAuthLinks},
 	{"Issue14SharedCallbackKey", testSharedCallbackKey},
+}
+
+// testClosed: after Close, Update, View and QuickView fail with
+// store.ErrClosed without running their function, and a second Close
+// reports nothing.
+func testClosed(t *testing.T, s store.Store) {
+	update(t, s, func(tx store.Tx) error {
+		return tx.CreateThread(store.Thread{ID: "t1", Status: store.ThreadActive, Created: base})
+	})
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	ran := func(store.Tx) error { t.Error("a function ran after Close"); return nil }
+	for name, call := range map[string]func(context.Context, func(store.Tx) error) error{
+		"Update": s.Update, "View": s.View, "QuickView": s.QuickView,
+	} {
+		if err := call(context.Background(), ran); !errors.Is(err, store.ErrClosed) {
+			t.Errorf("%s after Close = %v, want store.ErrClosed", name, err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
 }
 
 // base is the suite's clock: a fixed time on a whole microsecond.
