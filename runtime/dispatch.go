@@ -81,7 +81,7 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 		// Shutting down: the call stays "new" and is dispatched at the next
 		// Start.
 		r.log.Info("rap invocation interrupted by shutdown", "audit", true, "operation", c.ToolName,
-			"thread", c.ThreadID, "call_id", c.CallID, "time", start, "outcome", "interrupted")
+			"thread", c.ThreadID, "call_id", c.CallID, "started", start, "outcome", "interrupted")
 		return
 	}
 	outcome := "accepted"
@@ -90,7 +90,7 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	}
 	if r.log.Enabled(ctx, slog.LevelInfo) { // the arguments cost a dozen allocations
 		r.log.Info("rap invocation", "audit", true, "operation", c.ToolName, "toolset", c.Toolset,
-			"endpoint", redact(c.Endpoint), "thread", c.ThreadID, "call_id", c.CallID, "time", start,
+			"endpoint", redact(c.Endpoint), "thread", c.ThreadID, "call_id", c.CallID, "started", start,
 			"duration", time.Since(start), "attempts", attempts, "status", status, "outcome", outcome,
 			"error", errString(err))
 	}

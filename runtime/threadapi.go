@@ -43,6 +43,7 @@ func (r *Runtime) CreateThreadFor(ctx context.Context, userID string) (string, e
 	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.CreateThread(th) }); err != nil {
 		return "", fmt.Errorf("create thread: %w", err)
 	}
+	r.users.put(id, userID) // its first dispatch need not read it back
 	r.discover(ctx, id)
 	return id, nil
 }
