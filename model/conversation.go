@@ -82,7 +82,7 @@ func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
 // of each turn's first message (len(msgs) for a last turn that only
 // answers open calls), for NormalizeTail.
 func NormalizeStarts(msgs []Message, settled int) (turns []Turn, stable int, starts []int, err error) {
-	merged, firsts, err := mergeRoles(msgs, 0)
+	merged, firsts, err := mergeRoles(msgs, 0, nil)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -131,10 +131,18 @@ func stableTurns(firsts []int, settled, base int) int {
 // earlier turn), or turn k no longer starts with a settled message. The
 // caller then normalises the whole conversation.
 func NormalizeTail(msgs []Message, settled, k, prev, from int) (turns []Turn, stable int, starts []int, ok bool, err error) {
+	return normalizeTail(msgs, settled, k, prev, from, nil)
+}
+
+// normalizeTail is NormalizeTail; earlier, when not nil, holds the call id
+// of every tool result in msgs[:from] (WireCache.resultIndex), so that a
+// result of the tail is looked for among them only when its call id is
+// there.
+func normalizeTail(msgs []Message, settled, k, prev, from int, earlier map[string]struct{}) (turns []Turn, stable int, starts []int, ok bool, err error) {
 	if k < 1 || prev < 0 || prev >= from || from >= len(msgs) || from >= settled {
 		return nil, 0, nil, false, nil
 	}
-	merged, firsts, err := mergeRoles(msgs, from)
+	merged, firsts, err := mergeRoles(msgs, from, earlier)
 	if err != nil || len(merged) == 0 || firsts[0] != from || msgs[prev].Role == msgs[from].Role {
 		return nil, 0, nil, false, err
 	}
@@ -192,8 +200,9 @@ func late(open []ToolCall, results []ToolResult) bool {
 // mergeRoles checks each message from msgs[from] on, drops redelivered
 // results (of any earlier message) and empty messages, and merges
 // consecutive messages of one role. User turns keep their text in Text
-// until answer moves it into Content.
-func mergeRoles(msgs []Message, from int) ([]Turn, []int, error) {
+// until answer moves it into Content. earlier, when not nil, holds the
+// call ids of the results in msgs[:from]: only those are searched there.
+func mergeRoles(msgs []Message, from int, earlier map[string]struct{}) ([]Turn, []int, error) {
 	var (
 		// Only msgs[from:] are merged: size for them, not the history.
 		merged = make([]Turn, 0, len(msgs)-from+1) // +1: NormalizeSettled may close it with a turn
@@ -206,7 +215,7 @@ func mergeRoles(msgs []Message, from int) ([]Turn, []int, error) {
 		more map[string][]ToolResult
 	)
 	redelivered := func(r ToolResult, at resultAt) bool {
-		if from > 0 && earlierSame(msgs[:from], r) {
+		if from > 0 && earlierSame(msgs[:from], r, earlier) {
 			return true
 		}
 		first, ok := seen[r.CallID]
@@ -274,8 +283,15 @@ func mergeRoles(msgs []Message, from int) ([]Turn, []int, error) {
 
 // earlierSame reports whether a result of msgs is the same as r. A result
 // is redelivered when it is the same as an earlier one kept; as sameness
-// is transitive, that is when it is the same as any earlier one.
-func earlierSame(msgs []Message, r ToolResult) bool {
+// is transitive, that is when it is the same as any earlier one. ids, when
+// not nil, holds the call id of every result of msgs: one not there has no
+// earlier copy, and msgs is not searched.
+func earlierSame(msgs []Message, r ToolResult, ids map[string]struct{}) bool {
+	if ids != nil {
+		if _, ok := ids[r.CallID]; !ok {
+			return false
+		}
+	}
 	for i := len(msgs) - 1; i >= 0; i-- {
 		for _, e := range msgs[i].ToolResults {
 			if e.CallID == r.CallID && r.same(e) {

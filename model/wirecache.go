@@ -42,6 +42,12 @@ type WireCache struct {
 	head   [][]byte
 	system string
 	tools  []ToolSpec
+	// results holds the call id of every tool result in the caller's
+	// messages [0, resultsUpTo), so that normalising a tail need not
+	// search the whole history for an earlier copy of a result
+	// (resultIndex).
+	results     map[string]struct{}
+	resultsUpTo int
 }
 
 // Lock locks the cache for a provider's use; Unlock releases it.
@@ -60,6 +66,7 @@ func (c *WireCache) Unlock() { c.mu.Unlock() }
 func (c *WireCache) Prefix(key string, settled int, seq int64) ([]byte, []int) {
 	if c.key != key || len(c.ends) > settled || c.seq > seq {
 		c.key, c.seq, c.body, c.ends, c.starts, c.marks, c.head, c.tools, c.system = key, 0, nil, nil, nil, nil, nil, nil, ""
+		c.results, c.resultsUpTo = nil, 0
 	}
 	return c.body, c.ends
 }
@@ -152,7 +159,31 @@ func (c *WireCache) Size() int {
 	for _, p := range c.head {
 		n += len(p)
 	}
+	for id := range c.results {
+		n += len(id) + resultEntryBytes
+	}
 	return n
+}
+
+// resultEntryBytes is about what an entry of WireCache.results costs
+// beside its key's bytes (string header and map slot).
+const resultEntryBytes = 24
+
+// resultIndex returns the call ids of the tool results in msgs[:upto],
+// messages that can no longer change (upto is at most Request.Settled), in
+// a set kept from one completion to the next: each call adds only the
+// messages since the last. The caller holds the lock and must not modify
+// the set.
+func (c *WireCache) resultIndex(msgs []Message, upto int) map[string]struct{} {
+	if c.results == nil || c.resultsUpTo > upto {
+		c.results, c.resultsUpTo = map[string]struct{}{}, 0
+	}
+	for ; c.resultsUpTo < upto; c.resultsUpTo++ {
+		for _, r := range msgs[c.resultsUpTo].ToolResults {
+			c.results[r.CallID] = struct{}{}
+		}
+	}
+	return c.results
 }
 
 // NormalizeCached normalises req's conversation for a provider that keeps
@@ -167,7 +198,11 @@ func NormalizeCached(req Request, w *WireCache, key string) (turns []Turn, base,
 	if w != nil {
 		if cs := w.Starts(key, req.SettledSeq); len(cs) >= 2 && cs[len(cs)-2] >= 0 {
 			kt := len(cs) - 1 // the last cached turn
-			turns, stable, starts, ok, err := NormalizeTail(req.Messages, req.Settled, kt, cs[kt-1], cs[kt])
+			var earlier map[string]struct{}
+			if from := cs[kt]; from >= 0 && from < req.Settled && from < len(req.Messages) {
+				earlier = w.resultIndex(req.Messages, from)
+			}
+			turns, stable, starts, ok, err := normalizeTail(req.Messages, req.Settled, kt, cs[kt-1], cs[kt], earlier)
 			if err != nil {
 				return nil, 0, 0, nil, err
 			}
