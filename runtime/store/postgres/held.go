@@ -85,12 +85,14 @@ func (t *tx) AddCallCheck(c store.CallCheck) (bool, error) {
 
 // UncheckedCalls implements store.CallChecks.
 func (t *tx) UncheckedCalls(before time.Time, skip string, limit int) ([]store.Call, error) {
-	return collect(t, "list dispatched calls without a status check", scanCallRows,
-		`SELECT c.thread_id, c.call_id, c.tool_name, c.arguments, c.toolset, c.endpoint, c.turn_seq, c.state, c.deadline, c.created, c.updated
-		FROM calls c WHERE c.state = 'dispatched' AND c.updated <= $1 AND c.toolset != $2
-		AND NOT EXISTS (SELECT 1 FROM call_checks k WHERE k.thread_id = c.thread_id AND k.call_id = c.call_id) LIMIT $3`,
-		before, skip, limit)
+	return collect(t, "list dispatched calls without a status check", scanCallRows, uncheckedCallsSQL, before, skip, limit)
 }
+
+// uncheckedCallsSQL lists dispatched calls without a status check; its
+// constant state is within the partial indexes' condition (pendingCalls).
+const uncheckedCallsSQL = `SELECT c.thread_id, c.call_id, c.tool_name, c.arguments, c.toolset, c.endpoint, c.turn_seq, c.state, c.deadline, c.created, c.updated
+	FROM calls c WHERE c.state = 'dispatched' AND c.updated <= $1 AND c.toolset != $2
+	AND NOT EXISTS (SELECT 1 FROM call_checks k WHERE k.thread_id = c.thread_id AND k.call_id = c.call_id) LIMIT $3`
 
 // DeleteCallCheck implements store.CallChecks.
 func (t *tx) DeleteCallCheck(threadID, callID string) error {

@@ -413,4 +413,30 @@ var migrations = []string{
 		PRIMARY KEY (thread_id, id)
 	);
 	CREATE INDEX thread_events_created ON thread_events(created);`,
+	// 4: the two indexes on a call's state hold only pending calls (new or
+	// dispatched), which is what every query through them asks for
+	// (pendingCalls): done calls, nearly all of them, no longer make each
+	// state change write index pages spread over the whole table, as
+	// SQLite's migration 11 (issue 11 item 4). The indexes are built while
+	// the table is locked for writes (BenchmarkMigrationToPartialCallIndexes).
+	`DROP INDEX calls_state;
+	DROP INDEX calls_thread_state;
+	CREATE INDEX calls_pending ON calls(state, deadline) WHERE ` + pendingCalls + `;
+	CREATE INDEX calls_pending_thread ON calls(thread_id, state) WHERE ` + pendingCalls + `;`,
 }
+
+// pendingCalls is the condition of the partial indexes on calls
+// (migration 4). PostgreSQL uses such an index only for a query whose
+// WHERE clause implies this condition at planning time, which a parameter
+// (state = $1) does not; so every query for pending calls is written with
+// it.
+const pendingCalls = `state IN ('new', 'dispatched')`
+
+// The queries for pending calls, each with the partial indexes' condition
+// (TestPendingCallQueriesUseThePartialIndexes).
+const (
+	pendingCallsSQL        = `SELECT ` + callCols + ` FROM calls WHERE thread_id = $1 AND ` + pendingCalls + ` ORDER BY created, call_id`
+	callsInPendingStateSQL = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND state = $1 ORDER BY created, call_id`
+	dueCallsSQL            = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL AND deadline <= $1 ORDER BY deadline`
+	nextDeadlineSQL        = `SELECT MIN(deadline) FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL`
+)

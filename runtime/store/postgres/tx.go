@@ -537,8 +537,11 @@ func (t *tx) SetCallState(threadID, callID string, to store.CallState, from ...s
 
 // CallsInState implements store.Calls.
 func (t *tx) CallsInState(s store.CallState) ([]store.Call, error) {
-	return collect(t, "list calls in state "+string(s), scanCallRows,
-		`SELECT `+callCols+` FROM calls WHERE state = $1 ORDER BY created, call_id`, string(s))
+	q := `SELECT ` + callCols + ` FROM calls WHERE state = $1 ORDER BY created, call_id`
+	if s.Pending() {
+		q = callsInPendingStateSQL
+	}
+	return collect(t, "list calls in state "+string(s), scanCallRows, q, string(s))
 }
 
 // ThreadCalls implements store.Calls.
@@ -549,20 +552,18 @@ func (t *tx) ThreadCalls(threadID string) ([]store.Call, error) {
 
 // PendingCalls implements store.Calls.
 func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
-	return collect(t, "list pending calls of thread "+threadID, scanCallRows,
-		`SELECT `+callCols+` FROM calls WHERE thread_id = $1 AND state IN ('new', 'dispatched') ORDER BY created, call_id`, threadID)
+	return collect(t, "list pending calls of thread "+threadID, scanCallRows, pendingCallsSQL, threadID)
 }
 
 // DueCalls implements store.Calls.
 func (t *tx) DueCalls(now time.Time) ([]store.Call, error) {
-	return collect(t, "list calls past their deadline", scanCallRows,
-		`SELECT `+callCols+` FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL AND deadline <= $1 ORDER BY deadline`, now)
+	return collect(t, "list calls past their deadline", scanCallRows, dueCallsSQL, now)
 }
 
 // NextDeadline implements store.Calls.
 func (t *tx) NextDeadline() (time.Time, bool, error) {
 	var d *time.Time
-	if err := t.queryRow(`SELECT MIN(deadline) FROM calls WHERE state IN ('new', 'dispatched') AND deadline IS NOT NULL`).Scan(&d); err != nil {
+	if err := t.queryRow(nextDeadlineSQL).Scan(&d); err != nil {
 		return time.Time{}, false, fmt.Errorf("read next call deadline: %w", err)
 	}
 	return utcPtr(d), d != nil, nil
