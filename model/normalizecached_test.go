@@ -21,11 +21,7 @@ func TestNormalizeCachedMatchesWhole(t *testing.T) {
 	tails := 0
 	for seed := uint64(0); seed < 300; seed++ {
 		r := rand.New(rand.NewPCG(seed, 11))
-		data := make([]byte, 8+r.IntN(48))
-		for i := range data {
-			data[i] = byte(r.IntN(256))
-		}
-		msgs := wiretest.Conversation(data)
+		msgs := wiretest.RandomConversation(r)
 		switch seed % 3 {
 		case 1:
 			msgs = wiretest.Awkward(msgs)

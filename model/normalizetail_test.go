@@ -17,11 +17,7 @@ func TestNormalizeTailMatchesWhole(t *testing.T) {
 	tails, declined := 0, 0
 	for seed := uint64(0); seed < 200; seed++ {
 		r := rand.New(rand.NewPCG(seed, 7))
-		data := make([]byte, 8+r.IntN(48))
-		for i := range data {
-			data[i] = byte(r.IntN(256))
-		}
-		msgs := wiretest.Conversation(data)
+		msgs := wiretest.RandomConversation(r)
 		if seed%3 == 1 {
 			msgs = wiretest.Awkward(msgs)
 		}

@@ -30,11 +30,7 @@ func TestWireCacheSendsFromScratchBytes(t *testing.T) {
 	cached := 0
 	for seed := uint64(0); seed < 30; seed++ {
 		r := rand.New(rand.NewPCG(seed, 11))
-		data := make([]byte, 8+r.IntN(48))
-		for i := range data {
-			data[i] = byte(r.IntN(256))
-		}
-		msgs := wiretest.Conversation(data)
+		msgs := wiretest.RandomConversation(r)
 		if seed%4 == 1 {
 			msgs = wiretest.Awkward(msgs)
 		}

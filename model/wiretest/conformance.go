@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -325,4 +326,13 @@ func BenchmarkComplete(b *testing.B, h Harness) {
 func Conversation(data []byte) []model.Message {
 	msgs, _ := conversationFrom(data)
 	return msgs
+}
+
+// RandomConversation is Conversation of 8 to 55 bytes drawn from r.
+func RandomConversation(r *rand.Rand) []model.Message {
+	data := make([]byte, 8+r.IntN(48))
+	for i := range data {
+		data[i] = byte(r.IntN(256))
+	}
+	return Conversation(data)
 }
