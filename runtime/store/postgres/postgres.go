@@ -414,10 +414,11 @@ var migrations = []string{
 	);
 	CREATE INDEX thread_events_created ON thread_events(created);`,
 	// 4: SQLite's migration 11 (issue 11 item 4): the indexes on a call's
-	// state keep only pending calls (pendingCalls), so that done calls,
-	// most of them, cost no index writes when another call changes state.
-	// Built while the table is locked for writes (0.5 s for a million
-	// calls: BenchmarkMigrationToPartialCallIndexes).
+	// state keep only pending calls (pendingCalls), so they stay small: a
+	// state change writes a few hot index pages instead of pages spread
+	// over an index of every call ever made. Built while the table is
+	// locked for writes (0.5 s for a million calls:
+	// BenchmarkMigrationToPartialCallIndexes).
 	`DROP INDEX calls_state;
 	DROP INDEX calls_thread_state;
 	CREATE INDEX calls_pending ON calls(state, deadline) WHERE ` + pendingCalls + `;
