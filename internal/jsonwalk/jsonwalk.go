@@ -96,21 +96,10 @@ func (r *Reader) Null() bool {
 // at its value; member must consume the value. A null is no object and no
 // error.
 func (r *Reader) Object(member func(key []byte) error) error {
-	if r.Null() {
-		return nil
-	}
-	if r.Peek() != '{' {
-		return r.Fail("not an object")
-	}
-	if err := r.enter(); err != nil {
+	if more, err := r.open('{', '}', "not an object"); !more {
 		return err
 	}
 	defer r.leave()
-	r.i++
-	if r.Peek() == '}' {
-		r.i++
-		return nil
-	}
 	for {
 		if r.Peek() != '"' {
 			return r.Fail("want an object key")
@@ -142,24 +131,37 @@ func (r *Reader) Object(member func(key []byte) error) error {
 	}
 }
 
+// open starts reading a container that begins with start and ends with
+// end (an object or an array). It reports false, having read it whole,
+// for a null or an empty container, and with the error notA when the
+// value is another kind; otherwise r is at the first member and the caller
+// must call r.leave once the container is read.
+func (r *Reader) open(start, end byte, notA string) (bool, error) {
+	if r.Null() {
+		return false, nil
+	}
+	if r.Peek() != start {
+		return false, r.Fail(notA)
+	}
+	if err := r.enter(); err != nil {
+		return false, err
+	}
+	r.i++
+	if r.Peek() == end {
+		r.i++
+		r.leave()
+		return false, nil
+	}
+	return true, nil
+}
+
 // Array reads an array, calling elem with r at each element; elem must
 // consume it. A null is no array and no error.
 func (r *Reader) Array(elem func() error) error {
-	if r.Null() {
-		return nil
-	}
-	if r.Peek() != '[' {
-		return r.Fail("not an array")
-	}
-	if err := r.enter(); err != nil {
+	if more, err := r.open('[', ']', "not an array"); !more {
 		return err
 	}
 	defer r.leave()
-	r.i++
-	if r.Peek() == ']' {
-		r.i++
-		return nil
-	}
 	for {
 		if err := elem(); err != nil {
 			return err
