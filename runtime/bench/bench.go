@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"runtime/metrics"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -203,6 +204,7 @@ type loopTool struct {
 	cycles    int64
 	invoked   atomic.Int64
 	failures  atomic.Int64
+	firstFail atomic.Pointer[string] // why the first failure failed
 
 	// budget, when positive, is the calls per thread after which the
 	// model ends the thread's turn (RunCycles with a real provider);
@@ -306,6 +308,7 @@ func (l *loopTool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // invocation is expected (and its latency measured).
 func (l *loopTool) sendResult(inv *rap.Invocation, timed bool) {
 	msg, _ := json.Marshal(&rap.ToolResult{GroupID: inv.GroupID, ID: inv.ID, Text: "ok"})
+	why := "the run ended before the first attempt"
 	for attempt := 0; attempt < 5 && !l.stopped.Load(); attempt++ {
 		if timed {
 			l.mu.Lock()
@@ -313,19 +316,37 @@ func (l *loopTool) sendResult(inv *rap.Invocation, timed bool) {
 			l.mu.Unlock()
 		}
 		resp, err := l.client.Post(inv.CallbackURL, "application/json", bytes.NewReader(msg))
-		if err == nil {
+		if err != nil {
+			why = err.Error()
+		} else {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return
 			}
+			why = fmt.Sprintf("%s answered %s: %s", inv.CallbackURL, resp.Status, strings.TrimSpace(string(body)))
 			if resp.StatusCode/100 == 4 {
 				break
 			}
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
 	}
+	l.addFailure(fmt.Sprintf("result of call %s of thread %s: %s", inv.ID, inv.GroupID, why))
+}
+
+// addFailure counts a failure and keeps the first one's reason.
+func (l *loopTool) addFailure(why string) {
 	l.failures.Add(1)
+	l.firstFail.CompareAndSwap(nil, &why)
+}
+
+// firstFailure is the first failure's reason, or "".
+func (l *loopTool) firstFailure() string {
+	if p := l.firstFail.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // CycleOptions configures RunCycles.
@@ -375,8 +396,11 @@ type CycleReport struct {
 	// P50, P90, P99 and Max are latencies from a tool POSTing a result to
 	// the runtime dispatching the thread's next call.
 	P50, P90, P99, Max time.Duration
-	// Failures counts results the tool could not deliver.
-	Failures int64
+	// Failures counts results the tool could not deliver (and, with a
+	// real provider, threads that could not be started in place of a
+	// finished one); FirstFailure says why the first of them failed.
+	Failures     int64
+	FirstFailure string
 	// Goroutines is the process's goroutine count at the end of the run.
 	Goroutines int
 	// CPUPerCycle is the process's CPU time (user and system) per cycle:
@@ -413,6 +437,9 @@ func (r *CycleReport) String() string {
 	}
 	s += fmt.Sprintf("threads      %d\nduration     %v\ncycles       %d\ncycles/s     %.0f\nlatency p50  %v\nlatency p90  %v\nlatency p99  %v\nlatency max  %v\nfailures     %d\n",
 		r.Threads, r.Duration, r.Cycles, r.PerSecond, r.P50, r.P90, r.P99, r.Max, r.Failures)
+	if r.FirstFailure != "" {
+		s += fmt.Sprintf("first failure %s\n", r.FirstFailure)
+	}
 	what, ext := "whole process: runtime, tool server, load", "model server"
 	if r.RuntimeOnly {
 		what, ext = "runtime process alone", "peer"
@@ -501,7 +528,7 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	if opts.Model != nil {
 		end.setRenew(func() {
 			if err := start(); err != nil {
-				end.addFailure()
+				end.addFailure(err.Error())
 			}
 		})
 	}
@@ -569,7 +596,7 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	w1 := e.writerStats()
 	allocs1, bytes1 := heapAllocs()
 	rep := &CycleReport{Threads: opts.Threads, Duration: elapsed, Cycles: cycles, RuntimeOnly: opts.Peer != nil,
-		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: counted.failures, Goroutines: goroutines(),
+		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: counted.failures, FirstFailure: counted.firstFailure, Goroutines: goroutines(),
 		Writer: sqlite.WriterStats{Transactions: w1.Transactions - w0.Transactions, Updates: w1.Updates - w0.Updates,
 			Busy: w1.Busy - w0.Busy, Commit: w1.Commit - w0.Commit, Syncs: w1.Syncs - w0.Syncs, Sync: w1.Sync - w0.Sync,
 			Checkpoints: w1.Checkpoints - w0.Checkpoints, QuickViews: w1.QuickViews - w0.QuickViews,

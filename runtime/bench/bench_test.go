@@ -55,7 +55,7 @@ func TestRunCyclesLoops(t *testing.T) {
 		t.Errorf("implausible report:\n%s", rep)
 	}
 	if rep.Failures != 0 {
-		t.Errorf("%d results were not delivered", rep.Failures)
+		t.Errorf("%d results were not delivered; the first: %s", rep.Failures, rep.FirstFailure)
 	}
 	t.Logf("\n%s", rep)
 }

@@ -99,6 +99,8 @@ func ServePeer(ctx context.Context, opts PeerOptions, in io.Reader, out io.Write
 			tools.stop()
 			p50, p90, p99, mx := percentiles(lat)
 			say(fmt.Sprintf("result %d %d %d %d %d %d", cycles, tools.failures.Load(), p50, p90, p99, mx))
+		case "why":
+			say("why " + strconv.Quote(tools.firstFailure()))
 		case "cpu":
 			cpu, _ := cpustat.Process()
 			say(fmt.Sprintf("cpu %d", int64(cpu)))
@@ -180,31 +182,42 @@ func StartPeer(cmd *exec.Cmd) (*Peer, error) {
 	return p, nil
 }
 
-// call sends one request and returns the fields of its answer after the
-// answer's first word, which must be want.
-func (p *Peer) call(req, want string) ([]int64, error) {
+// callText sends one request and returns its answer after the answer's
+// first word, which must be want.
+func (p *Peer) callText(req, want string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, err := io.WriteString(p.in, req+"\n"); err != nil {
-		return nil, fmt.Errorf("bench peer: %s: %w", req, err)
+		return "", fmt.Errorf("bench peer: %s: %w", req, err)
 	}
 	var line string
 	select {
 	case line = <-p.replies:
 	case <-p.done:
-		return nil, fmt.Errorf("bench peer: %s: the peer ended", req)
+		return "", fmt.Errorf("bench peer: %s: the peer ended", req)
 	case <-time.After(30 * time.Second):
-		return nil, fmt.Errorf("bench peer: %s: no answer in 30 s", req)
+		return "", fmt.Errorf("bench peer: %s: no answer in 30 s", req)
 	}
-	f := strings.Fields(line)
-	if len(f) == 0 || f[0] != want {
-		return nil, fmt.Errorf("bench peer: %s: answered %q", req, line)
+	first, rest, _ := strings.Cut(line, " ")
+	if first != want {
+		return "", fmt.Errorf("bench peer: %s: answered %q", req, line)
 	}
-	n := make([]int64, 0, len(f)-1)
-	for _, s := range f[1:] {
+	return rest, nil
+}
+
+// call sends one request and returns the figures of its answer after the
+// answer's first word, which must be want.
+func (p *Peer) call(req, want string) ([]int64, error) {
+	rest, err := p.callText(req, want)
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(rest)
+	n := make([]int64, 0, len(f))
+	for _, s := range f {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("bench peer: %s: answered %q", req, line)
+			return nil, fmt.Errorf("bench peer: %s: answered %q", req, want+" "+rest)
 		}
 		n = append(n, v)
 	}
@@ -231,8 +244,9 @@ func (p *Peer) Close() error {
 
 // peerTools is the cycle's tool end in a peer process.
 type peerTools struct {
-	p        *Peer
-	failures atomic.Int64 // renewals that failed here
+	p         *Peer
+	failures  atomic.Int64 // renewals that failed here
+	firstFail atomic.Pointer[string]
 }
 
 func (t *peerTools) url() string { return t.p.ToolsURL }
@@ -265,10 +279,26 @@ func (t *peerTools) finish() (cycleCounts, error) {
 		return cycleCounts{}, errors.New("bench peer: result: want six figures")
 	}
 	d := func(v int64) time.Duration { return time.Duration(v) }
-	return cycleCounts{cycles: n[0], failures: n[1] + t.failures.Load(), p50: d(n[2]), p90: d(n[3]), p99: d(n[4]), max: d(n[5])}, nil
+	c := cycleCounts{cycles: n[0], failures: n[1] + t.failures.Load(), p50: d(n[2]), p90: d(n[3]), p99: d(n[4]), max: d(n[5])}
+	if p := t.firstFail.Load(); p != nil {
+		c.firstFailure = *p
+	}
+	if n[1] > 0 {
+		why, err := t.p.callText("why", "why")
+		if err != nil {
+			return cycleCounts{}, err
+		}
+		if s, err := strconv.Unquote(why); err == nil && s != "" {
+			c.firstFailure = s // the peer's failures are most of them
+		}
+	}
+	return c, nil
 }
 
-func (t *peerTools) addFailure() { t.failures.Add(1) }
+func (t *peerTools) addFailure(why string) {
+	t.failures.Add(1)
+	t.firstFail.CompareAndSwap(nil, &why)
+}
 
 // localTools is the cycle's tool end in this process.
 type localTools struct{ l *loopTool }
@@ -285,15 +315,16 @@ func (t localTools) counts() (measured, invoked int64, err error) {
 func (t localTools) finish() (cycleCounts, error) {
 	cycles, lat := t.l.result()
 	t.l.stop()
-	c := cycleCounts{cycles: cycles, failures: t.l.failures.Load()}
+	c := cycleCounts{cycles: cycles, failures: t.l.failures.Load(), firstFailure: t.l.firstFailure()}
 	c.p50, c.p90, c.p99, c.max = percentiles(lat)
 	return c, nil
 }
-func (t localTools) addFailure() { t.l.failures.Add(1) }
+func (t localTools) addFailure(why string) { t.l.addFailure(why) }
 
 // cycleCounts is what the tool end counted during the measurement.
 type cycleCounts struct {
 	cycles, failures   int64
+	firstFailure       string
 	p50, p90, p99, max time.Duration
 }
 
@@ -305,5 +336,5 @@ type toolEnd interface {
 	startMeasuring() error
 	counts() (measured, invoked int64, err error)
 	finish() (cycleCounts, error)
-	addFailure()
+	addFailure(why string)
 }

@@ -51,7 +51,7 @@ func TestRunCyclesThroughProviders(t *testing.T) {
 				t.Fatal(err)
 			}
 			if rep.Failures != 0 {
-				t.Errorf("%d results or new threads failed", rep.Failures)
+				t.Errorf("%d results or new threads failed; the first: %s", rep.Failures, rep.FirstFailure)
 			}
 			if got := len(srv.Requests()); got < 12 {
 				t.Errorf("the wire server saw %d requests; want at least 12", got)
