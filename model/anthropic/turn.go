@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
 
+	"github.com/gorap/gorap/internal/jsonenc"
 	"github.com/gorap/gorap/model"
 )
 
@@ -169,58 +169,9 @@ func withBreakpoint(b, enc []byte, at int) []byte {
 const hexDigits = "0123456789abcdef"
 
 // appendJSONString appends s as a JSON string, escaped exactly as
-// encoding/json escapes it (and so the SDK): quotes, backslashes and
-// control characters, the HTML characters <, > and &, U+2028 and U+2029,
-// and each byte of invalid UTF-8 as U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// encoding/json escapes it (and so the SDK), the HTML characters <, > and
+// & included.
+func appendJSONString(b []byte, s string) []byte { return jsonenc.AppendString(b, s, true) }
 
 // appendCompactJSON appends src, valid JSON, as json.Marshal writes a
 // json.RawMessage: without the spaces between tokens, and with <, >, &,

@@ -69,12 +69,36 @@ func emptyAsNil(c chunk) chunk {
 	return c
 }
 
+// BenchmarkChunkDecoding decodes one tool-call fragment: as
+// ssestream.Stream does (chunk: json.Unmarshal, which validates the data,
+// then calls chunk.UnmarshalJSON), as Complete does (walk: chunk.decode
+// alone, see chunkStream), with encoding/json's reflection
+// (encoding-json: what UnmarshalJSON did before decode), and with the
+// SDK's type.
 func BenchmarkChunkDecoding(b *testing.B) {
 	data := []byte(chunkSamples[3])
 	b.Run("chunk", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var c chunk
+			if err := json.Unmarshal(data, &c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var c chunk
+			if err := c.decode(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var c plainChunk
 			if err := json.Unmarshal(data, &c); err != nil {
 				b.Fatal(err)
 			}

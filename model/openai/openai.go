@@ -191,23 +191,32 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	}
 	lease.Keep(body) // the buffer as grown
 	// The body is encoded here, "stream":true included (see wire.go); the
-	// SDK sends it, retries and splits the event stream. Not through
-	// Chat.Completions.NewStreaming, which would add "stream" to the body
-	// with sjson (a parse and a copy of the whole history) and decode each
-	// chunk into the SDK's full type.
+	// SDK sends it, retries and splits the event stream into events
+	// (ssestream.Decoder). Not through Chat.Completions.NewStreaming, which
+	// would add "stream" to the body with sjson (a parse and a copy of the
+	// whole history) and decode each chunk into the SDK's full type; and
+	// the chunks are decoded here (chunkStream, chunk.go), without
+	// ssestream.Stream's json.Unmarshal.
 	var raw *http.Response
 	err = p.client.Post(ctx, "chat/completions", nil, &raw, option.WithRequestBody("application/json", body))
-	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
-	defer stream.Close()
+	events := ssestream.NewDecoder(raw)
+	if events != nil {
+		defer events.Close()
+	}
+	if err != nil {
+		return nil, p.describe(ctx, err)
+	}
 
-	acc := accumulator{names: toolNames(req)}
-	for stream.Next() {
+	chunks := chunkStream{events: events}
+	acc := accumulator{tools: req.Tools, history: req.Messages}
+	var ch chunk
+	for chunks.next(&ch) {
 		model.Activity(s)
-		if err := acc.add(stream.Current(), s); err != nil {
+		if err := acc.add(ch, s); err != nil {
 			return nil, fmt.Errorf("openai: %s: %w", p.model, err)
 		}
 	}
-	if err := stream.Err(); err != nil {
+	if err := chunks.err; err != nil {
 		return nil, p.describe(ctx, err)
 	}
 	if ctx.Err() != nil {
@@ -461,16 +470,14 @@ const maxNameLen = 64
 // that keeps them unique. The mapping is deterministic, so the names in the
 // history match those of the tools.
 func wireName(name string) string {
-	ok := len(name) > 0 && len(name) <= maxNameLen
+	if isWireName(name) {
+		return name
+	}
 	b := []byte(name)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !wireNameByte(c) {
 			b[i] = '_'
-			ok = false
 		}
-	}
-	if ok {
-		return name
 	}
 	sum := sha256.Sum256([]byte(name))
 	suffix := "_" + hex.EncodeToString(sum[:4])
@@ -480,18 +487,57 @@ func wireName(name string) string {
 	return string(b) + suffix
 }
 
-// toolNames maps wire names back to the tool names of req.
-func toolNames(req model.Request) map[string]string {
-	names := map[string]string{}
-	for _, t := range req.Tools {
-		names[wireName(t.Name)] = t.Name
-	}
-	for _, m := range req.Messages {
-		for _, c := range m.ToolCalls {
-			names[wireName(c.Name)] = c.Name
+// toolName returns the tool name that wire, a function name the server
+// sent, stands for: the name of the last call in history, else of the last
+// tool, that wireName maps to wire; or wire itself when none does. These
+// are the names a map from wire names filled with the tools, then the
+// calls, would hold, but looked up only for the calls a completion returns
+// instead of built for every completion.
+func toolName(tools []model.ToolSpec, history []model.Message, wire string) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		calls := history[i].ToolCalls
+		for j := len(calls) - 1; j >= 0; j-- {
+			if n := calls[j].Name; wireNameIs(n, wire) {
+				return n
+			}
 		}
 	}
-	return names
+	for i := len(tools) - 1; i >= 0; i-- {
+		if n := tools[i].Name; wireNameIs(n, wire) {
+			return n
+		}
+	}
+	return wire
+}
+
+// wireNameIs reports whether wireName(name) == wire, hashing name only when
+// it has to be sanitized and wire has the length its wire name would.
+func wireNameIs(name, wire string) bool {
+	if isWireName(name) {
+		return name == wire // its own wire name
+	}
+	// A sanitized name ends in '_' and 8 hex digits, after at most
+	// maxNameLen-9 bytes of the name.
+	return len(wire) == min(len(name), maxNameLen-9)+9 && wireName(name) == wire
+}
+
+// isWireName reports whether the API accepts name as a function name, so
+// that wireName leaves it as it is.
+func isWireName(name string) bool {
+	if len(name) == 0 || len(name) > maxNameLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if !wireNameByte(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// wireNameByte reports whether c may appear in a function name.
+func wireNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 // newCallID makes an id for a tool call the server sent without one, as

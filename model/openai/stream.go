@@ -11,10 +11,11 @@ import (
 )
 
 // chunk is what the accumulator reads of one streamed
-// chat.completion.chunk, decoded by encoding/json: the SDK's
+// chat.completion.chunk, decoded as encoding/json would decode it into
+// this struct, without its reflection (chunk.go): the SDK's
 // ChatCompletionChunk decodes, by reflection, every field the API defines
 // and keeps the raw JSON of each (issue 11: 12 % of the runtime's CPU in
-// an OpenAI cycle). A chunk encoding/json refuses (a value of an
+// an OpenAI cycle). A chunk encoding/json would refuse (a value of an
 // unexpected type from a lenient server) is decoded by the SDK's type
 // instead, which accepts what it accepted before. Unlike the SDK's
 // decoder, encoding/json matches member names regardless of case and takes
@@ -52,20 +53,6 @@ type chunkUsage struct {
 	} `json:"prompt_tokens_details"`
 }
 
-// UnmarshalJSON decodes a chunk, falling back on the SDK's type.
-func (c *chunk) UnmarshalJSON(data []byte) error {
-	type plain chunk
-	if err := json.Unmarshal(data, (*plain)(c)); err == nil {
-		return nil
-	}
-	var full sdk.ChatCompletionChunk
-	if err := full.UnmarshalJSON(data); err != nil {
-		return err
-	}
-	*c = chunkFromSDK(full)
-	return nil
-}
-
 // chunkFromSDK copies what the accumulator reads of an SDK chunk.
 func chunkFromSDK(full sdk.ChatCompletionChunk) chunk {
 	var c chunk
@@ -100,7 +87,10 @@ type accumulator struct {
 	finish string
 	usage  model.Usage
 	size   int
-	names  map[string]string // wire function name -> tool name
+	// The request's tools and history, where response looks up the tool
+	// name of each function name that came back (toolName).
+	tools   []model.ToolSpec
+	history []model.Message
 }
 
 func (a *accumulator) grow(n int) error {
@@ -191,10 +181,7 @@ func (a *accumulator) response(modelID string) (*model.Response, error) {
 		if !json.Valid([]byte(args)) {
 			return nil, fmt.Errorf("openai: %s: tool call %d (%s) has arguments that are not valid JSON; retry the request", modelID, i, c.name)
 		}
-		name := c.name
-		if orig, ok := a.names[name]; ok {
-			name = orig
-		}
+		name := toolName(a.tools, a.history, c.name)
 		id := c.id
 		if id == "" {
 			id = newCallID()

@@ -14,11 +14,11 @@ import (
 )
 
 // The request body (issue 11 item 2). It is the SDK's own encoding of
-// sdk.ChatCompletionNewParams, byte for byte, built piece by piece: each
-// settled turn is encoded once and kept in the conversation's
-// model.WireCache, so a completion encodes only the turns added since; the
-// SDK still does the HTTP, retries and stream decoding
-// (option.WithRequestBody).
+// sdk.ChatCompletionNewParams, byte for byte, built piece by piece, the
+// messages written straight from the turns (turn.go): each settled turn
+// is encoded once and kept in the conversation's model.WireCache, so a
+// completion encodes only the turns added since; the SDK still does the
+// HTTP and retries (option.WithRequestBody) and splits the event stream.
 //
 // Prompt caching (item 3): OpenAI-compatible APIs cache the longest
 // prefix they saw recently, by itself. The request keeps that prefix
@@ -56,23 +56,15 @@ func (p *Provider) body(dst []byte, req model.Request) ([]byte, error) {
 
 // encodeBody appends to dst the body of turns [base, base+len(turns)); with w
 // (locked by the caller) the stable turns come from, and go to, the cache,
-// which holds at least the first base ones.
+// which holds at least the first base ones. Each turn not in the cache is
+// encoded once, into the body, and the stable ones among them are copied
+// from there into the cache.
 func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []model.ToolSpec, turns []model.Turn, base, stable int, starts []int, w *model.WireCache, seq int64) ([]byte, error) {
 	count := base + len(turns)
 	var cached []byte
 	var ends []int
 	if w != nil {
 		cached, ends = w.Prefix(p.wireKey(), stable, seq)
-		for n := len(ends); n < stable; n++ {
-			enc, err := p.encodeTurn(turns[n-base], n)
-			if err != nil {
-				return nil, err
-			}
-			if !w.ExtendFrom(enc, seq, starts[n-base]) {
-				break
-			}
-			cached, ends = w.Prefix(p.wireKey(), stable, seq)
-		}
 	}
 	lim := strconv.Itoa(limit)
 	var sys, tail []byte
@@ -104,32 +96,20 @@ func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []mode
 	if k > 0 {
 		b = append(b, cached[:ends[k-1]]...)
 	}
+	caching := w != nil
 	for i := k; i < count; i++ {
-		enc, err := p.encodeTurn(turns[i-base], i)
-		if err != nil {
-			return nil, err
+		t := turns[i-base]
+		pos := len(b)
+		var err error
+		if b, err = p.appendTurn(b, t); err != nil {
+			return nil, fmt.Errorf("openai: conversation turn %d (%s): %w", i, t.Role, err)
 		}
-		b = append(b, enc...)
+		if caching && i < stable { // stable turns never change: cache them as sent
+			caching = w.ExtendFrom(b[pos:], seq, starts[i-base])
+		}
 	}
 	b = bytes.TrimSuffix(b, []byte(","))
 	b = append(b, tail...)
-	return b, nil
-}
-
-// encodeTurn encodes the messages of one turn, each followed by a comma.
-func (p *Provider) encodeTurn(t model.Turn, i int) ([]byte, error) {
-	msgs, err := p.messages(t)
-	if err != nil {
-		return nil, fmt.Errorf("openai: conversation turn %d (%s): %w", i, t.Role, err)
-	}
-	var b []byte
-	for _, m := range msgs {
-		enc, err := m.MarshalJSON() // not json.Marshal, which would escape HTML characters the SDK leaves as they are
-		if err != nil {
-			return nil, err
-		}
-		b = append(append(b, enc...), ',')
-	}
 	return b, nil
 }
 
@@ -140,12 +120,8 @@ func (p *Provider) encodeHead(limit int, system string, tools []model.ToolSpec) 
 		return nil, nil, err
 	}
 	if system != "" {
-		m := sdk.SystemMessage(system)
-		s, err := m.MarshalJSON()
-		if err != nil {
-			return nil, nil, err
-		}
-		sys = append(s, ',')
+		// As sdk.SystemMessage(system) marshals (turn.go).
+		sys = appendSystem(make([]byte, 0, len(system)+40), system)
 	}
 	return sys, tail, nil
 }
