@@ -305,10 +305,13 @@ func (l *loopTool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // sendResult posts the result of inv; timed says whether the thread's next
-// invocation is expected (and its latency measured).
+// invocation is expected (and its latency measured). A result the run
+// ended before posting is not a failure: the runtime never saw it, and
+// the measurement is over (the end of a run stops the results still on
+// their way, which counted as failures before 2026-11-27).
 func (l *loopTool) sendResult(inv *rap.Invocation, timed bool) {
 	msg, _ := json.Marshal(&rap.ToolResult{GroupID: inv.GroupID, ID: inv.ID, Text: "ok"})
-	why := "the run ended before the first attempt"
+	why := ""
 	for attempt := 0; attempt < 5 && !l.stopped.Load(); attempt++ {
 		if timed {
 			l.mu.Lock()
@@ -331,6 +334,9 @@ func (l *loopTool) sendResult(inv *rap.Invocation, timed bool) {
 			}
 		}
 		time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+	}
+	if why == "" {
+		return // the run ended before the first attempt: nothing failed
 	}
 	l.addFailure(fmt.Sprintf("result of call %s of thread %s: %s", inv.ID, inv.GroupID, why))
 }

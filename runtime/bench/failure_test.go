@@ -46,6 +46,24 @@ func TestFailureSaysWhy(t *testing.T) {
 	}
 }
 
+// A result still on its way when the run ends is not posted and not a
+// failure: a run that stopped after its last cycle reported one now and
+// then ("the run ended before the first attempt").
+func TestResultAfterTheEndIsNoFailure(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posts.Add(1) }))
+	defer srv.Close()
+	l := newLoopTool(true, 1)
+	l.stop()
+	l.sendResult(&rap.Invocation{GroupID: "thread-7", ID: "call-3", CallbackURL: srv.URL}, true)
+	if got := l.failures.Load(); got != 0 {
+		t.Errorf("failures = %d (%s), want 0", got, l.firstFailure())
+	}
+	if got := posts.Load(); got != 0 {
+		t.Errorf("the result was posted %d times after the run ended", got)
+	}
+}
+
 // The peer process answers "why" with its first failure, quoted, so that
 // the parent's report can say it.
 func TestPeerSaysWhy(t *testing.T) {
