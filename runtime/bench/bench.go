@@ -343,8 +343,8 @@ func (l *loopTool) sendResult(inv *rap.Invocation, timed bool) {
 
 // addFailure counts a failure and keeps the first one's reason.
 func (l *loopTool) addFailure(why string) {
+	l.firstFail.CompareAndSwap(nil, &why) // before the count, which a report reads first
 	l.failures.Add(1)
-	l.firstFail.CompareAndSwap(nil, &why)
 }
 
 // firstFailure is the first failure's reason, or "".

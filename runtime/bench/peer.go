@@ -296,8 +296,8 @@ func (t *peerTools) finish() (cycleCounts, error) {
 }
 
 func (t *peerTools) addFailure(why string) {
-	t.failures.Add(1)
 	t.firstFail.CompareAndSwap(nil, &why)
+	t.failures.Add(1)
 }
 
 // localTools is the cycle's tool end in this process.
