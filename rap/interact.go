@@ -3,7 +3,6 @@ package rap
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/gorap/gorap/internal/webguard"
 )
 
 // Limits of Call.AskUser.
@@ -152,11 +153,31 @@ func (c *Call) UpdateView(ctx context.Context, viewType string, content any) err
 	return nil
 }
 
+// browserRefusal refuses what a web page could send: a cross-site
+// request, or a state-changing one that is not JSON.
+func browserRefusal(r *http.Request) *webguard.Refusal {
+	if ref := (&webguard.Policy{}).CheckCrossSite(r, false); ref != nil {
+		return ref
+	}
+	return webguard.CheckJSON(r)
+}
+
 // serveUserChoiceResponse answers POST /user_choice_response (RAP UC-2):
 // 200 once the answer reached the waiting AskUser; 400 for a body that
 // does not parse, an id with no pending choice or an index out of range;
 // 401 when neither the bearer token nor the choice's key is right.
+//
+// A browser's request made for another site's page (an Origin other than
+// the request's own host, or Sec-Fetch-Site: cross-site or same-site) gets
+// 403, and a request without "Content-Type: application/json" gets 415, so
+// that a web page cannot submit an answer with a plain form. The Host
+// header is not checked: a page whose name is rebound to this server
+// still lacks the per-choice key, and a proxy in front may rewrite it.
 func (s *Server) serveUserChoiceResponse(w http.ResponseWriter, r *http.Request) {
+	if ref := browserRefusal(r); ref != nil {
+		http.Error(w, "user choice response refused: "+ref.Message, ref.Status)
+		return
+	}
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return
@@ -181,7 +202,7 @@ func (s *Server) serveUserChoiceResponse(w http.ResponseWriter, r *http.Request)
 		return
 	}
 	key := r.URL.Query().Get(ChoiceKeyParam)
-	if !s.bearerOK(r) && subtle.ConstantTimeCompare([]byte(key), []byte(p.key)) != 1 {
+	if !s.bearerOK(r) && !equalSecret(key, p.key) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
 		http.Error(w, "user choice response not authenticated: POST to the response_url exactly as sent (it carries the key), or send the tool server's bearer token", http.StatusUnauthorized)
 		return

@@ -313,3 +313,40 @@ func TestAskUserResponseURLBase(t *testing.T) {
 		t.Errorf("response_url %q does not use PublicURL", uc.ResponseURL)
 	}
 }
+
+// A web page cannot answer a user choice for the user: a cross-site
+// request or a body a plain form could send is refused before it is read,
+// and the choice stays open for the runtime's own answer.
+func TestUserChoiceResponseRefusesWebPages(t *testing.T) {
+	sink := newSDKSink(t)
+	_, hs := newSDKServer(t, nil, askTool(0))
+	if status, _, _ := sdkPost(t, hs.URL, sdkInvocation("deploy", "ask_w", "thread_w", sink.URL(), nil)); status != 200 {
+		t.Fatal("refused")
+	}
+	uc := sdkChoice(t, sink, "ask_w")
+	answer := []byte(`{"id":"ask_w","selected":0}`)
+	for _, tc := range []struct {
+		name   string
+		header []string
+		want   int
+	}{
+		{"foreign origin", []string{"Origin", "https://evil.example"}, 403},
+		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site"}, 403},
+		{"text/plain", []string{"Content-Type", "text/plain"}, 415},
+		{"form", []string{"Content-Type", "application/x-www-form-urlencoded"}, 415},
+		{"no content type", []string{"Content-Type", ""}, 415},
+	} {
+		if status, body, _ := sdkPost(t, uc.ResponseURL, answer, tc.header...); status != tc.want || !strings.Contains(body, "refused") {
+			t.Errorf("%s: answered %d %q, want %d", tc.name, status, body, tc.want)
+		}
+	}
+	if got := sink.forID("ask_w"); len(got) != 1 {
+		t.Fatalf("a refused answer ended the call: %s", sdkDescribe(got))
+	}
+	if status, body, _ := sdkPost(t, uc.ResponseURL, []byte(`{"id":"ask_w","selected":2}`)); status != 200 {
+		t.Fatalf("the runtime's answer after the refusals: %d %q", status, body)
+	}
+	if res := sink.result("ask_w"); res.Text != "chose 2" {
+		t.Errorf("result %q, want %q", res.Text, "chose 2")
+	}
+}

@@ -2,6 +2,7 @@ package rap
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -491,7 +492,15 @@ func (s *Server) bearerOK(r *http.Request) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(s.opts.BearerToken)) == 1
+	return equalSecret(strings.TrimSpace(token), s.opts.BearerToken)
+}
+
+// equalSecret compares a presented secret with the expected one in time
+// that depends on neither's content nor length: both are hashed first, as
+// subtle.ConstantTimeCompare returns at once on a length mismatch.
+func equalSecret(got, want string) bool {
+	g, w := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
 // readBody reads a request body of at most MaxBodyBytes. On failure it has

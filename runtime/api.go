@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
@@ -25,7 +26,8 @@ import (
 const maxRequestBytes = MaxMessageBytes + 4096
 
 // Handler returns the runtime's HTTP handler: the client API under /v1 and
-// the callback endpoint under /rap/callback/ (see docs/api.md).
+// the callback endpoint under /rap/callback/ (see docs/api.md). The client
+// API refuses what web pages could send it (see WebGuard).
 func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/threads", r.serveCreateThread)
@@ -38,7 +40,7 @@ func (r *Runtime) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/threads/{id}/choices", r.serveChoices)
 	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", r.serveAnswerChoice)
 	mux.HandleFunc("POST "+CallbackPath+"{token}", r.serveCallback)
-	return mux
+	return r.WebGuard(mux)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -66,6 +68,19 @@ func (r *Runtime) writeStoreError(w http.ResponseWriter, err error) {
 	}
 }
 
+// invalidUTF8At returns the offset of the first byte of b that is not
+// part of valid UTF-8, or -1.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
 // readJSON decodes a bounded JSON body into v.
 func readJSON(w http.ResponseWriter, req *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxRequestBytes))
@@ -78,6 +93,9 @@ func readJSON(w http.ResponseWriter, req *http.Request, v any) error {
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil
+	}
+	if !utf8.Valid(body) {
+		return fmt.Errorf("request body is not valid UTF-8 (the first bad byte is at offset %d): send text encoded as UTF-8", invalidUTF8At(body))
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -90,6 +91,21 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	// write deadline. (cancel closes sub first, so this never runs after
 	// the handler returned.)
 	sub.setKick(func() { rc.SetWriteDeadline(time.Now()) })
+	// ended says why the stream ended early, if the runtime ended it: it
+	// is logged once, with the thread and the client's address.
+	// A client that merely went away is not logged above Debug.
+	var ended string
+	var endErr error
+	defer func() {
+		switch why := sub.dropReason(); {
+		case why != "":
+			r.log.Warn("event stream dropped", "thread", id, "client", req.RemoteAddr, "reason", why)
+		case errors.Is(endErr, os.ErrDeadlineExceeded):
+			r.log.Warn("event stream dropped", "thread", id, "client", req.RemoteAddr, "reason", ended)
+		case ended != "":
+			r.log.Debug("event stream ended", "thread", id, "client", req.RemoteAddr, "reason", ended)
+		}
+	}()
 	// The server's read and write timeouts bound whole requests; a stream
 	// lives as long as its client reads it. Clear the read deadline (the
 	// request has no body) and give each write its own deadline.
@@ -110,6 +126,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		}
 		for _, p := range parts {
 			if _, err := w.Write(p); err != nil {
+				ended, endErr = fmt.Sprintf("writing to the client failed or took longer than %v: %v", timeout, err), err
 				return false
 			}
 		}
@@ -130,7 +147,11 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		if sub.isClosed() {
 			return false
 		}
-		return rc.Flush() == nil
+		if err := rc.Flush(); err != nil {
+			ended, endErr = fmt.Sprintf("sending to the client failed or took longer than %v: %v", timeout, err), err
+			return false
+		}
+		return true
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -241,9 +262,7 @@ func (r *Runtime) replayEvents(ctx context.Context, id string, att attachment) (
 		out = append(out, links...)
 	} else {
 		r.mu.Lock()
-		for _, e := range r.authShown[id] {
-			out = append(out, e)
-		}
+		out = append(out, r.authShown.thread(id)...)
 		r.mu.Unlock()
 	}
 	// The running completion's text, unless its turn was saved (and so

@@ -465,6 +465,7 @@ func TestSU9ClosedThreadAndTC1(t *testing.T) {
 	e.waitHistory(th, "ok", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "ok") })
 	e.idle(th)
 	req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/v1/threads/"+th+"/close", nil)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("close: %v %v", resp, err)

@@ -362,7 +362,8 @@ func countActiveSubscriptions(tx store.Tx, threadID string) (int, error) {
 	return n, nil
 }
 
-// maxShownAuth bounds the oauth events kept in memory for late clients.
+// maxShownAuth bounds the oauth events kept in memory for late clients;
+// past it the oldest is forgotten.
 const maxShownAuth = 10000
 
 // showAuth publishes an oauth event and keeps it in memory (only) until
@@ -375,15 +376,7 @@ func (r *Runtime) showAuth(threadID, callID string, data map[string]any) {
 		return
 	}
 	r.mu.Lock()
-	if len(r.authShown) >= maxShownAuth {
-		clear(r.authShown)
-	}
-	m := r.authShown[threadID]
-	if m == nil {
-		m = map[string]Event{}
-		r.authShown[threadID] = m
-	}
-	m[callID] = e
+	r.authShown.put(threadID, callID, e)
 	r.mu.Unlock()
 	r.hub.publish(e)
 }
@@ -401,12 +394,7 @@ func (r *Runtime) forgetAuthTx(tx store.Tx, threadID, callID string) error {
 func (r *Runtime) forgetAuth(threadID, callID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if m := r.authShown[threadID]; m != nil {
-		delete(m, callID)
-		if len(m) == 0 {
-			delete(r.authShown, threadID)
-		}
-	}
+	r.authShown.forget(threadID, callID)
 }
 
 // oauthKey marks a call whose tool asked for authorization (RAP OA-1);

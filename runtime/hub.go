@@ -9,6 +9,7 @@ package runtime
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,8 @@ type subscriber struct {
 	max    int // the queue's bound in bytes
 	peak   int // the most bytes the queue ever held (for tests)
 	closed bool
+	// dropped says why the subscriber was dropped; "" if it was not.
+	dropped string
 	// total is the hub's count of bytes queued over all subscribers.
 	total *atomic.Int64
 	// kick, when set, is called when the subscriber is dropped for falling
@@ -102,7 +105,7 @@ func (s *subscriber) push(e Event) bool {
 	}
 	c := eventCost(e)
 	if len(s.queue) > 0 && s.bytes+c > s.max {
-		s.dropLocked()
+		s.dropLocked(fmt.Sprintf("the client fell more than %d bytes behind the events", s.max))
 		return false
 	}
 	s.queue = append(s.queue, e)
@@ -143,15 +146,24 @@ func (s *subscriber) closeLocked() {
 	s.signal()
 }
 
-// dropLocked closes a subscriber that fell behind and kicks its consumer.
-func (s *subscriber) dropLocked() {
+// dropLocked closes a subscriber that fell behind, noting why, and kicks
+// its consumer.
+func (s *subscriber) dropLocked(why string) {
 	if s.closed {
 		return
 	}
+	s.dropped = why
 	s.closeLocked()
 	if s.kick != nil {
 		s.kick()
 	}
+}
+
+// dropReason says why the subscriber was dropped; "" if it was not.
+func (s *subscriber) dropReason() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
 }
 
 // isClosed reports whether the subscriber was closed or dropped.
@@ -272,7 +284,7 @@ func (h *hub) evict() {
 			return
 		}
 		b.s.mu.Lock()
-		b.s.dropLocked()
+		b.s.dropLocked(fmt.Sprintf("the event streams together held more than %d bytes and this client was among those furthest behind", h.limits.TotalBufferBytes))
 		b.s.mu.Unlock()
 		h.remove(b.thread, b.s)
 		h.dropped++

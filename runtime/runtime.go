@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorap/gorap/internal/webguard"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
@@ -166,6 +167,18 @@ type Config struct {
 	// POST {base}/tool_call_status about it; zero means
 	// DefaultCallStatusAfter, negative turns the checks off.
 	CallStatusAfter time.Duration
+	// AllowedHosts are host names (or host:port) that client API requests
+	// may name in their Host header besides loopback names, IP literals
+	// and PublicURL's host: the names of a reverse proxy or a cluster
+	// service. "*.example.com" allows every subdomain; "*" turns the check
+	// off. A request naming any other host is refused, which keeps a web
+	// page whose DNS name is rebound to this runtime's address from using
+	// it (see Runtime.WebGuard).
+	AllowedHosts []string
+	// AllowedOrigins are origins (scheme://host[:port]) whose pages may
+	// call the client API from another origin, such as a separate front
+	// end. By default only the runtime's own pages may.
+	AllowedOrigins []string
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -205,6 +218,7 @@ type Runtime struct {
 	retry RetryPolicy
 	hub   *hub
 	hist  *historyCache
+	web   *webguard.Policy // the client API's browser checks (webguard.go)
 	// retries knows which threads may have a model retry timer (modelcall.go).
 	retries retryTimers
 
@@ -230,7 +244,7 @@ type Runtime struct {
 	// authShown holds the oauth events of calls still waiting for their
 	// result, to show to clients that connect later; never stored
 	// (RAP OA-1).
-	authShown map[string]map[string]Event
+	authShown *shownAuth
 	// heldSince is set once this process held a subscription event: only
 	// then may a plain tool_result have held events to discard at once
 	// (events held before a restart are found by sweepHeldEvents).
@@ -299,6 +313,7 @@ func New(cfg Config) (*Runtime, error) {
 		retry:     cfg.DispatchRetry.withDefaults(),
 		hub:       newHub(cfg.Streams),
 		hist:      newHistoryCache(cfg.HistoryCacheThreads),
+		web:       newWebPolicy(cfg),
 		threads:   map[string]*threadState{},
 		inflight:  map[string]int{},
 		failed:    map[string]error{},
@@ -306,7 +321,7 @@ func New(cfg Config) (*Runtime, error) {
 		catalogs:  map[string]*session{},
 		built:     map[string]*builtCatalog{},
 		timerKick: make(chan struct{}, 1),
-		authShown: map[string]map[string]Event{},
+		authShown: newShownAuth(maxShownAuth),
 	}
 	if r.log == nil {
 		r.log = slog.Default()

@@ -29,7 +29,7 @@ func TestStreamSendBufferBounded(t *testing.T) {
 	}
 	defer c.Close()
 	c.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(c, "GET /v1/threads/%s/events HTTP/1.1\r\nHost: x\r\n\r\n", th)
+	fmt.Fprintf(c, "GET /v1/threads/%s/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", th)
 	var sub *subscriber
 	poll(t, "the stream to subscribe", func() bool {
 		e.rt.hub.mu.Lock()

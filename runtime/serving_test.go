@@ -36,7 +36,7 @@ func TestHTTPServerCutsSlowBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/threads HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+	fmt.Fprintf(c, "POST /v1/threads HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
 	cut := make(chan error, 1)
 	go func() {
 		// The server answers (an error) and closes, or just closes.
@@ -113,7 +113,7 @@ func TestLimitListenerCapsConnections(t *testing.T) {
 	}
 	// Both held connections are accepted once a request on each is served.
 	for _, c := range held {
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
 			t.Fatal(err)
 		}

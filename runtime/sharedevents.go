@@ -175,7 +175,7 @@ func (h *hub) deliverRead(threadID string, after, head int64, evs []store.Thread
 		}
 		if len(evs) == 0 || s.cursor+1 < evs[0].ID {
 			s.mu.Lock()
-			s.dropLocked()
+			s.dropLocked("the events it had not yet received were pruned from the store before it read them")
 			s.mu.Unlock()
 			h.remove(threadID, s)
 			h.dropped++

@@ -46,6 +46,12 @@ func TestEventStreamStuckClientDropped(t *testing.T) {
 		e.rt.hub.publish(bigEvent(th)) // 64 MiB in all: far past any socket buffer
 	}
 	poll(t, "the stuck subscriber to be dropped", func() bool { return !e.rt.hub.subscribed(th) })
+	// The drop is logged once, with the reason.
+	poll(t, "the drop to be logged", func() bool { return len(e.logs.records("event stream dropped")) > 0 })
+	recs := e.logs.records("event stream dropped")
+	if len(recs) != 1 || recs[0]["thread"] != th || !strings.Contains(fmt.Sprint(recs[0]["reason"]), "bytes behind") {
+		t.Fatalf("drop logged as %v; want one record naming the thread and that the client fell behind", recs)
+	}
 }
 
 // issue 9 item 12: the subscriber's queue never holds more than its bound
@@ -93,6 +99,10 @@ func TestEventStreamWriteDeadline(t *testing.T) {
 	e.rt.hub.mu.Unlock()
 	if dropped != 0 {
 		t.Fatalf("the subscriber was dropped by its byte bound (%d), not by the write deadline", dropped)
+	}
+	poll(t, "the drop to be logged", func() bool { return len(e.logs.records("event stream dropped")) > 0 })
+	if recs := e.logs.records("event stream dropped"); len(recs) != 1 || !strings.Contains(fmt.Sprint(recs[0]["reason"]), "longer than 200ms") {
+		t.Fatalf("drop logged as %v; want one record saying the write took too long", recs)
 	}
 }
 

@@ -127,7 +127,7 @@ func (s *stack) start() {
 	if s.token != "" {
 		api = requireToken(api, s.token)
 	}
-	h := webui.WithAPI(api)
+	h := webui.WithAPI(api, rt.WebGuard)
 	s.handler.Store(&h)
 }
 

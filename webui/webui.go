@@ -71,8 +71,14 @@ func setHeaders(w http.ResponseWriter) {
 // API under /v1/ and the callback endpoint under /rap/) to api and
 // everything else to the web UI. api keeps its own authentication: the
 // page and its assets hold no secret and are served without a token.
-func WithAPI(api http.Handler) http.Handler {
+// guard, when not nil, wraps the web UI's routes: the runtime's
+// Runtime.WebGuard, so that the page is refused under a host name that is
+// not the runtime's (a rebound DNS name).
+func WithAPI(api http.Handler, guard func(http.Handler) http.Handler) http.Handler {
 	ui := Handler()
+	if guard != nil {
+		ui = guard(ui)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/rap/") {
 			api.ServeHTTP(w, r)

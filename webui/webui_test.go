@@ -104,7 +104,7 @@ func TestWithAPIRoutes(t *testing.T) {
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTeapot)
 	})
-	h := WithAPI(api)
+	h := WithAPI(api, nil)
 	for path, want := range map[string]int{
 		"/":                        http.StatusOK,
 		"/assets/app.js":           http.StatusOK,

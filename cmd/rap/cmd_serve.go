@@ -78,6 +78,11 @@ var settingsEnv = map[string]string{
 	"store":                config.EnvStore,
 	"lease-ttl":            config.EnvLeaseTTL,
 	"sweep-every":          config.EnvSweepEvery,
+	"allowed-hosts":        config.EnvAllowedHosts,
+	"allowed-origins":      config.EnvAllowedOrigins,
+	"tokens-file":          config.EnvTokensFile,
+	"tls-cert":             config.EnvTLSCert,
+	"tls-key":              config.EnvTLSKey,
 }
 
 // settingsEnvSeparator is the item separator of the list settings'
@@ -85,6 +90,8 @@ var settingsEnv = map[string]string{
 var settingsEnvSeparator = map[string]string{
 	"config":               string(os.PathListSeparator),
 	"choice-response-host": ",",
+	"allowed-hosts":        ",",
+	"allowed-origins":      ",",
 }
 
 // addSettingsFlags defines the runtime's setting flags on fs, bound to s,

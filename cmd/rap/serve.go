@@ -146,6 +146,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ModelRetry:                runtime.ModelRetryPolicy{Initial: s.ModelRetryBackoff, Attempts: s.ModelAttempts},
 		Secrets:                   knownSecrets(s),
 		ConfirmDestructive:        confirmExternalActions(s, dir), // issue 12 item 7
+		AllowedHosts:              allowedHosts(s),
+		AllowedOrigins:            s.AllowedOrigins,
 	})
 	if err != nil {
 		return err
@@ -160,7 +162,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 	// The web UI at "/" (issue 15 item 3): static assets, no token; the
 	// page sends the token on its API requests.
-	handler = webui.WithAPI(handler)
+	handler = webui.WithAPI(handler, rt.WebGuard)
 	// Health and readiness probes (issue 14 item 7), without the token.
 	handler = rt.WithHealth(handler)
 	// Read, write and idle timeouts, a header limit and a connection cap
@@ -220,6 +222,17 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		srv.Close()
 	}
 	return result
+}
+
+// allowedHosts are the host names the client API and the web UI answer
+// to besides loopback names, IP addresses and the public URL's host: the
+// configured ones and the listen address's host when it is a name.
+func allowedHosts(s config.Settings) []string {
+	hosts := append([]string(nil), s.AllowedHosts...)
+	if h, _, err := net.SplitHostPort(s.Listen); err == nil && h != "" && net.ParseIP(h) == nil {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }
 
 // bearerTransport adds "Authorization: Bearer TOKEN" to every request: the

@@ -152,7 +152,9 @@ func (c *Client) request(ctx context.Context, method, path string, body any) (*h
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if body != nil {
+	if body != nil || (method != http.MethodGet && method != http.MethodHead) {
+		// Every state-changing request says JSON, bodyless ones too: the
+		// runtime refuses any other (a web page could send it).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {

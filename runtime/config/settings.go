@@ -64,6 +64,21 @@ const (
 	// threads with queued input that no live process holds (Go duration,
 	// at least MinSweepEvery).
 	EnvSweepEvery = "RAP_SWEEP_EVERY"
+	// EnvAllowedHosts lists, comma-separated, host names the client API and
+	// the web UI answer to besides loopback names, IP addresses and the
+	// public URL's host (a reverse proxy's name, a cluster service).
+	EnvAllowedHosts = "RAP_ALLOWED_HOSTS"
+	// EnvAllowedOrigins lists, comma-separated, origins
+	// (scheme://host[:port]) of other sites' pages that may use the client
+	// API.
+	EnvAllowedOrigins = "RAP_ALLOWED_ORIGINS"
+	// EnvTokensFile names a file of client tokens, each bound to a user
+	// (or an admin token); it is read again when it changes.
+	EnvTokensFile = "RAP_TOKENS_FILE"
+	// EnvTLSCert and EnvTLSKey name a PEM certificate (chain) and its
+	// private key: with both, rap serve serves HTTPS.
+	EnvTLSCert = "RAP_TLS_CERT"
+	EnvTLSKey  = "RAP_TLS_KEY"
 )
 
 // Defaults and floors of the lease settings. The defaults are those of
@@ -166,6 +181,21 @@ type Settings struct {
 	// DefaultSweepEvery; otherwise at least MinSweepEvery. It maps to
 	// runtime.Config.SweepEvery and is unused on SQLite.
 	SweepEvery time.Duration
+	// AllowedHosts are host names (or host:port) the client API and the
+	// web UI answer to besides loopback names, IP addresses and the
+	// public URL's host; "*.example.com" allows its subdomains, "*" turns
+	// the check off. It maps to runtime.Config.AllowedHosts.
+	AllowedHosts []string
+	// AllowedOrigins are origins whose pages may use the client API from
+	// another site. It maps to runtime.Config.AllowedOrigins.
+	AllowedOrigins []string
+	// TokensFile is a file of client tokens, each bound to a user or
+	// marked admin (see docs/security.md); empty means none. With it,
+	// Token (if set) is an admin token.
+	TokensFile string
+	// TLSCert and TLSKey are PEM files of a certificate chain and its
+	// key: with both, the runtime serves HTTPS.
+	TLSCert, TLSKey string
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -276,6 +306,22 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 		s.MaxSubscriptions = n
 	}
+	for _, l := range []struct {
+		dst  *[]string
+		name string
+	}{{&s.AllowedHosts, EnvAllowedHosts}, {&s.AllowedOrigins, EnvAllowedOrigins}} {
+		if v := getenv(l.name); v != "" {
+			*l.dst = nil
+			for _, h := range strings.Split(v, ",") {
+				if h = strings.TrimSpace(h); h != "" {
+					*l.dst = append(*l.dst, h)
+				}
+			}
+		}
+	}
+	set(&s.TokensFile, EnvTokensFile)
+	set(&s.TLSCert, EnvTLSCert)
+	set(&s.TLSKey, EnvTLSKey)
 	for _, d := range []*minDuration{leaseTTLValue(&s), sweepEveryValue(&s)} {
 		if v := getenv(d.env); v != "" {
 			if err := d.Set(v); err != nil {
@@ -321,6 +367,11 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&s.CallStatusAfter, "call-status-after", s.CallStatusAfter, "`SILENCE` after which the runtime asks a tool server whether it still knows a pending call (POST /tool_call_status); 0 = the default of 10m, negative = never (env "+EnvCallStatusAfter+")")
 	fs.Var(leaseTTLValue(s), "lease-ttl", "with a shared postgres:// store: how long a process's lease on a thread lasts, `D`, renewed every D/3; a thread held by a process that is killed resumes on another within D plus --sweep-every. Shorter fails over faster, but a process that stalls for 2/3 of D loses its threads; at least "+MinLeaseTTL.String()+"; unused with SQLite (env "+EnvLeaseTTL+")")
 	fs.Var(sweepEveryValue(s), "sweep-every", "with a shared postgres:// store: how often, `D`, each process looks for threads with queued input that no live process holds (a killed one's, once its leases expire) and for timers other processes wrote; at least "+MinSweepEvery.String()+"; unused with SQLite (env "+EnvSweepEvery+")")
+	fs.Var(&commaList{dst: &s.AllowedHosts, check: checkAllowedHost}, "allowed-hosts", "`HOSTS` (comma-separated, repeatable) the client API and web UI answer to besides loopback names, IP addresses and the --public-url host: a reverse proxy's or cluster's names; *.example.com allows subdomains, * allows any. Requests naming another host are refused, so a web page cannot rebind its name to this runtime (env "+EnvAllowedHosts+")")
+	fs.Var(&commaList{dst: &s.AllowedOrigins, check: checkAllowedOrigin}, "allowed-origins", "`ORIGINS` (comma-separated, repeatable) such as https://app.example.com whose pages may use the client API from another site; by default only the runtime's own web UI may (env "+EnvAllowedOrigins+")")
+	fs.StringVar(&s.TokensFile, "tokens-file", s.TokensFile, "`FILE` of client tokens, each bound to a user (who then sees only their own sessions) or marked admin; mode 0600, read again when it changes; see docs/security.md (env "+EnvTokensFile+")")
+	fs.StringVar(&s.TLSCert, "tls-cert", s.TLSCert, "serve HTTPS with the certificate chain in PEM `FILE` (with --tls-key) (env "+EnvTLSCert+")")
+	fs.StringVar(&s.TLSKey, "tls-key", s.TLSKey, "the private key in PEM `FILE` of --tls-cert; mode 0600 (env "+EnvTLSKey+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
@@ -366,6 +417,19 @@ func (s *Settings) Check() error {
 	}
 	if s.SweepEvery != 0 && s.SweepEvery < MinSweepEvery {
 		return fmt.Errorf("sweep interval %v: want at least %v (0 for the default of %v); pass --sweep-every D or set %s", s.SweepEvery, MinSweepEvery, DefaultSweepEvery, EnvSweepEvery)
+	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		return fmt.Errorf("HTTPS needs both a certificate and its key: pass --tls-cert FILE and --tls-key FILE (or set %s and %s), or neither", EnvTLSCert, EnvTLSKey)
+	}
+	for _, h := range s.AllowedHosts {
+		if err := checkAllowedHost(h); err != nil {
+			return fmt.Errorf("allowed hosts: %v; pass --allowed-hosts or set %s", err, EnvAllowedHosts)
+		}
+	}
+	for _, o := range s.AllowedOrigins {
+		if err := checkAllowedOrigin(o); err != nil {
+			return fmt.Errorf("allowed origins: %v; pass --allowed-origins or set %s", err, EnvAllowedOrigins)
+		}
 	}
 	return nil
 }
@@ -457,6 +521,10 @@ func (s Settings) LogValue() slog.Value {
 		slog.Duration("call_status_after", s.CallStatusAfter),
 		slog.Duration("lease_ttl", s.LeaseTTL),
 		slog.Duration("sweep_every", s.SweepEvery),
+		slog.Any("allowed_hosts", s.AllowedHosts),
+		slog.Any("allowed_origins", s.AllowedOrigins),
+		slog.String("tokens_file", s.TokensFile),
+		slog.String("tls_cert", s.TLSCert),
 	)
 }
 
@@ -514,6 +582,56 @@ func (l *listValue) Set(v string) error {
 		*l.dst = nil
 	}
 	*l.dst = append(*l.dst, v)
+	return nil
+}
+
+// commaList is a repeatable flag of comma-separated values; its first
+// use on the command line replaces the values taken from the
+// environment, and check refuses a malformed value.
+type commaList struct {
+	dst     *[]string
+	check   func(string) error
+	fromCLI bool
+}
+
+func (l *commaList) String() string {
+	if l == nil || l.dst == nil {
+		return ""
+	}
+	return strings.Join(*l.dst, ",")
+}
+
+func (l *commaList) Set(v string) error {
+	if !l.fromCLI {
+		l.fromCLI = true
+		*l.dst = nil
+	}
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		if err := l.check(item); err != nil {
+			return err
+		}
+		*l.dst = append(*l.dst, item)
+	}
+	return nil
+}
+
+// checkAllowedHost refuses what cannot be a host name or host:port.
+func checkAllowedHost(h string) error {
+	if strings.ContainsAny(h, "/ @?#") {
+		return fmt.Errorf("%q is not a host name: want a name such as agent.example.com, agent.example.com:8443 or *.example.com", h)
+	}
+	return nil
+}
+
+// checkAllowedOrigin refuses what is not an http(s) origin.
+func checkAllowedOrigin(o string) error {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil {
+		return fmt.Errorf("%q is not an origin: want scheme://host[:port] such as https://app.example.com", o)
+	}
 	return nil
 }
 

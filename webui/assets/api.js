@@ -52,10 +52,12 @@ export class API {
   async request(method, path, body) {
     for (;;) {
       const init = { method, headers: this.headers() };
-      if (body !== undefined) {
+      if (method !== 'GET' && method !== 'HEAD') {
+        // The runtime refuses a state-changing request that does not say
+        // JSON, bodyless ones included: a web page could send it.
         init.headers['Content-Type'] = 'application/json';
-        init.body = JSON.stringify(body);
       }
+      if (body !== undefined) init.body = JSON.stringify(body);
       const sent = this.token();
       const resp = await fetch(path, init);
       if (resp.status === 401) {
