@@ -32,13 +32,13 @@ func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/threads", r.serveCreateThread)
 	mux.HandleFunc("GET /v1/threads", r.serveListThreads)
-	mux.HandleFunc("GET /v1/threads/{id}", r.serveThread)
-	mux.HandleFunc("POST /v1/threads/{id}/messages", r.servePostMessage)
-	mux.HandleFunc("GET /v1/threads/{id}/messages", r.serveHistory)
-	mux.HandleFunc("GET /v1/threads/{id}/events", r.serveEvents)
-	mux.HandleFunc("POST /v1/threads/{id}/close", r.serveClose)
-	mux.HandleFunc("GET /v1/threads/{id}/choices", r.serveChoices)
-	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", r.serveAnswerChoice)
+	mux.HandleFunc("GET /v1/threads/{id}", r.owned(r.serveThread))
+	mux.HandleFunc("POST /v1/threads/{id}/messages", r.owned(r.servePostMessage))
+	mux.HandleFunc("GET /v1/threads/{id}/messages", r.owned(r.serveHistory))
+	mux.HandleFunc("GET /v1/threads/{id}/events", r.owned(r.serveEvents))
+	mux.HandleFunc("POST /v1/threads/{id}/close", r.owned(r.serveClose))
+	mux.HandleFunc("GET /v1/threads/{id}/choices", r.owned(r.serveChoices))
+	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", r.owned(r.serveAnswerChoice))
 	mux.HandleFunc("POST "+CallbackPath+"{token}", r.serveCallback)
 	return r.WebGuard(mux)
 }
@@ -118,6 +118,13 @@ func (r *Runtime) serveCreateThread(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	if user, scoped := scopedUser(req); scoped {
+		if body.UserID != "" && body.UserID != user {
+			writeError(w, http.StatusForbidden, fmt.Sprintf("user_id %q: this client's token acts for user %q only; leave user_id out", body.UserID, user))
+			return
+		}
+		body.UserID = user
+	}
 	id, err := r.CreateThreadFor(req.Context(), body.UserID)
 	if err != nil {
 		r.writeStoreError(w, err)
@@ -154,12 +161,28 @@ func (r *Runtime) serveListThreads(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	parent := q.Get("parent_id")
+	user, scoped := scopedUser(req)
 	var page []store.Thread
 	err = r.store.View(req.Context(), func(tx store.Tx) error {
 		var err error
-		if parent != "" {
+		switch {
+		case parent != "" && scoped:
+			// Children belong to their parent's user: a foreign parent
+			// lists nothing, as an unknown one does.
+			p, err := tx.Thread(parent)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && p.UserID != user) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
 			page, err = tx.ChildThreads(parent, after, limit+1)
-		} else {
+			return err
+		case parent != "":
+			page, err = tx.ChildThreads(parent, after, limit+1)
+		case scoped:
+			page, err = tx.UserThreadsPage(user, after, limit+1)
+		default:
 			page, err = tx.ThreadsPage(after, limit+1)
 		}
 		return err

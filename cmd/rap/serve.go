@@ -3,8 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"github.com/gorap/gorap/display"
 	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/runtime"
+	"github.com/gorap/gorap/runtime/clientauth"
 	"github.com/gorap/gorap/runtime/config"
 	"github.com/gorap/gorap/webui"
 )
@@ -51,6 +51,15 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 // serveLogged is serve with the logger of --log-level and --log-format.
 func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdout io.Writer, ready func(*server)) error {
 
+	// HTTPS: a certificate or key that does not load stops serve before
+	// anything else starts.
+	var tlsConfig *tls.Config
+	if s.TLSCert != "" {
+		var err error
+		if tlsConfig, err = serveTLSConfig(s.TLSCert, s.TLSKey, log); err != nil {
+			return err
+		}
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return fmt.Errorf("find the working directory for the project-level config: %w", err)
@@ -157,8 +166,12 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 
 	handler := rt.Handler()
-	if s.Token != "" {
-		handler = requireToken(handler, s.Token)
+	var auth *clientauth.Authenticator
+	if s.Token != "" || s.TokensFile != "" {
+		if auth, err = clientauth.New(s.Token, s.TokensFile, log); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		handler = auth.Handler(handler)
 	}
 	// The web UI at "/" (issue 15 item 3): static assets, no token; the
 	// page sends the token on its API requests.
@@ -170,10 +183,22 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	var limits runtime.ServerLimits
 	srv := runtime.NewHTTPServer(handler, limits, log)
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
+	srv.TLSConfig = tlsConfig
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(runtime.LimitListener(ln, limits)) }()
+	go func() {
+		lln := runtime.LimitListener(ln, limits)
+		if srv.TLSConfig != nil {
+			serveErr <- srv.ServeTLS(lln, "", "")
+			return
+		}
+		serveErr <- srv.Serve(lln)
+	}()
 
-	listenURL := "http://" + ln.Addr().String()
+	listenURL := scheme + "://" + ln.Addr().String()
 	info := &server{Runtime: rt, URL: listenURL, PublicURL: publicURL, Model: describeModel(mdl), HTTP: srv}
 	fmt.Fprintf(stdout, "rap serve: listening on %s\n", listenURL)
 	fmt.Fprintf(stdout, "  model:        %s\n", info.Model)
@@ -191,6 +216,12 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		fmt.Fprintf(stdout, "  tool servers: %s (from %s)\n", orNone(strings.Join(toolServers, ", ")), strings.Join(used, ", "))
 	}
 	switch {
+	case s.TokensFile != "":
+		fmt.Fprintf(stdout, "  client API:   requires a bearer token: %d from %s (read again when it changes)", auth.Tokens(), s.TokensFile)
+		if s.Token != "" {
+			fmt.Fprintf(stdout, ", and the admin token from %s", config.EnvToken)
+		}
+		fmt.Fprintln(stdout)
 	case s.Token != "":
 		fmt.Fprintf(stdout, "  client API:   requires the bearer token from %s\n", config.EnvToken)
 	case s.Insecure:
@@ -248,46 +279,22 @@ func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return t.next.RoundTrip(req)
 }
 
-// requireToken protects the client API with a bearer token. The callback
-// endpoint stays open: each callback URL carries its own unguessable token.
-// Tokens are compared in constant time over their SHA-256 digests, so
-// neither the content nor the length of the token leaks through timing
-// (issue 9 item 16).
+// requireToken protects the client API with one admin bearer token (see
+// package clientauth). The callback endpoint stays open: each callback URL
+// carries its own unguessable token.
 func requireToken(next http.Handler, token string) http.Handler {
-	want := sha256.Sum256([]byte(token))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/rap/callback/") {
-			next.ServeHTTP(w, r)
-			return
-		}
-		got, ok := bearer(r.Header.Get("Authorization"))
-		sum := sha256.Sum256([]byte(got))
-		if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
-			w.WriteHeader(http.StatusUnauthorized)
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": "missing or wrong bearer token: send Authorization: Bearer $" + config.EnvToken})
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// bearer returns the token of an "Authorization: Bearer TOKEN" header (the
-// scheme is case-insensitive, RFC 9110 section 11.1).
-func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+	auth, err := clientauth.New(token, "", nil)
+	if err != nil {
+		panic(err) // token is not empty
 	}
-	return tok, true
+	return auth.Handler(next)
 }
 
 // checkListenAuth refuses to serve the client API beyond loopback without a
 // token, unless --insecure says so explicitly (issue 9 item 16): the API
 // reads and drives every conversation of the runtime.
 func checkListenAuth(addr net.Addr, s config.Settings) error {
-	if s.Token != "" || s.Insecure {
+	if s.Token != "" || s.TokensFile != "" || s.Insecure {
 		return nil
 	}
 	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {

@@ -461,7 +461,11 @@ func (s *Settings) PublicURLFor(addr string) (string, error) {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port), nil
+	scheme := "http"
+	if s.TLSCert != "" {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), nil
 }
 
 // ToolServers loads the tool-server configuration: s.ConfigFiles when set

@@ -133,6 +133,10 @@ type Threads interface {
 	// ChildThreads returns up to limit child threads of parentID that come
 	// after `after`, oldest first. Backed by an index.
 	ChildThreads(parentID string, after ThreadCursor, limit int) ([]Thread, error)
+	// UserThreadsPage is ThreadsPage for the threads of one user's
+	// sessions (Thread.UserID, which children take from their parent).
+	// Backed by an index.
+	UserThreadsPage(userID string, after ThreadCursor, limit int) ([]Thread, error)
 }
 
 // ThreadCursor is a position in the order of threads (Created, then ID):

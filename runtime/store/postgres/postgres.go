@@ -423,6 +423,8 @@ var migrations = []string{
 	DROP INDEX calls_thread_state;
 	CREATE INDEX calls_pending ON calls(state, deadline) WHERE ` + pendingCalls + `;
 	CREATE INDEX calls_pending_thread ON calls(thread_id, state) WHERE ` + pendingCalls + `;`,
+	// 5: SQLite's migration 12: one user's threads listed by page.
+	`CREATE INDEX threads_user_created ON threads(user_id, created, id);`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

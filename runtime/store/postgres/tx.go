@@ -235,6 +235,17 @@ func (t *tx) ChildThreads(parentID string, after store.ThreadCursor, limit int) 
 		`SELECT `+threadCols+` FROM threads WHERE parent_id = $1 AND (created, id) > ($2, $3) ORDER BY created, id LIMIT $4`, parentID, after.Created, after.ID, limit)
 }
 
+// UserThreadsPage implements store.Threads with the threads_user_created
+// index.
+func (t *tx) UserThreadsPage(userID string, after store.ThreadCursor, limit int) ([]store.Thread, error) {
+	what := "list the threads of a user"
+	if after.IsZero() {
+		return collect(t, what, scanThreadRows, `SELECT `+threadCols+` FROM threads WHERE user_id = $1 ORDER BY created, id LIMIT $2`, userID, limit)
+	}
+	return collect(t, what, scanThreadRows,
+		`SELECT `+threadCols+` FROM threads WHERE user_id = $1 AND (created, id) > ($2, $3) ORDER BY created, id LIMIT $4`, userID, after.Created, after.ID, limit)
+}
+
 // Messages
 
 func marshalOrNull(v any, empty bool) ([]byte, error) {

@@ -429,6 +429,9 @@ var migrations = []string{
 	DROP INDEX calls_thread_state;
 	CREATE INDEX calls_pending ON calls(state, deadline) WHERE ` + pendingCalls + `;
 	CREATE INDEX calls_pending_thread ON calls(thread_id, state) WHERE ` + pendingCalls + `;`,
+	// 12: one user's threads are listed by page, in order, for a client
+	// token bound to that user.
+	`CREATE INDEX threads_user_created ON threads(user_id, created, id);`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

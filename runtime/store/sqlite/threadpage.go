@@ -17,6 +17,12 @@ const (
 		UNION ALL
 		SELECT * FROM (SELECT ` + threadCols + ` FROM threads WHERE created > ? ORDER BY created, id LIMIT ?)
 	) ORDER BY 5, 1 LIMIT ?`
+	userFirstPage = `SELECT ` + threadCols + ` FROM threads WHERE user_id = ? ORDER BY created, id LIMIT ?`
+	userNextPage  = `SELECT * FROM (
+		SELECT * FROM (SELECT ` + threadCols + ` FROM threads WHERE user_id = ? AND created = ? AND id > ? ORDER BY id LIMIT ?)
+		UNION ALL
+		SELECT * FROM (SELECT ` + threadCols + ` FROM threads WHERE user_id = ? AND created > ? ORDER BY created, id LIMIT ?)
+	) ORDER BY 5, 1 LIMIT ?`
 	childrenFirstPage = `SELECT ` + threadCols + ` FROM threads WHERE parent_id = ? ORDER BY created, id LIMIT ?`
 	childrenNextPage  = `SELECT * FROM (
 		SELECT * FROM (SELECT ` + threadCols + ` FROM threads WHERE parent_id = ? AND created = ? AND id > ? ORDER BY id LIMIT ?)
@@ -43,6 +49,17 @@ func (t *tx) ChildThreads(parentID string, after store.ThreadCursor, limit int) 
 	}
 	c := nanos(after.Created)
 	return t.threadRows(what, childrenNextPage, parentID, c, after.ID, limit, parentID, c, limit, limit)
+}
+
+// UserThreadsPage implements store.Threads with the threads_user_created
+// index.
+func (t *tx) UserThreadsPage(userID string, after store.ThreadCursor, limit int) ([]store.Thread, error) {
+	what := "list the threads of a user"
+	if after.IsZero() {
+		return t.threadRows(what, userFirstPage, userID, limit)
+	}
+	c := nanos(after.Created)
+	return t.threadRows(what, userNextPage, userID, c, after.ID, limit, userID, c, limit, limit)
 }
 
 // threadRows runs a query of threadCols rows.

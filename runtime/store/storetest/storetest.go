@@ -79,6 +79,7 @@ var cases = []struct {
 }{
 	{"Threads", testThreads},
 	{"ThreadsPage", testThreadsPage},
+	{"UserThreadsPage", testUserThreadsPage},
 	{"ChildThreads", testChildThreads},
 	{"Messages", testMessages},
 	{"InheritedHistory", testInheritedHistory},

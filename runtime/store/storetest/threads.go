@@ -230,3 +230,46 @@ func testChildThreads(t *testing.T, s store.Store) {
 		return nil
 	})
 }
+
+// testUserThreadsPage: UserThreadsPage walks one user's threads, children
+// (which take their parent's user) included, in ListThreads' order, and
+// never another user's.
+func testUserThreadsPage(t *testing.T, s store.Store) {
+	update(t, s, func(tx store.Tx) error {
+		for i, th := range []store.Thread{
+			{ID: "a1", UserID: "alice", Created: at(1 * time.Millisecond)},
+			{ID: "b1", UserID: "bob", Created: at(2 * time.Millisecond)},
+			{ID: "a2", UserID: "alice", Created: at(3 * time.Millisecond)},
+			{ID: "a1c", ParentID: "a1", Created: at(3 * time.Millisecond)},
+			{ID: "b1c", ParentID: "b1", Created: at(4 * time.Millisecond)},
+			{ID: "n1", Created: at(5 * time.Millisecond)},
+			{ID: "a3", UserID: "alice", Created: at(6 * time.Millisecond)},
+		} {
+			th.Status = store.ThreadActive
+			if err := tx.CreateThread(th); err != nil {
+				return fmt.Errorf("thread %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx store.Tx) error {
+		for user, want := range map[string][]string{
+			"alice": {"a1", "a1c", "a2", "a3"},
+			"bob":   {"b1", "b1c"},
+			"carol": nil,
+		} {
+			for _, limit := range []int{1, 2, 3, 100} {
+				ids, err := pageAll(t, limit, func(after store.ThreadCursor) ([]store.Thread, error) {
+					return tx.UserThreadsPage(user, after, limit)
+				})
+				if err != nil {
+					return err
+				}
+				if !slices.Equal(ids, want) {
+					t.Errorf("UserThreadsPage(%q) with limit %d walked %v, want %v", user, limit, ids, want)
+				}
+			}
+		}
+		return nil
+	})
+}
