@@ -429,6 +429,14 @@ var migrations = []string{
 	DROP INDEX calls_thread_state;
 	CREATE INDEX calls_pending ON calls(state, deadline) WHERE ` + pendingCalls + `;
 	CREATE INDEX calls_pending_thread ON calls(thread_id, state) WHERE ` + pendingCalls + `;`,
+	// 12: the digest each session trusted on first use for a tool
+	// server's discovery document (store.ToolsetTrust).
+	`CREATE TABLE toolset_trust (
+		root_id TEXT NOT NULL REFERENCES threads(id),
+		base_url TEXT NOT NULL,
+		sha256 TEXT NOT NULL,
+		PRIMARY KEY (root_id, base_url)
+	);`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls
