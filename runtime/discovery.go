@@ -5,6 +5,7 @@ package runtime
 // that a slice offers to the model.
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -63,6 +64,7 @@ func (r *Runtime) discover(ctx context.Context, rootID string) *session {
 
 	var problems []string
 	var cache []store.CachedToolset
+	fallback := map[string]string{} // base URL -> where its cached copy came from
 	for i, base := range r.cfg.ToolServers {
 		res := results[i]
 		if res.err != nil {
@@ -93,8 +95,18 @@ func (r *Runtime) discover(ctx context.Context, rootID string) *session {
 				"cached_at", old.Fetched, "err", res.err)
 			problems = append(problems, fmt.Sprintf("tool server %s: %v; using the copy cached at %s", base, res.err, old.Fetched.Format(time.RFC3339)))
 			res.raw = old.Manifest
+			fallback[base] = fmt.Sprintf("the copy of its toolset document cached at %s (the tool server could not be reached)", old.Fetched.Format(time.RFC3339))
 		}
 		cache = append(cache, store.CachedToolset{RootID: rootID, BaseURL: base, Manifest: res.raw, Fetched: time.Now().UTC()})
+	}
+	// A document that does not match its pin is refused (RAP TS-11): it is
+	// neither offered nor cached.
+	cache, refused, err := r.verifyPins(ctx, rootID, cache, func(c store.CachedToolset) string {
+		return cmp.Or(fallback[c.BaseURL], "the toolset document it serves")
+	})
+	problems = append(problems, refused...)
+	if err != nil {
+		r.log.Error("toolset pin check failed", "thread", rootID, "err", err)
 	}
 	if len(cache) > 0 {
 		err := r.store.Update(ctx, func(tx store.Tx) error {
@@ -203,14 +215,27 @@ func (r *Runtime) sessionOf(ctx context.Context, rootID string) (*session, error
 	if err != nil {
 		return nil, fmt.Errorf("load cached toolsets of session %s: %w", rootID, err)
 	}
-	s = r.buildSession(cache, nil)
+	// The session's copies are checked against the pins again: the
+	// configured sha256 may have changed since, and a copy must still be
+	// the document the session trusted on first use.
+	cache, refused, err := r.verifyPins(ctx, rootID, cache, func(c store.CachedToolset) string {
+		return fmt.Sprintf("this session's copy of its toolset document (fetched at %s)", c.Fetched.Format(time.RFC3339))
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range refused {
+		r.log.Error("toolset problem", "thread", rootID, "problem", p)
+	}
+	s = r.buildSession(cache, refused)
 	r.rememberSession(rootID, s)
 	return s, nil
 }
 
 // maxRememberedSessions bounds the in-memory map of sessions; a forgotten
 // session is rebuilt from the store's cache when next needed (without the
-// discovery problems of its creation, which were reported then).
+// discovery problems of its creation, which were reported then; its stored
+// copies' pin problems are found again).
 const maxRememberedSessions = 10000
 
 func (r *Runtime) rememberSession(rootID string, s *session) {

@@ -75,6 +75,12 @@ type Config struct {
 	Model model.Provider
 	// ToolServers are the base URLs of the RAP tool servers (RAP TS-4).
 	ToolServers []string
+	// ToolsetPins verifies the discovery documents of tool servers, by
+	// base URL as in ToolServers (RAP TS-11): a document that does not
+	// match its pin is refused, and its tools are not offered in the
+	// session. "rap serve" sets it from the "sha256" and "pin" members of
+	// toolset_server entries (docs/config.md).
+	ToolsetPins map[string]ToolsetPin
 	// ConfirmDestructive asks the user (a user choice: Allow / Deny,
 	// default Deny) before dispatching a call of a tool annotated
 	// destructive (RAP TS-3); Deny ends the call with an error result and
@@ -291,6 +297,7 @@ func New(cfg Config) (*Runtime, error) {
 	if cfg.DefaultToolTimeout < 0 {
 		problems = append(problems, fmt.Sprintf("DefaultToolTimeout is %v: must not be negative", cfg.DefaultToolTimeout))
 	}
+	problems = append(problems, checkToolsetPins(cfg.ToolServers, cfg.ToolsetPins)...)
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("runtime config: %s", strings.Join(problems, "; "))
 	}

@@ -41,6 +41,20 @@ type server struct {
 	HTTP *http.Server
 }
 
+// toolsetPins turns the "sha256" and "pin" members of the toolset_server
+// entries into the runtime's pins (RAP TS-11).
+func toolsetPins(f *config.File) map[string]runtime.ToolsetPin {
+	pins := map[string]runtime.ToolsetPin{}
+	for base, p := range f.ToolsetPins() {
+		file, entry := p.Source, ""
+		if i := strings.LastIndex(p.Source, ": tool_sets["); i >= 0 {
+			file, entry = p.Source[:i], p.Source[i+2:]
+		}
+		pins[base] = runtime.ToolsetPin{SHA256: p.SHA256, FirstUse: p.FirstUse, File: file, Entry: entry}
+	}
+	return pins
+}
+
 // serve runs the runtime until ctx ends. ready, when not nil, is called
 // once the HTTP server accepts connections.
 func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, ready func(*server)) error {
@@ -64,10 +78,11 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	if err != nil {
 		return fmt.Errorf("find the working directory for the project-level config: %w", err)
 	}
-	toolServers, used, err := s.ToolServers(dir, getenvOS)
+	toolSets, used, err := s.LoadToolSets(dir, getenvOS)
 	if err != nil {
 		return err
 	}
+	toolServers := toolSets.ServerURLs()
 	// Bridged entries are served in process (no port): otc_server (issue
 	// 13), tools_json (issue 12) and the MCP entries (issue 10) below.
 	hosts := inProcessHosts{}
@@ -136,6 +151,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		Store:                     st,
 		Model:                     mdl,
 		ToolServers:               toolServers,
+		ToolsetPins:               toolsetPins(toolSets),
 		PublicURL:                 publicURL,
 		Secret:                    secret,
 		KeysFromStore:             true, // issue 14 item 5: shared by every process of the store

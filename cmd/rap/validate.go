@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +32,11 @@ base URL (its manifest is fetched from BASE/.well-known/rap-toolset), a
 manifest file, or - for standard input. A tools.json file or a bundle
 directory is checked as a tools.json bundle (docs/toolsjson.md).
 
+A valid manifest's digest follows: the SHA-256 of its RFC 8785 canonical
+form, with the toolset_server config entry that pins it ("sha256", see
+docs/config.md), so that a runtime refuses any other manifest from that
+server.
+
 Exit status: 0 when the manifest is valid (warnings allowed), 1 when it has
 violations or cannot be read, 2 for a usage error.`,
 		Example: `  rap validate http://127.0.0.1:3001
@@ -58,18 +64,19 @@ func runValidate(ctx context.Context, a *app, tokenFlag string, allowUnsignedFla
 	}
 
 	var ts *rap.Toolset
+	var raw []byte
+	base := ""
 	if isURL(src) {
-		base := strings.TrimSuffix(strings.TrimRight(src, "/"), rap.WellKnownPath)
+		base = strings.TrimSuffix(strings.TrimRight(src, "/"), rap.WellKnownPath)
 		fctx, cancel := context.WithTimeout(ctx, validateFetchTimeout)
 		defer cancel()
-		ts, _, err = rap.FetchToolset(fctx, bearerClient(*token, validateFetchTimeout), base)
+		ts, raw, err = rap.FetchToolset(fctx, bearerClient(*token, validateFetchTimeout), base)
 	} else {
-		var data []byte
-		data, err = readManifest(src)
+		raw, err = readManifest(src)
 		if err != nil {
 			return err
 		}
-		ts, err = rap.ParseToolset(data)
+		ts, err = rap.ParseToolset(raw)
 	}
 	var ve *rap.ValidationError
 	if errors.As(err, &ve) {
@@ -92,6 +99,28 @@ func runValidate(ctx context.Context, a *app, tokenFlag string, allowUnsignedFla
 		fmt.Fprintf(stdout, " (%s)", plural(len(ws), "warning"))
 	}
 	fmt.Fprintln(stdout)
+	return printPin(stdout, raw, base)
+}
+
+// printPin prints the manifest's digest (RAP TS-11) and the config entry
+// that pins it (docs/config.md).
+func printPin(stdout io.Writer, raw []byte, base string) error {
+	digest, err := rap.ToolsetDigest(raw)
+	if err != nil {
+		fmt.Fprintf(stdout, "sha256: none: %v; a runtime cannot pin this manifest\n", err)
+		return exitError{1}
+	}
+	fmt.Fprintf(stdout, "sha256: %s (of its RFC 8785 canonical form)\n", digest)
+	if base == "" {
+		fmt.Fprintf(stdout, "To accept only this manifest, add \"sha256\": %q to the toolset_server entry of the server that serves it.\n", digest)
+		return nil
+	}
+	entry, _ := json.Marshal(struct {
+		Type      string `json:"type"`
+		ServerURL string `json:"server_url"`
+		SHA256    string `json:"sha256"`
+	}{"toolset_server", base, digest})
+	fmt.Fprintf(stdout, "To accept only this manifest, pin it in the config entry (docs/config.md):\n  %s\n", entry)
 	return nil
 }
 

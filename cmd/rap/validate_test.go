@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gorap/gorap/examples/gettime"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/config"
 )
 
 // runVerb runs the rap command in-process and returns its exit status and
@@ -82,7 +84,7 @@ func TestValidateFileWithWarnings(t *testing.T) {
 	if code != 0 {
 		t.Errorf("exit status %d, want 0", code)
 	}
-	if !strings.Contains(out, "warning: tools[0].inputSchema: ") || !strings.HasSuffix(out, "OK: toolset \"t\" with 2 tools (1 warning)\n") {
+	if !strings.Contains(out, "warning: tools[0].inputSchema: ") || !strings.Contains(out, "OK: toolset \"t\" with 2 tools (1 warning)\nsha256: ") {
 		t.Errorf("output:\n%s", out)
 	}
 }
@@ -92,9 +94,50 @@ func TestValidateURL(t *testing.T) {
 	srv := serveGettime(t, nil)
 	for _, u := range []string{srv.URL, srv.URL + "/", srv.URL + rap.WellKnownPath} {
 		code, out, errOut := runVerb(t, context.Background(), "validate", u)
-		if code != 0 || out != "OK: toolset \"gettime\" with 3 tools\n" {
+		if code != 0 || !strings.HasPrefix(out, "OK: toolset \"gettime\" with 3 tools\nsha256: ") {
 			t.Errorf("%s: status %d, output %q %q", u, code, out, errOut)
 		}
+	}
+}
+
+// RAP TS-11: validate prints the manifest's digest, the one a runtime
+// computes (rap.ToolsetDigest), and the config entry that pins it.
+func TestValidatePrintsThePinnedDigest(t *testing.T) {
+	srv := serveGettime(t, nil)
+	_, raw, err := rap.FetchToolset(context.Background(), nil, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := rap.ToolsetDigest(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runVerb(t, context.Background(), "validate", srv.URL+"/")
+	if code != 0 {
+		t.Fatalf("status %d: %s %s", code, out, errOut)
+	}
+	if !strings.Contains(out, "\nsha256: "+want+" (of its RFC 8785 canonical form)\n") {
+		t.Errorf("output lacks the digest %s:\n%s", want, out)
+	}
+	entry := `{"type":"toolset_server","server_url":"` + srv.URL + `","sha256":"` + want + `"}`
+	if !strings.Contains(out, entry) {
+		t.Errorf("output lacks the config entry %s:\n%s", entry, out)
+	}
+	// The printed entry is a valid config entry that pins this digest.
+	f, err := config.Parse([]byte(`{"tool_sets": [`+entry+`]}`), "rap.json")
+	if err != nil {
+		t.Fatalf("the printed entry does not parse: %v", err)
+	}
+	if p := f.ToolsetPins()[srv.URL]; p.SHA256 != want {
+		t.Errorf("the printed entry pins %+v, want %s", p, want)
+	}
+	// A file holding the same manifest, written another way, has the same digest.
+	var v any
+	json.Unmarshal(raw, &v)
+	pretty, _ := json.MarshalIndent(v, "", "    ")
+	code, out, _ = runVerb(t, context.Background(), "validate", writeFile(t, "m.json", string(pretty)))
+	if code != 0 || !strings.Contains(out, "sha256: "+want) || !strings.Contains(out, `add "sha256": "`+want+`" to the toolset_server entry`) {
+		t.Errorf("file: status %d, output:\n%s", code, out)
 	}
 }
 

@@ -64,6 +64,15 @@ type ToolSet struct {
 	// ID optionally names the entry; when two merged files hold entries
 	// with the same ID, the first file's entry wins.
 	ID string `json:"id,omitempty"`
+	// SHA256 pins a toolset_server's discovery document: the lowercase hex
+	// SHA-256 of its RFC 8785 canonical form ("rap validate URL" prints
+	// it). A session whose discovered document has another digest does not
+	// offer its tools (see pin.go and docs/config.md).
+	SHA256 string `json:"sha256,omitempty"`
+	// Pin is "first_use" (PinFirstUse) to trust the discovery document a
+	// session first discovers and refuse a different one later in that
+	// session, or "".
+	Pin string `json:"pin,omitempty"`
 	// MCP holds the fields of an mcp_server or http_mcp_server entry
 	// (see mcp.go); nil for other types.
 	MCP *MCPServer `json:"-"`
@@ -247,6 +256,11 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	if !recognised[typ] {
 		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q, %q, %q, %q or %q", typ, TypeToolsetServer, TypeToolsetCommand, TypeMCPServer, TypeHTTPMCPServer, TypeOTCServer)}
 	}
+	if typ != TypeToolsetServer {
+		if err := refusePinOnOtherTypes(item, typ, name, path); err != nil {
+			return ToolSet{}, err
+		}
+	}
 	if typ == TypeMCPServer || typ == TypeHTTPMCPServer { // issue 10: bridged MCP servers
 		return parseMCPEntry(item, typ, name, path)
 	}
@@ -272,6 +286,9 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	}
 	if err := checkServerURL(ts.ServerURL); err != nil {
 		return ToolSet{}, &Error{File: name, Path: path + ".server_url", Problem: err.Error()}
+	}
+	if err := checkPin(&ts, name, path); err != nil {
+		return ToolSet{}, err
 	}
 	ts.ServerURL = strings.TrimRight(ts.ServerURL, "/")
 	ts.Source = name + ": " + path

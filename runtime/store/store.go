@@ -66,6 +66,7 @@ type Tx interface {
 	Views
 	Timers
 	ToolsetCache
+	ToolsetTrust
 	Choices
 	HeldEvents
 	CallChecks
@@ -455,6 +456,19 @@ type ToolsetCache interface {
 	// LatestToolset returns the most recently fetched manifest of baseURL
 	// from any session, or an error wrapping ErrNotFound.
 	LatestToolset(baseURL string) (CachedToolset, error)
+}
+
+// ToolsetTrust keeps, per session, the digest of the discovery document
+// a session trusted on first use for a tool server (a toolset_server entry
+// with "pin": "first_use"), so that a different document is refused for
+// the rest of the session, across restarts and on every process sharing
+// the store. Unlike the cached manifest, a recorded digest is never
+// replaced.
+type ToolsetTrust interface {
+	// TrustToolset records sha256 as the trusted digest of (rootID,
+	// baseURL) unless one is recorded already, and returns the recorded
+	// one: sha256 itself the first time, the first digest ever after.
+	TrustToolset(rootID, baseURL, sha256 string) (string, error)
 }
 
 // Choice is a user choice a tool asked for (RAP UC-1) and the user has not

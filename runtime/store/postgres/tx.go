@@ -728,6 +728,19 @@ func (t *tx) LatestToolset(baseURL string) (store.CachedToolset, error) {
 	return c, nil
 }
 
+// TrustToolset implements store.ToolsetTrust.
+func (t *tx) TrustToolset(rootID, baseURL, sha256 string) (string, error) {
+	if _, err := t.exec(`INSERT INTO toolset_trust (root_id, base_url, sha256) VALUES ($1, $2, $3) ON CONFLICT (root_id, base_url) DO NOTHING`,
+		rootID, baseURL, sha256); err != nil {
+		return "", fmt.Errorf("record the trusted toolset digest of %s for session %s: %w", baseURL, rootID, err)
+	}
+	var trusted string
+	if err := t.queryRow(`SELECT sha256 FROM toolset_trust WHERE root_id = $1 AND base_url = $2`, rootID, baseURL).Scan(&trusted); err != nil {
+		return "", fmt.Errorf("read the trusted toolset digest of %s for session %s: %w", baseURL, rootID, err)
+	}
+	return trusted, nil
+}
+
 // Choices
 
 // PutChoice implements store.Choices.

@@ -429,7 +429,15 @@ var migrations = []string{
 	DROP INDEX calls_thread_state;
 	CREATE INDEX calls_pending ON calls(state, deadline) WHERE ` + pendingCalls + `;
 	CREATE INDEX calls_pending_thread ON calls(thread_id, state) WHERE ` + pendingCalls + `;`,
-	// 12: one user's threads are listed by page, in order, for a client
+	// 12: the digest each session trusted on first use for a tool
+	// server's discovery document (store.ToolsetTrust).
+	`CREATE TABLE toolset_trust (
+		root_id TEXT NOT NULL REFERENCES threads(id),
+		base_url TEXT NOT NULL,
+		sha256 TEXT NOT NULL,
+		PRIMARY KEY (root_id, base_url)
+	);`,
+	// 13: one user's threads are listed by page, in order, for a client
 	// token bound to that user.
 	`CREATE INDEX threads_user_created ON threads(user_id, created, id);`,
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -186,6 +187,47 @@ func testToolsetCache(t *testing.T, s store.Store) {
 		}
 		return nil
 	})
+}
+
+// testToolsetTrust: TrustToolset records a session's first digest for a
+// base URL and returns it; a later, different digest for the same session
+// and URL does not replace it (in a later transaction too), while another
+// session or another URL records its own; a write to the toolset cache
+// does not touch it.
+func testToolsetTrust(t *testing.T, s store.Store) {
+	createThreads(t, s, "r1", "r2")
+	trust := func(root, url, digest, want string) {
+		t.Helper()
+		update(t, s, func(tx store.Tx) error {
+			got, err := tx.TrustToolset(root, url, digest)
+			if err != nil {
+				return err
+			}
+			if got != want {
+				t.Errorf("TrustToolset(%s, %s, %s) = %s, want %s", root, url, digest, got, want)
+			}
+			return nil
+		})
+	}
+	trust("r1", "http://x", "d1", "d1")
+	trust("r1", "http://x", "d2", "d1")
+	trust("r2", "http://x", "d2", "d2")
+	trust("r1", "http://y", "d3", "d3")
+	update(t, s, func(tx store.Tx) error {
+		return tx.PutToolset(store.CachedToolset{RootID: "r1", BaseURL: "http://x", Manifest: json.RawMessage(`{"v":9}`), Fetched: at(time.Second)})
+	})
+	trust("r1", "http://x", "d9", "d1")
+	// A digest recorded in a transaction that rolls back is not kept.
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		if _, err := tx.TrustToolset("r2", "http://z", "rolled-back"); err != nil {
+			return err
+		}
+		return errRollback
+	})
+	if !errors.Is(err, errRollback) {
+		t.Fatalf("Update = %v, want the function's error", err)
+	}
+	trust("r2", "http://z", "d4", "d4")
 }
 
 // testChoices: PutChoice inserts or replaces (thread, call), ResponseURL

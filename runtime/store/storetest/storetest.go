@@ -92,6 +92,7 @@ var cases = []struct {
 	{"Views", testViews},
 	{"Timers", testTimers},
 	{"ToolsetCache", testToolsetCache},
+	{"ToolsetTrust", testToolsetTrust},
 	{"Choices", testChoices},
 	{"HeldEvents", testHeldEvents},
 	{"CallChecks", testCallChecks},
