@@ -236,7 +236,7 @@ type browser struct {
 
 // newBrowser starts a fresh headless Chromium with a viewport of w×h CSS
 // pixels.
-func newBrowser(t *testing.T, w, h int) *browser {
+func newBrowser(t *testing.T, w, h int, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	path := chromium(t)
 	opts := []chromedp.ExecAllocatorOption{
@@ -256,6 +256,7 @@ func newBrowser(t *testing.T, w, h int) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(w, h),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	b := &browser{t: t, ctx: ctx}
