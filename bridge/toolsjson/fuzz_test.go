@@ -2,6 +2,7 @@ package toolsjson
 
 import (
 	"encoding/json"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -48,11 +49,13 @@ func FuzzLoad(f *testing.F) {
 
 // FuzzURLTemplate expands templates with arbitrary values: the result is
 // always a valid URL with the template's scheme and host, a value never
-// adds a path segment or a query parameter of its own. issue 12 item 6
+// adds a path segment, a "." or ".." segment, or a query parameter of its
+// own. issue 12 item 6
 func FuzzURLTemplate(f *testing.F) {
 	f.Add("https://api.example/send/{to}?n={n}", "a/b?c=d&e#f", "x y")
 	f.Add("http://127.0.0.1:8080/{a}/{b}", "..", "%2F")
 	f.Add("https://h.example/{a}", "@evil.example", "")
+	f.Add("https://h.example/x/%2E{a}/{b}", ".", "%2e.")
 	f.Fuzz(func(t *testing.T, tmpl, a, b string) {
 		ut, err := ParseURLTemplate(tmpl)
 		if err != nil {
@@ -68,6 +71,9 @@ func FuzzURLTemplate(f *testing.F) {
 		}
 		raw, _ := json.Marshal(in)
 		out, err := ut.Expand(raw)
+		if errors.Is(err, ErrDotSegment) {
+			return
+		}
 		if err != nil {
 			t.Fatalf("Expand(%q): %v", tmpl, err)
 		}
@@ -85,8 +91,23 @@ func FuzzURLTemplate(f *testing.F) {
 		if strings.Count(got.EscapedPath(), "/") != strings.Count(want.EscapedPath(), "/") {
 			t.Fatalf("a value added path segments: %q -> %q", tmpl, out)
 		}
+		if dotSegments(got.EscapedPath()) != dotSegments(want.EscapedPath()) {
+			t.Fatalf("a value made a dot segment: %q with %q/%q -> %q", tmpl, a, b, out)
+		}
 		if got.Fragment != "" || strings.Count(got.RawQuery, "&") != strings.Count(want.RawQuery, "&") {
 			t.Fatalf("a value changed the query or fragment: %q -> %q", tmpl, out)
 		}
 	})
+}
+
+// dotSegments counts the segments of an escaped path that read "." or
+// ".." once decoded.
+func dotSegments(p string) int {
+	n := 0
+	for _, seg := range strings.Split(p, "/") {
+		if d, err := url.PathUnescape(seg); err == nil && (d == "." || d == "..") {
+			n++
+		}
+	}
+	return n
 }
