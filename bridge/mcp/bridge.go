@@ -55,6 +55,14 @@ const (
 	DefaultRestartWait = 5 * time.Second
 	// DefaultTerminateWait is the default of Options.TerminateWait.
 	DefaultTerminateWait = 2 * time.Second
+	// DefaultCallTimeout is the default of Options.CallTimeout: as long as
+	// the OTC bridge waits for a worker call. A synchronous tools/call
+	// has no other end: an MCP server that never answers would otherwise
+	// leave the RAP call pending for ever, and the runtime's own
+	// per-tool timeout is off by default. Five minutes is far beyond an
+	// interactive tool's answer; a longer job should run as an MCP task
+	// (bounded by TaskTimeout instead) or get a larger CallTimeout.
+	DefaultCallTimeout = 5 * time.Minute
 	// DefaultWorkers is the number of MCP calls the bridge runs at once;
 	// further invocations wait in the rap server's queue.
 	DefaultWorkers = 256
@@ -117,7 +125,17 @@ type Options struct {
 	// task, see docs/mcp.md): past it the bridge sends tasks/cancel and
 	// ends the call with an error result. Zero means DefaultTaskTimeout.
 	TaskTimeout time.Duration
+	// CallTimeout bounds one synchronous tools/call request (one the
+	// server does not run as an MCP task), including whatever the server
+	// asks for while it runs (sampling, elicitation): past it the bridge
+	// cancels the request (notifications/cancelled) and ends the call
+	// with one error result. Zero means DefaultCallTimeout.
+	CallTimeout time.Duration
 }
+
+// defaultCallTimeout is what a zero Options.CallTimeout means; tests
+// shorten it to see the default end a call.
+var defaultCallTimeout = DefaultCallTimeout
 
 // Bridge is one MCP server served as a RAP tool server. Create it with
 // New, then Start it; it is an http.Handler.
@@ -204,6 +222,9 @@ func New(opts Options) (*Bridge, error) {
 	}
 	if opts.TaskTimeout <= 0 {
 		opts.TaskTimeout = DefaultTaskTimeout
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = defaultCallTimeout
 	}
 	var oauth *oauthState
 	if opts.OAuth != nil {

@@ -44,7 +44,7 @@ func (b *Bridge) callTool(ctx context.Context, c *rap.Call, mcpName string, args
 	}
 	params := &sdk.CallToolParams{Name: mcpName, Arguments: args}
 	params.SetProgressToken(sink.token)
-	res, err := cs.CallTool(ctx, params)
+	res, err := b.callSync(ctx, cs, mcpName, params)
 	for round := 0; err != nil && round < maxURLElicitationRounds; round++ {
 		els, ok := urlElicitations(err)
 		if !ok {
@@ -54,12 +54,16 @@ func (b *Bridge) callTool(ctx context.Context, c *rap.Call, mcpName string, args
 			b.progress.close(sink)
 			return nil, werr
 		}
-		res, err = cs.CallTool(ctx, params)
+		res, err = b.callSync(ctx, cs, mcpName, params)
 	}
 	b.progress.close(sink) // every progress update is sent before the result
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, context.Cause(ctx) // the rap server words the cancellation
+		}
+		var te *callTimeoutError
+		if errors.As(err, &te) {
+			return nil, err
 		}
 		return nil, b.callError(mcpName, err)
 	}
@@ -74,6 +78,30 @@ func (b *Bridge) callTool(ctx context.Context, c *rap.Call, mcpName string, args
 		}
 	}
 	return rep, nil
+}
+
+// errCallTimedOut is the cause of a tools/call context that passed
+// Options.CallTimeout.
+var errCallTimedOut = errors.New("tools/call timed out")
+
+// callTimeoutError is the error of a tools/call that passed
+// Options.CallTimeout; its text is the call's result.
+type callTimeoutError struct{ text string }
+
+func (e *callTimeoutError) Error() string { return e.text }
+
+// callSync sends one synchronous tools/call, bounded by
+// Options.CallTimeout. Past it the SDK cancels the request
+// (notifications/cancelled) and a *callTimeoutError says so.
+func (b *Bridge) callSync(ctx context.Context, cs *sdk.ClientSession, tool string, params *sdk.CallToolParams) (*sdk.CallToolResult, error) {
+	cctx, cancel := context.WithTimeoutCause(ctx, b.opts.CallTimeout, errCallTimedOut)
+	defer cancel()
+	res, err := cs.CallTool(cctx, params)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errCallTimedOut) {
+		return nil, &callTimeoutError{fmt.Sprintf("Error: the MCP server %q did not answer tools/call for %q within %v, so the bridge cancelled the request. The server may be stuck or the tool slow: try again later; if the tool is slow by nature, raise call_timeout in its config entry (--call-timeout for rap bridge mcp).",
+			b.opts.Name, tool, b.opts.CallTimeout)}
+	}
+	return res, err
 }
 
 // callError turns a failed tools/call into an "Error: ..." result text

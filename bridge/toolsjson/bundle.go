@@ -198,11 +198,36 @@ func Load(path string, opts LoadOptions) (*Bundle, error) {
 	if err != nil {
 		return nil, &BundleError{Dir: dir, Violations: []Violation{{Path: ToolsFile, Message: err.Error()}}}
 	}
+	return readSiblings(dir).check(data, opts)
+}
+
+// siblings are what a bundle's tools.json is checked against: the digest
+// manifest.toml pins and policy.caps, read from the bundle directory.
+type siblings struct {
+	dir string
+	// want is the pinned digest; manifestErr says why there is none.
+	want        string
+	manifestErr *Violation
+	policy      *Policy
+	policyErr   error
+}
+
+func readSiblings(dir string) *siblings {
+	s := &siblings{dir: dir}
+	s.want, s.manifestErr = manifestDigest(dir)
+	s.policy, s.policyErr = LoadPolicy(filepath.Join(dir, PolicyFile))
+	return s
+}
+
+// check checks tools.json's content data against the siblings; Load's
+// rules, without reading a file.
+func (s *siblings) check(data []byte, opts LoadOptions) (*Bundle, error) {
+	dir := s.dir
 	var vs []Violation
 	b := &Bundle{Dir: dir, Digest: Digest(data)}
 
 	// The digest pinned in manifest.toml (issue 12 item 2).
-	want, mv := manifestDigest(dir)
+	want, mv := s.want, s.manifestErr
 	switch {
 	case mv != nil && opts.AllowUnsigned:
 		b.Warnings = append(b.Warnings, "UNSIGNED BUNDLE accepted because of --allow-unsigned (development only): "+mv.String())
@@ -216,9 +241,9 @@ func Load(path string, opts LoadOptions) (*Bundle, error) {
 			b.Digest, want, dir)})
 	}
 
-	policy, err := LoadPolicy(filepath.Join(dir, PolicyFile))
-	if err != nil {
-		vs = append(vs, Violation{Path: PolicyFile, Message: err.Error()})
+	policy := s.policy
+	if s.policyErr != nil {
+		vs = append(vs, Violation{Path: PolicyFile, Message: s.policyErr.Error()})
 		policy = &Policy{}
 	}
 	b.Policy = policy

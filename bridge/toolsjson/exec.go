@@ -1,7 +1,6 @@
 package toolsjson
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +41,10 @@ func runExec(ctx context.Context, t *Tool, input []byte, secrets map[string]stri
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, t.Transport.Command, append([]string{in}, t.Transport.Args...)...)
+	// run ends when ctx does, or as soon as the output passes the cap.
+	run, stop := context.WithCancel(ctx)
+	defer stop()
+	cmd := exec.CommandContext(run, t.Transport.Command, append([]string{in}, t.Transport.Args...)...)
 	env := make([]string, 0, len(execEnv)+len(secrets))
 	for _, k := range execEnv {
 		if v, ok := os.LookupEnv(k); ok {
@@ -54,10 +56,9 @@ func runExec(ctx context.Context, t *Tool, input []byte, secrets map[string]stri
 	}
 	cmd.Env = env
 	cmd.Dir = dir
-	var stdout limitedBuffer
-	stdout.max = MaxOutputBytes
+	stdout := &cappedWriter{max: MaxOutputBytes, onOver: stop}
 	var stderr tailBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	setProcessGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second
 
@@ -65,6 +66,8 @@ func runExec(ctx context.Context, t *Tool, input []byte, secrets map[string]stri
 	switch {
 	case parent.Err() != nil:
 		return nil, context.Cause(parent)
+	case stdout.over:
+		return nil, fmt.Errorf("printed more than %d bytes, the most a result may be, and was stopped; make it print one smaller JSON document", MaxOutputBytes)
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("timed out after %v and was stopped (its process group was killed); try a smaller request", timeout)
 	case err != nil:
@@ -77,39 +80,77 @@ func runExec(ctx context.Context, t *Tool, input []byte, secrets map[string]stri
 			return nil, fmt.Errorf("exited with status %d; stderr ends with: %s", ee.ExitCode(), tail)
 		}
 		return nil, fmt.Errorf("could not run %s: %v", t.Transport.Command, err)
-	case stdout.over:
-		return nil, fmt.Errorf("printed more than %d bytes; a result must be one JSON document", MaxOutputBytes)
 	}
-	return stdout.Bytes(), nil
+	return stdout.buf, nil
 }
 
-// limitedBuffer keeps at most max bytes and notes whether more came.
-type limitedBuffer struct {
-	bytes.Buffer
-	max  int
-	over bool
+// cappedWriter keeps at most max bytes. The first byte past max sets over
+// and calls onOver, which stops the tool (its whole process group); bytes
+// that still arrive until it is gone are read and dropped, so the tool
+// never blocks on a full pipe. A tool that prints too much has failed
+// whatever it prints next, so letting it run on would only spend CPU until
+// its timeout.
+//
+// It is a plain struct with only Write: no embedded buffer, so no
+// promoted ReadFrom that io.Copy (and os/exec's pipe copier) would call
+// instead of Write, bypassing the cap.
+type cappedWriter struct {
+	buf    []byte
+	max    int
+	over   bool
+	onOver func()
 }
 
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if room := b.max - b.Len(); len(p) > room {
-		b.over = true
-		if room > 0 {
-			b.Buffer.Write(p[:room])
-		}
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	if w.over {
 		return len(p), nil
 	}
-	return b.Buffer.Write(p)
+	room := w.max - len(w.buf)
+	if len(p) <= room {
+		w.grow(len(p))
+		w.buf = append(w.buf, p...)
+		return len(p), nil
+	}
+	w.grow(room)
+	w.buf = append(w.buf, p[:room]...)
+	w.over = true
+	if w.onOver != nil {
+		w.onOver()
+	}
+	return len(p), nil
+}
+
+// grow makes room for n more bytes, doubling the buffer but never past
+// max: a full buffer costs at most about 2*max bytes of allocation,
+// where append's gentler growth for large slices costs several times max.
+func (w *cappedWriter) grow(n int) {
+	if len(w.buf)+n <= cap(w.buf) {
+		return
+	}
+	c := max(2*cap(w.buf), len(w.buf)+n, 4<<10)
+	c = min(c, w.max)
+	nb := make([]byte, len(w.buf), c)
+	copy(nb, w.buf)
+	w.buf = nb
 }
 
 // tailBuffer keeps the last stderrTail bytes written.
 type tailBuffer struct{ b []byte }
 
+// Write keeps the last stderrTail bytes of what was written so far; its
+// buffer never holds more than twice that, however much arrives.
 func (t *tailBuffer) Write(p []byte) (int, error) {
+	n := len(p)
+	if n >= stderrTail {
+		t.b = append(t.b[:0], p[n-stderrTail:]...)
+		return n, nil
+	}
 	t.b = append(t.b, p...)
 	if len(t.b) > stderrTail {
-		t.b = append([]byte(nil), t.b[len(t.b)-stderrTail:]...)
+		k := copy(t.b, t.b[len(t.b)-stderrTail:])
+		t.b = t.b[:k]
 	}
-	return len(p), nil
+	return n, nil
 }
 
 func (t *tailBuffer) String() string { return string(t.b) }

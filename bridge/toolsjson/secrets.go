@@ -96,9 +96,13 @@ func (r FileResolver) Resolve(_ context.Context, id string) (string, error) {
 	return "", fmt.Errorf("%w: %q is not in %s", ErrSecretNotFound, id, r.Path)
 }
 
+// maxSecretBytes bounds what a secret command may print.
+const maxSecretBytes = 64 << 10
+
 // CommandResolver runs Command with Args and the secret id as the last
 // argument (no shell) and uses its standard output, without the trailing
-// newline, as the value: for password managers and vaults.
+// newline, as the value: for password managers and vaults. A command
+// printing more than 64 KiB is stopped and fails.
 type CommandResolver struct {
 	Command string
 	Args    []string
@@ -115,13 +119,21 @@ func (r CommandResolver) Resolve(ctx context.Context, id string) (string, error)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.Command, append(append([]string(nil), r.Args...), id)...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
+	out := &cappedWriter{max: maxSecretBytes, onOver: cancel}
+	cmd.Stdout = out
+	// Stopping it kills its children too, and Wait does not wait for
+	// one that still holds the pipe.
+	setProcessGroup(cmd)
+	cmd.WaitDelay = 2 * time.Second
+	err := cmd.Run()
+	if out.over {
+		return "", fmt.Errorf("secret command %s printed more than %d bytes for %q and was stopped; a secret is one line", r.Command, maxSecretBytes, id)
+	}
+	if err != nil {
 		// The output may hold part of a value: it is not quoted.
 		return "", fmt.Errorf("secret command %s failed for %q: %v", r.Command, id, err)
 	}
-	v := strings.TrimRight(out.String(), "\r\n")
+	v := strings.TrimRight(string(out.buf), "\r\n")
 	if v == "" {
 		return "", fmt.Errorf("%w: secret command %s printed nothing for %q", ErrSecretNotFound, r.Command, id)
 	}

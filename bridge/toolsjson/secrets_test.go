@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const secretValue = "s3cr3t-Value-8f2a91"
@@ -131,5 +132,17 @@ func TestSecretResolvers(t *testing.T) {
 	chain := ChainResolver{EnvResolver{Getenv: func(string) string { return "" }}, FileResolver{Path: p}}
 	if v, err := chain.Resolve(ctx, "runloop/mail/key"); err != nil || v != secretValue {
 		t.Fatalf("chain: %q %v", v, err)
+	}
+}
+
+// A secret command that prints 100 MB is stopped once it passes 64 KiB and
+// the lookup fails saying so; the resolver never buffers more.
+func TestCommandResolverOutputCapped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := CommandResolver{Command: writeScript(t, `head -c 100000000 /dev/zero`), Timeout: time.Minute}
+	_, err := r.Resolve(ctx, "k")
+	if err == nil || !strings.Contains(err.Error(), "printed more than 65536 bytes") {
+		t.Fatalf("a secret command printing 100 MB: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package toolsjson
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -204,6 +206,76 @@ func TestHTTPTransport(t *testing.T) {
 	// A connection error is an Error result too.
 	api.Close()
 	mustContain(t, s.invoke(t, "mail_get", map[string]any{"to": "x"}), "Error: ", "GET", "failed")
+}
+
+// A value that would make a path segment "." or ".." (alone, next to
+// another value or to a literal ".", or after a literal "%2E") is refused
+// with an error naming the template; dots that cannot form such a segment,
+// and any value in the query, pass.
+func TestURLTemplateRefusesDotSegments(t *testing.T) {
+	refused := []struct{ tmpl, a, b, names string }{
+		{"https://h.example/items/{a}", "..", "", "{a}"},
+		{"https://h.example/items/{a}/x", ".", "", "{a}"},
+		{"https://h.example/items/{a}", ".", "", "{a}"},
+		{"https://h.example/{a}{b}/x", ".", ".", "{a} = \".\" and {b}"},
+		{"https://h.example/items/.{a}", ".", "", "{a}"},
+		{"https://h.example/items/%2E{a}", ".", "", "{a}"},
+		{"https://h.example/items/{a}?q=1", "..", "", "{a}"},
+	}
+	for _, c := range refused {
+		ut, err := ParseURLTemplate(c.tmpl)
+		if err != nil {
+			t.Fatalf("%s: %v", c.tmpl, err)
+		}
+		in, _ := json.Marshal(map[string]string{"a": c.a, "b": c.b})
+		out, err := ut.Expand(in)
+		if !errors.Is(err, ErrDotSegment) {
+			t.Errorf("%s with %q/%q expanded to %q (%v); want ErrDotSegment", c.tmpl, c.a, c.b, out, err)
+			continue
+		}
+		mustContain(t, err.Error(), c.names, "Send a value that is not")
+	}
+	allowed := []struct{ tmpl, a, want string }{
+		{"https://h.example/items/{a}", "...", "https://h.example/items/..."},
+		{"https://h.example/items/{a}", ".a", "https://h.example/items/.a"},
+		{"https://h.example/items/{a}", "a/..", "https://h.example/items/a%2F.."},
+		{"https://h.example/items/{a}", "%2e%2E", "https://h.example/items/%252e%252E"},
+		{"https://h.example/items/x{a}", "..", "https://h.example/items/x.."},
+		{"https://h.example/items?q={a}", "..", "https://h.example/items?q=.."},
+		{"https://h.example/./{a}", "x", "https://h.example/./x"},
+	}
+	for _, c := range allowed {
+		ut, err := ParseURLTemplate(c.tmpl)
+		if err != nil {
+			t.Fatalf("%s: %v", c.tmpl, err)
+		}
+		in, _ := json.Marshal(map[string]string{"a": c.a})
+		if out, err := ut.Expand(in); err != nil || out != c.want {
+			t.Errorf("%s with %q: %q, %v; want %q", c.tmpl, c.a, out, err, c.want)
+		}
+	}
+}
+
+// A tool call whose value is a dot segment ends at once in an Error result
+// naming the template, and no request is sent.
+func TestHTTPDotSegmentValueRefused(t *testing.T) {
+	var hits atomic.Int32
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, `{"sent":true}`)
+	}))
+	defer api.Close()
+	dir := writeBundle(t, bundleOf(httpTool("items.get", "GET", api.URL+"/api/items/{to}", "")), "net:"+strings.TrimPrefix(api.URL, "http://")+"\n")
+	s := serveBundle(t, dir, Options{})
+	for _, v := range []string{"..", "."} {
+		mustContain(t, s.invoke(t, "items_get", map[string]any{"to": v}), "Error: ", `{to} = "`+v+`"`, `"." or ".."`)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("%d requests reached the server", n)
+	}
+	if got := s.invoke(t, "items_get", map[string]any{"to": "..."}); got != `{"sent":true}` {
+		t.Fatalf("an ordinary dotted value: %q", got)
+	}
 }
 
 // A redirect to a host without a net: grant is refused.

@@ -78,7 +78,8 @@ func ParseURLTemplate(raw string) (*URLTemplate, error) {
 // Expand fills the templates from the top-level members of the input
 // object. Strings are used as they are, numbers and booleans as their JSON
 // text; each value is escaped for where it stands (path or query). A
-// missing member or one of another type is an error.
+// missing member or one of another type is an error, and so is a value
+// that would make a path segment "." or ".." (ErrDotSegment).
 func (t *URLTemplate) Expand(input json.RawMessage) (string, error) {
 	var obj map[string]json.RawMessage
 	if len(t.Fields) > 0 {
@@ -89,6 +90,7 @@ func (t *URLTemplate) Expand(input json.RawMessage) (string, error) {
 	var firstErr error
 	idx := templatePattern.FindAllStringSubmatchIndex(t.raw, -1)
 	var b strings.Builder
+	var inPath []valueSpan
 	last := 0
 	for _, m := range idx {
 		b.WriteString(t.raw[last:m[0]])
@@ -101,14 +103,71 @@ func (t *URLTemplate) Expand(input json.RawMessage) (string, error) {
 		if m[0] > t.queryAt {
 			b.WriteString(url.QueryEscape(v))
 		} else {
+			start := b.Len()
 			b.WriteString(url.PathEscape(v))
+			inPath = append(inPath, valueSpan{start, b.Len(), name, v})
 		}
 	}
 	b.WriteString(t.raw[last:])
 	if firstErr != nil {
 		return "", firstErr
 	}
-	return b.String(), nil
+	out := b.String()
+	if err := checkDotSegments(out, inPath); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// ErrDotSegment is the error of a value that would make a path segment
+// "." or "..": servers and proxies that normalise paths resolve those to
+// the same or the parent path, so the request would reach another resource
+// than the one the url names.
+var ErrDotSegment = errors.New(`a path segment would be "." or ".."`)
+
+// valueSpan is where a template's escaped value stands in an expanded url.
+type valueSpan struct {
+	start, end  int
+	name, value string
+}
+
+// checkDotSegments refuses an expanded url whose path has a segment that
+// reads "." or ".." once percent-decoded (as "%2E." does) and holds part
+// of a value. PathEscape leaves "." as it is and can never make a "/", so
+// only whole segments need checking; dot segments written in the template
+// itself are the bundle author's choice.
+func checkDotSegments(out string, spans []valueSpan) error {
+	if len(spans) == 0 {
+		return nil
+	}
+	pathEnd := strings.IndexByte(out, '?')
+	if pathEnd < 0 {
+		pathEnd = len(out)
+	}
+	// The authority is scanned like a segment; it never holds a value.
+	pos := strings.Index(out, "://") + 3
+	for pos < pathEnd {
+		end := strings.IndexByte(out[pos:pathEnd], '/')
+		if end < 0 {
+			end = pathEnd
+		} else {
+			end += pos
+		}
+		seg := out[pos:end]
+		if dec, err := url.PathUnescape(seg); err == nil && (dec == "." || dec == "..") {
+			var names []string
+			for _, sp := range spans {
+				if sp.start < end && sp.end > pos {
+					names = append(names, fmt.Sprintf("{%s} = %q", sp.name, sp.value))
+				}
+			}
+			if len(names) > 0 {
+				return fmt.Errorf("%w: the url's path segment %q comes from %s; servers and proxies resolve such a segment to another path than the url names, so it is refused. Send a value that is not %q", ErrDotSegment, seg, strings.Join(names, " and "), dec)
+			}
+		}
+		pos = end + 1
+	}
+	return nil
 }
 
 func fieldText(obj map[string]json.RawMessage, name string) (string, error) {

@@ -23,6 +23,7 @@ type bridgeMCPFlags struct {
 	listen, url, name, prefix, mode, token, publicURL, samplingModel string
 	dataDir, oauthDir, oauthRedirect                                 string
 	headers, env                                                     multiFlag
+	callTimeout                                                      time.Duration
 }
 
 func newBridgeMCPCmd(a *app) *cobra.Command {
@@ -63,6 +64,7 @@ Then: rap validate http://127.0.0.1:3001 and rap invoke http://127.0.0.1:3001 TO
 	fs.StringVar(&f.samplingModel, "sampling-model", "", "`PROVIDER:MODEL` that answers the MCP server's sampling requests ("+modelProviders+"); empty: sampling is declined")
 	fs.StringVar(&f.dataDir, "data-dir", "", "`DIR` of a durable store (DIR/NAME.db) so that resource subscriptions and undelivered callbacks survive a restart (default: in memory)")
 	fs.StringVar(&f.oauthDir, "oauth-dir", "", "enable MCP OAuth for the --url server: `DIR` of the per-user token files (0600)")
+	fs.DurationVar(&f.callTimeout, "call-timeout", mcp.DefaultCallTimeout, "give up on a tools/call the MCP server has not answered after this long (the RAP call ends with an Error: result); calls the server runs as MCP tasks are not bounded by it")
 	fs.StringVar(&f.oauthRedirect, "oauth-redirect-url", "", "`URL` where the user's browser reaches this bridge's "+mcp.CallbackPath+" (default: http://LISTEN"+mcp.CallbackPath+")")
 	return cmd
 }
@@ -72,6 +74,9 @@ func runBridgeMCP(ctx context.Context, a *app, f bridgeMCPFlags, pos []string) e
 	name, prefix, mode, publicURL, samplingModel := &f.name, &f.prefix, &f.mode, &f.publicURL, &f.samplingModel
 	if (len(pos) == 0) == (*url == "") {
 		return fmt.Errorf("%w: give either a command after -- (stdio MCP server) or --url URL (Streamable HTTP MCP server)", errUsage)
+	}
+	if f.callTimeout <= 0 {
+		return fmt.Errorf("%w: --call-timeout %v: want a positive duration such as 90s or 30m", errUsage, f.callTimeout)
 	}
 	if len(headers) > 0 && *url == "" {
 		return fmt.Errorf("%w: --header is for --url servers; pass a command's settings with --env", errUsage)
@@ -86,7 +91,7 @@ func runBridgeMCP(ctx context.Context, a *app, f bridgeMCPFlags, pos []string) e
 	}
 	opts := mcp.Options{
 		Name: *name, Command: pos, Env: env, URL: *url, Headers: hdr, Prefix: *prefix, Mode: *mode,
-		Logger: a.log,
+		Logger: a.log, CallTimeout: f.callTimeout,
 		Server: rap.ServerOptions{BearerToken: *token, PublicURL: *publicURL},
 	}
 	if f.oauthDir != "" {

@@ -99,6 +99,7 @@ func TestBridgeUsageErrors(t *testing.T) {
 		{"bridge", "mcp", "--url", "http://x", "--header", "novalue"},
 		{"bridge", "mcp", "stray", "--", "cmd"},
 		{"bridge", "mcp", "--sampling-model", "llama:7b", "--", "cmd"},
+		{"bridge", "mcp", "--call-timeout", "0s", "--", "cmd"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(ctx, args, &out, &errOut); code != 2 {

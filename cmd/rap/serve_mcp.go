@@ -72,13 +72,11 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 	return m
 }
 
-// startMCPBridge starts the bridge of one config entry. With a data dir,
-// the bridge keeps its callbacks and resource subscriptions in the
-// durable store DATADIR/mcp/NAME.db, so that subscriptions survive a
-// restart of rap serve (issue 10 item 8).
-func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampler model.Provider, log *slog.Logger) (_ *mcp.Bridge, _ *durable.Store, err error) {
-	c := e.MCP
-	opts := mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.Prefix, Logger: log, SamplingModel: sampler}
+// mcpEntryOptions are the bridge options a config entry sets directly;
+// a zero call_timeout leaves the bridge's default.
+func mcpEntryOptions(c *config.MCPServer, sampler model.Provider, log *slog.Logger) mcp.Options {
+	opts := mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.Prefix, Logger: log, SamplingModel: sampler,
+		CallTimeout: time.Duration(c.CallTimeout)}
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
 		keys = append(keys, k)
@@ -87,6 +85,16 @@ func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampl
 	for _, k := range keys {
 		opts.Env = append(opts.Env, k+"="+c.Env[k])
 	}
+	return opts
+}
+
+// startMCPBridge starts the bridge of one config entry. With a data dir,
+// the bridge keeps its callbacks and resource subscriptions in the
+// durable store DATADIR/mcp/NAME.db, so that subscriptions survive a
+// restart of rap serve (issue 10 item 8).
+func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampler model.Provider, log *slog.Logger) (_ *mcp.Bridge, _ *durable.Store, err error) {
+	c := e.MCP
+	opts := mcpEntryOptions(c, sampler, log)
 	if c.OAuth != nil {
 		if opts.OAuth, err = mcpOAuthOptions(c.OAuth, dataDir); err != nil {
 			return nil, nil, err

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorap/gorap/runtime/config"
 )
@@ -132,5 +133,24 @@ func TestServeMCPOAuthEntry(t *testing.T) {
 	}
 	if _, err := mcpOAuthOptions(&config.MCPOAuth{}, ""); err == nil {
 		t.Error("oauth without a data dir accepted")
+	}
+}
+
+// An entry's call_timeout reaches the bridge; without one the bridge's
+// default (mcp.DefaultCallTimeout) applies.
+func TestMCPEntryCallTimeout(t *testing.T) {
+	f, err := config.Parse([]byte(`{"tool_sets": [
+		{"type": "mcp_server", "name": "slow", "command": ["srv"], "call_timeout": "45m"},
+		{"type": "mcp_server", "name": "plain", "command": ["srv"]}
+	]}`), "rap.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := f.MCPServers()
+	if got := mcpEntryOptions(ms[0].MCP, nil, nil).CallTimeout; got != 45*time.Minute {
+		t.Errorf("call_timeout 45m reached the bridge as %v", got)
+	}
+	if got := mcpEntryOptions(ms[1].MCP, nil, nil).CallTimeout; got != 0 {
+		t.Errorf("no call_timeout reached the bridge as %v; want 0 (the bridge's default)", got)
 	}
 }

@@ -34,6 +34,10 @@ type MCPServer struct {
 	// OAuth enables the MCP authorization flow for an http_mcp_server
 	// (gorap extension); nil means none.
 	OAuth *MCPOAuth `json:"oauth,omitempty"`
+	// CallTimeout bounds one synchronous tools/call, such as "30m"
+	// (default 5m, gorap extension); calls the server runs as MCP tasks
+	// are not bounded by it.
+	CallTimeout Duration `json:"call_timeout,omitempty"`
 }
 
 // MCPOAuth configures the MCP authorization flow of an http_mcp_server
@@ -118,9 +122,9 @@ func parseMCPEntry(item json.RawMessage, typ, name, path string) (ToolSet, error
 
 func mcpFields(typ string) string {
 	if typ == TypeMCPServer {
-		return "name, command, env, and optionally id, mode, prefix"
+		return "name, command, env, and optionally id, mode, prefix, call_timeout"
 	}
-	return "name, url, headers, and optionally id, mode, prefix, oauth"
+	return "name, url, headers, and optionally id, mode, prefix, oauth, call_timeout"
 }
 
 // MCPServers returns the mcp_server and http_mcp_server entries in order,

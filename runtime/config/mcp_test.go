@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // issue 10 item 2, RAP CF-1: mcp_server and http_mcp_server entries parse
@@ -10,7 +11,7 @@ import (
 func TestParseMCPEntries(t *testing.T) {
 	f, err := Parse([]byte(`{"tool_sets": [
 		{"type": "mcp_server", "name": "everything", "command": ["npx", "-y", "srv"], "env": {"A": "1"}, "id": "e"},
-		{"type": "http_mcp_server", "name": "remote", "url": "https://mcp.example.com/mcp", "headers": {"X-Key": "k"}, "mode": "proxy", "prefix": "r_"},
+		{"type": "http_mcp_server", "name": "remote", "url": "https://mcp.example.com/mcp", "headers": {"X-Key": "k"}, "mode": "proxy", "prefix": "r_", "call_timeout": "30m"},
 		{"type": "mcp_server", "name": "everything", "command": ["other"]},
 		{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}
 	]}`), "rap.json")
@@ -25,8 +26,11 @@ func TestParseMCPEntries(t *testing.T) {
 	if e.Name != "everything" || strings.Join(e.Command, " ") != "npx -y srv" || e.Env["A"] != "1" || ms[0].ID != "e" || ms[0].Source != "rap.json: tool_sets[0]" {
 		t.Errorf("mcp_server = %+v (%+v)", e, ms[0])
 	}
-	if r.URL != "https://mcp.example.com/mcp" || r.Headers["X-Key"] != "k" || r.Mode != "proxy" || r.Prefix != "r_" {
+	if r.URL != "https://mcp.example.com/mcp" || r.Headers["X-Key"] != "k" || r.Mode != "proxy" || r.Prefix != "r_" || time.Duration(r.CallTimeout) != 30*time.Minute {
 		t.Errorf("http_mcp_server = %+v", r)
+	}
+	if e.CallTimeout != 0 {
+		t.Errorf("mcp_server without call_timeout has %v; want 0 (the bridge's default)", time.Duration(e.CallTimeout))
 	}
 	if got := f.ServerURLs(); len(got) != 1 {
 		t.Errorf("ServerURLs() = %v; MCP entries are not URLs", got)
@@ -47,6 +51,8 @@ func TestParseMCPEntryErrors(t *testing.T) {
 		{`{"type":"mcp_server","name":"x","command":["x"],"oauth":{}}`, `tool_sets[0].oauth: is for http_mcp_server`},
 		{`{"type":"http_mcp_server","name":"x","url":"https://h","oauth":{"redirect_url":"/cb"}}`, `tool_sets[0].oauth.redirect_url: "/cb" is not an absolute`},
 		{`{"type":"http_mcp_server","name":"x","url":"https://h","oauth":{"port":1}}`, `unknown field "port"`},
+		{`{"type":"mcp_server","name":"x","command":["x"],"call_timeout":"soon"}`, `"soon" is not a duration`},
+		{`{"type":"mcp_server","name":"x","command":["x"],"call_timeout":300}`, `must be a duration string`},
 	} {
 		_, err := Parse([]byte(`{"tool_sets": [`+c.data+`]}`), "")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
