@@ -59,6 +59,7 @@ type leaseHold struct {
 	// reading, so a wall clock step does not lengthen it.
 	until time.Time
 	lost  error
+	ended bool // the worker handed the thread back
 	timer *time.Timer
 	// done is closed when the renewer stopped (nil: no renewer).
 	done chan struct{}
@@ -90,7 +91,8 @@ func (h *leaseHold) expiredAt(t time.Time) bool {
 
 // Err returns nil while this process holds the lease, and errLeaseLost
 // (wrapped) from the moment it may not: its expiry is near or past on
-// the clock, a renewal found it taken, or lose was called. Call it right
+// the clock, a renewal found it taken, or lose was called; once the
+// worker ended the hold, errHoldEnded. Call it right
 // before each step taken for the thread. A nil hold (a store one process
 // holds) is always held.
 func (h *leaseHold) Err() error {
@@ -103,6 +105,10 @@ func (h *leaseHold) Err() error {
 		h.mu.Unlock()
 		return err
 	}
+	if h.ended {
+		h.mu.Unlock()
+		return errHoldEnded
+	}
 	if !h.expiredAt(h.now()) {
 		h.mu.Unlock()
 		return nil
@@ -114,8 +120,11 @@ func (h *leaseHold) Err() error {
 // how it learnt so). It returns the hold's error.
 func (h *leaseHold) lose(why error) error {
 	h.mu.Lock()
-	if h.lost != nil {
+	if h.lost != nil || h.ended {
 		err := h.lost
+		if err == nil {
+			err = errHoldEnded
+		}
 		h.mu.Unlock()
 		return err
 	}
@@ -145,7 +154,7 @@ func (h *leaseHold) loseLocked(why error) error {
 func (h *leaseHold) renewed(sent, answered time.Time, ok bool, err error) {
 	h.mu.Lock()
 	switch {
-	case h.lost != nil:
+	case h.lost != nil || h.ended:
 		h.mu.Unlock()
 	case err != nil:
 		h.mu.Unlock()
@@ -166,6 +175,7 @@ func (h *leaseHold) renewed(sent, answered time.Time, ok bool, err error) {
 // the thread back.
 func (h *leaseHold) end() {
 	h.mu.Lock()
+	h.ended = true
 	h.timer.Stop()
 	h.mu.Unlock()
 	h.cancel(errHoldEnded)

@@ -148,3 +148,20 @@ func TestLeaseHoldTimerCutsContext(t *testing.T) {
 		t.Fatalf("cause %v, want errLeaseLost", context.Cause(h.ctx))
 	}
 }
+
+// TestLeaseHoldEndedIsNotLost: a hold the worker ended is no longer held,
+// but it is not reported lost (no "lost the lease" warning after a
+// thread was handed back), even once its deadline passes.
+func TestLeaseHoldEndedIsNotLost(t *testing.T) {
+	c := &fakeClock{t: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
+	h, lostCalls := newTestHold(t, c)
+	h.stop()
+	c.add(time.Minute)
+	if err := h.Err(); !errors.Is(err, errHoldEnded) {
+		t.Fatalf("Err after the hold ended = %v, want errHoldEnded", err)
+	}
+	h.renewed(c.now(), c.now(), false, nil)
+	if *lostCalls != 0 {
+		t.Fatalf("onLost called %d times after the hold ended, want never", *lostCalls)
+	}
+}

@@ -313,7 +313,27 @@ func TestStalledProcessNeverAsksTheModelForLostThreads(t *testing.T) {
 
 	t.Logf("settled %v after SIGCONT", time.Since(contAt).Round(time.Millisecond))
 	reqs := l.snapshot()
-	superseded := func(q stallRequest) bool { return q.replica == victim && q.start.Before(stopAt) }
+	// A completion may be superseded when its process lost the thread's
+	// lease while it ran: the stopped process's begun before the stop; and
+	// another process's begun before it logged losing the lease of that
+	// thread (a stall of its own on a loaded machine, not the bug).
+	losses := make([]map[string][]time.Time, replicas)
+	for k := range replicas {
+		if k != victim {
+			losses[k] = leaseLosses(t, logs[k])
+		}
+	}
+	superseded := func(q stallRequest) bool {
+		if q.replica == victim {
+			return q.start.Before(stopAt)
+		}
+		for _, at := range losses[q.replica][l.ids[q.thread]] {
+			if q.start.Before(at.Add(time.Millisecond)) { // the log's time is in milliseconds
+				return true
+			}
+		}
+		return false
+	}
 	byThread := map[int][]stallRequest{}
 	for _, q := range reqs {
 		byThread[q.thread] = append(byThread[q.thread], q)
@@ -405,10 +425,37 @@ func TestStalledProcessNeverAsksTheModelForLostThreads(t *testing.T) {
 			}
 		}
 	}
-	lost := strings.Count(tail(logs[victim]), "lost the lease")
-	t.Logf("%d requests for %d messages; %d messages asked twice; %d threads taken from it during the stall; it asked %d completions after SIGCONT; %d posts failed; \"lost the lease\" in the tail of its log %d times",
+	lost := len(leaseLosses(t, logs[victim]))
+	t.Logf("%d requests for %d messages; %d messages asked twice; %d threads taken from it during the stall; it asked %d completions after SIGCONT; %d posts failed; it logged losing the lease of %d threads",
 		len(reqs), messages, retried, takenOver, victimAfter, l.failures.Load(), lost)
 	if takenOver == 0 {
 		t.Errorf("no thread the stopped process worked on was taken by another during the stall: the test proved nothing (is the machine stalled?)")
 	}
+}
+
+// lossRE matches a "lost the lease" warning of a rap serve log (slog's
+// text format, its time in milliseconds).
+var lossRE = regexp.MustCompile(`^time=(\S+) .*msg="lost the lease[^"]*" thread=(\S+)`)
+
+// leaseLosses returns, by thread id, when the process whose log is at path
+// logged losing the thread's lease.
+func leaseLosses(t *testing.T, path string) map[string][]time.Time {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]time.Time{}
+	for _, line := range strings.Split(string(b), "\n") {
+		m := lossRE.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil {
+			t.Fatalf("a rap serve log line with an unreadable time: %q", line)
+		}
+		out[m[2]] = append(out[m[2]], at)
+	}
+	return out
 }
