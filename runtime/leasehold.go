@@ -72,8 +72,12 @@ func newLeaseHold(parent context.Context, threadID string, ttl time.Duration, no
 	h := &leaseHold{threadID: threadID, ttl: ttl, margin: leaseMargin(ttl), now: now, until: sent.Add(ttl), onLost: onLost}
 	h.ctx, h.cancel = context.WithCancelCause(parent)
 	// The timer cuts a completion in progress at the expiry; after a stall
-	// it fires late, which is why Err looks at the clock itself.
+	// it fires late, which is why Err looks at the clock itself. It may
+	// fire at once (a claim that took the whole lease): mu orders it after
+	// the assignment.
+	h.mu.Lock()
 	h.timer = time.AfterFunc(h.deadline().Sub(now()), func() { _ = h.Err() })
+	h.mu.Unlock()
 	return h
 }
 
