@@ -41,21 +41,23 @@ const workerLinger = 100 * time.Millisecond
 func (r *Runtime) work(threadID string) {
 	// issue 14: on a shared store the worker holds the thread's lease, or
 	// another process works on it (and looks at the inbox once more when
-	// it hands the thread back; the sweep catches the rest).
-	var held, failed bool
-	var stopRenew func()
+	// it hands the thread back; the sweep catches the rest). Each slice
+	// runs under the hold (leasehold.go), and stops when it is lost.
+	var hold *leaseHold
+	var failed bool
+	ctx := r.baseCtx
 	if r.shared.on {
-		if !r.claimLease(r.baseCtx, threadID) {
+		if hold = r.holdLease(threadID); hold == nil {
 			r.mu.Lock()
 			delete(r.threads, threadID)
 			r.signalLocked()
 			r.mu.Unlock()
 			return
 		}
-		held, stopRenew = true, r.keepLease(threadID)
+		ctx = withHold(r.baseCtx, hold)
 		defer func() {
-			if held {
-				stopRenew()
+			if hold != nil {
+				hold.stop()
 				if !failed {
 					// After a failed slice the lease is left to expire: the
 					// sweep retries the thread then, not at once.
@@ -71,7 +73,14 @@ func (r *Runtime) work(threadID string) {
 		st.again = false
 		r.mu.Unlock()
 
-		progressed, drained, err := r.slice(r.baseCtx, threadID)
+		progressed, drained, err := r.slice(ctx, threadID)
+		lost := hold.Err() != nil
+		if lost {
+			// The slice stopped where the hold was found lost; what it
+			// did not commit is another process's to do (the inputs stay
+			// queued, or slice queued a wake-up to resume the turn).
+			progressed, drained, err = false, false, nil
+		}
 		if err != nil && r.baseCtx.Err() == nil {
 			r.log.Error("slice failed", "thread", threadID, "err", r.redact(err.Error()))
 			r.emit(threadID, EventError, r.errorEvent(err))
@@ -85,22 +94,27 @@ func (r *Runtime) work(threadID string) {
 		// retries). A slice that drained what it loaded is not followed by
 		// one that would only find the inbox empty: that read was one of
 		// the two a tool-call cycle made on the store's writer.
-		if r.baseCtx.Err() == nil && (st.again || (progressed && !drained && err == nil)) {
+		if !lost && r.baseCtx.Err() == nil && (st.again || (progressed && !drained && err == nil)) {
 			r.mu.Unlock()
 			continue
 		}
 		failed = err != nil && !progressed && r.baseCtx.Err() == nil // not a shutdown
-		if held && !failed && r.baseCtx.Err() == nil {
+		if hold != nil && !failed && r.baseCtx.Err() == nil {
 			// Hand the thread back, then look at its inbox once more:
 			// another process that committed an input meanwhile found the
-			// thread held and left it to this one.
+			// thread held and left it to this one. A lost hold is handed
+			// back too (the lease is released only if still this
+			// process's), and the thread claimed anew only through the
+			// store, like any other.
 			r.mu.Unlock()
-			stopRenew()
+			hold.stop()
 			r.releaseLease(threadID)
-			held = false
-			if r.hasQueued(threadID) && r.claimLease(r.baseCtx, threadID) {
-				held, stopRenew = true, r.keepLease(threadID)
-				continue
+			hold = nil
+			if r.hasQueued(threadID) {
+				if hold = r.holdLease(threadID); hold != nil {
+					ctx = withHold(r.baseCtx, hold)
+					continue
+				}
 			}
 			r.mu.Lock()
 			if st.again && r.baseCtx.Err() == nil {
@@ -108,8 +122,8 @@ func (r *Runtime) work(threadID string) {
 				// thread again, unless another process took it (it sees
 				// the input).
 				r.mu.Unlock()
-				if r.claimLease(r.baseCtx, threadID) {
-					held, stopRenew = true, r.keepLease(threadID)
+				if hold = r.holdLease(threadID); hold != nil {
+					ctx = withHold(r.baseCtx, hold)
 					continue
 				}
 				r.mu.Lock()

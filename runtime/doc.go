@@ -138,8 +138,9 @@
 //     (wakeups.go); the sweep (leases.go) catches a missed notification.
 //  4. wake gives the thread a worker, or tells the running one to look
 //     again; work (claim.go) claims the thread — on a shared store its
-//     lease (claimLease, leases.go), renewed while it runs — and runs
-//     slices until the inbox is empty.
+//     lease (holdLease, leasehold.go), renewed while it runs and checked
+//     on the clock before each model request and in each commit — and
+//     runs slices until the inbox is empty (or the lease is lost).
 //  5. slice (slice.go) loads the thread, its queued rows and its history
 //     (histcache.go) and decodes the rows (decodeBatch, batch.go). A
 //     result while another call of its turn is pending is saved without a

@@ -5,7 +5,9 @@ package runtime
 // lease in the store, renewed while it works and handed back when it goes
 // idle or the runtime shuts down; timers are claimed before they fire; and
 // a sweep wakes the threads other processes left with queued inputs (a
-// process died, or a message arrived while another held the thread). On a
+// process died, or a message arrived while another held the thread). The
+// hold of a lease, checked before each step of the work, is in
+// leasehold.go. On a
 // store held by one process (SQLite) none of this runs: the in-process
 // worker map is the claim.
 
@@ -44,9 +46,9 @@ func newSharedState(cfg Config) sharedState {
 	return s
 }
 
-// claimLease takes (or renews) the thread's lease for this process and
-// reports whether it holds it.
-func (r *Runtime) claimLease(ctx context.Context, threadID string) bool {
+// tryClaim takes (or renews) the thread's lease for this process and
+// reports whether it holds it; err is a failure to ask the store.
+func (r *Runtime) tryClaim(ctx context.Context, threadID string) (bool, error) {
 	var ok bool
 	err := r.store.Update(ctx, func(tx store.Tx) error {
 		now := time.Now()
@@ -58,9 +60,9 @@ func (r *Runtime) claimLease(ctx context.Context, threadID string) bool {
 		if ctx.Err() == nil {
 			r.log.Error("claim thread", "thread", threadID, "err", err)
 		}
-		return false
+		return false, err
 	}
-	return ok
+	return ok, nil
 }
 
 // releaseLease hands the thread's lease back.
@@ -82,32 +84,6 @@ func (r *Runtime) hasQueued(threadID string) bool {
 		return err
 	})
 	return err == nil && n > 0
-}
-
-// keepLease renews the thread's lease every third of its lifetime until
-// the returned function is called (which waits for the renewer to stop).
-func (r *Runtime) keepLease(threadID string) (stop func()) {
-	ctx, cancel := context.WithCancel(r.baseCtx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(r.shared.ttl / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if !r.claimLease(ctx, threadID) && ctx.Err() == nil {
-				// Another process took the thread (this one stalled past
-				// the lease): the slice's commit fails (store.ErrConsumed)
-				// rather than answer twice.
-				r.log.Warn("lost the lease of a thread while working on it", "thread", threadID)
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // orphanAfter is how old a call still in state "new" must be for the

@@ -105,7 +105,12 @@ func (r *Runtime) redact(text string) string { return model.Redact(text, r.cfg.S
 // complete runs one completion of the thread under the idle timeout and
 // the overall limit, forwarding text deltas to the thread's subscribers.
 // Its error never holds a configured secret.
+//
+// On a shared store it sends nothing once the thread's lease is lost, and
+// a completion streaming when it is lost is cut (leasehold.go).
 func (r *Runtime) complete(ctx context.Context, threadID string, req model.Request) (*model.Response, error) {
+	ctx, unhold := r.underHold(ctx)
+	defer unhold()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if limit := r.modelTimeout(); limit > 0 {
@@ -123,6 +128,12 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 		defer s.timer.Stop()
 	}
 	r.relayStart(ctx, threadID)
+	if err := r.checkHold(ctx); err != nil {
+		// The last look before the request is sent: a process that stalled
+		// past its lease sends nothing.
+		r.relayEnd(threadID, false)
+		return nil, err
+	}
 	resp, err := r.model.Complete(ctx, req, s)
 	// The last deltas go to other processes before the turn is announced.
 	r.relayEnd(threadID, err == nil && resp != nil)

@@ -124,6 +124,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		r.hub.beginTurn(threadID, lastSeqOf(history))
 		resp, err := r.complete(ctx, threadID, req) // bounded in time (issue 9 item 17)
 		if err != nil {
+			if lost := r.checkHold(ctx); lost != nil {
+				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
+			}
 			// The inputs stay queued (RAP RT-4); a durable timer retries.
 			return consumed, false, r.modelFailed(ctx, threadID, items, consumed, err)
 		}
@@ -137,6 +140,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		}
 		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins)
 		if err != nil {
+			if lost := r.checkHold(ctx); lost != nil {
+				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
+			}
 			if !consumed {
 				progressed, err = r.abandoned(threadID, err)
 				return progressed, false, err
@@ -149,6 +155,13 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		r.announce(threadID, appended)
 		r.apply(fx)
 		ancestors := stack[:len(stack)-1]
+		if lost := r.checkHold(ctx); lost != nil && len(accepted) > 0 {
+			// The calls are saved in state "new": the sweep for
+			// undispatched calls sends them (redispatchOrphans).
+			r.log.Warn("calls left undispatched: the thread's lease was lost right after their turn was saved; the sweep dispatches them",
+				"thread", threadID, "calls", len(accepted))
+			return true, false, nil
+		}
 		for i := range accepted {
 			accepted[i].TurnSeq = turnSeq(appended)
 			r.dispatchAsync(accepted[i], ancestors)
@@ -175,7 +188,13 @@ func (r *Runtime) discardClosed(ctx context.Context, th store.Thread, items []st
 		ids[i] = it.ID
 		kinds[it.Kind]++
 	}
-	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.Consume(ids) }); err != nil {
+	err := r.store.Update(ctx, func(tx store.Tx) error {
+		if err := r.fenceTx(ctx, tx, th.ID); err != nil {
+			return err
+		}
+		return tx.Consume(ids)
+	})
+	if err != nil {
 		return r.abandoned(th.ID, fmt.Errorf("discard the inbox of closed thread %s: %w", th.ID, err))
 	}
 	r.log.Warn("inputs for a closed thread discarded", "thread", th.ID, "count", len(items), "kinds", fmt.Sprint(kinds))
@@ -222,8 +241,14 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	var appended []store.Message
 	fx := &effects{}
 	retry := b != nil && r.retries.mayHave(threadID)
+	if err := r.checkHold(ctx); err != nil {
+		return nil, nil, err
+	}
 	err := r.store.Update(ctx, func(tx store.Tx) error {
 		*fx = effects{}
+		if err := r.fenceTx(ctx, tx, threadID); err != nil {
+			return err
+		}
 		var err error
 		if appended, err = tx.AppendMessages(threadID, msgs); err != nil {
 			return err
