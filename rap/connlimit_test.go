@@ -166,13 +166,18 @@ func TestBodyBelowMinRateCut(t *testing.T) {
 	c := dialed(t, addr)
 	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
 	cut := make(chan struct{})
-	go func() { isClosed(c); close(cut) }()
+	var answer []byte
+	go func() { answer, _ = io.ReadAll(c); close(cut) }()
 	tick := time.NewTicker(20 * time.Millisecond) // 50 bytes a second
 	defer tick.Stop()
 	deadline := time.After(sdkWait)
 	for sent := 1; sent < 100000; sent++ {
 		select {
 		case <-cut:
+			// The answer says what was wrong and what to do.
+			if !strings.Contains(string(answer), "slower than this server's minimum of 1000 bytes a second") || !strings.Contains(string(answer), "send it faster") {
+				t.Errorf("the cut body's answer does not say why: %q", answer)
+			}
 			return
 		case <-tick.C:
 			_, _ = c.Write([]byte(" "))
