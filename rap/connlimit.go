@@ -23,17 +23,20 @@ import (
 // kernel's accept queue behind slow ones. When n are open, a new
 // connection takes the place of, in this order:
 //
-//  1. the connection that has waited longest for a request's headers to
-//     be complete: one that has not finished its first request's headers,
-//     or a kept-alive connection idle between requests (a client that
-//     reuses an idle connection the server has just closed retries on a
-//     new one, as Go's and most HTTP clients do);
+//  1. the connection waiting longest for its first request's headers to
+//     be complete, of those the server has read from: its client sent
+//     nothing yet, or part of its headers;
 //  2. failing that, the connection whose request body is furthest behind
-//     the minimum body rate (HTTPLimits.MinBodyRate).
+//     the minimum body rate (HTTPLimits.MinBodyRate);
+//  3. failing that, the kept-alive connection idle longest between
+//     requests (a client that reuses an idle connection the server has
+//     just closed retries on a new one, as Go's and most HTTP clients do).
 //
-// A connection whose handler is running with its body read (an answer
-// being written, an event stream) is never closed to make room. When
-// every open connection is such a one, the new client is answered 503
+// A connection the server has not read from yet is never closed to make
+// room: it may hold a whole request that a flood of new connections has
+// kept the server from reading yet. Nor is a connection whose handler is
+// running with its body read (an answer being written, an event stream).
+// When no connection may be closed, the new client is answered 503
 // Service Unavailable with Retry-After and closed.
 //
 // The listener learns each connection's state from the server that
@@ -53,11 +56,11 @@ func LimitListener(ln net.Listener, n int, logger *slog.Logger) net.Listener {
 
 // maxLingeringRefusals bounds the refused connections whose 503 is being
 // delivered at once; past it, a refused connection is closed without one.
-const maxLingeringRefusals = 64
+const maxLingeringRefusals = 1024
 
 // refusalLinger is how long a refused connection is kept open for its
 // client to read the 503 before it is closed.
-const refusalLinger = time.Second
+const refusalLinger = 500 * time.Millisecond
 
 // refusal is what a client gets when every connection is busy.
 const refusal = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: 71\r\n\r\nthe server is at its connection limit with every connection busy; retry"
@@ -106,11 +109,19 @@ type trackedConn struct {
 
 	// Guarded by l.mu.
 	phase      connPhase
-	since      time.Time // when it entered phaseWaiting
+	served     bool // it has carried a request whose headers were read whole
 	prev, next *trackedConn
 
-	bodyDue   atomic.Int64 // in phaseBody: Unix nanoseconds by which the body is late
-	closeOnce sync.Once
+	bodyDue     atomic.Int64 // in phaseBody: Unix nanoseconds by which the body is late
+	readWaiting atomic.Bool  // in phaseWaiting: the server has read from it
+	closeOnce   sync.Once
+}
+
+// Read reads from the connection, noting that the server has read from
+// it since it started waiting for a request.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	c.readWaiting.Store(true)
+	return c.Conn.Read(p)
 }
 
 // NetConn returns the connection it wraps, so that a handler can reach
@@ -157,16 +168,40 @@ func (l *limitListener) admit(tc *trackedConn) (victim *trackedConn, ok bool) {
 		l.open++
 		return nil, true
 	}
-	victim = l.waiting.first()
-	if victim == nil {
-		victim = l.slowestBody()
-	}
+	victim = l.victim()
 	if victim == nil {
 		return nil, false
 	}
 	l.unlink(victim)
 	victim.phase = phaseGone // its slot is tc's now
 	return victim, true
+}
+
+// victim returns the connection to close to make room, or nil: the
+// connection waiting longest for a first request's headers, of those the
+// server has read from (it sent nothing, or part of its headers); failing
+// that, the body furthest behind the minimum rate; failing that, the
+// connection idle longest between requests. A connection the server has
+// not read from yet is never chosen: it may hold a whole request that a
+// flood of new connections has kept the server from reading yet. l.mu is
+// held.
+func (l *limitListener) victim() *trackedConn {
+	var idle *trackedConn
+	for c := l.waiting.first(); c != nil; c = l.waiting.after(c) {
+		if !c.readWaiting.Load() {
+			continue
+		}
+		if !c.served {
+			return c
+		}
+		if idle == nil {
+			idle = c
+		}
+	}
+	if c := l.slowestBody(); c != nil {
+		return c
+	}
+	return idle
 }
 
 // slowestBody returns the connection whose body is furthest behind the
@@ -241,9 +276,12 @@ func (l *limitListener) setPhase(c *trackedConn, p connPhase) {
 	}
 	l.unlink(c)
 	c.phase = p
+	if p == phaseBusy || p == phaseBody {
+		c.served = true
+	}
 	switch p {
 	case phaseWaiting:
-		c.since = time.Now()
+		c.readWaiting.Store(false)
 		l.waiting.push(c)
 	case phaseBody:
 		l.body.push(c)

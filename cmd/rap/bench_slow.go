@@ -21,7 +21,7 @@ func newBenchSlowCmd(a *app) *cobra.Command {
 		Long: `Keeps --conns slow connections open against a server (half send part of a
 request's headers and stall; half send the headers of a 1 MB body and trickle
 it a byte a second for 10 s, then stall; each is reopened when the server
-closes it), and after --ramp sends a legitimate GET --path on a new
+closes it, after --reconnect), and after --ramp sends a legitimate GET --path on a new
 connection every --every for --duration. It reports that request's latency
 percentiles (a failure counts at the time it failed) and the server's RSS.
 
@@ -52,6 +52,7 @@ after "--", started here; the first http://host:port it prints is its URL.`,
 	fs.StringVar(&cfg.Path, "path", rap.WellKnownPath, "`PATH` of the legitimate GET request")
 	fs.StringVar(&cfg.BodyPath, "body-path", "/", "`PATH` the slow bodies are POSTed to")
 	fs.DurationVar(&cfg.Timeout, "timeout", 60*time.Second, "bound of one legitimate request")
+	fs.DurationVar(&cfg.Reconnect, "reconnect", time.Second, "how long a slow client waits before reopening a connection the server closed, as slowloris-style tools do")
 	return cmd
 }
 

@@ -47,6 +47,9 @@ type SlowConfig struct {
 	BodyPath string
 	// Timeout bounds one legitimate request.
 	Timeout time.Duration
+	// Reconnect is how long a slow client waits before it reopens a
+	// connection the server closed (or could not open).
+	Reconnect time.Duration
 }
 
 // SlowReport is what RunSlow measured.
@@ -123,7 +126,7 @@ func RunSlow(ctx context.Context, cfg SlowConfig, stderr io.Writer) (*SlowReport
 		attackers.Add(1)
 		go func() {
 			defer attackers.Done()
-			rep.slowClient(actx, addr, header, body, i%2 == 1)
+			rep.slowClient(actx, addr, header, body, i%2 == 1, cfg.Reconnect)
 		}()
 	}
 	samplerDone := make(chan struct{})
@@ -189,13 +192,13 @@ loop:
 
 // slowClient keeps one slow connection open until ctx ends, reopening it
 // whenever the server closes it.
-func (rep *SlowReport) slowClient(ctx context.Context, addr, header, body string, sendsBody bool) {
+func (rep *SlowReport) slowClient(ctx context.Context, addr, header, body string, sendsBody bool, pause time.Duration) {
 	d := net.Dialer{Timeout: 10 * time.Second}
 	for ctx.Err() == nil {
 		c, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			atomic.AddInt64(&rep.Dial, 1)
-			sleepCtx(ctx, 100*time.Millisecond)
+			sleepCtx(ctx, pause)
 			continue
 		}
 		atomic.AddInt64(&rep.Opened, 1)
@@ -231,7 +234,7 @@ func (rep *SlowReport) slowClient(ctx context.Context, addr, header, body string
 		}
 		c.Close()
 		<-closed
-		sleepCtx(ctx, 10*time.Millisecond)
+		sleepCtx(ctx, pause)
 	}
 }
 
@@ -312,7 +315,7 @@ func startServerURL(ctx context.Context, command []string, stderr io.Writer) (*s
 
 // PrintSlowReport writes r as text.
 func PrintSlowReport(w io.Writer, cfg SlowConfig, r *SlowReport) {
-	fmt.Fprintf(w, "rap bench-slow: %d slow connections (half stalled headers, half 1 MB bodies trickled 1 byte/s for %d s then stalled) against %s\n", cfg.Conns, trickle, r.URL)
+	fmt.Fprintf(w, "rap bench-slow: %d slow connections (half stalled headers, half 1 MB bodies trickled 1 byte/s for %d s then stalled; each reopened %v after the server closes it) against %s\n", cfg.Conns, trickle, cfg.Reconnect, r.URL)
 	fmt.Fprintf(w, "  machine: %s\n", machine())
 	fmt.Fprintf(w, "  legitimate GET %s on a new connection every %v for %v after a %v ramp (timeout %v)\n", cfg.Path, cfg.Every, cfg.Duration, cfg.Ramp, cfg.Timeout)
 	n := len(r.Latencies)
