@@ -84,7 +84,7 @@ func TestFullListenerShedsOldestNotYetSending(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(second, "GET / HTTP/1.1\r\nHo") // now waiting too, for less long
-	getServed(t, addr) // while the listener is full of stalled headers
+	getServed(t, addr)                          // while the listener is full of stalled headers
 	if !isClosed(first) {
 		t.Fatal("the connection stalled the longest was not closed to make room")
 	}
