@@ -6,6 +6,7 @@ package rap
 // for a new client.
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -32,8 +33,8 @@ import (
 //     requests (a client that reuses an idle connection the server has
 //     just closed retries on a new one, as Go's and most HTTP clients do).
 //
-// A connection the server has not read from yet is never closed to make
-// room: it may hold a whole request that a flood of new connections has
+// A new connection the server has not read from yet is never closed to
+// make room: it may hold a whole request that a flood of new connections has
 // kept the server from reading yet. Nor is a connection whose handler is
 // running with its body read (an answer being written, an event stream).
 // When no connection may be closed, the new client is answered 503
@@ -59,7 +60,7 @@ func LimitListener(ln net.Listener, n int, logger *slog.Logger) net.Listener {
 const maxLingeringRefusals = 1024
 
 // refusalLinger is how long a refused connection is kept open for its
-// client to read the 503 before it is closed.
+// client to send its request's headers and read the 503.
 const refusalLinger = 500 * time.Millisecond
 
 // refusal is what a client gets when every connection is busy.
@@ -181,21 +182,20 @@ func (l *limitListener) admit(tc *trackedConn) (victim *trackedConn, ok bool) {
 // connection waiting longest for a first request's headers, of those the
 // server has read from (it sent nothing, or part of its headers); failing
 // that, the body furthest behind the minimum rate; failing that, the
-// connection idle longest between requests. A connection the server has
-// not read from yet is never chosen: it may hold a whole request that a
-// flood of new connections has kept the server from reading yet. l.mu is
-// held.
+// connection idle longest between requests. A new connection the server
+// has not read from yet is never chosen: it may hold a whole request that
+// a flood of new connections has kept the server from reading yet. l.mu
+// is held.
 func (l *limitListener) victim() *trackedConn {
 	var idle *trackedConn
 	for c := l.waiting.first(); c != nil; c = l.waiting.after(c) {
-		if !c.readWaiting.Load() {
-			continue
-		}
-		if !c.served {
+		switch {
+		case c.served:
+			if idle == nil {
+				idle = c
+			}
+		case c.readWaiting.Load():
 			return c
-		}
-		if idle == nil {
-			idle = c
 		}
 	}
 	if c := l.slowestBody(); c != nil {
@@ -217,8 +217,10 @@ func (l *limitListener) slowestBody() *trackedConn {
 	return slowest
 }
 
-// refuse answers c 503 and closes it, lingering a moment so that the
-// client reads the answer rather than a reset.
+// refuse answers c 503 and closes it. It reads the request's headers
+// first (a client that gets an answer before it has sent its request
+// takes it for a broken connection), and lingers a moment after answering
+// so that the client reads the answer rather than a reset.
 func (l *limitListener) refuse(c net.Conn) {
 	select {
 	case l.refusing <- struct{}{}:
@@ -230,6 +232,17 @@ func (l *limitListener) refuse(c net.Conn) {
 		defer func() { <-l.refusing }()
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(refusalLinger))
+		buf := make([]byte, 4<<10)
+		for n := 0; !bytes.Contains(buf[:n], []byte("\r\n\r\n")); {
+			if n == len(buf) {
+				break // headers larger than this: answer anyway
+			}
+			m, err := c.Read(buf[n:])
+			n += m
+			if err != nil {
+				return
+			}
+		}
 		if _, err := io.WriteString(c, refusal); err != nil {
 			return
 		}

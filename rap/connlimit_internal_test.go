@@ -38,9 +38,7 @@ func TestShedPrefersConnectionsReadFrom(t *testing.T) {
 	l, conns := fullListener(t, 3)
 	l.setPhase(conns[1], phaseBusy) // served a request, then idle
 	l.setPhase(conns[1], phaseWaiting)
-	for _, c := range conns[1:] {
-		_, _ = c.Read(make([]byte, 1)) // the server read and found nothing
-	}
+	_, _ = conns[2].Read(make([]byte, 1)) // the server read and found nothing
 	victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l})
 	if !ok || victim != conns[2] {
 		t.Fatalf("shed %p, want the connection read from that never sent a request (%p)", victim, conns[2])
@@ -49,8 +47,8 @@ func TestShedPrefersConnectionsReadFrom(t *testing.T) {
 	if !ok || victim != conns[1] {
 		t.Fatalf("shed %p, want the idle kept-alive connection (%p)", victim, conns[1])
 	}
-	// Only a connection not read from yet waits, and new ones have not
-	// been reported on: a new client is refused.
+	// Only a new connection not read from yet waits, and new ones have
+	// not been reported on: a new client is refused.
 	if victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l}); ok || victim != nil {
 		t.Fatalf("shed %p, a connection the server had not read from", victim)
 	}
