@@ -38,7 +38,8 @@
 // crash still ends it with a result, and subscriptions resume after a
 // restart. ServerOptions also sets the bearer token inbound requests need,
 // the bounds on workers, queue, bodies and subscriptions, and the HTTP
-// limits (HTTPLimits) that keep slow or idle clients from holding memory.
+// limits (HTTPLimits) that keep slow or idle clients from holding memory
+// or locking other clients out.
 //
 // The decoders (DecodeInvocation, DecodeCallback and the Decode functions
 // of the small request bodies) are strict where the protocol is, name the

@@ -4,26 +4,34 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Defaults of HTTPLimits (issue 9 item 15). They bound what one client
-// connection can hold and for how long, so that thousands of slow or idle
-// clients cost a bounded amount of memory: a connection costs the server
-// roughly 20 to 40 KiB (a goroutine, its buffers, and the part of a body
-// read so far), and at most DefaultMaxConns are open at once.
+// Defaults of HTTPLimits. They bound what one client connection can hold
+// and for how long, so that thousands of slow or idle clients cost a
+// bounded amount of memory and cannot keep other clients out: a connection
+// costs the server roughly 20 to 40 KiB (a goroutine, its buffers, and the
+// part of a body read so far), and at most DefaultMaxConns are open at
+// once. When they are all open, a new client takes the place of the
+// connection that has waited longest for a request (see LimitListener).
 const (
 	// DefaultReadHeaderTimeout is HTTPLimits.ReadHeaderTimeout when zero:
-	// how long a client may take to send a request's headers.
-	DefaultReadHeaderTimeout = 10 * time.Second
-	// DefaultReadTimeout is HTTPLimits.ReadTimeout when zero: how long a
-	// client may take to send a whole request, headers and body. At the
-	// default body limit (DefaultMaxBodyBytes) it asks for about 35 KB/s.
-	DefaultReadTimeout = 30 * time.Second
+	// how long a client may take to send a request's headers, from the
+	// moment the server starts reading them. Headers are a few hundred
+	// bytes to a few KiB: on a 64 kbit/s link with two lost packets
+	// (TCP waits 1 s, then 2 s, to resend) they still arrive in time.
+	DefaultReadHeaderTimeout = 5 * time.Second
+	// DefaultMinBodyRate is HTTPLimits.MinBodyRate when zero: the slowest
+	// a request body may arrive, in bytes a second averaged from the end
+	// of its headers, once DefaultBodyRateGrace has passed. 4 KiB/s is
+	// half of a 64 kbit/s link.
+	DefaultMinBodyRate = 4 << 10
+	// DefaultBodyRateGrace is HTTPLimits.BodyRateGrace when zero: the time
+	// every body gets before the minimum rate applies, so that a small
+	// body on a slow or lossy link is never cut.
+	DefaultBodyRateGrace = 5 * time.Second
 	// DefaultWriteTimeout is HTTPLimits.WriteTimeout when zero: how long
 	// the server may take to answer, from the end of the headers. Every
 	// answer but /migrate's is immediate; /migrate is exempt.
@@ -36,20 +44,31 @@ const (
 	// DefaultMaxHeaderBytes is HTTPLimits.MaxHeaderBytes when zero.
 	DefaultMaxHeaderBytes = 64 << 10
 	// DefaultMaxConns is HTTPLimits.MaxConns when zero: connections open
-	// at once. Further clients wait in the kernel's accept queue until one
-	// closes, which costs the process nothing.
+	// at once (see LimitListener for what happens past it).
 	DefaultMaxConns = 1024
 )
 
 // HTTPLimits bounds the connections of the http.Server that Serve and
 // ListenAndServe run (ServerOptions.HTTP) or that NewHTTPServer returns.
-// A zero field takes its default (DefaultReadTimeout, ...); a negative one
-// disables that limit.
+// A zero field takes its default (DefaultReadHeaderTimeout, ...); a
+// negative one disables that limit.
 type HTTPLimits struct {
 	// ReadHeaderTimeout bounds the time to read a request's headers.
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds the time to read a whole request, body included:
-	// a client sending its body slowly is cut off when it passes.
+	// MinBodyRate is the slowest, in bytes a second, that a request body
+	// may arrive once BodyRateGrace has passed: a body must have arrived
+	// at MinBodyRate on average since the end of its headers, less the
+	// grace, or its connection is closed. It replaces a flat timeout for
+	// the whole body, which either cuts large bodies on slow links or lets
+	// a stalled body hold its connection for long.
+	MinBodyRate int
+	// BodyRateGrace is the time every body gets before MinBodyRate
+	// applies.
+	BodyRateGrace time.Duration
+	// ReadTimeout, when positive, is a ceiling on reading a whole request
+	// on top of the rate: net/http's read timeout (headers and body from
+	// the first byte), and no body is read longer than that after its
+	// headers. Zero or negative: no ceiling; MinBodyRate bounds a body.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds the time from the end of a request's headers to
 	// the end of its answer.
@@ -87,7 +106,9 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 	}
 	return HTTPLimits{
 		ReadHeaderTimeout: dur(l.ReadHeaderTimeout, DefaultReadHeaderTimeout),
-		ReadTimeout:       dur(l.ReadTimeout, DefaultReadTimeout),
+		MinBodyRate:       num(l.MinBodyRate, DefaultMinBodyRate),
+		BodyRateGrace:     dur(l.BodyRateGrace, DefaultBodyRateGrace),
+		ReadTimeout:       max(l.ReadTimeout, 0),
 		WriteTimeout:      dur(l.WriteTimeout, DefaultWriteTimeout),
 		IdleTimeout:       dur(l.IdleTimeout, DefaultIdleTimeout),
 		MaxHeaderBytes:    num(l.MaxHeaderBytes, DefaultMaxHeaderBytes),
@@ -95,102 +116,31 @@ func (l HTTPLimits) withDefaults() HTTPLimits {
 	}
 }
 
-// NewHTTPServer returns an http.Server for h with the timeouts and header
-// limit of l (zero fields take the defaults), logging its errors to
-// logger (nil means slog.Default()) at level Warn. Serve it on a listener
-// wrapped by LimitListener to bound the connections too; Serve and
-// ListenAndServe do both.
+// NewHTTPServer returns an http.Server for h with the limits of l (zero
+// fields take the defaults), logging its errors to logger (nil means
+// slog.Default()) at level Warn. Its handler enforces the minimum body
+// rate (see HTTPLimits.MinBodyRate) around h. Serve it on a listener
+// wrapped by LimitListener to bound the connections too: the server
+// reports each connection's state to that listener (through its ConnState
+// and ConnContext hooks, which a caller that replaces them must call in
+// turn), so that a full listener knows which connections it may close.
+// Serve and ListenAndServe do both.
 func NewHTTPServer(h http.Handler, l HTTPLimits, logger *slog.Logger) *http.Server {
 	l = l.withDefaults()
 	if logger == nil {
 		logger = slog.Default()
 	}
 	return &http.Server{
-		Handler:           h,
+		Handler:           &bodyRateHandler{h: h, rate: l.MinBodyRate, grace: l.BodyRateGrace, ceiling: l.ReadTimeout},
 		ReadHeaderTimeout: l.ReadHeaderTimeout,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,
 		IdleTimeout:       l.IdleTimeout,
 		MaxHeaderBytes:    l.MaxHeaderBytes,
+		ConnState:         trackConnState,
+		ConnContext:       withTrackedConn,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-}
-
-// LimitListener returns a listener that keeps at most n of ln's
-// connections open at once: Accept waits while n are open, leaving
-// further clients in the kernel's accept queue. n <= 0 returns ln.
-// When logger is not nil, reaching the limit is logged at level Warn, at
-// most once a minute.
-func LimitListener(ln net.Listener, n int, logger *slog.Logger) net.Listener {
-	if n <= 0 {
-		return ln
-	}
-	return &limitListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}), log: logger}
-}
-
-type limitListener struct {
-	net.Listener
-	slots     chan struct{} // one token per open connection
-	done      chan struct{} // closed by Close
-	closeOnce sync.Once
-	log       *slog.Logger
-	lastWarn  atomic.Int64 // Unix nanoseconds of the last "limit reached" log
-}
-
-// Accept waits for a free slot, then for a connection.
-func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	default:
-		l.warnFull()
-		select {
-		case l.slots <- struct{}{}:
-		case <-l.done:
-			return nil, net.ErrClosed
-		}
-	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
-}
-
-func (l *limitListener) warnFull() {
-	if l.log == nil {
-		return
-	}
-	now := time.Now().UnixNano()
-	last := l.lastWarn.Load()
-	if now-last < int64(time.Minute) || !l.lastWarn.CompareAndSwap(last, now) {
-		return
-	}
-	l.log.Warn("rap: connection limit reached; new clients wait until a connection closes",
-		"max_conns", cap(l.slots), "listener", l.Addr().String())
-}
-
-// Close closes the listener and wakes a waiting Accept.
-func (l *limitListener) Close() error {
-	l.closeOnce.Do(func() { close(l.done) })
-	return l.Listener.Close()
-}
-
-// limitedConn gives its slot back once, when closed.
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-// NetConn returns the connection it wraps, so that a handler can reach
-// the TCP connection's settings (such as its send buffer).
-func (c *limitedConn) NetConn() net.Conn { return c.Conn }
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }
 
 // DefaultMaxBodyBytesInFlight is ServerOptions.MaxBodyBytesInFlight when

@@ -105,9 +105,10 @@ type ServerOptions struct {
 	// DefaultMaxBodyBytes. Larger bodies get 413.
 	MaxBodyBytes int64
 	// HTTP bounds the connections Serve and ListenAndServe accept:
-	// timeouts, header size and how many are open at once. The zero value
-	// takes the defaults (DefaultReadTimeout, DefaultMaxConns, ...). A
-	// program serving the Server itself gets the same limits from
+	// timeouts, the minimum body rate, header size and how many are open
+	// at once. The zero value takes the defaults
+	// (DefaultReadHeaderTimeout, DefaultMinBodyRate, DefaultMaxConns,
+	// ...). A program serving the Server itself gets the same limits from
 	// NewHTTPServer and LimitListener.
 	HTTP HTTPLimits
 	// MaxBodyBytesInFlight bounds the request body bytes held by all

@@ -80,14 +80,25 @@ func (l StreamLimits) withDefaults() StreamLimits {
 	return l
 }
 
-// ServerLimits are the timeouts and limits of the runtime's HTTP server
-// (see NewHTTPServer and LimitListener). Zero fields take the defaults.
+// ServerLimits are the limits of the runtime's HTTP server (see
+// NewHTTPServer and LimitListener). They are rap.HTTPLimits, the tool-server
+// SDK's, with the runtime's own defaults where it needs other ones: a
+// longer write timeout, and room for many more connections (event streams
+// are long-lived). Zero fields take the defaults.
 type ServerLimits struct {
-	// ReadHeaderTimeout bounds reading a request's headers. Default 10 s.
+	// ReadHeaderTimeout bounds reading a request's headers. Default 5 s
+	// (rap.DefaultReadHeaderTimeout).
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a whole request, body included: a client
-	// that sends its body slower is cut off. Default 60 s, time enough for
-	// a 4 MiB callback at 70 KB/s.
+	// MinBodyRate is the slowest, in bytes a second, that a request body
+	// may arrive on average once BodyRateGrace has passed; a slower body's
+	// connection is closed. Default 4 KiB/s (rap.DefaultMinBodyRate): a
+	// 4 MiB callback may take up to about 17 minutes.
+	MinBodyRate int
+	// BodyRateGrace is the time every body gets before MinBodyRate applies.
+	// Default 5 s (rap.DefaultBodyRateGrace).
+	BodyRateGrace time.Duration
+	// ReadTimeout, when positive, is a ceiling on reading a whole request
+	// on top of the rate. Default none.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing a response. Event streams replace it with
 	// a deadline per event (StreamLimits.WriteTimeout). Default 60 s.
@@ -97,60 +108,66 @@ type ServerLimits struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
 	MaxHeaderBytes int
-	// MaxConns is the most connections served at once (LimitListener); the
-	// listener accepts no more until one closes. It must leave room for
-	// StreamLimits.Total event streams. Default 10,000.
+	// MaxConns is the most connections open at once (LimitListener). When
+	// they are all open, a new client takes the place of the connection
+	// that has waited longest for a request, or whose body is furthest
+	// behind; event streams and running requests are never closed for it,
+	// and when every connection is one of them a new client gets 503. It
+	// must leave room for StreamLimits.Total event streams. Default 10,000.
 	MaxConns int
 }
 
-// Defaults of ServerLimits.
+// Defaults of ServerLimits. Those shared with the tool-server SDK are its
+// values (see rap.HTTPLimits).
 const (
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultReadTimeout       = 60 * time.Second
+	DefaultReadHeaderTimeout = rap.DefaultReadHeaderTimeout
+	DefaultMinBodyRate       = rap.DefaultMinBodyRate
+	DefaultBodyRateGrace     = rap.DefaultBodyRateGrace
 	DefaultWriteTimeout      = 60 * time.Second
-	DefaultIdleTimeout       = 120 * time.Second
-	DefaultMaxHeaderBytes    = 64 << 10
+	DefaultIdleTimeout       = rap.DefaultIdleTimeout
+	DefaultMaxHeaderBytes    = rap.DefaultMaxHeaderBytes
 	DefaultMaxConns          = 10000
 )
 
-func (l ServerLimits) withDefaults() ServerLimits {
-	set := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
+// httpLimits returns l as the rap package's limits, with the runtime's
+// defaults.
+func (l ServerLimits) httpLimits() rap.HTTPLimits {
+	dur := func(v, def time.Duration) time.Duration {
+		if v <= 0 {
+			return def
 		}
+		return v
 	}
-	set(&l.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-	set(&l.ReadTimeout, DefaultReadTimeout)
-	set(&l.WriteTimeout, DefaultWriteTimeout)
-	set(&l.IdleTimeout, DefaultIdleTimeout)
-	if l.MaxHeaderBytes <= 0 {
-		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	num := func(v, def int) int {
+		if v <= 0 {
+			return def
+		}
+		return v
 	}
-	if l.MaxConns <= 0 {
-		l.MaxConns = DefaultMaxConns
+	return rap.HTTPLimits{
+		ReadHeaderTimeout: dur(l.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		MinBodyRate:       num(l.MinBodyRate, DefaultMinBodyRate),
+		BodyRateGrace:     dur(l.BodyRateGrace, DefaultBodyRateGrace),
+		ReadTimeout:       max(l.ReadTimeout, 0),
+		WriteTimeout:      dur(l.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:       dur(l.IdleTimeout, DefaultIdleTimeout),
+		MaxHeaderBytes:    num(l.MaxHeaderBytes, DefaultMaxHeaderBytes),
+		MaxConns:          num(l.MaxConns, DefaultMaxConns),
 	}
-	return l
 }
 
-// NewHTTPServer returns an http.Server for h with every timeout and the
-// header limit of l set (issue 9 item 15). Serve it on
-// LimitListener(ln, l) to cap its connections. log receives the server's
-// own errors at warning level; nil means slog.Default(). It is the rap
-// package's server with the runtime's defaults.
+// NewHTTPServer returns the rap package's server (rap.NewHTTPServer) for h
+// with the limits of l: timeouts, the minimum body rate and the header
+// limit. Serve it on LimitListener(ln, l) to cap its connections. log
+// receives the server's own errors at warning level; nil means
+// slog.Default().
 func NewHTTPServer(h http.Handler, l ServerLimits, log *slog.Logger) *http.Server {
-	l = l.withDefaults()
-	srv := rap.NewHTTPServer(h, rap.HTTPLimits{
-		ReadHeaderTimeout: l.ReadHeaderTimeout,
-		ReadTimeout:       l.ReadTimeout,
-		WriteTimeout:      l.WriteTimeout,
-		IdleTimeout:       l.IdleTimeout,
-		MaxHeaderBytes:    l.MaxHeaderBytes,
-		MaxConns:          l.MaxConns,
-	}, log)
+	srv := rap.NewHTTPServer(h, l.httpLimits(), log)
 	// Event streams shrink their connection's kernel send buffer (see
 	// streamSendBuffer); they find the connection in the request context.
+	trackConn := srv.ConnContext
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		return context.WithValue(ctx, connKey{}, c)
+		return context.WithValue(trackConn(ctx, c), connKey{}, c)
 	}
 	return srv
 }
@@ -185,9 +202,10 @@ func limitSendBuffer(req *http.Request) {
 	}
 }
 
-// LimitListener returns a listener that keeps at most l.MaxConns accepted
-// connections open at once: past that, Accept waits until one closes, and
-// the kernel's backlog holds the newcomers.
+// LimitListener returns rap.LimitListener(ln, l.MaxConns): at most
+// l.MaxConns connections open, and a full listener makes room for a new
+// client by closing the connection that has waited longest for a request
+// (see rap.LimitListener).
 func LimitListener(ln net.Listener, l ServerLimits) net.Listener {
-	return rap.LimitListener(ln, l.withDefaults().MaxConns, nil)
+	return rap.LimitListener(ln, l.httpLimits().MaxConns, nil)
 }

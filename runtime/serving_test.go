@@ -3,6 +3,7 @@ package runtime
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,11 +27,11 @@ func serveLimited(t *testing.T, h http.Handler, l ServerLimits) string {
 	return "http://" + ln.Addr().String()
 }
 
-// issue 9 item 15: a client that sends its body slower than ReadTimeout
-// allows is cut off instead of holding its connection and buffer for ever.
+// A client that sends its body slower than MinBodyRate, past the grace, is
+// cut off instead of holding its connection and buffer for ever.
 func TestHTTPServerCutsSlowBody(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	base := serveLimited(t, e.rt.Handler(), ServerLimits{ReadTimeout: 300 * time.Millisecond})
+	base := serveLimited(t, e.rt.Handler(), ServerLimits{MinBodyRate: 1000, BodyRateGrace: 200 * time.Millisecond})
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -61,8 +62,7 @@ func TestHTTPServerCutsSlowBody(t *testing.T) {
 	}
 }
 
-// issue 9 item 15: the server-wide read and write timeouts do not end an
-// event stream: the stream clears its read deadline and sets a write
+// The server-wide read and write timeouts do not end an event stream: the stream clears its read deadline and sets a write
 // deadline per event.
 func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 	e := newEnv(t, envOptions{})
@@ -97,37 +97,99 @@ func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 	}
 }
 
-// issue 9 item 15: LimitListener serves at most MaxConns connections at
-// once; the next waits until one closes.
-func TestLimitListenerCapsConnections(t *testing.T) {
-	base := serveLimited(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), ServerLimits{MaxConns: 2})
+// When MaxConns connections are open, a new client is served at once in
+// the place of the connection idle the longest; an event stream is never
+// closed to make room, and when only event streams are open a new client
+// gets 503 with Retry-After.
+func TestLimitListenerShedsIdleKeepsStreams(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	th := e.newThread()
+	base := serveLimited(t, e.rt.Handler(), ServerLimits{MaxConns: 2})
 	addr := strings.TrimPrefix(base, "http://")
-	var held []net.Conn
-	for range 2 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		held = append(held, c)
-	}
-	// Both held connections are accepted once a request on each is served.
-	for _, c := range held {
-		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-		if _, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hc := &http.Client{Timeout: 300 * time.Millisecond}
-	if resp, err := hc.Get(base); err == nil {
-		resp.Body.Close()
-		t.Fatal("a third connection was served while two were held")
-	}
-	held[0].Close()
-	hc.Timeout = waitFor
-	resp, err := hc.Get(base)
+	// An event stream, opened first: the oldest connection.
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/threads/"+th+"/events", nil)
+	stream, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
 	if err != nil {
-		t.Fatalf("after one closed: %v", err)
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	events := bufio.NewReader(stream.Body)
+	if line, _ := events.ReadString('\n'); !strings.HasPrefix(line, ": connected") {
+		t.Fatalf("greeting %q", line)
+	}
+	// An idle kept-alive connection.
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	_ = idle.SetDeadline(time.Now().Add(waitFor))
+	fmt.Fprintf(idle, "GET /v1/threads/%s HTTP/1.1\r\nHost: x\r\n\r\n", th)
+	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// A third client is served (retrying a 503 while the server has not
+	// yet read from the idle connection); the idle connection made room.
+	hc := &http.Client{Timeout: waitFor, Transport: &http.Transport{DisableKeepAlives: true}}
+	for deadline := time.Now().Add(waitFor); ; {
+		resp, err = hc.Get(base + "/v1/threads/" + th)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a third client was not served while a stream and an idle connection were open: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := io.Copy(io.Discard, idle); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("the idle connection was not closed to make room")
+		}
+	}
+	// Fill the cap with a second stream (once the third client's
+	// connection has closed): now a new client gets 503.
+	var stream2 *http.Response
+	for deadline := time.Now().Add(waitFor); ; {
+		req2, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/threads/"+th+"/events", nil)
+		stream2, err = (&http.Client{Transport: &http.Transport{}}).Do(req2)
+		if err == nil && stream2.StatusCode == http.StatusOK {
+			break
+		}
+		if err == nil {
+			stream2.Body.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a second stream was not served: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	defer stream2.Body.Close()
+	resp, err = hc.Get(base + "/v1/threads/" + th)
+	if err != nil {
+		t.Fatalf("a client refused while only streams were open got no answer: %v", err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("answered %d, want 503 with Retry-After", resp.StatusCode)
+	}
+	// The first stream still streams.
+	e.rt.hub.publish(Event{Type: EventStatus, ThreadID: th, Data: []byte(`{"state":"idle"}`)})
+	for {
+		line, err := events.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the first stream ended: %v", err)
+		}
+		if strings.HasPrefix(line, "event: status") {
+			return
+		}
+	}
 }

@@ -185,9 +185,11 @@ func bridgeMCP(ctx context.Context, opts mcp.Options, listen string, stdout io.W
 		_ = b.Shutdown(sctx)
 		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", listen, err)
 	}
-	srv := &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
+	// The tool-server SDK's connection limits, as every rap.Server has:
+	// timeouts, the minimum body rate, header size, connection cap.
+	srv := rap.NewHTTPServer(b, opts.Server.HTTP, opts.Server.Logger)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(rap.LimitListener(ln, rap.DefaultMaxConns, opts.Server.Logger)) }()
 	base := "http://" + ln.Addr().String()
 	ts := b.Toolset(base + "/")
 	fmt.Fprintf(stdout, "rap bridge mcp: serving MCP server %q as a RAP tool server at %s\n", opts.Name, base)

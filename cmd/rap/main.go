@@ -141,6 +141,7 @@ arguments). Every verb takes --log-level and --log-format.`,
 	root.AddCommand(
 		newBenchIdleCmd(a),
 		newBenchRuntimeCmd(a),
+		newBenchSlowCmd(a),
 		newBridgeCmd(a),
 		newChatCmd(a),
 		newDemoCmd(a),

@@ -94,15 +94,16 @@ func TestRequireToken(t *testing.T) {
 	}
 }
 
-// issue 9 item 15: the runtime's HTTP server has read, write and idle
-// timeouts and a header limit, not only a header timeout.
+// The runtime's HTTP server has header, write and idle timeouts, a header
+// limit, and the rap package's connection tracking, which the connection
+// cap and the minimum body rate need.
 func TestServeHTTPTimeouts(t *testing.T) {
 	clearRAPEnv(t)
 	dir := t.TempDir()
 	info, _, _, _ := runningServe(t, baseSettings(t, "scripted:"+writeScript(t, dir, tokyoScript), writeConfig(t, dir)))
 	srv := info.HTTP
-	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 || srv.MaxHeaderBytes <= 0 {
-		t.Fatalf("server limits: header %v, read %v, write %v, idle %v, max header bytes %d; want all set",
-			srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes)
+	if srv.ReadHeaderTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 || srv.MaxHeaderBytes <= 0 || srv.ConnState == nil || srv.ConnContext == nil {
+		t.Fatalf("server limits: header %v, write %v, idle %v, max header bytes %d, connection tracking %t; want all set",
+			srv.ReadHeaderTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes, srv.ConnState != nil && srv.ConnContext != nil)
 	}
 }

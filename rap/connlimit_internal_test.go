@@ -1,0 +1,74 @@
+package rap
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// idleConn is a net.Conn whose reads find nothing sent.
+type idleConn struct{ net.Conn }
+
+func (idleConn) Read([]byte) (int, error) { return 0, io.EOF }
+func (idleConn) Close() error             { return nil }
+
+// fullListener returns a LimitListener of n with n waiting connections,
+// oldest first.
+func fullListener(t *testing.T, n int) (*limitListener, []*trackedConn) {
+	t.Helper()
+	l := LimitListener(nil, n, nil).(*limitListener)
+	var conns []*trackedConn
+	for range n {
+		c := &trackedConn{Conn: idleConn{}, l: l}
+		if _, ok := l.admit(c); !ok {
+			t.Fatal("a connection under the limit was refused")
+		}
+		l.setPhase(c, phaseWaiting)
+		conns = append(conns, c)
+	}
+	return l, conns
+}
+
+// A full listener closes a connection the server has read from and that
+// still waits for its first headers before an older one the server has
+// not read from yet (which may hold a whole request, and is never
+// closed), and before a kept-alive one idle between requests.
+func TestShedPrefersConnectionsReadFrom(t *testing.T) {
+	l, conns := fullListener(t, 3)
+	l.setPhase(conns[1], phaseBusy) // served a request, then idle
+	l.setPhase(conns[1], phaseWaiting)
+	_, _ = conns[2].Read(make([]byte, 1)) // the server read and found nothing
+	victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l})
+	if !ok || victim != conns[2] {
+		t.Fatalf("shed %p, want the connection read from that never sent a request (%p)", victim, conns[2])
+	}
+	victim, ok = l.admit(&trackedConn{Conn: idleConn{}, l: l})
+	if !ok || victim != conns[1] {
+		t.Fatalf("shed %p, want the idle kept-alive connection (%p)", victim, conns[1])
+	}
+	// Only a new connection not read from yet waits, and new ones have
+	// not been reported on: a new client is refused.
+	if victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l}); ok || victim != nil {
+		t.Fatalf("shed %p, a connection the server had not read from", victim)
+	}
+}
+
+// With no connection waiting for headers, the body furthest behind the
+// minimum rate goes first; a busy connection never does.
+func TestShedSlowestBodyNeverBusy(t *testing.T) {
+	l, conns := fullListener(t, 3)
+	now := time.Now()
+	conns[0].bodyDue.Store(now.Add(time.Hour).UnixNano())
+	conns[1].bodyDue.Store(now.Add(time.Minute).UnixNano()) // furthest behind
+	l.setPhase(conns[0], phaseBody)
+	l.setPhase(conns[1], phaseBody)
+	l.setPhase(conns[2], phaseBusy)
+	if victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l}); !ok || victim != conns[1] {
+		t.Fatalf("shed %p, want the body furthest behind (%p)", victim, conns[1])
+	}
+	l.setPhase(conns[0], phaseBusy)
+	if victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l}); ok || victim != nil {
+		t.Fatalf("with every connection busy, admitted a new one by shedding %p", victim)
+	}
+}
