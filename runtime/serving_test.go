@@ -126,7 +126,7 @@ func TestLimitListenerShedsIdleKeepsStreams(t *testing.T) {
 	}
 	defer idle.Close()
 	_ = idle.SetDeadline(time.Now().Add(waitFor))
-	fmt.Fprintf(idle, "GET /v1/threads/%s HTTP/1.1\r\nHost: x\r\n\r\n", th)
+	fmt.Fprintf(idle, "GET /v1/threads/%s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", th)
 	resp, err := http.ReadResponse(bufio.NewReader(idle), nil)
 	if err != nil {
 		t.Fatal(err)
