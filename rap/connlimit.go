@@ -2,8 +2,8 @@ package rap
 
 // This file owns the connection cap: LimitListener, which keeps at most n
 // connections open and, when they are all open, closes the one that has
-// waited longest for a request (or sends its body slowest) to make room
-// for a new client.
+// made the least progress (part of its headers and a stall, then the
+// slowest body) to make room for a new client.
 
 import (
 	"bytes"
@@ -24,14 +24,15 @@ import (
 // kernel's accept queue behind slow ones. When n are open, a new
 // connection takes the place of, in this order:
 //
-//  1. the connection waiting longest for its first request's headers to
-//     be complete, of those the server has read from: its client sent
-//     nothing yet, or part of its headers;
+//  1. the connection waiting longest for its first request's headers
+//     after sending part of them and stalling;
 //  2. failing that, the connection whose request body is furthest behind
 //     the minimum body rate (HTTPLimits.MinBodyRate);
 //  3. failing that, the kept-alive connection idle longest between
 //     requests (a client that reuses an idle connection the server has
-//     just closed retries on a new one, as Go's and most HTTP clients do).
+//     just closed retries on a new one, as Go's and most HTTP clients do);
+//  4. failing that, the connection waiting longest for a first request
+//     of which the server has read nothing yet.
 //
 // A new connection the server has not read from yet is never closed to
 // make room: it may hold a whole request that a flood of new connections has
@@ -62,6 +63,9 @@ const maxLingeringRefusals = 1024
 // refusalLinger is how long a refused connection is kept open for its
 // client to send its request's headers and read the 503.
 const refusalLinger = 500 * time.Millisecond
+
+// headerEnd ends a request's header block.
+var headerEnd = []byte("\r\n\r\n")
 
 // refusal is what a client gets when every connection is busy.
 const refusal = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: 71\r\n\r\nthe server is at its connection limit with every connection busy; retry"
@@ -115,14 +119,27 @@ type trackedConn struct {
 
 	bodyDue     atomic.Int64 // in phaseBody: Unix nanoseconds by which the body is late
 	readWaiting atomic.Bool  // in phaseWaiting: the server has read from it
-	closeOnce   sync.Once
+	// partial: the server has read bytes from it that were not yet a whole
+	// request's headers (it is in phaseWaiting, never served): a client
+	// that sends its headers a piece at a time.
+	partial atomic.Bool
+	// inWaiting mirrors phase == phaseWaiting for Read, which holds no
+	// lock.
+	inWaiting atomic.Bool
+	closeOnce sync.Once
 }
 
 // Read reads from the connection, noting that the server has read from
 // it since it started waiting for a request.
 func (c *trackedConn) Read(p []byte) (int, error) {
 	c.readWaiting.Store(true)
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	// Bytes that end a header block are a whole request on its way to
+	// its handler, not a piece of one.
+	if n > 0 && c.inWaiting.Load() && !bytes.Contains(p[:n], headerEnd) {
+		c.partial.Store(true)
+	}
+	return n, err
 }
 
 // NetConn returns the connection it wraps, so that a handler can reach
@@ -148,7 +165,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		victim, ok := l.admit(tc)
 		if victim != nil {
 			l.shed.Add(1)
-			l.warnFull("rap: connection limit reached; closing the connection that has waited longest for a request to make room for a new one")
+			l.warnFull("rap: connection limit reached; closing the slow connection that made the least progress to make room for a new one")
 			_ = victim.Conn.Close()
 		}
 		if ok {
@@ -178,30 +195,47 @@ func (l *limitListener) admit(tc *trackedConn) (victim *trackedConn, ok bool) {
 	return victim, true
 }
 
-// victim returns the connection to close to make room, or nil: the
-// connection waiting longest for a first request's headers, of those the
-// server has read from (it sent nothing, or part of its headers); failing
-// that, the body furthest behind the minimum rate; failing that, the
-// connection idle longest between requests. A new connection the server
-// has not read from yet is never chosen: it may hold a whole request that
-// a flood of new connections has kept the server from reading yet. l.mu
-// is held.
+// victim returns the connection to close to make room, or nil, by the
+// progress each has made, least first:
+//
+//  1. the connection waiting longest for a first request's headers after
+//     sending part of them (a client sends its headers whole, at once,
+//     unless it means to hold the connection);
+//  2. the body furthest behind the minimum rate;
+//  3. the connection idle longest between requests (its client opens
+//     another when it needs one);
+//  4. the connection waiting longest for a first request of which the
+//     server has read nothing yet.
+//
+// The last comes last because under a flood of connections every slot
+// turns over within a fraction of a second: a genuine client whose
+// request is on its way (its process slow to write it, a packet lost)
+// would be closed before its headers arrive. A new connection the server
+// has not read from at all is never chosen: it may hold a whole request
+// that the flood has kept the server from reading yet. l.mu is held.
 func (l *limitListener) victim() *trackedConn {
-	var idle *trackedConn
+	var idle, silent *trackedConn
 	for c := l.waiting.first(); c != nil; c = l.waiting.after(c) {
 		switch {
 		case c.served:
 			if idle == nil {
 				idle = c
 			}
-		case c.readWaiting.Load():
+		case c.partial.Load():
 			return c
+		case c.readWaiting.Load():
+			if silent == nil {
+				silent = c
+			}
 		}
 	}
 	if c := l.slowestBody(); c != nil {
 		return c
 	}
-	return idle
+	if idle != nil {
+		return idle
+	}
+	return silent
 }
 
 // slowestBody returns the connection whose body is furthest behind the
@@ -289,12 +323,14 @@ func (l *limitListener) setPhase(c *trackedConn, p connPhase) {
 	}
 	l.unlink(c)
 	c.phase = p
+	c.inWaiting.Store(p == phaseWaiting)
 	if p == phaseBusy || p == phaseBody {
 		c.served = true
 	}
 	switch p {
 	case phaseWaiting:
 		c.readWaiting.Store(false)
+		c.partial.Store(false)
 		l.waiting.push(c)
 	case phaseBody:
 		l.body.push(c)

@@ -30,22 +30,29 @@ func fullListener(t *testing.T, n int) (*limitListener, []*trackedConn) {
 	return l, conns
 }
 
-// A full listener closes a connection the server has read from and that
-// still waits for its first headers before an older one the server has
-// not read from yet (which may hold a whole request, and is never
-// closed), and before a kept-alive one idle between requests.
-func TestShedPrefersConnectionsReadFrom(t *testing.T) {
-	l, conns := fullListener(t, 3)
+// byteConn is a net.Conn whose reads find one byte: part of a request.
+type byteConn struct{ net.Conn }
+
+func (byteConn) Read(p []byte) (int, error) { p[0] = 'G'; return 1, nil }
+func (byteConn) Close() error               { return nil }
+
+// A full listener closes, least progress first: the connection that sent
+// part of its first headers and stalled; then a kept-alive one idle
+// between requests; then one the server read from and found nothing in
+// yet (its request may be on its way). A connection not read from at all
+// (it may hold a whole request) is never closed.
+func TestShedPrefersLeastProgress(t *testing.T) {
+	l, conns := fullListener(t, 4)
+	conns[3].Conn = byteConn{}
 	l.setPhase(conns[1], phaseBusy) // served a request, then idle
 	l.setPhase(conns[1], phaseWaiting)
 	_, _ = conns[2].Read(make([]byte, 1)) // the server read and found nothing
-	victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l})
-	if !ok || victim != conns[2] {
-		t.Fatalf("shed %p, want the connection read from that never sent a request (%p)", victim, conns[2])
-	}
-	victim, ok = l.admit(&trackedConn{Conn: idleConn{}, l: l})
-	if !ok || victim != conns[1] {
-		t.Fatalf("shed %p, want the idle kept-alive connection (%p)", victim, conns[1])
+	_, _ = conns[3].Read(make([]byte, 1)) // the server read part of a request
+	for _, want := range []int{3, 1, 2} {
+		victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l})
+		if !ok || victim != conns[want] {
+			t.Fatalf("shed %p, want connection %d (%p)", victim, want, conns[want])
+		}
 	}
 	// Only a new connection not read from yet waits, and new ones have
 	// not been reported on: a new client is refused.

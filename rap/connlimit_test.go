@@ -74,7 +74,7 @@ func isClosed(c net.Conn) bool {
 
 // When the listener is full of connections that stalled in their
 // headers, a new client is served, and one of them makes room (the one
-// waiting longest; see TestShedPrefersConnectionsReadFrom).
+// waiting longest; see TestShedPrefersLeastProgress).
 func TestFullListenerShedsNotYetSending(t *testing.T) {
 	addr := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), rap.HTTPLimits{MaxConns: 2})
 	var stalled []net.Conn

@@ -15,7 +15,7 @@ import (
 // costs the server roughly 20 to 40 KiB (a goroutine, its buffers, and the
 // part of a body read so far), and at most DefaultMaxConns are open at
 // once. When they are all open, a new client takes the place of the
-// connection that has waited longest for a request (see LimitListener).
+// connection that made the least progress (see LimitListener).
 const (
 	// DefaultReadHeaderTimeout is HTTPLimits.ReadHeaderTimeout when zero:
 	// how long a client may take to send a request's headers, from the

@@ -95,7 +95,7 @@ func TestHeaderLimit(t *testing.T) {
 
 // When MaxConns connections are open and idle, a new client is served: one
 // idle connection makes room (the one idle longest; see
-// TestShedPrefersConnectionsReadFrom), and the other stays open.
+// TestShedPrefersLeastProgress), and the other stays open.
 func TestConnectionCap(t *testing.T) {
 	addr := serveWith(t, &rap.ServerOptions{HTTP: rap.HTTPLimits{MaxConns: 2}})
 	var held []*bufio.Reader
