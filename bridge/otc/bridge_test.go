@@ -148,7 +148,7 @@ func TestArcadeErrors(t *testing.T) {
 	}
 }
 
-// artifacts: an image as image content, anything else as a
+// Artifacts: an image as image content, anything else as a
 // description with URL, MIME type and size.
 func TestArcadeArtifacts(t *testing.T) {
 	w, tb := arcadeBridge(t, Options{})
