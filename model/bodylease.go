@@ -9,10 +9,9 @@ import (
 )
 
 // A BodyLease lends a provider a buffer for one request body and takes it
-// back for a later request once nothing can read it any more (issue 11
-// item 4: a completion's body holds the whole history, tens of kilobytes,
-// and allocating it anew for every completion was a fifth of the bytes a
-// cycle allocated).
+// back for a later request once nothing can read it any more (a completion's
+// body holds the whole history, tens of kilobytes, and allocating it anew for
+// every completion was a fifth of the bytes a cycle allocated).
 //
 // The provider hands the body to its SDK as a byte slice, which the SDK
 // sends through net/http as an in-memory reader (so net/http writes it

@@ -72,7 +72,7 @@ func Normalize(msgs []Message) ([]Turn, error) {
 // NormalizeSettled is Normalize that also reports how many leading turns
 // are stable: made only of msgs[:settled] and closed by a later message of
 // msgs[:settled], so that no message after them can change them. A
-// provider encodes those once (Request.Settled, issue 11 item 2).
+// provider encodes those once (Request.Settled).
 func NormalizeSettled(msgs []Message, settled int) ([]Turn, int, error) {
 	turns, stable, _, err := NormalizeStarts(msgs, settled)
 	return turns, stable, err

@@ -8,8 +8,7 @@ import (
 // MaxIdleConnsPerHost is how many idle connections to one model API the
 // providers' default HTTP client keeps for reuse. net/http's default keeps
 // two, so a runtime with more completions in flight than that opened a new
-// connection (a TCP and, for a real API, a TLS handshake) for most of them
-// (issue 11 item 4).
+// connection (a TCP and, for a real API, a TLS handshake) for most of them.
 const MaxIdleConnsPerHost = 256
 
 // WriteBufferSize is the write buffer of each connection of the
@@ -20,7 +19,7 @@ const MaxIdleConnsPerHost = 256
 // (it copies a body of known length through an io.LimitReader, which
 // hides the body's WriteTo). The cost is this much memory per open
 // connection, at most MaxIdleConnsPerHost idle ones per host: 8 MiB for
-// 256 (issue 11 item 4). HTTP/2 connections do not use it.
+// 256. HTTP/2 connections do not use it.
 const WriteBufferSize = 32 << 10
 
 var (

@@ -100,8 +100,8 @@ type Request struct {
 	// Settled is how many leading Messages will be sent unchanged in every
 	// later request of the same conversation, and SettledSeq the caller's
 	// sequence number of the last stored message they cover. With Wire,
-	// a provider encodes those messages once (issue 11 item 2) and marks
-	// them as the stable prefix for the API's prompt caching (item 3).
+	// a provider encodes those messages once and marks
+	// them as the stable prefix for the API's prompt caching.
 	Settled    int
 	SettledSeq int64
 	// Wire, when set, is the conversation's cache of encoded settled

@@ -88,7 +88,7 @@ func withReusedCallID(msgs []model.Message, i int) []model.Message {
 
 // BenchmarkNormalizeCached normalises the request of one more completion of
 // a conversation whose earlier turns are cached, at two history lengths:
-// the work should not grow with the history (issue 11 item 2).
+// the work should not grow with the history.
 func BenchmarkNormalizeCached(b *testing.B) {
 	for _, calls := range []int{50, 1000} {
 		b.Run(fmt.Sprintf("calls=%d", calls), func(b *testing.B) {

@@ -12,7 +12,7 @@ const DefaultWireCacheBytes = 1 << 20
 
 // WireCache keeps the wire form of a conversation's settled messages, so
 // that a provider encodes each message once and sends the same bytes again
-// in every later completion of the conversation (issue 11 item 2). The
+// in every later completion of the conversation. The
 // runtime keeps one per thread with its history cache and passes it in
 // Request.Wire; Request.Settled says how many leading messages can no
 // longer change.

@@ -60,7 +60,7 @@ func peakHeap(stop <-chan struct{}) <-chan uint64 {
 }
 
 // BenchmarkDeadDestinations measures callback delivery when 5 of 20
-// runtimes accept connections and never answer (issue 9 item 13): b.N
+// runtimes accept connections and never answer: b.N
 // tool results of 1 KiB go round robin to the 20, and the benchmark ends
 // when the 15 healthy runtimes have all of theirs. It reports the peak
 // heap in use, the process's peak RSS, the heap in use and goroutines

@@ -8,7 +8,7 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// issue 9 item 5: callbacks the reference runtime (crates/rap-protocol)
+// Callbacks the reference runtime (crates/rap-protocol)
 // accepts and no MUST forbids decode here too.
 func TestDecodeAcceptsWhatTheReferenceAccepts(t *testing.T) {
 	tests := []struct {
@@ -54,7 +54,7 @@ func TestDecodeAcceptsWhatTheReferenceAccepts(t *testing.T) {
 	}
 }
 
-// issue 9 item 5: what gorap still refuses although the reference's serde
+// What gorap still refuses although the reference's serde
 // types accept it, each for the reason docs/compatibility.md gives.
 func TestDecodeStillRefuses(t *testing.T) {
 	tests := []struct{ name, in, field string }{

@@ -79,7 +79,7 @@ func invokeRetrying(t *testing.T, url string, body []byte, deadline time.Time) {
 	}
 }
 
-// issue 9 item 13: one slow or dead callback destination must not stall
+// One slow or dead callback destination must not stall
 // the others. A tool server without a Store, with few workers, serves 20
 // runtimes of which 5 accept connections and never answer. The calls of
 // the dead ones finish and hold no worker while their results wait; the
@@ -160,7 +160,7 @@ func TestDeadDestinationsDoNotStallOthers(t *testing.T) {
 	t.Logf("15 healthy runtimes served in %v beside 5 dead ones", time.Since(start).Round(time.Millisecond))
 }
 
-// issue 9 item 13: without a Store, once rap.MaxMemoryQueue callbacks
+// Without a Store, once rap.MaxMemoryQueue callbacks
 // wait for a runtime that takes none, its new invocations get 503 (it
 // retries them, RAP TR-3) instead of growing the queue or holding
 // workers; results already accepted are kept, and other runtimes are

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Bounds of the memory an outbox loop holds (issue 9 item 13). The loop
+// Bounds of the memory an outbox loop holds. The loop
 // holds at most destinationHold messages of one destination; the rest of a
 // destination's backlog waits in the outbox and is read as it drains, so a
 // dead runtime's backlog never takes the room of a healthy one.
@@ -381,7 +381,7 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 			switch {
 			case last.Status == http.StatusRequestEntityTooLarge && !replaced:
 				if small, ok := tooLargeReplacement(body); ok {
-					// issue 9 item 10: the call still gets a result.
+					// The call still gets a result.
 					s.log.Error("rap: the runtime refused a tool result as too large (HTTP 413); sending an error result instead",
 						"url", redactedURL(m.URL), "key", m.Key, "bytes", len(body))
 					key, body, replaced = m.Key+"-too-large", small, true
@@ -389,7 +389,7 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 				}
 			case last.Status == http.StatusGone:
 				if h := peekCallback(body); h.Type == TypeSubscriptionEvent {
-					// issue 9 item 7: the runtime has ended the
+					// The runtime has ended the
 					// subscription; stop it here too.
 					s.log.Info("rap: the runtime no longer knows the subscription (HTTP 410); dropping its event and stopping it",
 						"url", redactedURL(m.URL), "key", m.Key, "group_id", h.GroupID, "tool_call_id", h.ToolCallID)
@@ -406,7 +406,7 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 		}
 		// Every message gets at least one attempt, however old (the tool
 		// server may have been down); after that, retries end at the
-		// maximum retry age (issue 9 item 11).
+		// maximum retry age.
 		if age := time.Since(m.Created); !m.Created.IsZero() && age >= s.retry.GiveUpAfter {
 			return l.deadLetter(ctx, m, last.Status, fmt.Sprintf("not delivered after %d attempts in %v, the maximum retry age (RetryPolicy.GiveUpAfter)",
 				m.Attempts+n, age.Round(time.Second)))

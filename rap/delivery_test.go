@@ -86,7 +86,7 @@ func addBig(s *rap.Server) {
 		})
 }
 
-// issue 9 item 10: a result over rap.MaxCallbackBytes is never silently
+// A result over rap.MaxCallbackBytes is never silently
 // dropped: the call ends in a short "Error: " result that gives the size
 // and the limit and says to link large data (RAP IN-4, RE-4).
 func TestResultOverLimitBecomesErrorResult(t *testing.T) {
@@ -116,7 +116,7 @@ func TestResultOverLimitBecomesErrorResult(t *testing.T) {
 	}
 }
 
-// issue 9 item 10: a runtime with a smaller limit answers 413 to a tool
+// A runtime with a smaller limit answers 413 to a tool
 // result; the SDK then sends, once, a short "Error: " result instead of
 // giving up, and a second 413 dead-letters it rather than looping.
 func TestRuntime413GetsErrorResultOnce(t *testing.T) {
@@ -170,7 +170,7 @@ func TestRuntime413GetsErrorResultOnce(t *testing.T) {
 	}
 }
 
-// issue 9 item 10: a subscription event over the limit is not sent, and
+// A subscription event over the limit is not sent, and
 // Emit says why.
 func TestEmitOverLimitFails(t *testing.T) {
 	rt := newRecordingRuntime(t, ok200)
@@ -194,7 +194,7 @@ func TestEmitOverLimitFails(t *testing.T) {
 	}
 }
 
-// issue 9 item 11: retries end. A message still undelivered after the
+// Retries end. A message still undelivered after the
 // maximum retry age, or refused with a final 4xx, is dead-lettered in the
 // durable store: listed, retried and dropped there.
 func TestRetryAgeAndRefusalDeadLetter(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Duplicate keys (issue 9 item 20). encoding/json keeps the last of two
+// Duplicate keys. encoding/json keeps the last of two
 // members with the same name, other parsers keep the first or refuse the
 // message, so a body with a duplicate key can mean one thing to a proxy or
 // validator in front of a peer and another to the peer itself. Every rap

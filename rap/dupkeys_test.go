@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// issue 9 item 20: a duplicate key anywhere in a body is an error of every
+// A duplicate key anywhere in a body is an error of every
 // rap decoder, naming the key; both invocation decoders agree on it.
 func TestDuplicateKeysRefused(t *testing.T) {
 	const inv = `"operation":"x","arguments":{},"id":"i","callback_url":"http://h/cb","group_id":"g"`

@@ -17,7 +17,7 @@ var ErrSubscriptionGone = errors.New("rap: the runtime no longer knows this subs
 const goneDeleteTimeout = 10 * time.Second
 
 // subscriptionGone stops and forgets the subscription (groupID, id) after
-// the runtime answered one of its events 410 Gone (issue 9 item 7), so a
+// the runtime answered one of its events 410 Gone, so a
 // lost /cancel_tool_call heals itself. It runs on the delivery goroutine.
 func (s *Server) subscriptionGone(groupID, id string) {
 	s.mu.Lock()

@@ -34,7 +34,7 @@ func eventsOf(reqs []recorded) []rawEvent {
 	return out
 }
 
-// issue 9 item 7: a runtime answers 410 Gone to an event of a subscription
+// A runtime answers 410 Gone to an event of a subscription
 // it has ended (its /cancel_tool_call was lost, say). The SDK stops the
 // subscription, with ErrSubscriptionGone as its context's cause, and
 // forgets it, so it is not resumed at the next start. RAP SU-4.
@@ -95,7 +95,7 @@ func TestSubscriptionGoneStopsAndForgets(t *testing.T) {
 	}
 }
 
-// issue 9 item 8: every event carries an event_id fixed when it is
+// Every event carries an event_id fixed when it is
 // queued: the same on every retry, different between events.
 func TestEventIDStableAcrossRetries(t *testing.T) {
 	var mu sync.Mutex
@@ -138,7 +138,7 @@ func TestEventIDStableAcrossRetries(t *testing.T) {
 	}
 }
 
-// issue 9 item 8: an event queued in a durable store keeps its event_id
+// An event queued in a durable store keeps its event_id
 // when a restarted server delivers it.
 func TestEventIDSurvivesRestart(t *testing.T) {
 	var mu sync.Mutex

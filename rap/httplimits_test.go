@@ -78,7 +78,7 @@ func TestSlowClientsCutOff(t *testing.T) {
 	})
 }
 
-// issue 9 item 15: headers over MaxHeaderBytes get 431.
+// Headers over MaxHeaderBytes get 431.
 func TestHeaderLimit(t *testing.T) {
 	addr := serveWith(t, &rap.ServerOptions{HTTP: rap.HTTPLimits{MaxHeaderBytes: 4 << 10}})
 	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+rap.WellKnownPath, nil)
@@ -282,7 +282,7 @@ func TestSlowBodyLoad(t *testing.T) {
 	}
 }
 
-// issue 9 item 15: request bodies being read hold at most
+// Request bodies being read hold at most
 // MaxBodyBytesInFlight together; past it a request gets 503 (retried by
 // the runtime, RAP TR-3), and the budget is free again afterwards.
 func TestBodyBytesInFlight(t *testing.T) {
@@ -313,7 +313,7 @@ func TestBodyBytesInFlight(t *testing.T) {
 	}
 }
 
-// issue 9 item 15: the write timeout bounds every answer but /migrate's,
+// The write timeout bounds every answer but /migrate's,
 // which may take as long as the migration (RAP MI-1).
 func TestMigrateOutlivesWriteTimeout(t *testing.T) {
 	addr := serveWith(t, &rap.ServerOptions{

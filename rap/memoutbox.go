@@ -33,8 +33,7 @@ const (
 
 // memoryOutbox is the outbox of a Server without a Store: bounded, lost
 // with the process. It lets a handler's result be queued and the worker
-// freed at once, so that a runtime that never answers holds no worker
-// (issue 9 item 13).
+// freed at once, so that a runtime that never answers holds no worker.
 type memoryOutbox struct {
 	mu     sync.Mutex
 	seq    int64

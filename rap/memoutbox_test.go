@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// issue 9 item 13: the in-memory outbox of a server without a Store is
+// The in-memory outbox of a server without a Store is
 // bounded per destination. Past the bound a tool result is still queued
 // (no worker waits for a runtime; the server refuses the destination's new
 // calls, see backlog), while an event waits for room (the subscription

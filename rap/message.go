@@ -421,7 +421,7 @@ func DecodeCallback(data []byte) (Callback, error) {
 		}
 		// RAP VU-1 describes content as an object, but the runtime never
 		// interprets it and the reference takes any JSON value, so gorap
-		// does too (issue 9 item 5); it must be present, even as null.
+		// does too; it must be present, even as null.
 		content, ok := o.members["content"]
 		if !ok {
 			return nil, o.missing("content")
@@ -444,7 +444,7 @@ func decodeToolResult(o *object, groupID string) (*ToolResult, error) {
 	}
 	// RAP RE-1 asks for text or content, but the reference runtime takes a
 	// result with neither (or with an empty content list) as an empty
-	// result, and so does gorap (issue 9 item 5): refusing it would leave
+	// result, and so does gorap: refusing it would leave
 	// the call pending for ever with a tool whose sender never retries.
 	if r.Text, err = o.str("text", false); err != nil {
 		return nil, err
@@ -545,7 +545,7 @@ func decodeUserChoice(o *object, groupID string) (*UserChoice, error) {
 	if len(u.Choices) == 0 {
 		return nil, &FieldError{Field: "choices", Problem: "must contain at least one choice"}
 	}
-	// Absent, default is 0 as in the reference (issue 9 item 5).
+	// Absent, default is 0 as in the reference.
 	if u.Default, _, err = o.integer("default", false); err != nil {
 		return nil, err
 	}

@@ -13,8 +13,7 @@ import (
 const maxWarnedDestinations = 1024
 
 // parseOrigins normalises SenderOptions.HeaderOrigins. haveHeader says
-// whether headers are configured: then at least one origin is required
-// (issue 9 item 14).
+// whether headers are configured: then at least one origin is required.
 func parseOrigins(list []string, haveHeader bool) (map[string]bool, error) {
 	origins := make(map[string]bool, len(list))
 	for i, raw := range list {

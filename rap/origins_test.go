@@ -10,7 +10,7 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// issue 9 item 14: ServerOptions.CallbackHeader (the runtime's
+// ServerOptions.CallbackHeader (the runtime's
 // credentials) goes only to CallbackOrigins. A caller that names a
 // callback_url on another origin gets its result without the header, and
 // a redirect from the runtime's origin to another one drops it too.
@@ -40,7 +40,7 @@ func TestCallbackHeaderOnlyToConfiguredOrigins(t *testing.T) {
 	}
 }
 
-// issue 9 item 14: credentials without a listed origin are a
+// Credentials without a listed origin are a
 // configuration error that names the option, not a silent leak.
 func TestCallbackHeaderWithoutOriginsFailsStart(t *testing.T) {
 	s := rap.NewServer("t", &rap.ServerOptions{CallbackHeader: http.Header{"Authorization": {"Bearer x"}}, Logger: sdkQuiet()})
@@ -58,7 +58,7 @@ func TestCallbackHeaderWithoutOriginsFailsStart(t *testing.T) {
 	}
 }
 
-// issue 9 item 14: origins compare without regard to the host's case.
+// Origins compare without regard to the host's case.
 func TestHeaderOriginsIgnoreHostCase(t *testing.T) {
 	rt := newRecordingRuntime(t, ok200)
 	s := rap.NewSender(rap.SenderOptions{Header: http.Header{"X-K": {"v"}}, HeaderOrigins: []string{strings.Replace(rt.srv.URL, "127.0.0.1", "LOCALHOST", 1)}, Logger: sdkQuiet()})

@@ -1,6 +1,6 @@
 package rap
 
-// issue 13 item 6: a Server can also answer the OXP 1.0 routes (the Open
+// A Server can also answer the OXP 1.0 routes (the Open
 // eXecution Protocol, openexecprotocol.org), so that an OXP client calls its
 // tools synchronously. Switch it on with ServerOptions.OXP.
 

@@ -9,7 +9,7 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// issue 10 item 3: a bridge whose tool list changes at run time removes
+// A bridge whose tool list changes at run time removes
 // tools; the manifest no longer lists them and the name can be added
 // again with a new schema.
 func TestRemoveTool(t *testing.T) {

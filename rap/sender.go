@@ -269,7 +269,7 @@ func keepPOST(req *http.Request, via []*http.Request) error {
 	if req.Response != nil && (req.Response.StatusCode == http.StatusTemporaryRedirect || req.Response.StatusCode == http.StatusPermanentRedirect) {
 		if origin(req.URL) != origin(via[0].URL) {
 			// Credentials configured for the runtime's origin must not
-			// follow a redirect elsewhere (issue 9 item 14).
+			// follow a redirect elsewhere.
 			stripConfiguredHeaders(req.Header)
 		}
 		return nil
@@ -318,7 +318,7 @@ func (s *Sender) sendEnding(ctx context.Context, callbackURL string, msg Callbac
 			return fmt.Errorf("rap: Send: the %s is %d bytes, over the %d-byte limit of a callback (rap.MaxCallbackBytes), and was not sent; send less, and link large data (a URL or file path) instead of inlining it", msg.MessageType(), len(body), MaxCallbackBytes)
 		}
 		// A call must end in a result (RAP IN-4): send one that says
-		// why the real one could not be sent (issue 9 item 10).
+		// why the real one could not be sent.
 		s.log.Error("rap: tool result over the callback size limit; sending an error result instead", "url", redactedURL(callbackURL),
 			"group_id", r.GroupID, "id", r.ID, "bytes", len(body), "limit", MaxCallbackBytes)
 		small := tooLargeResult(len(body), 0)

@@ -823,7 +823,7 @@ func TestOutboxDrops4xx(t *testing.T) {
 		t.Errorf("outbox still holds %d messages", len(p))
 	}
 	if dl, _ := st.DeadLetters(context.Background(), 10); len(dl) != 1 || dl[0].Status != http.StatusNotFound {
-		t.Errorf("dead letters %+v; want the refused message (issue 9 item 11)", dl)
+		t.Errorf("dead letters %+v; want the refused message", dl)
 	}
 	if !strings.Contains(logs.String(), "status=404") || strings.Contains(logs.String(), "token=z") {
 		t.Errorf("want the 404 logged with a redacted URL; logs:\n%s", logs.String())

@@ -134,7 +134,7 @@ type ServerOptions struct {
 	Migrator func(ctx context.Context, req *MigrateRequest) error
 	// OXP, when set, also serves the OXP 1.0 routes GET /health, GET /tools
 	// and POST /tools/call, so that an OXP client can call the tools
-	// synchronously (issue 13 item 6; see oxp.go and docs/otc.md).
+	// synchronously (see oxp.go and docs/otc.md).
 	OXP bool
 	// PublicURL is the server's base URL as the runtime reaches it, used to
 	// build user choices' response_url. Empty means the base URL each
@@ -429,7 +429,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // cancel_tool_call, migrate, tool_call_status or user_choice_response
 // endpoint.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if s.opts.OXP && s.serveOXP(w, r) { // issue 13 item 6
+	if s.opts.OXP && s.serveOXP(w, r) {
 		return
 	}
 	switch r.URL.Path {
@@ -675,7 +675,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n, full := s.sender.backlog(inv.CallbackURL); full {
-		// issue 9 item 13: the runtime is not taking its callbacks;
+		// The runtime is not taking its callbacks;
 		// refuse its new calls rather than queue without bound or hold
 		// workers. Other runtimes are served as usual.
 		w.Header().Set("Retry-After", "5")
@@ -812,7 +812,7 @@ func parseInvocation(body []byte) (inv *Invocation, invalid, err error) {
 		return full, nil, nil
 	}
 	if json.Valid(body) {
-		// issue 9 item 20: with a duplicate key the body is ambiguous, even
+		// With a duplicate key the body is ambiguous, even
 		// about where to send the result: refuse it whole.
 		if err := duplicateKey(body); err != nil {
 			return nil, nil, fmt.Errorf("the invocation has a duplicate key: %w", err)

@@ -406,7 +406,7 @@ func TestUnanswerablePayloadsGet400(t *testing.T) {
 		{"callback_url relative", `{"operation":"wait","id":"x","group_id":"t","arguments":{},"callback_url":"/cb"}`, "callback_url"},
 		{"no group_id", `{"operation":"wait","id":"x","arguments":{},"callback_url":"` + cb + `"}`, "group_id: missing"},
 		{"empty id", `{"operation":"wait","id":"","group_id":"t","arguments":{},"callback_url":"` + cb + `"}`, "id: must not be empty"},
-		// issue 9 item 20: a duplicate key makes even the callback URL ambiguous.
+		// A duplicate key makes even the callback URL ambiguous.
 		{"duplicate callback_url", `{"operation":"wait","id":"x","group_id":"t","arguments":{},"callback_url":"` + cb + `","callback_url":"http://127.0.0.1:1/other"}`, "callback_url: appears more than once"},
 		{"duplicate argument", `{"operation":"wait","id":"x","group_id":"t","arguments":{"a":1,"a":2},"callback_url":"` + cb + `"}`, "arguments.a: appears more than once"},
 	}

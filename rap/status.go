@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// POST /tool_call_status (issue 9 item 9). A runtime asks about a call
+// POST /tool_call_status. A runtime asks about a call
 // that has been pending for long, or that it holds across its own
 // restart; the server answers from what it knows of the call: its live
 // calls (running, or delivering their result), its subscriptions and its

@@ -62,7 +62,7 @@ func waitStatus(t *testing.T, base, thread, id string, want rap.CallState, heade
 	})
 }
 
-// issue 9 item 9: POST /tool_call_status answers running, delivering,
+// POST /tool_call_status answers running, delivering,
 // subscribed, or 404 unknown, over HTTP, with the invocations'
 // authentication, and validates its ids as /cancel_tool_call does.
 func TestToolCallStatus(t *testing.T) {
@@ -125,7 +125,7 @@ func TestToolCallStatus(t *testing.T) {
 	waitStatus(t, hs.URL, "thread_s", "call_r", rap.CallUnknown, auth...)
 }
 
-// issue 9 item 9, across a restart: a result the first process stored in
+// Across a restart: a result the first process stored in
 // its durable outbox is "delivering" for the second, and a stored
 // subscription is "subscribed" once resumed.
 func TestToolCallStatusAfterRestart(t *testing.T) {

@@ -244,8 +244,7 @@ func (s *Subscription) send(ctx context.Context, text string, associative, final
 		return err
 	}
 	// The event id is fixed here, before the event is queued: every
-	// retry and every redelivery after a restart carries the same one
-	// (issue 9 item 8).
+	// retry and every redelivery after a restart carries the same one.
 	ev := &SubscriptionEvent{GroupID: s.inv.GroupID, ToolCallID: s.inv.ID, Text: text, Associative: associative, Final: final, EventID: uuid.NewString()}
 	if err := s.srv.sender.Send(ctx, s.inv.CallbackURL, ev); err != nil {
 		return fmt.Errorf("rap: subscription %s: sending event: %w", s.inv.ID, err)

@@ -7,7 +7,7 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// issue 9 item 5, over HTTP: a tool written against the reference sends a
+// Over HTTP: a tool written against the reference sends a
 // tool_result with neither text nor content, and a user_choice without
 // default; the runtime accepts both (RAP RE-1, UC-1).
 func TestReferenceStyleCallbacksAccepted(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/gorap/gorap/raptest"
 )
 
-// issue 9 item 22: Close returns promptly after a test made several calls.
+// Close returns promptly after a test made several calls.
 // A tool's callback client may open a connection it ends up not using; the
 // HTTP server's graceful shutdown counted such a never-used connection as
 // busy for 5 s, so Close stalled.
@@ -66,7 +66,7 @@ func TestCloseAfterSeveralCallsIsPrompt(t *testing.T) {
 	}
 }
 
-// issue 9 item 9: Runtime.ToolCallStatus asks a tool server about a call.
+// Runtime.ToolCallStatus asks a tool server about a call.
 func TestToolCallStatusHelper(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -231,7 +231,7 @@ func TestCallbackIDChecks(t *testing.T) {
 		{"unknown type", func(inv *rap.Invocation) any {
 			return map[string]any{"type": "telegram", "group_id": inv.GroupID}
 		}, 400, "unknown message type"},
-		// A result without text is an empty result now (issue 9 item 5); a
+		// A result without text is an empty result now; a
 		// choice without choices is still refused (RAP UC-1).
 		{"user_choice without choices", func(inv *rap.Invocation) any {
 			return map[string]any{"type": "user_choice", "group_id": inv.GroupID, "id": inv.ID, "call_id": inv.CallID,

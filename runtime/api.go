@@ -110,7 +110,7 @@ func readJSON(w http.ResponseWriter, req *http.Request, v any) error {
 
 func (r *Runtime) serveCreateThread(w http.ResponseWriter, req *http.Request) {
 	var body struct {
-		// UserID is the session's end user (issue 9 item 4); empty means
+		// UserID is the session's end user; empty means
 		// Config.DefaultUserID.
 		UserID string `json:"user_id"`
 	}
@@ -139,11 +139,10 @@ func (r *Runtime) serveCreateThread(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusCreated, resp)
 }
 
-// serveListThreads answers GET /v1/threads one page at a time (issue 9
-// item 18): ?limit= (default 100, at most 1000), ?cursor= (the previous
-// page's next_cursor) and ?parent_id= (only that thread's children). The
-// answer is {"threads": [...], "next_cursor": "..."}; next_cursor is absent
-// on the last page.
+// serveListThreads answers GET /v1/threads one page at a time: ?limit=
+// (default 100, at most 1000), ?cursor= (the previous page's next_cursor) and
+// ?parent_id= (only that thread's children). The answer is {"threads": [...],
+// "next_cursor": "..."}; next_cursor is absent on the last page.
 func (r *Runtime) serveListThreads(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()
 	limit := defaultPageLimit
@@ -261,8 +260,8 @@ func (r *Runtime) readThreadInfo(tx store.Tx, id string) (api.ThreadInfo, error)
 		}
 		return info, err
 	}
-	// Every read below is an indexed lookup of this thread's rows
-	// (issue 9 item 18): no scan of all threads.
+	// Every read below is an indexed lookup of this thread's rows:
+	// no scan of all threads.
 	calls, err := tx.PendingCalls(id)
 	if err != nil {
 		return info, err

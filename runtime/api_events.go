@@ -36,16 +36,15 @@ var (
 // of GET /v1/threads/{id}/events, for clients that cannot set the header.
 const LastEventIDParam = api.LastEventIDParam
 
-// serveEvents streams the thread's events as Server-Sent Events (issue 15
-// item 1). A client without Last-Event-ID first receives the thread's
-// state (see replayEvents), then a replay_done marker, then live events; a
-// client whose Last-Event-ID is still in the thread's log receives exactly
-// the events it missed, then the marker; any other Last-Event-ID gets a
-// reset event and a full replay. Live events carry an "id:" line. Streams
-// are bounded (issue 9 item 12): so many per thread and in total (429 and
-// 503 past them), each event write has a deadline, and a client that falls
-// StreamLimits.BufferBytes behind is disconnected; it may reconnect and
-// resume.
+// serveEvents streams the thread's events as Server-Sent Events. A client
+// without Last-Event-ID first receives the thread's state (see replayEvents),
+// then a replay_done marker, then live events; a client whose Last-Event-ID
+// is still in the thread's log receives exactly the events it missed, then
+// the marker; any other Last-Event-ID gets a reset event and a full replay.
+// Live events carry an "id:" line. Streams are bounded: so many per thread
+// and in total (429 and 503 past them), each event write has a deadline, and
+// a client that falls StreamLimits.BufferBytes behind is disconnected; it may
+// reconnect and resume.
 func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("id")
 	rc := http.NewResponseController(w)
@@ -206,7 +205,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 }
 
 // replayEvents returns the thread's state as the events a client that
-// starts afresh receives before live ones (issue 15 item 1): a reset event
+// starts afresh receives before live ones: a reset event
 // when its Last-Event-ID could not be resumed; the session's toolsets; the
 // thread's state (thread); the history as the message, tool_call and
 // tool_result events it was announced with; every current view (RAP VU-2);

@@ -15,7 +15,7 @@ package runtime
 //     as model.Message holds them, Normalize would take it as the answer.
 //     The placeholder texts depend on runtime state (an authorization in
 //     progress, a call inherited from a parent thread), and the settled
-//     prefix is cached per thread (issue 11 item 2).
+//     prefix is cached per thread.
 //   - Normalize repairs any []model.Message, from callers that never
 //     had a stored history (MCP sampling in bridge/mcp, direct users of a
 //     provider): it drops redelivered results, merges turns of one role

@@ -144,7 +144,7 @@ func (r *Runtime) decodeBatch(threadID string, items []store.InboxItem, byID map
 			}
 			text := fmt.Sprintf("%s from child thread %s:\n%s", verb, rep.ChildID, rep.Report)
 			if rep.Final && rep.Report == "" {
-				text = shutdownText(rep.ChildID) // closed without a report (issue 9 item 6)
+				text = shutdownText(rep.ChildID) // closed without a report
 			}
 			b.events = append(b.events, injectedPair(fmt.Sprintf("report_%d", it.ID), rep.OriginTool, rep.OriginCallID, rep.OriginArgs,
 				text, fmt.Sprintf("report from thread %s", rep.ChildID))...)

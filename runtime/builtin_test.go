@@ -222,7 +222,7 @@ func TestBT2SpawnThreadReportAndClose(t *testing.T) {
 		}
 	}
 	// The child reported, then closed without a final report: the parent
-	// hears it shut down too (issue 9 item 6).
+	// hears it shut down too.
 	h = e.waitHistory(root, "the shutdown notice", func(h []store.Message) bool { _, ir := injected(h); return len(ir) == 2 })
 	ic, ir := injected(h)
 	if len(ir) != 2 || !strings.Contains(ir[0].Text, "there are 42 words") || !strings.Contains(ir[1].Text, "has shut down without a report") ||
@@ -378,7 +378,7 @@ func TestSU7CancelSubscription(t *testing.T) {
 	e.idle(th)
 	before := len(e.history(th))
 	status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "late", Associative: true})
-	// issue 9 item 7: 410 Gone tells the tool to stop the subscription.
+	// 410 Gone tells the tool to stop the subscription.
 	if status != http.StatusGone || !strings.Contains(body, "cancelled") {
 		t.Fatalf("event after cancel: %d %s", status, body)
 	}
@@ -486,7 +486,7 @@ func TestSU9ClosedThreadAndTC1(t *testing.T) {
 	}
 	before := len(e.history(th))
 	status, body := callback(t, inv.CallbackURL, rap.SubscriptionEvent{GroupID: th, ToolCallID: inv.ID, Text: "orphan"})
-	if status != http.StatusGone || !strings.Contains(body, "closed") { // issue 9 item 7
+	if status != http.StatusGone || !strings.Contains(body, "closed") {
 		t.Fatalf("event for a closed thread: %d %s", status, body)
 	}
 	e.idle(th)

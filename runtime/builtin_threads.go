@@ -109,7 +109,7 @@ func (r *Runtime) execCloseThread(tx store.Tx, th store.Thread, c store.ToolCall
 		target = t
 	}
 	if target.ParentID == "" {
-		// issue 9 item 6: the conversation the user started is theirs
+		// The conversation the user started is theirs
 		// to end.
 		return fail("thread %s is the root thread; root threads are closed by the user (through the client API), not with close_thread. "+
 			"To end your turn, answer the user; to wait, call %s", target.ID, BuiltinSleepUntilEventOrUser)
@@ -132,7 +132,7 @@ func (r *Runtime) execCloseThread(tx store.Tx, th store.Thread, c store.ToolCall
 	}
 	if !reported && target.ID == th.ID {
 		// A parent that closes its child knows; a child that closes
-		// itself tells its parent (issue 9 item 6).
+		// itself tells its parent.
 		if err := r.reportShutdown(tx, target, fx); err != nil {
 			return res, false, err
 		}

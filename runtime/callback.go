@@ -244,7 +244,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		}
 		// Events that came before this result: applied after it, in
 		// arrival order, when it confirmed the subscription; discarded
-		// otherwise (RAP SU-4). issue 9 item 1.
+		// otherwise (RAP SU-4).
 		if subscribed {
 			if err := r.applyHeldEvents(tx, call, &fx); err != nil {
 				return callbackOutcome{}, err
@@ -271,7 +271,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 			return callbackOutcome{}, err
 		}
 		if th.Status == store.ThreadClosed {
-			// issue 9 item 19: a closed thread's views no longer change.
+			// A closed thread's views no longer change.
 			return callbackOutcome{status: http.StatusGone, msg: "the thread is closed; its views no longer change, stop sending view_update for it"}, nil
 		}
 		// RAP VU-2: keep the latest content per (thread, view type).
@@ -288,7 +288,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
 		}
 		if problem := checkAuthURL(m.AuthURL); problem != "" {
-			// issue 9 item 19: never show a link that is not http(s).
+			// Never show a link that is not http(s).
 			return r.refuseInteraction(tx, call, "auth_url "+problem,
 				fmt.Sprintf("Error: the tool %s asked the user to authorize at a link that is not an http(s) URL, so the runtime refused to show it and ended this call. "+
 					"The tool may be misconfigured; try again later or use another tool.", call.ToolName))
@@ -312,7 +312,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		}
 		link := map[string]any{"call_id": call.CallID, "name": call.ToolName, "auth_url": m.AuthURL}
 		// On a shared store the link is kept there, briefly, for clients
-		// of every process (issue 14 item 4).
+		// of every process.
 		if err := r.keepOAuthLinkTx(tx, call.ThreadID, call.CallID, link); err != nil {
 			return callbackOutcome{}, err
 		}
@@ -324,7 +324,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
 		}
 		if problem := r.checkResponseURL(call, m.ResponseURL); problem != "" {
-			// issue 9 item 19: answers go only to the tool's own host.
+			// Answers go only to the tool's own host.
 			return r.refuseInteraction(tx, call, "response_url "+problem,
 				fmt.Sprintf("Error: the tool %s asked the user a question whose answer would go to an address the runtime does not allow, so the question was not shown and this call ended. "+
 					"Try again later or use another tool.", call.ToolName))
@@ -382,7 +382,7 @@ func (r *Runtime) showAuth(threadID, callID string, data map[string]any) {
 }
 
 // forgetAuthTx deletes, in the transaction that records a call's result,
-// the oauth link kept in a shared store for the call (issue 14 item 4).
+// the oauth link kept in a shared store for the call.
 func (r *Runtime) forgetAuthTx(tx store.Tx, threadID, callID string) error {
 	if r.hub.sh == nil {
 		return nil

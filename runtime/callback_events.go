@@ -19,7 +19,7 @@ import (
 )
 
 // Bounds on the subscription events held for a call whose subscription is
-// not confirmed yet (issue 9 item 1). Past them an event is answered 503
+// not confirmed yet. Past them an event is answered 503
 // with Retry-After, so its tool sends it again instead of losing it.
 const (
 	// MaxHeldEventsPerCall bounds the events held for one call.
@@ -45,13 +45,13 @@ func checkEventID(msg rap.Callback) error {
 	return nil
 }
 
-// eventKey is the dedup key of a subscription event with an event_id
-// (issue 9 item 8): per call, so ids of other calls never collide.
+// eventKey is the dedup key of a subscription event with an event_id:
+// per call, so ids of other calls never collide.
 func eventKey(threadID, callID, eventID string) string {
 	return "event-id:" + threadID + ":" + callID + ":" + eventID
 }
 
-// gone answers an event of a subscription that ended (issue 9 item 7): the
+// gone answers an event of a subscription that ended: the
 // tool should stop sending events for it.
 func gone(msg string) (callbackOutcome, error) {
 	return callbackOutcome{status: http.StatusGone, msg: msg}, nil
@@ -78,7 +78,7 @@ func (r *Runtime) applyEvent(tx store.Tx, call store.Call, m *rap.SubscriptionEv
 	}
 	var key string
 	if m.EventID != "" {
-		// issue 9 item 8: an event_id already taken is a redelivery.
+		// An event_id already taken is a redelivery.
 		key = eventKey(call.ThreadID, call.CallID, m.EventID)
 		seen, err := tx.SeenKey(key)
 		if err != nil {
@@ -151,7 +151,7 @@ func (r *Runtime) deliverEvent(tx store.Tx, th store.Thread, call store.Call, su
 }
 
 // holdEvent keeps an event that arrived before the tool_result that
-// confirms its subscription (issue 9 item 1), within the bounds; past them
+// confirms its subscription, within the bounds; past them
 // the tool is asked to retry (503, Retry-After).
 func (r *Runtime) holdEvent(tx store.Tx, call store.Call, m *rap.SubscriptionEvent, key string) (callbackOutcome, error) {
 	if err := r.sweepHeldEvents(tx); err != nil {

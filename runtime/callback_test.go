@@ -186,7 +186,8 @@ func TestTR5InvalidCallbackBodies(t *testing.T) {
 		{`not json`, 400, "expected a JSON object"},
 		{`{"type":"tool_result","id":"` + inv.ID + `","text":"x"}`, 400, "group_id"},
 		{`{"type":"tool_result","group_id":"` + th + `","text":"x"}`, 400, "id"},
-		// A result without text is an empty result (issue 9 item 5); an image without data is refused.
+		// A result without text is an empty result; an image without data is
+		// refused.
 		{`{"type":"tool_result","group_id":"` + th + `","id":"` + inv.ID + `","content":[{"type":"image","data":"","mediaType":"image/png"}]}`, 400, "content[0].data"},
 		{`{"type":"tool_result","group_id":"` + th + `","id":"` + inv.ID + `","text":5}`, 400, "text: must be a string"},
 		{`{"type":"bogus","group_id":"` + th + `"}`, 400, "unknown message type"},
@@ -233,7 +234,7 @@ func TestSubscriptionResultAndEvents(t *testing.T) {
 	} {
 		want := http.StatusOK
 		if i == 2 {
-			want = http.StatusGone // issue 9 item 7: after final
+			want = http.StatusGone // after final
 		}
 		if status, body := callback(t, inv.CallbackURL, ev); status != want {
 			t.Fatalf("event %d: %d %s, want %d", i+1, status, body, want)

@@ -17,9 +17,9 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// URLs a tool hands the runtime in oauth and user_choice messages (issue 9
-// item 19): the runtime shows an auth_url to people and POSTs to a
-// response_url, so neither may point anywhere a tool likes.
+// URLs a tool hands the runtime in oauth and user_choice messages: the
+// runtime shows an auth_url to people and POSTs to a response_url, so neither
+// may point anywhere a tool likes.
 
 // checkAuthURL returns what is wrong with an oauth auth_url, or "": it
 // must be an absolute http(s) URL with a host.

@@ -3,7 +3,7 @@ package runtime
 // This file owns the callback tokens and their keys: the token of a
 // callback URL (thread, call and an HMAC over them, RAP TR-5, TR-7) and
 // its check; the key kept in a file of the data directory
-// (LoadOrCreateSecret); and (issue 14 item 5) the keys kept in the store
+// (LoadOrCreateSecret); and the keys kept in the store
 // when Config.KeysFromStore is set, so that a URL minted by one process is
 // accepted by every process sharing the store, with the previous key
 // accepted during a rotation's grace.

@@ -150,7 +150,7 @@ func (r *Runtime) adoptEvery() time.Duration {
 // many it added. Checks are not written when calls are dispatched: most
 // calls end long before their silence would be asked about, and a call is
 // adopted here, by its due time, only if it is still dispatched after
-// half of it (issue 11 item 4). Reading runs apart from the writes.
+// half of it. Reading runs apart from the writes.
 func (r *Runtime) adoptSilentCalls(ctx context.Context, before time.Time, now bool) (int, error) {
 	total := 0
 	for {

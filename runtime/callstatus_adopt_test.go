@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// issue 11 item 4: a dispatched call costs no status check row until it
+// A dispatched call costs no status check row until it
 // has stayed dispatched a while: the sweep adds one then (adoptSilentCalls),
 // due a silence after the call was accepted; a call that ended first never
 // gets one. The silence here is an hour, so the sweep adopts nothing by
@@ -65,9 +65,9 @@ func TestCallStatusCheckOnlyForCallsThatStayDispatched(t *testing.T) {
 	}
 }
 
-// issue 11 item 4: a subscription confirmed by its tool_result gets its
+// A subscription confirmed by its tool_result gets its
 // status check at once, even when its call ended before the sweep would
-// have adopted it (RAP SU-3 and issue 9 item 9).
+// have adopted it (RAP SU-3).
 func TestCallStatusCheckForConfirmedSubscription(t *testing.T) {
 	srv := newStatusToolServer(t, knows, tool("job"))
 	e, th, inv := statusEnv(t, srv, time.Hour,

@@ -156,7 +156,7 @@ func callCheck(e *env, thread, callID string) (store.CallCheck, bool) {
 	return found, ok
 }
 
-// issue 9 item 9: a call pending past the silence is asked about; a tool
+// A call pending past the silence is asked about; a tool
 // server that answers 404 with {"status":"unknown"} lost it, and the call
 // ends with an "Error: " result that tells the model it may retry
 // (RAP RE-4). The model runs on it once.
@@ -185,7 +185,7 @@ func TestCallStatusDeadCallGetsErrorResult(t *testing.T) {
 	poll(t, "the check to be removed", func() bool { _, ok := callCheck(e, th, inv.ID); return !ok })
 }
 
-// issue 9 item 9: a tool server without the endpoint (a plain 404) is
+// A tool server without the endpoint (a plain 404) is
 // remembered and not asked again by this process, for this call or any
 // other; the calls stay pending and no result is made up.
 func TestCallStatusUnsupportedAskedOnce(t *testing.T) {
@@ -220,7 +220,7 @@ func TestCallStatusUnsupportedAskedOnce(t *testing.T) {
 	}
 }
 
-// issue 9 item 9: 5xx answers say nothing about the call: it keeps
+// 5xx answers say nothing about the call: it keeps
 // waiting and is asked again later with backoff; its real result then
 // reaches the model exactly once.
 func TestCallStatus5xxKeepsWaiting(t *testing.T) {
@@ -249,7 +249,7 @@ func TestCallStatus5xxKeepsWaiting(t *testing.T) {
 	}
 }
 
-// issue 9 item 9: a call pending when the runtime starts is asked about
+// A call pending when the runtime starts is asked about
 // once at start, even long before its silence is over.
 func TestCallStatusAskedOnceAfterRestart(t *testing.T) {
 	srv := newStatusToolServer(t, knows, tool("job"))
@@ -272,7 +272,7 @@ func TestCallStatusAskedOnceAfterRestart(t *testing.T) {
 	}
 }
 
-// issue 9 item 9: an active subscription its tool no longer knows is
+// An active subscription its tool no longer knows is
 // ended and the model is told no more events will come.
 func TestCallStatusLostSubscriptionEnds(t *testing.T) {
 	srv := newStatusToolServer(t, knows, tool("job"))
@@ -304,7 +304,7 @@ func TestCallStatusLostSubscriptionEnds(t *testing.T) {
 	}
 }
 
-// issue 9 item 9: a call waiting for the user (a user_choice the user has
+// A call waiting for the user (a user_choice the user has
 // not answered) is asked about too; when its tool lost it, it ends with
 // the Error: result and the choice is no longer offered.
 func TestCallStatusLostCallWaitingForUser(t *testing.T) {

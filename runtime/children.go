@@ -72,8 +72,8 @@ func (r *Runtime) report(tx store.Tx, child store.Thread, callID, text string, f
 const shutdownReportKey = "shutdown"
 
 // reportShutdown tells the parent of a thread made by spawn_thread that it
-// closed without a final report, so the parent does not wait for one
-// (issue 9 item 6). The notice is a final report with no text; see
+// closed without a final report, so the parent does not wait for one.
+// The notice is a final report with no text; see
 // decodeBatch. Children made for subscription events close without a
 // report when there is nothing to say, so their parents are not woken.
 func (r *Runtime) reportShutdown(tx store.Tx, th store.Thread, fx *effects) error {
@@ -93,7 +93,7 @@ func shutdownText(childID string) string {
 // inheritedCalls maps the id of every call in the part of a child thread's
 // history inherited from its ancestors to the thread that made it. Such a
 // call's result, if it ever comes, goes to that thread's history, never to
-// the child's (issue 9 item 3). A root thread has none.
+// the child's. A root thread has none.
 func inheritedCalls(threadID string, history []store.Message) map[string]string {
 	var out map[string]string
 	for i := range history {
@@ -113,7 +113,7 @@ func inheritedCalls(threadID string, history []store.Message) map[string]string 
 
 // inheritedCallText is the placeholder result, in a child thread, of a
 // call its ancestor made that had no result when the child was started:
-// the child's model must not wait for it (issue 9 item 3).
+// the child's model must not wait for it.
 func inheritedCallText(owner string) string {
 	return fmt.Sprintf("This call belongs to thread %s, from which this thread was started. Its result goes to that thread and will never arrive here: "+
 		"do not wait for it. If you need it, call the tool again in this thread.", owner)

@@ -36,7 +36,7 @@ func requestWith(reqs []model.Request, sub string) (model.Request, bool) {
 	return model.Request{}, false
 }
 
-// issue 9 item 3 (RAP SU-6, BT-2): a child thread inherits its parent's
+// RAP SU-6, BT-2: a child thread inherits its parent's
 // history, including the parent's calls still waiting for their result.
 // The child's model must not be told that result will arrive: it goes to
 // the parent. The request the child's model sees says so, for a child made
@@ -130,7 +130,7 @@ func TestChildIsNotPromisedParentResults(t *testing.T) {
 	}
 }
 
-// issue 9 item 6: a spawned child that closes without a report, by
+// A spawned child that closes without a report, by
 // close_thread or through the client API, tells its parent it has shut
 // down (as an event tied to the spawn_thread call, RAP BT-3); a parent that
 // closes its child itself gets no notice; the model cannot close the root

@@ -67,13 +67,13 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 		if selected != nil && (*selected < 0 || *selected >= len(ch.Choices)) {
 			return fmt.Errorf("%w: selected is %d; give an index from 0 to %d, or dismiss to send the default", ErrBadInput, *selected, len(ch.Choices)-1)
 		}
-		// issue 9 item 19: POST only to the tool's own host (checked when
+		// POST only to the tool's own host (checked when
 		// the choice arrived too; this covers choices stored before).
 		call, err := tx.Call(threadID, callID)
 		if err != nil {
 			return err
 		}
-		if ch.ResponseURL == runtimeConfirmURL { // issue 12 item 7
+		if ch.ResponseURL == runtimeConfirmURL {
 			confirmCall = &call
 			return nil
 		}

@@ -39,7 +39,7 @@ const workerLinger = 100 * time.Millisecond
 // work runs slices of the thread while it has inbox rows and returns when
 // it has none.
 func (r *Runtime) work(threadID string) {
-	// issue 14: on a shared store the worker holds the thread's lease, or
+	// On a shared store the worker holds the thread's lease, or
 	// another process works on it (and looks at the inbox once more when
 	// it hands the thread back; the sweep catches the rest). Each slice
 	// runs under the hold (leasehold.go), and stops when it is lost.

@@ -82,7 +82,7 @@ func (r *Runtime) CloseThread(ctx context.Context, threadID string) error {
 		if err := r.closeThreadTx(tx, th, fx); err != nil {
 			return err
 		}
-		return r.reportShutdown(tx, th, fx) // issue 9 item 6
+		return r.reportShutdown(tx, th, fx)
 	})
 	if err != nil {
 		return err

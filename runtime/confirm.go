@@ -1,7 +1,6 @@
 package runtime
 
-// This file owns the runtime's own confirmation of destructive tools
-// (issue 12 item 7).
+// This file owns the runtime's own confirmation of destructive tools.
 
 import (
 	"context"
@@ -12,8 +11,8 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// The runtime's own confirmation of destructive tools (issue 12 item 7,
-// RAP TS-3): with Config.ConfirmDestructive, a call of a tool annotated
+// The runtime's own confirmation of destructive tools (RAP
+// TS-3): with Config.ConfirmDestructive, a call of a tool annotated
 // destructive is not dispatched until the user allows it through the same
 // user-choice picker tools use (GET/POST /v1/threads/{id}/choices). The
 // pending question is a stored choice whose response URL is

@@ -17,7 +17,7 @@ import (
 // TS-3) waits for the user's choice (Allow / Deny, default Deny) through
 // the client API; Deny ends it with an error result and the tool is never
 // invoked; Allow invokes it; the question survives a restart; tools that
-// are not destructive are not asked about. issue 12 item 7
+// are not destructive are not asked about.
 func TestConfirmDestructiveTools(t *testing.T) {
 	var wipes, reads atomic.Int32
 	srv := rap.NewServer("files", &rap.ServerOptions{Logger: discardLogger()})

@@ -64,7 +64,7 @@ func resultDedupKey(threadID, callID string) string {
 // error result (RAP TR-4). Every
 // invocation is logged for audit (RAP RT-6).
 func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string) {
-	if r.awaitConfirmation(ctx, c, ancestors) { // issue 12 item 7: destructive tools ask first
+	if r.awaitConfirmation(ctx, c, ancestors) { // destructive tools ask first
 		return
 	}
 	if r.cfg.ConfirmDestructive {
@@ -99,7 +99,7 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 		// store's group commit. The call's status check is not written
 		// here: the sweep adds one if the call is still dispatched a while
 		// later (adoptSilentCalls, callstatus.go), so that the many calls
-		// that end quickly cost no check row (issue 11 item 4).
+		// that end quickly cost no check row.
 		err := r.store.Update(ctx, func(tx store.Tx) error {
 			_, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew)
 			return err

@@ -28,7 +28,7 @@ func waitInvocations(t *testing.T, ts *toolServer, n int) []rap.Invocation {
 	}
 }
 
-// issue 9 item 2: any 2xx answer acknowledges an invocation, as the
+// Any 2xx answer acknowledges an invocation, as the
 // reference runtime accepts (RAP TR-2, TR-4). A tool that answers 202 or
 // 204 and then sends its result gets that result to the model exactly
 // once, with no error result and no "duplicate" refusal.

@@ -83,7 +83,7 @@
 // (never stored, RAP OA-1); deadlines are rows too. On a store several
 // processes share (PostgreSQL, store.Shared) the claim is also a lease row
 // renewed while the worker runs, timers are claimed before they fire, and
-// a sweep takes the work other processes left (leases.go, issue 14).
+// a sweep takes the work other processes left (leases.go).
 //
 // # Files
 //

@@ -6,7 +6,7 @@ import (
 )
 
 // BenchmarkEmitDelta: the cost of publishing one text_delta to a thread
-// with one client that keeps up (issue 15 item 1).
+// with one client that keeps up.
 func BenchmarkEmitDelta(b *testing.B) {
 	r := &Runtime{hub: newHub(StreamLimits{}), log: slog.New(slog.DiscardHandler)}
 	events, cancel := r.Subscribe("t")

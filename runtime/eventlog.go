@@ -1,7 +1,7 @@
 package runtime
 
 // This file owns the event ids and each thread's resume buffer in this
-// process (issue 15 item 1), and attaching a subscriber so that it resumes
+// process, and attaching a subscriber so that it resumes
 // after Last-Event-ID or gets a reset.
 
 import (
@@ -16,7 +16,7 @@ import (
 	"github.com/gorap/gorap/runtime/api"
 )
 
-// Event ids and the per-thread resume buffer (issue 15 item 1).
+// Event ids and the per-thread resume buffer.
 //
 // Every event the hub publishes gets an id "EPOCH-N": EPOCH is random per
 // process, N counts the events of the whole process, so ids increase within

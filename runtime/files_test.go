@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// issue 9 item 20: the callback key and the data directory it creates are
+// The callback key and the data directory it creates are
 // private whatever the umask (0600 and 0700), and a key an older gorap
 // left readable by all is made private when it is loaded.
 func TestSecretFileModes(t *testing.T) {
@@ -40,7 +40,7 @@ func TestSecretFileModes(t *testing.T) {
 	}
 }
 
-// issue 9 item 20: a client API body that names a member twice is refused
+// A client API body that names a member twice is refused
 // with 400 naming the member, over real HTTP, and nothing is posted.
 func TestAPIDuplicateMembers(t *testing.T) {
 	e := newEnv(t, envOptions{})

@@ -1,7 +1,7 @@
 package runtime
 
 // This file owns the health endpoints a load balancer or an orchestrator
-// probes (issue 14 item 7): GET /healthz answers 200 while the process
+// probes: GET /healthz answers 200 while the process
 // serves HTTP at all (liveness), GET /readyz answers 200 only when the
 // runtime has started, is not shutting down, and its store answers
 // (readiness), 503 otherwise. Neither needs the client token, and neither

@@ -32,7 +32,7 @@ func probe(t *testing.T, h http.Handler, path string) int {
 	return w.Code
 }
 
-// TestHealthEndpoints (issue 14 item 7): /healthz answers 200 while the
+// TestHealthEndpoints: /healthz answers 200 while the
 // process serves; /readyz answers 200 only once the runtime started, while
 // its store answers, and 503 again from the start of shutdown. Other paths
 // go to the wrapped handler.

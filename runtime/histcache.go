@@ -38,8 +38,8 @@ type historyEntry struct {
 	// ids holds the tool call ids of msgs[:idsUpTo], indexed as needed.
 	ids     map[string]struct{}
 	idsUpTo int
-	// wire is the provider's encoding of the settled prefix (issue 11
-	// item 2), bounded by model.DefaultWireCacheBytes per thread.
+	// wire is the provider's encoding of the settled prefix, bounded by
+	// model.DefaultWireCacheBytes per thread.
 	wire *model.WireCache
 }
 
@@ -137,7 +137,7 @@ func (c *historyCache) extend(thread string, prefix, tail []store.Message) []sto
 // saved adds to the thread's cached history the messages a slice has just
 // committed after history (which it loaded), when they follow it directly
 // (no other writer appended in between), so that the thread's next slice
-// reads back only what was added since (issue 11 item 4).
+// reads back only what was added since.
 func (c *historyCache) saved(thread string, history, appended []store.Message) {
 	if len(history) == 0 || len(appended) == 0 {
 		return

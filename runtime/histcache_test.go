@@ -130,8 +130,8 @@ func TestHistoryCacheCallIDUsed(t *testing.T) {
 }
 
 // A slice's own saved messages extend the cached history when they follow
-// it directly, and not when another writer appended in between (issue 11
-// item 4: the next slice then reads back only what is new).
+// it directly, and not when another writer appended in between (the next
+// slice then reads back only what is new).
 func TestHistoryCacheSaved(t *testing.T) {
 	c := newHistoryCache(8)
 	msg := func(seq int64) store.Message { return store.Message{ThreadID: "t", Seq: seq, Role: store.RoleUser} }

@@ -20,7 +20,7 @@ import (
 // subscriber that falls that far behind is dropped and its queue freed (it
 // can reconnect, be primed afresh and read the history). The hub also
 // counts the client API's event streams, per thread and in total, against
-// StreamLimits (issue 9 item 12).
+// StreamLimits.
 type hub struct {
 	limits StreamLimits
 	mu     sync.Mutex

@@ -1,7 +1,7 @@
 package runtime
 
-// This file owns the claims that let several processes share one store
-// (issue 14): on a store.Shared store a thread's worker holds the thread's
+// This file owns the claims that let several processes share one store:
+// on a store.Shared store a thread's worker holds the thread's
 // lease in the store, renewed while it works and handed back when it goes
 // idle or the runtime shuts down; timers are claimed before they fire; and
 // a sweep wakes the threads other processes left with queued inputs (a

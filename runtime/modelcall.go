@@ -16,7 +16,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Model calls (issue 9 items 17 and 19): every completion runs under an
+// Model calls: every completion runs under an
 // idle timeout between stream events and an overall limit, so a hung
 // provider never holds its thread; a failed completion is retried on its
 // own, with backoff, through a durable timer, while its inputs stay queued
@@ -99,7 +99,7 @@ func (r *Runtime) modelTimeout() time.Duration {
 	}
 }
 
-// redact masks every configured secret in text (issue 9 item 19).
+// redact masks every configured secret in text.
 func (r *Runtime) redact(text string) string { return model.Redact(text, r.cfg.Secrets...) }
 
 // complete runs one completion of the thread under the idle timeout and
@@ -183,7 +183,7 @@ func modelRetryTimerID(threadID string) string { return "model-retry:" + threadI
 
 // retryTimers knows which threads may have a model retry timer in the
 // store, so that saving a turn deletes the timer only where there can be
-// one: a statement fewer in almost every cycle (issue 11 item 4). Until
+// one: a statement fewer in almost every cycle. Until
 // Start has loaded the timers left by an earlier run, every thread may.
 type retryTimers struct {
 	mu      sync.Mutex
@@ -353,7 +353,7 @@ func (r *Runtime) fireModelRetry(tx store.Tx, tm store.Timer) (bool, error) {
 }
 
 // errorEvent is the data of the "error" event of a failed slice: its
-// message, masked (issue 9 item 19), and for a failed completion the
+// message, masked, and for a failed completion the
 // attempt, the number of attempts, and either the delay before the
 // automatic retry (retry_in_ms) or final: true.
 func (r *Runtime) errorEvent(err error) api.Error {

@@ -45,7 +45,7 @@ func anthropicAt(t *testing.T, srv *wiretest.Server, key string) model.Provider 
 	return p
 }
 
-// issue 9 item 17: a provider whose stream hangs after a few events (here a
+// A provider whose stream hangs after a few events (here a
 // real HTTP server speaking the Anthropic wire format) is cut by the idle
 // timeout; the thread is free again, reports the error, and keeps the
 // message (RAP RT-4).
@@ -98,7 +98,7 @@ func (endless) Complete(ctx context.Context, req model.Request, s model.Stream) 
 	}
 }
 
-// issue 9 item 17: a completion that keeps streaming but never ends is cut
+// A completion that keeps streaming but never ends is cut
 // by the overall limit.
 func TestModelTimeoutBoundsCompletion(t *testing.T) {
 	e := newEnv(t, envOptions{model: endless{}, tweak: func(c *Config) {
@@ -115,7 +115,7 @@ func TestModelTimeoutBoundsCompletion(t *testing.T) {
 	}
 }
 
-// issue 9 item 17: a failed completion is retried on its own, with
+// A failed completion is retried on its own, with
 // backoff, through a durable timer: a model that fails twice answers on
 // the third attempt without any new user message, once; the message is
 // in the history once (RAP RT-4).
@@ -164,7 +164,7 @@ func TestModelFailureRetriedOnItsOwn(t *testing.T) {
 	}
 }
 
-// issue 9 item 17: after the last attempt the thread reports a final error
+// After the last attempt the thread reports a final error
 // and waits; the next message retries with the first one still kept.
 func TestModelRetryGivesUpAfterLastAttempt(t *testing.T) {
 	f := &flaky{Provider: scripted.New([]scripted.Turn{{Text: "hello back", Repeat: true}})}
@@ -193,7 +193,7 @@ func TestModelRetryGivesUpAfterLastAttempt(t *testing.T) {
 	}
 }
 
-// issue 9 item 19: a provider error body that echoes the API key and a
+// A provider error body that echoes the API key and a
 // token the runtime knows (a real HTTP server speaking the Anthropic wire
 // format) reaches neither clients nor logs: both are masked.
 func TestModelErrorSecretsMasked(t *testing.T) {
@@ -237,7 +237,7 @@ func (f *failingFn) Complete(ctx context.Context, req model.Request, s model.Str
 	return f.fnModel.Complete(ctx, req, s)
 }
 
-// issue 9 item 17: a completion that fails after the slice already saved
+// A completion that fails after the slice already saved
 // its inputs (the model ran again after a refused call, RAP BT-7) is
 // retried on its own too: the retry asks the model to go on without any
 // new input.
@@ -266,8 +266,8 @@ func TestModelFailureAfterSavedTurnRetried(t *testing.T) {
 
 // retryTimers: until Start has loaded the stored timers every thread may
 // have a model retry timer (a turn's save then deletes it); after, only the
-// threads with a stored or newly armed one, until a save deletes it (issue
-// 11 item 4: the delete is a statement in every cycle otherwise).
+// threads with a stored or newly armed one, until a save deletes it (the
+// delete is a statement in every cycle otherwise).
 func TestRetryTimersKnowsWhereATimerMayBe(t *testing.T) {
 	var s retryTimers
 	if !s.mayHave("a") {
@@ -287,8 +287,7 @@ func TestRetryTimersKnowsWhereATimerMayBe(t *testing.T) {
 	}
 }
 
-// issue 9 item 17 with issue 11 item 4: a failed completion's retry timer
-// is deleted when a later message's turn is saved before it fires, also
+// A failed completion's retry timer is deleted when a later message's turn is saved before it fires, also
 // now that the save deletes it only where retryTimers says there may be one.
 func TestModelRetryTimerDeletedByLaterAnswer(t *testing.T) {
 	f := &flaky{Provider: scripted.New([]scripted.Turn{{Text: "hello back", Repeat: true}})}

@@ -16,7 +16,7 @@ import (
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
-// Runtime tests on the PostgreSQL store (issue 14 item 1): the engine
+// Runtime tests on the PostgreSQL store: the engine
 // behaves on it as on SQLite. Each skips when GORAP_TEST_POSTGRES_URL is
 // unset.
 
@@ -119,7 +119,7 @@ func newKeyRuntime(t *testing.T, st store.Store, secret []byte) *Runtime {
 	return r
 }
 
-// TestCallbackKeysShared (issue 14 item 5): two runtimes on one
+// TestCallbackKeysShared: two runtimes on one
 // PostgreSQL database accept each other's callback tokens; after one
 // rotates the key, tokens signed with the old key stay valid in both
 // during the grace and are refused after it, and tokens signed with the
@@ -169,7 +169,7 @@ func TestCallbackKeysShared(t *testing.T) {
 	}
 }
 
-// TestCallbackKeyUpgradeKeepsFileKey (issue 14 item 5): on SQLite, a
+// TestCallbackKeyUpgradeKeepsFileKey: on SQLite, a
 // runtime that takes its keys from the store keeps the key of the data
 // dir's callback.key file, so callback URLs handed out before the upgrade
 // keep working, and it keeps the stored key on later starts.
@@ -241,7 +241,7 @@ func (c *consumeFirst) Complete(ctx context.Context, req model.Request, s model.
 	return c.Provider.Complete(ctx, req, s)
 }
 
-// TestSliceAbandonedWhenInputsConsumedElsewhere (issue 14 item 2): when a
+// TestSliceAbandonedWhenInputsConsumedElsewhere: when a
 // slice's inputs were consumed by another slice while its completion ran,
 // its commit fails with store.ErrConsumed and the engine drops its turn:
 // the input is answered once, no error is reported, and the thread goes

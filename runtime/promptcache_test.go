@@ -12,7 +12,7 @@ import (
 	"github.com/gorap/gorap/model/wiretest"
 )
 
-// issue 11 item 3: through the Anthropic provider, every request puts a
+// Through the Anthropic provider, every request puts a
 // cache_control breakpoint at the end of the stable head (the system
 // prompt) and one on the last settled message; each breakpoint's prefix is
 // repeated unchanged by the next request, so the API serves it from its

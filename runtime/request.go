@@ -40,7 +40,7 @@ func (r *Runtime) buildRequest(threadID string, sess *session, history, more []s
 	req.Messages, next = arrangeFrom(joined{history, more}, r.model.SupportsImages(), placeholder, r.hist.arranged(threadID))
 	r.hist.setArranged(threadID, next)
 	if n := next.settled(); n > 0 {
-		// issue 11 item 2: the provider encodes these messages once.
+		// The provider encodes these messages once.
 		if w := r.hist.wire(threadID); w != nil {
 			req.Settled, req.SettledSeq, req.Wire = n, history[next.upto-1].Seq, w
 		}
@@ -71,8 +71,8 @@ const authPendingText = "Authorization is in progress: the user was shown a link
 
 // placeholderFor returns the placeholder text of each call whose result
 // is missing: an authorization in progress, a call an ancestor thread made
-// before this thread was started from it (its result never comes here:
-// issue 9 item 3), or the default.
+// before this thread was started from it (its result never comes
+// here), or the default.
 func placeholderFor(authPending map[string]bool, inherited map[string]string) func(callID string) string {
 	return func(callID string) string {
 		if authPending[callID] {

@@ -15,8 +15,8 @@ import (
 	"github.com/gorap/gorap/model/scripted"
 )
 
-// Tests of event ids, Last-Event-ID resume, the replay and its marker
-// (issue 15 item 1), over real HTTP.
+// Tests of event ids, Last-Event-ID resume, the replay and its marker,
+// over real HTTP.
 
 // idEvent is one SSE event with its id line.
 type idEvent struct{ id, typ, data string }
@@ -188,7 +188,7 @@ func live(t *testing.T, evs []idEvent) []idEvent {
 	return nil
 }
 
-// issue 15 item 1: a client that connects afresh gets the thread's state
+// A client that connects afresh gets the thread's state
 // (the thread, its history as message events), then the replay_done
 // marker, then live events, each with an id that increases.
 func TestEventStreamReplayMarker(t *testing.T) {
@@ -251,7 +251,7 @@ func idLess(t *testing.T, a, b string) bool {
 	return na < nb
 }
 
-// issue 15 item 1: a client that disconnects and reconnects with its
+// A client that disconnects and reconnects with its
 // Last-Event-ID while events flow receives exactly what a client that never
 // disconnected receives: no gap, no duplicate, in the same order.
 func TestEventStreamResumeNoGapsOrDupes(t *testing.T) {
@@ -320,7 +320,7 @@ func TestEventStreamResumeNoGapsOrDupes(t *testing.T) {
 	}
 }
 
-// issue 15 item 1: a Last-Event-ID the runtime cannot resume (malformed,
+// A Last-Event-ID the runtime cannot resume (malformed,
 // from before a restart, or older than what it keeps) gets a reset event
 // first, then a full replay flagged as a reset.
 func TestEventStreamResetAfterUnknownID(t *testing.T) {
@@ -369,7 +369,7 @@ func TestEventStreamResetAfterUnknownID(t *testing.T) {
 	checkReset(oldID, resetRestarted)
 }
 
-// issue 15 item 1: a client that resumes after a disconnect mid-reply ends
+// A client that resumes after a disconnect mid-reply ends
 // with the reply's exact text once; so does a client that connects afresh
 // mid-reply (the text so far is replayed as one text_delta) and one whose
 // id could not be resumed.
@@ -449,7 +449,7 @@ func replyTurns(texts ...string) []scripted.Turn {
 
 // A stream attached while turns are being saved gets every message once,
 // replayed or live, never twice and never none: the live events of a
-// message the replay had are skipped (issue 15 item 1).
+// message the replay had are skipped.
 func TestEventStreamReplayDuringTraffic(t *testing.T) {
 	texts := []string{"x", "y", "z", "u", "v", "w"}
 	e := newEnv(t, envOptions{turns: replyTurns(texts...)})
@@ -497,7 +497,7 @@ func TestEventStreamReplayDuringTraffic(t *testing.T) {
 	}
 }
 
-// issue 15 item 1: the resume logs are bounded per thread and in total;
+// The resume logs are bounded per thread and in total;
 // the least recently used logs of threads nobody streams go first, and
 // their old ids are then answered with a reset.
 func TestResumeLogsBounded(t *testing.T) {

@@ -84,7 +84,7 @@ type Config struct {
 	// ConfirmDestructive asks the user (a user choice: Allow / Deny,
 	// default Deny) before dispatching a call of a tool annotated
 	// destructive (RAP TS-3); Deny ends the call with an error result and
-	// the tool is never invoked (issue 12 item 7). "rap serve" sets it from
+	// the tool is never invoked. "rap serve" sets it from
 	// security.confirm_external_actions.
 	ConfirmDestructive bool
 	// PublicURL is the base URL tools call back to, such as
@@ -94,9 +94,9 @@ type Config struct {
 	// least 16 bytes. With KeysFromStore it is only the key stored when the
 	// store has none yet (may be empty: a random one).
 	Secret []byte
-	// KeysFromStore takes the callback keys from the store (issue 14 item
-	// 5), so that every process sharing it accepts the callbacks of the
-	// others, and RotateCallbackKey works; see SharedCallbackKeys.
+	// KeysFromStore takes the callback keys from the store, so that every
+	// process sharing it accepts the callbacks of the others, and
+	// RotateCallbackKey works; see SharedCallbackKeys.
 	KeysFromStore bool
 	// LeaseTTL is how long a thread's lease in a shared store (see
 	// store.Shared) lives without renewal: a thread whose process died is
@@ -339,7 +339,7 @@ func New(cfg Config) (*Runtime, error) {
 	r.checks.kick = make(chan struct{}, 1)
 	r.shared = newSharedState(cfg)
 	if r.shared.on {
-		r.hub.sh = newSharedEvents() // issue 14 item 4: events in the store
+		r.hub.sh = newSharedEvents() // events in the store
 	}
 	r.baseCtx, r.cancel = context.WithCancel(context.Background())
 	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
@@ -395,7 +395,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	go r.timeoutLoop()
 	if r.shared.on {
 		r.wg.Add(1)
-		go r.sweepLoop() // issue 14: work other processes left
+		go r.sweepLoop() // work other processes left
 		r.startWakeListener()
 	}
 	if r.hub.sh != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// issue 9 items 12 and 15: a stream served by NewHTTPServer keeps its
+// A stream served by NewHTTPServer keeps its
 // backlog in the runtime's bounded queue, not in the kernel: its TCP send
 // buffer is small, so a client that stops reading cannot park megabytes
 // in kernel memory (on loopback, a thousand of them slowed every other

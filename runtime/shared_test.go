@@ -16,10 +16,10 @@ import (
 )
 
 // Several runtimes on one PostgreSQL database, as several `rap serve`
-// processes would be (issue 14 items 2 and 3).
+// processes would be.
 
-// TestSharedStoreNoDoubleProcessing (issue 14, proof "no double
-// processing", in one test process): 3 runtimes on one database, 20
+// TestSharedStoreNoDoubleProcessing (no double processing, in one test
+// process): 3 runtimes on one database, 20
 // threads, messages sent to any runtime; one fake model records every
 // completion. No two completions of one thread overlap in time, every
 // message is in its thread's history once, and each batch of inputs is
@@ -84,7 +84,7 @@ func TestSharedStoreNoDoubleProcessing(t *testing.T) {
 	}
 }
 
-// TestSharedStoreLeaseFailover (issue 14 item 2): a thread whose lease is
+// TestSharedStoreLeaseFailover: a thread whose lease is
 // held by a process that died (a lease nobody renews) is taken by another
 // runtime once the lease expired, and its queued message answered.
 func TestSharedStoreLeaseFailover(t *testing.T) {
@@ -116,7 +116,7 @@ func TestSharedStoreLeaseFailover(t *testing.T) {
 	})
 }
 
-// TestSharedStoreTimerFiresOnce (issue 14 item 3): a due sleep timer on a
+// TestSharedStoreTimerFiresOnce: a due sleep timer on a
 // database shared by 3 runtimes wakes its thread once.
 func TestSharedStoreTimerFiresOnce(t *testing.T) {
 	u := pgtest.URL(t)
@@ -156,7 +156,7 @@ func TestSharedStoreTimerFiresOnce(t *testing.T) {
 	}
 }
 
-// TestSharedStoreRedispatchesOrphanedCall (issue 14 item 3: recovery runs
+// TestSharedStoreRedispatchesOrphanedCall (recovery runs
 // continuously): a call saved long ago but never dispatched (its process
 // died in between) is dispatched by a running runtime's sweep, by one of
 // two runtimes only.
@@ -206,7 +206,7 @@ func (b *blockUntilCancelled) Complete(ctx context.Context, req model.Request, s
 	return nil, ctx.Err()
 }
 
-// TestSharedStoreShutdownHandsThreadsBack (issue 14 item 7: graceful
+// TestSharedStoreShutdownHandsThreadsBack (graceful
 // shutdown hands claimed threads back): a runtime shut down in the middle
 // of a slice releases the thread's lease at once, and another runtime on
 // the same database answers the message without waiting for the lease to

@@ -1,10 +1,10 @@
 package runtime
 
-// This file owns text deltas across processes sharing a store (issue 14
-// item 4): the process running a completion coalesces the thread's text
-// deltas and relays them through the store's notifications (never
-// storing them); the other processes queue them on their subscribers of
-// the thread that are still at the stored event the deltas follow.
+// This file owns text deltas across processes sharing a store: the process
+// running a completion coalesces the thread's text deltas and relays them
+// through the store's notifications (never storing them); the other processes
+// queue them on their subscribers of the thread that are still at the stored
+// event the deltas follow.
 
 import (
 	"context"

@@ -14,8 +14,7 @@ import (
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
-// Text deltas across runtimes sharing one PostgreSQL database (issue 14
-// item 4, sharedeltas.go).
+// Text deltas across runtimes sharing one PostgreSQL database (sharedeltas.go).
 
 // steppedModel streams its first completion piece by piece, each piece only
 // when the test sends on step, and reports on started which model runs it;
@@ -52,7 +51,7 @@ func (g *steppedModel) Complete(ctx context.Context, req model.Request, s model.
 	return &model.Response{Text: strings.Join(g.pieces, "")}, nil
 }
 
-// TestSharedTextDeltasAcrossRuntimes (issue 14 item 4): a client of the
+// TestSharedTextDeltasAcrossRuntimes: a client of the
 // runtime that does not run the model sees the model's text deltas live,
 // in order, multibyte text whole, before the turn's message; a delta of
 // that turn arriving after the message (a late notification) is not
@@ -137,7 +136,7 @@ func TestSharedTextDeltasAcrossRuntimes(t *testing.T) {
 	}
 }
 
-// TestSharedTextDeltaGaps (issue 14 item 4): a subscriber takes a turn's
+// TestSharedTextDeltaGaps: a subscriber takes a turn's
 // deltas at its stored position in offset order; a duplicate is dropped,
 // a gap (a lost notification) stops the turn's deltas, a turn first seen
 // past offset 0 shows none; deltas for a position the subscriber has not
@@ -201,7 +200,7 @@ func TestSharedTextDeltaGaps(t *testing.T) {
 	}
 }
 
-// TestSharedTextDeltaPosition (issue 14 item 4): the sender gives a delta
+// TestSharedTextDeltaPosition: the sender gives a delta
 // a stored position only while every event it published for the thread
 // is stored; one streamed before waits, and is sent at that event's
 // position once it is stored.
@@ -252,7 +251,7 @@ func (l lossyRelay) SendTextDeltas(ctx context.Context, deltas []store.TextDelta
 	return l.Store.SendTextDeltas(ctx, deltas)
 }
 
-// TestSharedTextDeltaLostInTransit (issue 14 item 4): when a piece of a
+// TestSharedTextDeltaLostInTransit: when a piece of a
 // reply is lost between processes, the client of the other runtime is
 // shown the pieces before it and none after it, then the message: never
 // text with a hole in it.

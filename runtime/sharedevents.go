@@ -1,8 +1,7 @@
 package runtime
 
-// This file owns client events across processes sharing a store (issue 14
-// item 4), described below; its background loops are in
-// sharedevents_loops.go.
+// This file owns client events across processes sharing a store, described
+// below; its background loops are in sharedevents_loops.go.
 
 import (
 	"context"
@@ -14,7 +13,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Client events across processes sharing a store (issue 14 item 4).
+// Client events across processes sharing a store.
 //
 // On a shared store (PostgreSQL) every event but text_delta is appended to
 // the store's per-thread event table (store.ThreadEvents) by one writer

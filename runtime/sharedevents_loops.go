@@ -1,7 +1,7 @@
 package runtime
 
 // This file owns the background loops of client events on a shared store
-// (issue 14 item 4; see sharedevents.go): the writer that appends events to
+// (see sharedevents.go): the writer that appends events to
 // the store, the listener and tailer that bring other processes' events to
 // this one's subscribers, and the pruner of old events and oauth links.
 

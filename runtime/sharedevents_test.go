@@ -15,7 +15,7 @@ import (
 )
 
 // Client events across runtimes sharing one PostgreSQL database, as
-// several `rap serve` processes would (issue 14 item 4).
+// several `rap serve` processes would.
 
 // storedNumber returns the number N of a stored event's id "db-N", or
 // false for ids of events that are not stored (text deltas, markers,
@@ -59,7 +59,7 @@ func (s *idStream) untilMessage(t *testing.T, text string) []idEvent {
 	}
 }
 
-// issue 14 item 4: a client streaming from runtime B sees every event of
+// A client streaming from runtime B sees every event of
 // the slices runtime A runs, once and in order; it disconnects and resumes
 // against A with the last id B gave it, and gets exactly the events it
 // missed: the stored events it sees over both connections are numbered
@@ -152,7 +152,7 @@ func TestSharedEventsAcrossRuntimes(t *testing.T) {
 	t.Logf("completions: A %d, B %d", len(a.model.requests()), len(b.model.requests()))
 }
 
-// issue 14 item 4: an oauth link reaches clients of every runtime, live
+// An oauth link reaches clients of every runtime, live
 // and when they connect later, whichever runtime received it; it is kept
 // in the store only until the call's result arrives.
 func TestSharedOAuthLinkReachesEveryRuntime(t *testing.T) {
@@ -235,7 +235,7 @@ func TestSharedOAuthLinkReachesEveryRuntime(t *testing.T) {
 	}
 }
 
-// issue 14 item 4: a Last-Event-ID whose next events were pruned from the
+// A Last-Event-ID whose next events were pruned from the
 // store, or that is not a stored event's id, gets a reset and a full
 // replay, never a silent gap.
 func TestSharedEventsResetAfterPrune(t *testing.T) {
@@ -286,7 +286,7 @@ func TestSharedEventsResetAfterPrune(t *testing.T) {
 	}
 }
 
-// issue 14 item 4: a subscriber takes stored event N only after N-1, so
+// A subscriber takes stored event N only after N-1, so
 // events reaching it out of order or twice are queued once, in order; one
 // whose next event a read proves pruned is dropped (it reconnects and is
 // reset), never left with a gap; one behind the read is left for the next.
@@ -359,7 +359,7 @@ type noListen struct{ store.Store }
 
 func (noListen) SharedByProcesses() bool { return true }
 
-// issue 14 item 4: without notifications (a lost listening connection),
+// Without notifications (a lost listening connection),
 // the poll still brings a client of B the events of A's slices.
 func TestSharedEventsPollWithoutNotify(t *testing.T) {
 	u := pgtest.URL(t)
@@ -378,7 +378,7 @@ func TestSharedEventsPollWithoutNotify(t *testing.T) {
 	}
 }
 
-// issue 14 item 4 and perf: on SQLite (one process) events stay in memory:
+// On SQLite (one process) events stay in memory:
 // nothing is written to the store's event table.
 func TestSQLiteEventsStayInMemory(t *testing.T) {
 	e := newEnv(t, envOptions{turns: replyTurns("hello")})

@@ -122,7 +122,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholder)
 		req.System = withThreadLine(req.System, stack)
 		r.hub.beginTurn(threadID, lastSeqOf(history))
-		resp, err := r.complete(ctx, threadID, req) // bounded in time (issue 9 item 17)
+		resp, err := r.complete(ctx, threadID, req) // bounded in time
 		if err != nil {
 			if lost := r.checkHold(ctx); lost != nil {
 				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
@@ -284,7 +284,7 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 		}
 		if b != nil {
 			// The inputs are answered: a retry of an earlier failed
-			// completion of them is moot (issue 9 item 17).
+			// completion of them is moot.
 			if retry {
 				if err := tx.DeleteTimer(modelRetryTimerID(threadID)); err != nil {
 					return err

@@ -21,7 +21,7 @@ func (c countingStore) QuickView(ctx context.Context, fn func(store.Tx) error) e
 }
 
 // A slice that consumed every row it loaded is not followed by another
-// load that could only find the inbox empty (issue 11 item 4: that read was
+// load that could only find the inbox empty (that read was
 // one of the two each tool-call cycle made on the store's writer), and a
 // message posted while a slice runs is still answered.
 func TestDrainedSliceIsNotReloaded(t *testing.T) {

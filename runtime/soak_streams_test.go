@@ -36,7 +36,7 @@ func procRSS() int64 {
 	return 0
 }
 
-// The soak of issue 9 items 12 and 15: 2,000 event streams of which half
+// The soak of the stream and connection limits: 2,000 event streams of which half
 // never read, and 5,000 connections trickling a request body, against the
 // runtime served as "rap serve" serves it (NewHTTPServer, LimitListener,
 // default limits), on loopback, while events are published. The runtime

@@ -34,7 +34,7 @@ func bigEvent(thread string) Event {
 	return Event{Type: EventTextDelta, ThreadID: thread, Data: []byte(`"` + strings.Repeat("x", 1<<20) + `"`)}
 }
 
-// issue 9 item 12: a stream whose client stops reading is dropped once it
+// A stream whose client stops reading is dropped once it
 // falls the byte bound behind (4 MiB by default), instead of pinning 1,024
 // events of up to 1 MiB each; its memory is freed.
 func TestEventStreamStuckClientDropped(t *testing.T) {
@@ -54,7 +54,7 @@ func TestEventStreamStuckClientDropped(t *testing.T) {
 	}
 }
 
-// issue 9 item 12: the subscriber's queue never holds more than its bound
+// The subscriber's queue never holds more than its bound
 // (plus the one event that overflowed it is refused), and a dropped
 // subscriber's queue is freed.
 func TestSubscriberQueueBoundedInBytes(t *testing.T) {
@@ -77,7 +77,7 @@ func TestSubscriberQueueBoundedInBytes(t *testing.T) {
 	}
 }
 
-// issue 9 item 12: each event write has a deadline, so a client that stops
+// Each event write has a deadline, so a client that stops
 // reading is disconnected even while its queue stays under the bound.
 func TestEventStreamWriteDeadline(t *testing.T) {
 	e := newEnv(t, envOptions{tweak: func(c *Config) {
@@ -128,7 +128,7 @@ func openStream(t *testing.T, base, thread string) *http.Response {
 	return resp
 }
 
-// issue 9 item 12: concurrent streams are capped per thread (429) and in
+// Concurrent streams are capped per thread (429) and in
 // total (503), both with Retry-After; a closed stream frees its slot.
 func TestEventStreamCaps(t *testing.T) {
 	e := newEnv(t, envOptions{tweak: func(c *Config) {
@@ -157,7 +157,7 @@ func TestEventStreamCaps(t *testing.T) {
 	}
 }
 
-// issue 9 item 12: the bytes queued over all subscribers stay under
+// The bytes queued over all subscribers stay under
 // TotalBufferBytes: many stalled streams cannot add up past it.
 func TestSubscribersBoundedInTotal(t *testing.T) {
 	const total = 2 << 20
@@ -193,7 +193,7 @@ func TestSubscribersBoundedInTotal(t *testing.T) {
 	}
 }
 
-// issue 9 item 12: dropping a stalled stream ends its handler at once (a
+// Dropping a stalled stream ends its handler at once (a
 // write blocked on the client is cut, not left to the 30 s write
 // deadline), which frees the stream's slot, goroutine and write buffer.
 func TestEventStreamDropFreesSlot(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// issue 11 item 5: the runtime gives threads time-ordered ids
+// The runtime gives threads time-ordered ids
 // (store.NewThreadID), so that creating them appends to the store's
 // indexes; with random ids the cost of creating a thread grew with the
 // number of threads already stored.

@@ -12,7 +12,7 @@ import (
 const benchThreads = 100000
 
 // newBenchEnv returns a runtime over SQLite holding benchThreads threads:
-// one root with 50 children, the rest roots. (issue 9 item 18)
+// one root with 50 children, the rest roots.
 func newBenchEnv(b *testing.B) (*env, string) {
 	e := newEnv(b, envOptions{})
 	root := e.newThread()

@@ -48,7 +48,7 @@ func getList(t *testing.T, base string, q url.Values) (int, listAnswer) {
 	return status, a
 }
 
-// issue 9 item 18: GET /v1/threads answers one page (100 by default, at
+// GET /v1/threads answers one page (100 by default, at
 // most 1000) with an opaque next_cursor; following it lists every thread
 // once, in order.
 func TestListThreadsPaginated(t *testing.T) {
@@ -98,7 +98,7 @@ func TestListThreadsPaginated(t *testing.T) {
 	}
 }
 
-// issue 9 item 18: ?parent_id= lists one thread's children, and the status
+// ?parent_id= lists one thread's children, and the status
 // read lists at most 1000 of them with a cursor to the rest.
 func TestThreadChildrenPaged(t *testing.T) {
 	e := newEnv(t, envOptions{})
@@ -127,7 +127,7 @@ func TestThreadChildrenPaged(t *testing.T) {
 	}
 }
 
-// issue 9 item 18: a status read does not scan every thread (before, it
+// A status read does not scan every thread (before, it
 // listed them all to find the children: 0.4 s a read at 100,000 threads).
 // The store is wrapped so that listing every thread during a status read
 // fails the test; that the reads it does make use indexes is

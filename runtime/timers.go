@@ -102,7 +102,7 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 		err := r.store.Update(ctx, func(tx store.Tx) error {
 			wake = false
 			if r.shared.on {
-				// issue 14: exactly one process fires a due timer.
+				// Exactly one process fires a due timer.
 				now := time.Now()
 				ok, err := tx.ClaimTimer(tm.ID, r.shared.owner, now, now.Add(r.shared.ttl))
 				if err != nil || !ok {
@@ -114,7 +114,7 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 			}
 			if tm.Kind == timerModelRetry {
 				var err error
-				wake, err = r.fireModelRetry(tx, tm) // issue 9 item 17
+				wake, err = r.fireModelRetry(tx, tm)
 				return err
 			}
 			if tm.Kind != timerSleep {

@@ -1,6 +1,6 @@
 package runtime
 
-// This file owns token usage per thread (issue 11 item 3).
+// This file owns token usage per thread.
 
 import (
 	"sync"
@@ -9,7 +9,7 @@ import (
 	"github.com/gorap/gorap/runtime/api"
 )
 
-// Token usage (issue 11 item 3). Every completion's usage, as the provider
+// Token usage. Every completion's usage, as the provider
 // reported it, is published as a "usage" event and added to the thread's
 // totals, which GET /v1/threads/{id} shows under "usage". The totals are
 // kept in memory: they count the completions since the runtime started.

@@ -32,7 +32,7 @@ func createThreadHTTP(t *testing.T, e *env, body string) string {
 	return out.ID
 }
 
-// issue 9 item 4: a session created through the client API with a
+// A session created through the client API with a
 // user_id carries it in every invocation, from its root thread and from a
 // child thread spawned by the model, and after a restart too (it is
 // stored with the root thread). RAP IN-1 (user_id), IN-5.
@@ -93,7 +93,7 @@ func TestIN1UserIDOnEveryInvocationOfASession(t *testing.T) {
 	}
 }
 
-// issue 9 item 4: a user id the runtime cannot pass on faithfully is
+// A user id the runtime cannot pass on faithfully is
 // refused with 400 and creates nothing.
 func TestCreateThreadRefusesBadUserID(t *testing.T) {
 	e := newEnv(t, envOptions{})

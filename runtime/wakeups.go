@@ -1,6 +1,6 @@
 package runtime
 
-// This file owns wake-ups across processes (issue 14 item 3): on a store
+// This file owns wake-ups across processes: on a store
 // several processes share, an input committed by one process for a thread
 // another process holds wakes that thread at once, through the store's
 // notifications (PostgreSQL LISTEN/NOTIFY), instead of after the sweep.

@@ -28,7 +28,7 @@ func (f *failFirst) Complete(ctx context.Context, req model.Request, s model.Str
 	return f.Provider.Complete(ctx, req, s)
 }
 
-// TestSharedStoreNotifyWakesHolder (issue 14 item 3: LISTEN/NOTIFY
+// TestSharedStoreNotifyWakesHolder (LISTEN/NOTIFY
 // wake-ups): runtime B holds a thread whose slice failed (it keeps the
 // lease until it expires, an hour here, and the sweep runs once an hour).
 // A message accepted by runtime A cannot take the thread; B hears of it
@@ -98,7 +98,7 @@ func (s *lateInputStore) View(ctx context.Context, fn func(store.Tx) error) erro
 	return err
 }
 
-// TestSharedStoreWakeAfterLastLook (issue 14 item 3): a message committed
+// TestSharedStoreWakeAfterLastLook: a message committed
 // (and its wake-up delivered) after the worker handed the thread back and
 // found its inbox empty, but before the worker exits, is not lost: the
 // worker takes the thread again. Without that the message would wait for

@@ -9,7 +9,7 @@ import (
 	"github.com/gorap/gorap/model"
 )
 
-// issue 11 item 2: the messages a request declares settled
+// The messages a request declares settled
 // (model.Request.Settled, from arranged.settled) read the same in every
 // later request of the thread, whatever arrives and however placeholders
 // change, so a provider may send their cached encoding.

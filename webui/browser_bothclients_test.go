@@ -84,7 +84,7 @@ const pageItems = `(() => {
   return out;
 })()`
 
-// issue 15, "Done when": "rap chat" and the web UI, connected to the same
+// "rap chat" and the web UI, connected to the same
 // thread at once, show the same conversation in the same order while a
 // subscription delivers 50 events into it (RAP SU-5, SU-6): every user
 // message, reply, tool call, result and event once, in the same order.

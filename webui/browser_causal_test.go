@@ -40,7 +40,7 @@ func (m *causeModel) Complete(ctx context.Context, req model.Request, s model.St
 	return &model.Response{Text: replyFirst + replySecond, StopReason: "end_turn"}, nil
 }
 
-// issue 15: the runtime saves a turn's inputs with its reply, after the
+// The runtime saves a turn's inputs with its reply, after the
 // reply streamed, so a client printing streamed text as it arrives shows
 // the reply before its cause. The page streams a reply only when it shows
 // what caused it (its own message, not yet saved); while a tool result or

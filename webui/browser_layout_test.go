@@ -33,7 +33,7 @@ func converse(t *testing.T, st *stack, texts ...string) string {
 
 // At phone width (390 CSS pixels) the page fits without sideways
 // scrolling, the thread list hides behind a menu button that the keyboard
-// opens and Escape closes (issue 15 item 3).
+// opens and Escape closes.
 func TestBrowserPhoneWidth(t *testing.T) {
 	st := newDemoStack(t, nil, "")
 	id := converse(t, st, "please edit main.go")
@@ -58,8 +58,7 @@ func TestBrowserPhoneWidth(t *testing.T) {
 }
 
 // With a client token, the page asks for it once, keeps it in the tab's
-// sessionStorage, sends it as a bearer token and never in a URL (issue 15
-// item 3).
+// sessionStorage, sends it as a bearer token and never in a URL.
 func TestBrowserAsksForTheToken(t *testing.T) {
 	const token = "s3cret-client-token-for-the-test"
 	st := newDemoStack(t, nil, token)
@@ -95,7 +94,7 @@ func TestBrowserUnknownThread(t *testing.T) {
 	b.wait("the page says so", `document.getElementById('conn').dataset.state === 'gone' && !document.getElementById('toast').hidden && document.getElementById('toast').textContent.includes('no-such-thread')`)
 }
 
-// With the system set to dark, the page is dark too (issue 15 item 3).
+// With the system set to dark, the page is dark too.
 func TestBrowserDarkMode(t *testing.T) {
 	st := newDemoStack(t, nil, "")
 	id := converse(t, st, "please edit main.go")

@@ -14,8 +14,7 @@ import (
 
 // While a subscription delivers 50 events into the thread, the page shows
 // the conversation in the order of the history, each message and each
-// event once (issue 15, "Done when": the same conversation in the same
-// order while a subscription delivers 50 events; RAP SU-5, SU-6).
+// event once (RAP SU-5, SU-6).
 func TestBrowserFiftyEventsInHistoryOrder(t *testing.T) {
 	const events = 50
 	s := rap.NewServer("ticks", &rap.ServerOptions{Description: "Ticks."})

@@ -39,7 +39,7 @@ func (m *gatedModel) Complete(ctx context.Context, req model.Request, s model.St
 }
 
 // A stream that drops while the model is streaming is reconnected, and the
-// answer appears once, whole, without duplicated text (issue 15 item 4).
+// answer appears once, whole, without duplicated text.
 func TestBrowserReconnectMidStream(t *testing.T) {
 	gate := make(chan struct{})
 	st := newStack(t, stackOptions{model: &gatedModel{Provider: scripted.New(demoScript()), gate: gate}})
@@ -76,7 +76,7 @@ func TestBrowserReconnectMidStream(t *testing.T) {
 
 // After the runtime restarts, the event ids the page holds cannot be
 // resumed: the runtime answers with a reset and replays the thread, and
-// the page rebuilds the view from it, every message once (issue 15 item 4).
+// the page rebuilds the view from it, every message once.
 func TestBrowserResetAfterRestart(t *testing.T) {
 	st := newDemoStack(t, nil, "")
 	id := converse(t, st, "please edit main.go")

@@ -150,7 +150,7 @@ func contains(sel, want string) string {
 	return fmt.Sprintf(`[...document.querySelectorAll(%s)].some(e => e.textContent.includes(%s))`, jsString(sel), jsString(want))
 }
 
-// A whole conversation in the browser (issue 15 items 3 and 4): start a
+// A whole conversation in the browser: start a
 // thread, send messages with the keyboard, see tool calls with their
 // display text and results with their diff and image (RAP RE-3), a
 // progress view (VU-1), answer a user choice (UC-1, UC-2), an OAuth link

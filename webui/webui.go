@@ -1,7 +1,7 @@
 // Package webui is the runtime's web user interface: a single page, served
 // at "/" by rap serve, that lists threads as a tree, follows a thread's
 // event stream and lets a person chat, answer user choices and follow
-// child threads (issue 15 item 3).
+// child threads.
 //
 // The page is plain HTML, CSS and JavaScript modules embedded in the
 // binary: it needs no build step and loads nothing from the network. It

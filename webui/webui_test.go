@@ -19,7 +19,7 @@ func get(t *testing.T, h http.Handler, path string) *http.Response {
 }
 
 // The page and its assets come from the binary with their security
-// headers (issue 15 item 3: CSP without inline script).
+// headers (CSP without inline script).
 func TestServesPageAndAssetsWithCSP(t *testing.T) {
 	h := Handler()
 	for path, ctype := range map[string]string{
@@ -61,7 +61,7 @@ func TestServesPageAndAssetsWithCSP(t *testing.T) {
 }
 
 // The assets keep to the rules that make the policy and the handling of
-// untrusted text hold (issue 15 item 3): no inline script or style, no
+// untrusted text hold: no inline script or style, no
 // eval, no HTML parsing of strings, no network beyond the page's origin.
 func TestAssetsAvoidUnsafeConstructs(t *testing.T) {
 	bad := map[string]*regexp.Regexp{

@@ -321,7 +321,7 @@ func (b *Bridge) Start(ctx context.Context) error {
 	if cs != nil {
 		// The tools, the subscription tool among them, are in place
 		// before the RAP server starts: with a durable Store, Start
-		// resumes the stored subscriptions (issue 10 item 8).
+		// resumes the stored subscriptions.
 		b.prepare(ctx, cs)
 	}
 	if err := b.srv.Start(ctx); err != nil {

@@ -125,7 +125,7 @@ func toolByName(ts *rap.Toolset, name string) *rap.Tool {
 	return nil
 }
 
-// issue 10 item 3: every MCP tool becomes a RAP tool with its name,
+// Every MCP tool becomes a RAP tool with its name,
 // description, schema, annotations and a display script; a tool whose
 // schema RAP refuses is reported and left out (RAP TS-1..TS-8).
 func TestToolsMapped(t *testing.T) {
@@ -166,7 +166,7 @@ func TestToolsMapped(t *testing.T) {
 	}
 }
 
-// issue 10 item 3: the name prefix avoids collisions between servers.
+// The name prefix avoids collisions between servers.
 func TestToolsPrefix(t *testing.T) {
 	f := startHTTP(t, func(o *Options) { o.Prefix = "t_" })
 	ts, err := f.rt.Discover(ctxT(t), f.url)
@@ -189,7 +189,7 @@ func names(ts *rap.Toolset) []string {
 	return n
 }
 
-// issue 10 item 3: notifications/tools/list_changed refreshes the served
+// notifications/tools/list_changed refreshes the served
 // toolset: an added tool appears, a removed one disappears.
 func TestToolListChanged(t *testing.T) {
 	f := startHTTP(t, nil)
@@ -205,7 +205,7 @@ func TestToolListChanged(t *testing.T) {
 	waitFor(t, "echo to be removed", func() bool { return toolByName(f.bridge.Toolset("http://x/"), "echo") == nil })
 }
 
-// issue 10 item 3, RAP CF-2: proxy mode serves {name}_list_tools and
+// RAP CF-2: proxy mode serves {name}_list_tools and
 // {name}_invoke_tool.
 func TestProxyMode(t *testing.T) {
 	f := startHTTP(t, func(o *Options) { o.Mode = ModeProxy })
@@ -249,7 +249,7 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-// issue 10 item 2, docs/security/mcp-bridge.md: the headers sent to an HTTP
+// docs/security/mcp-bridge.md: the headers sent to an HTTP
 // MCP server (API keys) reach the server but never the bridge's log (at
 // debug level), the manifest or a result.
 func TestHeadersNotLeaked(t *testing.T) {

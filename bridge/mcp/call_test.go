@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/raptest"
 )
 
-// issue 10 item 4: each MCP content kind reaches the model as docs/mcp.md
+// Each MCP content kind reaches the model as docs/mcp.md
 // says (RAP RE-1, RE-2, RE-4).
 func TestContentKinds(t *testing.T) {
 	f := startHTTP(t, nil)
@@ -74,7 +74,7 @@ func TestContentKinds(t *testing.T) {
 	})
 }
 
-// issue 10 item 5: MCP progress notifications become view updates of
+// MCP progress notifications become view updates of
 // type "progress", all before the one result (RAP VU-1).
 func TestProgressViewUpdates(t *testing.T) {
 	f := startHTTP(t, nil)
@@ -116,7 +116,7 @@ func TestProgressViewUpdates(t *testing.T) {
 	}
 }
 
-// issue 10 item 4: the invocation is acknowledged at once and tools/call
+// The invocation is acknowledged at once and tools/call
 // runs in the background; /cancel_tool_call cancels the MCP request
 // (notifications/cancelled reaches the server) and the call ends in one
 // Error: result (RAP CA-1, IN-4).
@@ -143,7 +143,7 @@ func TestCancelToolCall(t *testing.T) {
 	waitFor(t, "the MCP server to see the cancellation", func() bool { return slices.Contains(f.hooks.cancelledTools(), "block") })
 }
 
-// issue 10 item 4: /close_thread cancels that thread's calls, not others.
+// /close_thread cancels that thread's calls, not others.
 func TestCloseThreadCancelsItsCalls(t *testing.T) {
 	f := startHTTP(t, nil)
 	ctx := ctxT(t)
@@ -177,7 +177,7 @@ func TestCloseThreadCancelsItsCalls(t *testing.T) {
 	}
 }
 
-// issue 10 items 1, 4 and 2 (supervision): over stdio, a server that dies
+// Supervision over stdio: a server that dies
 // mid-call ends that call with one Error: result naming the server; the
 // bridge restarts it and the next call works.
 func TestStdioServerCrashMidCall(t *testing.T) {
@@ -220,7 +220,7 @@ func TestStdioServerCrashMidCall(t *testing.T) {
 	}
 }
 
-// issue 10 item 2: a server that cannot start is a clear error from Start.
+// A server that cannot start is a clear error from Start.
 func TestServerCannotStart(t *testing.T) {
 	b, err := New(Options{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Logger: quietLogger()})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/gorap/gorap/display"
 )
 
-// issue 10 item 3, RAP DS-1, DS-2: the generated display script runs in
+// RAP DS-1, DS-2: the generated display script runs in
 // gorap's Rhai sandbox and names the tool's title and required arguments.
 func TestDisplayScriptRenders(t *testing.T) {
 	schema := json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"},"opts":{"type":"object"}},"required":["city","days","opts"]}`)

@@ -26,7 +26,7 @@ func countSubs(h *serverHooks, uri string) int {
 	return n
 }
 
-// issue 10 item 8: with a durable store, a resource subscription
+// With a durable store, a resource subscription
 // survives a restart of the bridge: the new bridge subscribes again at
 // the MCP server and keeps delivering the updates to the same RAP
 // callback.

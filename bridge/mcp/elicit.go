@@ -12,7 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Form elicitation (issue 10 item 7, first part): an MCP server that asks
+// Form elicitation (first part): an MCP server that asks
 // the user for input while a tool call runs gets its answer through RAP
 // user_choice messages, one per field, when every field of the form is an
 // enum or a boolean. Other forms are declined and the tool result says

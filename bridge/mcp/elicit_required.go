@@ -12,7 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// URL elicitation required (MCP error -32042, issue 10 item 7): a server
+// URL elicitation required (MCP error -32042): a server
 // may answer tools/call with this error instead of sending a URL-mode
 // elicitation request; its data lists the links the user must open
 // first. The bridge shows each link as a RAP oauth message (RAP OA-1) on

@@ -13,7 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// issue 10 item 7: an MCP server that answers tools/call with error
+// An MCP server that answers tools/call with error
 // -32042 (URL elicitation required) gets its link shown to the user as a
 // RAP oauth message (OA-1); the call stays pending until the server
 // sends notifications/elicitation/complete, then the bridge calls the
@@ -80,7 +80,7 @@ func TestURLElicitationRequiredError(t *testing.T) {
 	}
 }
 
-// issue 10 item 7: a -32042 error whose link has no elicitationId cannot
+// A -32042 error whose link has no elicitationId cannot
 // be waited for: the link is shown and the result says to call again.
 func TestURLElicitationRequiredWithoutID(t *testing.T) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "linker", Version: "1"}, nil)

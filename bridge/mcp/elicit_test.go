@@ -30,7 +30,7 @@ func nextChoice(t *testing.T, ctx context.Context, c *raptest.Call, seen int) *r
 	return uc
 }
 
-// issue 10 item 7: a form elicitation whose fields are an enum and a
+// A form elicitation whose fields are an enum and a
 // boolean becomes one RAP user_choice per field (RAP UC-1, UC-2); the
 // selections return to the MCP server as the elicitation's content.
 func TestElicitationAccepted(t *testing.T) {
@@ -63,7 +63,7 @@ func TestElicitationAccepted(t *testing.T) {
 	}
 }
 
-// issue 10 item 7: choosing the default ("Decline", what a dismissal
+// Choosing the default ("Decline", what a dismissal
 // sends) declines the elicitation, and the result says so.
 func TestElicitationDeclined(t *testing.T) {
 	f := startHTTP(t, nil)
@@ -85,7 +85,7 @@ func TestElicitationDeclined(t *testing.T) {
 	}
 }
 
-// issue 10 item 7: a form with a free-text field is declined without
+// A form with a free-text field is declined without
 // asking, and the tool result says why.
 func TestElicitationRichFormDeclined(t *testing.T) {
 	f := startHTTP(t, nil)
@@ -95,7 +95,7 @@ func TestElicitationRichFormDeclined(t *testing.T) {
 	}
 }
 
-// issue 10 item 7: a URL-mode elicitation becomes a RAP oauth message
+// A URL-mode elicitation becomes a RAP oauth message
 // carrying the URL (RAP OA-1) before the call's result.
 func TestElicitationURL(t *testing.T) {
 	f := startHTTP(t, nil)

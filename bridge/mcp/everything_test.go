@@ -39,7 +39,7 @@ func everythingServer(t *testing.T) (node, script string) {
 	return node, script
 }
 
-// issue 10 items 1, 3, 4, 5: through the bridge over stdio, each content
+// Through the bridge over stdio, each content
 // kind of server-everything reaches the model as docs/mcp.md says, and a
 // long-running operation shows progress view updates before its result.
 func TestEverythingStdio(t *testing.T) {
@@ -134,7 +134,7 @@ func TestEverythingStdio(t *testing.T) {
 		}
 	})
 	t.Run("elicitation with free-text fields", func(t *testing.T) {
-		// issue 10 item 7: server-everything asks with elicitation/create
+		// server-everything asks with elicitation/create
 		// (no reference to the call: the bridge attributes it to the one
 		// call in flight); its form has free-text fields, so the bridge
 		// declines and the result says why.
@@ -144,7 +144,7 @@ func TestEverythingStdio(t *testing.T) {
 		}
 	})
 	t.Run("url elicitation", func(t *testing.T) {
-		// issue 10 item 7: the link reaches the runtime as an oauth message.
+		// The link reaches the runtime as an oauth message.
 		ctx := ctxT(t)
 		c, err := f.rt.Invoke(ctx, f.url, "trigger-url-elicitation", map[string]any{"url": "https://example.com/login?x=1"})
 		if err != nil {
@@ -172,7 +172,7 @@ func TestEverythingStdio(t *testing.T) {
 	})
 }
 
-// issue 10 items 3, 4: every tool of server-everything is callable through
+// Every tool of server-everything is callable through
 // the bridge and each invocation ends in exactly one result, also tools
 // that need client features the bridge does not offer yet (elicitation,
 // sampling: they end in an Error: result).
@@ -269,7 +269,7 @@ func exampleArgs(schema json.RawMessage) map[string]any {
 	return args
 }
 
-// issue 10 item 1: the same server over Streamable HTTP.
+// The same server over Streamable HTTP.
 func TestEverythingStreamableHTTP(t *testing.T) {
 	node, script := everythingServer(t)
 	port := startEverythingHTTP(t, node, script)

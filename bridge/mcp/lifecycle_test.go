@@ -12,7 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// issue 10 item 4: shutting the bridge down mid-call ends the call with one
+// Shutting the bridge down mid-call ends the call with one
 // Error: result and cancels the MCP request.
 func TestShutdownMidCall(t *testing.T) {
 	f := startHTTP(t, nil)
@@ -36,7 +36,7 @@ func TestShutdownMidCall(t *testing.T) {
 	}
 }
 
-// issue 10 item 2 (supervision): a call made while the stdio server is
+// Supervision: a call made while the stdio server is
 // down and cannot come back ends with an Error: result that says so.
 func TestCallWhileServerDown(t *testing.T) {
 	f := startStdio(t, func(o *Options) {
@@ -72,7 +72,7 @@ func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*s.h.Load()).ServeHTTP(w, r)
 }
 
-// issue 10 item 2 (supervision): a Streamable HTTP server that restarted
+// Supervision: a Streamable HTTP server that restarted
 // (its sessions are gone) is reconnected; calls work again.
 func TestHTTPServerRestartReconnects(t *testing.T) {
 	newHandler := func() http.Handler {

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// OAuth for Streamable HTTP MCP servers (issue 10 item 10). The MCP
+// OAuth for Streamable HTTP MCP servers. The MCP
 // authorization flow itself is the SDK's: auth.AuthorizationCodeHandler
 // discovers the protected resource metadata (RFC 9728) from the 401's
 // WWW-Authenticate header or the well-known URLs, reads the authorization

@@ -282,7 +282,7 @@ func hasOAuth(c *raptest.Call) bool {
 	return false
 }
 
-// issue 10 item 10: an HTTP MCP server that answers 401 gets the MCP
+// An HTTP MCP server that answers 401 gets the MCP
 // authorization flow (protected resource metadata, authorization server
 // metadata, dynamic client registration, PKCE): the link reaches the
 // user as a RAP oauth message (OA-1), the bridge's redirect endpoint
@@ -362,7 +362,7 @@ func TestOAuthSignInPerUser(t *testing.T) {
 	}
 }
 
-// issue 10 item 10: tokens are durable and refreshed. A new bridge on
+// Tokens are durable and refreshed. A new bridge on
 // the same token directory connects with the stored sign-in at start (no
 // sign_in tool, no link); an expired access token is refreshed with the
 // refresh token and the new one is stored.
@@ -437,7 +437,7 @@ func TestOAuthTokensSurviveRestartAndRefresh(t *testing.T) {
 	}
 }
 
-// issue 10 item 10: a stored sign-in the authorization server no longer
+// A stored sign-in the authorization server no longer
 // honours (access and refresh tokens revoked) does not stop the bridge:
 // it serves sign_in again.
 func TestOAuthRevokedSignInAsksAgain(t *testing.T) {
@@ -471,7 +471,7 @@ func TestOAuthRevokedSignInAsksAgain(t *testing.T) {
 	}
 }
 
-// issue 10 item 10: an OAuth bridge whose server cannot be reached at
+// An OAuth bridge whose server cannot be reached at
 // start fails to start (it is reported and skipped like any other), even
 // with a stored sign-in.
 func TestOAuthServerDownAtStart(t *testing.T) {
@@ -491,7 +491,7 @@ func TestOAuthServerDownAtStart(t *testing.T) {
 	}
 }
 
-// issue 10 item 10: a bridge whose own handler the browser cannot reach
+// A bridge whose own handler the browser cannot reach
 // (inside rap serve) serves the redirect endpoint on a listener of its
 // own, and the redirect URL names the port it bound.
 func TestOAuthOwnCallbackListener(t *testing.T) {

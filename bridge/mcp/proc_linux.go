@@ -8,7 +8,7 @@ import (
 )
 
 // setDeathSignal asks Linux to SIGKILL a stdio MCP server when the
-// bridge's process dies, even by SIGKILL (issue 10 item 2): a server that
+// bridge's process dies, even by SIGKILL: a server that
 // does not exit when its standard input closes is not left running. The
 // signal follows the OS thread that started the server; Go keeps its
 // threads for the life of the process unless a goroutine locked to one

@@ -51,7 +51,7 @@ func dead(pid int) bool {
 	return i > 0 && i+2 < len(raw) && raw[i+2] == 'Z'
 }
 
-// issue 10 item 2: a bridge process killed with SIGKILL does not leave
+// A bridge process killed with SIGKILL does not leave
 // its stdio MCP server running, even a server that ignores the end of its
 // input (Linux parent-death signal).
 func TestStdioServerDiesWithBridge(t *testing.T) {

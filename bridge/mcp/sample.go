@@ -10,7 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Sampling (issue 10 item 9): an MCP server's sampling/createMessage is
+// Sampling: an MCP server's sampling/createMessage is
 // answered by Options.SamplingModel, one of gorap's model providers; the
 // tool result then says that sampling happened. Without a model the
 // request is declined with a JSON-RPC error that says how to enable it.

@@ -19,7 +19,7 @@ func (m *fakeModel) Complete(ctx context.Context, req model.Request, s model.Str
 	return &model.Response{Text: "hi there", StopReason: "end_turn"}, nil
 }
 
-// issue 10 item 9: sampling/createMessage is answered by the bridge's
+// sampling/createMessage is answered by the bridge's
 // model, and the result says that sampling happened.
 func TestSamplingWithModel(t *testing.T) {
 	m := &fakeModel{}
@@ -33,7 +33,7 @@ func TestSamplingWithModel(t *testing.T) {
 	}
 }
 
-// issue 10 item 9: without a model, sampling is declined with a message
+// Without a model, sampling is declined with a message
 // that says how to enable it.
 func TestSamplingWithoutModel(t *testing.T) {
 	f := startHTTP(t, nil)

@@ -11,7 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Resource subscriptions (issue 10 item 8, first part): for an MCP server
+// Resource subscriptions (first part): for an MCP server
 // that advertises resources.subscribe, the bridge adds the tool
 // {prefix}subscribe_resource. A call of it is a RAP subscription (RAP
 // SU-1): each notifications/resources/updated for its URI becomes a

@@ -8,7 +8,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// issue 10 item 8: a server with resources.subscribe gets a
+// A server with resources.subscribe gets a
 // subscribe_resource tool; its call is a RAP subscription (RAP SU-1): each
 // notifications/resources/updated becomes a subscription_event with the
 // re-read contents, and cancelling it unsubscribes at the MCP server.

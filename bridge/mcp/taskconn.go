@@ -14,7 +14,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// MCP tasks (issue 10 item 6) are not executed by the MCP Go SDK: its
+// MCP tasks are not executed by the MCP Go SDK: its
 // ClientSession cannot send tools/call with a "task" member, nor
 // tasks/get, tasks/result or tasks/cancel, and it drops the server's
 // capabilities.tasks and each tool's execution.taskSupport. taskConn is

@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
-// issue 10 item 6 over Streamable HTTP, a hostile or buggy server: the
+// Over Streamable HTTP, a hostile or buggy server: the
 // bridge's own task requests end in a result or an error, never hang.
 func TestHTTPTaskConnAnswers(t *testing.T) {
 	var mu sync.Mutex

@@ -17,7 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Tasks (issue 10 item 6, SEP-1686). For a tool the server runs as a
+// Tasks (SEP-1686). For a tool the server runs as a
 // task, the bridge sends tools/call with a "task" member, stores the task
 // id durably (as a record in the rap Store's subscription table, kind
 // "mcp_task"), polls tasks/get at the server's pollInterval, sends each

@@ -9,7 +9,7 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// issue 10 item 6: server-everything advertises tasks for tools/call and
+// server-everything advertises tasks for tools/call and
 // runs simulate-research-query only as a task (taskSupport "required").
 // Through the bridge it is called with task augmentation, polled with
 // tasks/get, its status messages arrive as progress view updates before
@@ -63,7 +63,7 @@ func TestEverythingTaskTool(t *testing.T) {
 	}
 }
 
-// issue 10 items 6 and 7: an ambiguous research query makes the task
+// An ambiguous research query makes the task
 // input_required; the bridge then calls tasks/result, through which the
 // server's elicitation arrives, becomes a RAP user_choice, and the
 // selection reaches the task, whose result names it.
@@ -98,7 +98,7 @@ func TestEverythingTaskInputRequired(t *testing.T) {
 	}
 }
 
-// issue 10 item 6 over Streamable HTTP: the bridge POSTs its task
+// Over Streamable HTTP: the bridge POSTs its task
 // requests in the SDK's session (taskhttp.go), and server-everything's
 // task tool runs as a task to its one result.
 func TestEverythingTaskToolHTTP(t *testing.T) {
@@ -125,7 +125,7 @@ func TestEverythingTaskToolHTTP(t *testing.T) {
 	}
 }
 
-// issue 10 items 6 and 7 over Streamable HTTP: the elicitation the task
+// Over Streamable HTTP: the elicitation the task
 // sends on the tasks/result stream becomes a RAP user_choice and the
 // answer is POSTed back to the server.
 func TestEverythingTaskInputRequiredHTTP(t *testing.T) {

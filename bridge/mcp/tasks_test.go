@@ -50,7 +50,7 @@ func taskFiles(dir, suffix string) []string {
 	return m
 }
 
-// issue 10 item 6: a tool the server runs as a task is polled with
+// A tool the server runs as a task is polled with
 // tasks/get until it completes; its status messages become progress view
 // updates and tasks/result becomes the one result. A tool without
 // taskSupport on the same server is called plainly.
@@ -80,7 +80,7 @@ func TestTaskPolledToResult(t *testing.T) {
 	}
 }
 
-// issue 10 item 6: notifications/tasks/status wakes the poller: a task
+// notifications/tasks/status wakes the poller: a task
 // whose server suggests polling once a minute (clamped to 30 s, longer
 // than the test's deadline) ends as soon as the server reports it.
 func TestTaskStatusNotificationWakesPoller(t *testing.T) {
@@ -90,7 +90,7 @@ func TestTaskStatusNotificationWakesPoller(t *testing.T) {
 	}
 }
 
-// issue 10 item 6, a hostile or buggy server: every case ends in one
+// A hostile or buggy server: every case ends in one
 // "Error:" result that says what happened, never a pending call.
 func TestTaskHostileServer(t *testing.T) {
 	f, _ := startTasks(t, nil)
@@ -123,7 +123,7 @@ func TestTaskHostileServer(t *testing.T) {
 	}
 }
 
-// issue 10 item 6: a task that never ends is bounded by the task timeout:
+// A task that never ends is bounded by the task timeout:
 // the bridge sends tasks/cancel and ends the call with an "Error:" result.
 func TestTaskNeverEndsTimesOut(t *testing.T) {
 	f, dir := startTasks(t, func(o *Options) { o.TaskTimeout = 500 * time.Millisecond })
@@ -136,7 +136,7 @@ func TestTaskNeverEndsTimesOut(t *testing.T) {
 	}
 }
 
-// issue 10 item 6: /cancel_tool_call of a task-based call sends
+// /cancel_tool_call of a task-based call sends
 // tasks/cancel and ends the call with one "Error:" result.
 func TestTaskCancelSendsTasksCancel(t *testing.T) {
 	f, dir := startTasks(t, nil)
@@ -260,8 +260,7 @@ func drained(st *durable.Store) bool {
 	return err == nil && perr == nil && len(recs) == 0 && n == 0
 }
 
-// issue 10 item 6 and "Done when": a task-based call survives a SIGKILL
-// of the bridge mid-task: the bridge started again on the same durable
+// A task-based call survives a SIGKILL of the bridge mid-task: the bridge started again on the same durable
 // store resumes polling and delivers exactly one result.
 func TestTaskSurvivesBridgeSIGKILL(t *testing.T) {
 	c, st, dir := killBridgeMidTask(t, "slow", map[string]any{"ms": 3000})
@@ -285,7 +284,7 @@ func TestTaskSurvivesBridgeSIGKILL(t *testing.T) {
 	}
 }
 
-// issue 10 item 6: /cancel_tool_call of a call whose task was resumed
+// /cancel_tool_call of a call whose task was resumed
 // after a restart (the RAP server no longer knows it) sends tasks/cancel
 // and ends the call with one "Error:" result.
 func TestTaskResumedThenCancelled(t *testing.T) {
@@ -310,7 +309,7 @@ func TestTaskResumedThenCancelled(t *testing.T) {
 	}
 }
 
-// issue 10 item 6: a resumed task stays stored through a graceful stop of
+// A resumed task stays stored through a graceful stop of
 // the bridge (no result, no tasks/cancel) and the next start delivers its
 // one result.
 func TestTaskResumedSurvivesGracefulStop(t *testing.T) {

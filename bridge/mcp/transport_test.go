@@ -11,7 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// issue 10 item 5: the wire tap finds progress notifications in stdio
+// The wire tap finds progress notifications in stdio
 // lines and event-stream data lines, split across reads, passes every
 // byte through unchanged and ignores requests, other methods and
 // oversized lines.
@@ -38,7 +38,7 @@ func TestProgressTap(t *testing.T) {
 	}
 }
 
-// issue 10 item 5: progress from a stdio server (a real process) reaches
+// Progress from a stdio server (a real process) reaches
 // the runtime as view updates before the result.
 func TestProgressStdio(t *testing.T) {
 	f := startStdio(t, nil)

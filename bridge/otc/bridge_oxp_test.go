@@ -21,7 +21,7 @@ func oxpBridge(t *testing.T, o Options) (*oxpWorker, *testBridge) {
 	return w, startBridge(t, o)
 }
 
-// issue 13 items 1, 3, 4, 5 (OXP 1.0): detection by /health, input_schema
+// OXP 1.0: detection by /health, input_schema
 // as given, call_id = the RAP call id, value and error responses; every
 // request and answer is checked against openapi-1.0.json by the worker.
 func TestOXPValuesAndErrors(t *testing.T) {
@@ -62,7 +62,7 @@ func TestOXPValuesAndErrors(t *testing.T) {
 	}
 }
 
-// issue 13 item 5 (OXP): authorization required then completed: the oauth
+// OXP: authorization required then completed: the oauth
 // link reaches the runtime, the bridge polls check_url with backoff, keeps
 // the token it returns and retries the call with it.
 func TestOXPAuthorizationCompleted(t *testing.T) {
@@ -105,7 +105,7 @@ func TestOXPAuthorizationCompleted(t *testing.T) {
 	}
 }
 
-// issue 13 item 5: an authorization that never completes gives a clear
+// An authorization that never completes gives a clear
 // Error: result after the time limit.
 func TestOXPAuthorizationTimeout(t *testing.T) {
 	_, tb := oxpBridge(t, Options{AuthTimeout: 150 * time.Millisecond})
@@ -118,7 +118,7 @@ func TestOXPAuthorizationTimeout(t *testing.T) {
 	}
 }
 
-// issue 13 item 4: a secret a tool's requirements list reaches the worker
+// A secret a tool's requirements list reaches the worker
 // (both dialects) and appears in no log, result or callback.
 func TestSecretsReachWorkerOnly(t *testing.T) {
 	dir := t.TempDir()
@@ -172,7 +172,7 @@ func TestSecretsReachWorkerOnly(t *testing.T) {
 	}
 }
 
-// issue 13 item 2: the JWT follows validate_engine_token; a wrong secret is
+// The JWT follows validate_engine_token; a wrong secret is
 // a clear error at load, and a secret that goes bad later is a clear
 // Error: result on calls.
 func TestWorkerSecret(t *testing.T) {
@@ -199,7 +199,7 @@ func TestWorkerSecret(t *testing.T) {
 	}
 }
 
-// issue 13 "done when": a worker that is down at start is a clear error; one
+// A worker that is down at start is a clear error; one
 // that goes down mid-call ends the accepted call in an Error: result.
 func TestWorkerDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

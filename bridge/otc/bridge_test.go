@@ -88,7 +88,7 @@ func arcadeBridge(t *testing.T, o Options) (*arcadeWorker, *testBridge) {
 	return w, startBridge(t, o)
 }
 
-// issue 13 items 1, 3, 4, 5: an Arcade worker's tools are listed (the bad one
+// An Arcade worker's tools are listed (the bad one
 // left out), called asynchronously with run_id, execution_id, the tool
 // reference and version, and user_id; values come back as text.
 func TestArcadeValues(t *testing.T) {
@@ -129,7 +129,7 @@ func TestArcadeValues(t *testing.T) {
 	}
 }
 
-// issue 13 item 5: errors with and without can_retry; developer_message only
+// Errors with and without can_retry; developer_message only
 // in the log.
 func TestArcadeErrors(t *testing.T) {
 	_, tb := arcadeBridge(t, Options{})
@@ -148,7 +148,7 @@ func TestArcadeErrors(t *testing.T) {
 	}
 }
 
-// issue 13 item 5: artifacts: an image as image content, anything else as a
+// Artifacts: an image as image content, anything else as a
 // description with URL, MIME type and size.
 func TestArcadeArtifacts(t *testing.T) {
 	w, tb := arcadeBridge(t, Options{})
@@ -169,7 +169,7 @@ func TestArcadeArtifacts(t *testing.T) {
 	}
 }
 
-// issue 13 items 4, 5: authorization required: the oauth link reaches the
+// Authorization required: the oauth link reaches the
 // runtime, the bridge waits (Arcade workers have no status route, so it
 // repeats the call with backoff) and delivers the final result.
 func TestArcadeAuthorization(t *testing.T) {
@@ -201,7 +201,7 @@ func TestArcadeAuthorization(t *testing.T) {
 	}
 }
 
-// issue 13 item 4: a hung worker ends in an Error: result after the
+// A hung worker ends in an Error: result after the
 // configured timeout; /cancel_tool_call aborts the HTTP call.
 func TestArcadeHangAndCancel(t *testing.T) {
 	w, tb := arcadeBridge(t, Options{CallTimeout: 300 * time.Millisecond})
@@ -234,7 +234,7 @@ func TestArcadeHangAndCancel(t *testing.T) {
 	}
 }
 
-// issue 13 item 5: a value larger than a RAP callback can carry is cut, with
+// A value larger than a RAP callback can carry is cut, with
 // a note, so that the result is still delivered.
 func TestHugeValueTruncated(t *testing.T) {
 	_, tb := arcadeBridge(t, Options{})
@@ -248,7 +248,7 @@ func TestHugeValueTruncated(t *testing.T) {
 	}
 }
 
-// issue 13 item 4: a token the bridge holds for the tool's provider and user
+// A token the bridge holds for the tool's provider and user
 // is sent in the context, so no authorization is asked for.
 func TestArcadeTokenFromResolver(t *testing.T) {
 	var asked []string

@@ -12,7 +12,7 @@ import (
 func sp(s string) *string { return &s }
 func bp(b bool) *bool     { return &b }
 
-// issue 13 item 3: every val_type (and arrays, enums, nested objects,
+// Every val_type (and arrays, enums, nested objects,
 // nullable) maps to one exact JSON Schema (arcade_core/schema.py ValueSchema).
 func TestValueToSchemaTable(t *testing.T) {
 	cases := []struct {
@@ -63,7 +63,7 @@ func TestValueToSchemaTable(t *testing.T) {
 	}
 }
 
-// issue 13 item 3: definitions that cannot be converted are refused with a
+// Definitions that cannot be converted are refused with a
 // reason.
 func TestValueToSchemaErrors(t *testing.T) {
 	cases := []struct {
@@ -91,7 +91,7 @@ func TestValueToSchemaErrors(t *testing.T) {
 	}
 }
 
-// issue 13 item 3: parameters become properties, required parameters are
+// Parameters become properties, required parameters are
 // listed in order, a parameter's description wins, no extra properties.
 func TestParametersToSchema(t *testing.T) {
 	got, err := ParametersToSchema([]InputParameter{
@@ -114,7 +114,7 @@ func TestParametersToSchema(t *testing.T) {
 	}
 }
 
-// issue 13 item 3: name rule, annotations, deprecation, requirements.
+// Name rule, annotations, deprecation, requirements.
 func TestMapArcadeTool(t *testing.T) {
 	raw := `{"name":"SendEmail","fully_qualified_name":"Gmail.SendEmail","description":"Sends mail.",
 	 "toolkit":{"name":"Gmail","version":"1.2.0"},
@@ -157,7 +157,7 @@ func TestMapArcadeTool(t *testing.T) {
 	}
 }
 
-// issue 13 item 3: OXP input_schema is used as given; ids map by the same rule.
+// OXP input_schema is used as given; ids map by the same rule.
 func TestMapOXPTool(t *testing.T) {
 	in := `{"type":"object","properties":{"a":{"type":"number"}},"required":["a"]}`
 	m, err := MapOXP(&OXPTool{ID: "Calc.Sqrt@1.0.0", Name: "Calc_Sqrt", Description: "root", Version: "1.0.0", InputSchema: json.RawMessage(in)})

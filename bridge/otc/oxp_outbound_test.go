@@ -81,7 +81,7 @@ func oxpPost(t *testing.T, url, body string) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
-// issue 13 item 6: a rap SDK server answers the OXP 1.0 routes: tools
+// A rap SDK server answers the OXP 1.0 routes: tools
 // listed as OXP definitions, calls answered synchronously with values and
 // errors, a subscription tool refused with an error that says it needs RAP.
 func TestRAPServerAnswersOXP(t *testing.T) {
@@ -121,7 +121,7 @@ func TestRAPServerAnswersOXP(t *testing.T) {
 	}
 }
 
-// issue 13 items 1 and 6 together: the OTC bridge detects the rap server's
+// The OTC bridge detects the rap server's
 // OXP routes and serves its tools back over RAP.
 func TestBridgeOverRAPServerOXP(t *testing.T) {
 	url := oxpRAPServer(t)

@@ -8,7 +8,7 @@ import (
 )
 
 // AuditCapDenied is the kind of an audit record written when a tool is
-// denied a capability or a secret (issue 12 items 4 and 5).
+// denied a capability or a secret.
 const AuditCapDenied = "cap_denied"
 
 // AuditRecord is one line of the audit log.

@@ -1,6 +1,6 @@
 // Package toolsjson loads Runloop agent bundles that declare host tools in
 // a tools.json file, and serves those tools as a RAP tool server built with
-// the rap SDK (issue 12). See docs/toolsjson.md for the format as gorap
+// the rap SDK. See docs/toolsjson.md for the format as gorap
 // implements it.
 //
 // A bundle is a directory holding tools.json, manifest.toml and, when any
@@ -133,7 +133,7 @@ type Tool struct {
 	Capabilities        []string
 	Secrets             []string
 	Budget              *Budget
-	// RequiresConfirmation asks the user before each call (issue 12 item 7).
+	// RequiresConfirmation asks the user before each call.
 	RequiresConfirmation bool
 	Tags                 []string
 
@@ -160,7 +160,7 @@ type Transport struct {
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
-// Budget is a tool's budget hint (issue 12 item 8).
+// Budget is a tool's budget hint.
 type Budget struct {
 	Tokens *int64   `json:"tokens,omitempty"`
 	USD    *float64 `json:"usd,omitempty"`
@@ -226,7 +226,7 @@ func (s *siblings) check(data []byte, opts LoadOptions) (*Bundle, error) {
 	var vs []Violation
 	b := &Bundle{Dir: dir, Digest: Digest(data)}
 
-	// The digest pinned in manifest.toml (issue 12 item 2).
+	// The digest pinned in manifest.toml.
 	want, mv := s.want, s.manifestErr
 	switch {
 	case mv != nil && opts.AllowUnsigned:

@@ -43,14 +43,12 @@ func writeValid(t *testing.T) string {
 }
 
 // TestDigestIsBLAKE3 pins the digest to the BLAKE3 test vectors.
-// issue 12 item 2
 func TestDigestIsBLAKE3(t *testing.T) {
 	if got := Digest(nil); got != "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262" {
 		t.Fatalf("BLAKE3 of the empty input = %s", got)
 	}
 }
 
-// issue 12 items 2, 3
 func TestLoadValidBundle(t *testing.T) {
 	dir := writeValid(t)
 	for _, p := range []string{dir, filepath.Join(dir, ToolsFile)} {
@@ -78,7 +76,6 @@ func TestLoadValidBundle(t *testing.T) {
 }
 
 // A tampered tools.json is refused with both digests and the fix.
-// issue 12 item 2
 func TestLoadTamperedRefused(t *testing.T) {
 	dir := writeValid(t)
 	p := filepath.Join(dir, ToolsFile)
@@ -103,7 +100,6 @@ func TestLoadTamperedRefused(t *testing.T) {
 	}
 }
 
-// issue 12 item 2
 func TestLoadMissingDigestRefused(t *testing.T) {
 	dir := writeValid(t)
 	mustWrite(t, filepath.Join(dir, ManifestFile), "[artifacts.tools]\npath = \"tools.json\"\n", 0o644)
@@ -125,7 +121,7 @@ func errString(err error) string {
 }
 
 // Every violation is reported with its path, and nothing of an invalid
-// bundle is loaded. issue 12 item 2
+// bundle is loaded.
 func TestLoadViolationsWithPaths(t *testing.T) {
 	exec := func(id, cmd string) string {
 		return `{"id":"` + id + `","description":"d","transport":{"kind":"exec","command":"` + cmd + `"},"input_schema":` + objSchema + `,"result_schema":` + objSchema + `}`
@@ -182,7 +178,7 @@ func TestLoadViolationsWithPaths(t *testing.T) {
 }
 
 // A capability not granted denies that tool, with a cap_denied record;
-// the other tools are served. issue 12 item 4
+// the other tools are served.
 func TestCapabilityNotGrantedDeniesTool(t *testing.T) {
 	dir := writeValid(t)
 	mustWrite(t, filepath.Join(dir, PolicyFile), "fs:/tmp/*\n", 0o644) // no net: grant
@@ -219,7 +215,7 @@ func TestCapabilityNotGrantedDeniesTool(t *testing.T) {
 }
 
 // An http tool whose host no net: grant covers is denied even when its
-// capabilities do not mention the host. issue 12 item 4
+// capabilities do not mention the host.
 func TestHTTPHostNeedsNetGrant(t *testing.T) {
 	tools := `{"version":1,"tools":[{"id":"h","description":"d","transport":{"kind":"http","method":"GET","url":"https://evil.example/x"},"input_schema":` + objSchema + `,"result_schema":` + objSchema + `,"capabilities":["net:good.example"]}]}`
 	dir := writeBundle(t, tools, "net:good.example\n")
@@ -235,7 +231,6 @@ func TestHTTPHostNeedsNetGrant(t *testing.T) {
 	}
 }
 
-// issue 12 item 4
 func TestPolicyGrants(t *testing.T) {
 	p, err := ParsePolicy([]byte("# comment\n\nnet:api.example  # trailing\nfs:/tmp/*\nnet:127.0.0.1:8080\n"))
 	if err != nil {
@@ -260,7 +255,7 @@ func TestPolicyGrants(t *testing.T) {
 }
 
 // Recursive and fanned-out schema references are refused quickly instead
-// of expanding without bound. issue 12 item 2
+// of expanding without bound.
 func TestSchemaRefCyclesAndFanOut(t *testing.T) {
 	entry := func(refs string) string {
 		return `{"version":1,"tools":[{"id":"a","description":"d","transport":{"kind":"exec","command":"/bin/true"},"input_schema":{"$ref":"schema:a"},"result_schema":{"type":"object"},"schema_refs":` + refs + `}]}`
@@ -279,7 +274,7 @@ func TestSchemaRefCyclesAndFanOut(t *testing.T) {
 }
 
 // The manifest keeps the original id, budget, tags and the confirmation
-// flag as x-runloop-* annotations. issue 12 items 3, 8
+// flag as x-runloop-* annotations.
 func TestManifestAnnotations(t *testing.T) {
 	s := serveBundle(t, writeValid(t), Options{})
 	ts, err := s.rt.Discover(t.Context(), s.url)

@@ -8,7 +8,7 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// Choices of a confirmation (issue 12 item 7); Deny is the default.
+// Choices of a confirmation; Deny is the default.
 var confirmChoices = []string{"Allow", "Deny"}
 
 const confirmDeny = 1

@@ -15,7 +15,6 @@ import (
 // A requires_confirmation tool asks the user (Allow / Deny, default Deny)
 // with a RAP user_choice naming the tool and showing its arguments; Deny
 // leaves it unrun, Allow runs it, NoConfirm skips the question.
-// issue 12 item 7
 func TestConfirmationGate(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	tool := writeScript(t, `echo x >> `+marker+`; echo '{"echo":"done"}'`)
@@ -70,7 +69,6 @@ func TestConfirmationGate(t *testing.T) {
 // Every call writes CT_TOOL_CALL and CT_TOOL_RESULT frames; replay answers
 // recorded calls byte for byte without running anything, twice the same,
 // flags calls with no recorded frame and tools missing from the bundle.
-// issue 12 items 8, 9
 func TestTraceAndReplay(t *testing.T) {
 	counter := filepath.Join(t.TempDir(), "count")
 	tool := writeScript(t, `echo x >> `+counter+`; n=$(wc -l < `+counter+`); text=$(sed -e 's/.*"text":"\([^"]*\)".*/\1/' "$1"); printf '{"echo":"%s #%s"}' "$text" $n`)

@@ -20,7 +20,7 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // refIDPattern is what a schema:ID or secret id may hold.
 var refIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
 
-// RAPName maps a tools.json id to a RAP tool name (issue 12 item 3): every
+// RAPName maps a tools.json id to a RAP tool name: every
 // "." becomes "_" (mail.smtp_send becomes mail_smtp_send). Ids hold only
 // letters, digits, ".", "_" and "-", so the result is always a valid RAP
 // name; two ids that map to the same name (a.b and a_b) refuse the bundle.
@@ -155,7 +155,7 @@ func parseTools(data []byte, dir string, policy *Policy) ([]*Tool, []Denial, []V
 		if len(vs) > n {
 			continue
 		}
-		// Capabilities (issue 12 item 4): every one must be granted, and
+		// Capabilities: every one must be granted, and
 		// an http tool's host must be covered by a net: grant.
 		var ds []Denial
 		for j, c := range t.Capabilities {

@@ -23,7 +23,7 @@ const stderrTail = 2 << 10
 // nothing else of the server's environment (tokens, API keys) reaches it.
 var execEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
 
-// runExec runs an exec tool (issue 12 item 6): the input JSON goes to a
+// runExec runs an exec tool: the input JSON goes to a
 // private temporary file whose path is the first argument, then the
 // transport's args; no shell is involved. ctx ending (cancel_tool_call,
 // close_thread, the timeout) kills the whole process group.

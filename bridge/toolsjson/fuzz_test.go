@@ -12,7 +12,7 @@ import (
 
 // FuzzLoad feeds arbitrary tools.json documents to Load: it must never
 // panic, and a bundle it accepts must hold only valid, uniquely named
-// tools with absolute exec commands. issue 12 item 2
+// tools with absolute exec commands.
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(validTools))
 	f.Add([]byte(`{"version":1,"tools":[]}`))
@@ -59,7 +59,7 @@ func FuzzLoad(f *testing.F) {
 // FuzzURLTemplate expands templates with arbitrary values: the result is
 // always a valid URL with the template's scheme and host, a value never
 // adds a path segment, a "." or ".." segment, or a query parameter of its
-// own. issue 12 item 6
+// own.
 func FuzzURLTemplate(f *testing.F) {
 	f.Add("https://api.example/send/{to}?n={n}", "a/b?c=d&e#f", "x y")
 	f.Add("http://127.0.0.1:8080/{a}/{b}", "..", "%2F")

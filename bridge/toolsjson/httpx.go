@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// runHTTP runs an http tool (issue 12 item 6): the url's templates are
+// runHTTP runs an http tool: the url's templates are
 // filled from the input (escaped), static and secret headers are set, and
 // the input is the JSON body of methods that carry one. The request's host
 // must be covered by a net: grant, redirects included.

@@ -11,7 +11,7 @@ import (
 )
 
 // Policy is a parsed policy.caps: the capabilities granted to the bundle's
-// tools (issue 12 item 4).
+// tools.
 //
 // The file holds one grant per line. Blank lines and everything after "#"
 // are ignored. A grant is FAMILY:VALUE ("net:api.mail.example",

@@ -13,7 +13,7 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// Replay answers calls from a recorded trace (issue 12 item 9): a call
+// Replay answers calls from a recorded trace: a call
 // whose tool id and input match a recorded CT_TOOL_CALL gets the recorded
 // CT_TOOL_RESULT, byte for byte, and nothing runs.
 type Replay struct {

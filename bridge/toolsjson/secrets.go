@@ -13,7 +13,7 @@ import (
 )
 
 // SecretResolver resolves the secret ids a tool lists in secrets[] to
-// their values (issue 12 item 5). Implementations must never put a value
+// their values. Implementations must never put a value
 // in an error.
 type SecretResolver interface {
 	Resolve(ctx context.Context, id string) (string, error)

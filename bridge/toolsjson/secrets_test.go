@@ -17,7 +17,7 @@ const secretValue = "s3cr3t-Value-8f2a91"
 
 // A secret reaches an exec tool (environment) and an http tool (header)
 // and appears nowhere else: not in logs, traces, audit records, results
-// or errors, even when the tool echoes it. issue 12 item 5
+// or errors, even when the tool echoes it.
 func TestSecretReachesToolAndNothingElse(t *testing.T) {
 	okExec := writeScript(t, `test "$RUNLOOP_MAIL_KEY" = "`+secretValue+`" || { echo "no secret" >&2; exit 2; }
 printf '{"echo":"key is %s"}' "$RUNLOOP_MAIL_KEY"`)
@@ -88,7 +88,7 @@ printf '{"echo":"key is %s"}' "$RUNLOOP_MAIL_KEY"`)
 }
 
 // A secret that cannot be resolved gives an Error result and a cap_denied
-// audit record, and the tool does not run. issue 12 item 5
+// audit record, and the tool does not run.
 func TestSecretResolutionFailure(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	tool := writeScript(t, `touch `+marker+`; echo '{"echo":"x"}'`)
@@ -101,7 +101,6 @@ func TestSecretResolutionFailure(t *testing.T) {
 	}
 }
 
-// issue 12 item 5
 func TestSecretResolvers(t *testing.T) {
 	ctx := context.Background()
 	if EnvName("runloop/mail/smtp_api_key") != "RUNLOOP_MAIL_SMTP_API_KEY" {

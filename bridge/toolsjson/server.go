@@ -24,7 +24,7 @@ const DefaultTimeout = 60 * time.Second
 // before it counts as Deny.
 const DefaultConfirmTimeout = 10 * time.Minute
 
-// Annotation keys of the tools of a bundle (issue 12 items 3 and 8).
+// Annotation keys of the tools of a bundle.
 const (
 	AnnotationID           = "x-runloop-id"
 	AnnotationBudget       = "x-runloop-budget"
@@ -57,7 +57,7 @@ type Options struct {
 	// DefaultConfirmTimeout.
 	ConfirmTimeout time.Duration
 	// Replay, when set, answers calls from a recorded trace and runs
-	// nothing (issue 12 item 9).
+	// nothing.
 	Replay *Replay
 	// Server are the options of the underlying rap.Server; nil means
 	// defaults.
@@ -168,7 +168,7 @@ func rapTool(t *Tool) *rap.Tool {
 }
 
 // call runs one invocation of t. The SDK has validated args against the
-// input schema before this runs (issue 12 item 6).
+// input schema before this runs.
 func (s *Server) call(ctx context.Context, c *rap.Call, t *Tool, args json.RawMessage) (*rap.Reply, error) {
 	if s.opts.Replay != nil {
 		return s.opts.Replay.answer(t, args)

@@ -13,7 +13,7 @@ import (
 	"github.com/gorap/gorap/internal/privfile"
 )
 
-// Frame types of a trace (issue 12 item 9).
+// Frame types of a trace.
 const (
 	FrameToolCall   = "CT_TOOL_CALL"
 	FrameToolResult = "CT_TOOL_RESULT"

@@ -33,7 +33,6 @@ func bundleOf(entries ...string) string {
 
 // The input reaches an exec tool as a private file (first argument), args
 // follow, the result reaches the caller; failures are Error results.
-// issue 12 item 6
 func TestExecTransport(t *testing.T) {
 	ok := writeScript(t, `test "$2" = "--flag" || { echo "bad args: $*" >&2; exit 3; }
 mode=$(stat -c %a "$1")
@@ -63,7 +62,6 @@ printf '{"echo":"%s"}' "$text"`)
 }
 
 // Inputs are validated against input_schema before anything runs.
-// issue 12 item 6
 func TestInputValidatedBeforeRun(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "ran")
 	tool := writeScript(t, `touch `+marker+`; echo '{"echo":"x"}'`)
@@ -85,7 +83,7 @@ func TestInputValidatedBeforeRun(t *testing.T) {
 }
 
 // Cancelling a call and a timeout both kill the tool's whole process
-// group. issue 12 item 6
+// group.
 func TestExecCancelAndTimeoutKillProcessGroup(t *testing.T) {
 	pidDir := t.TempDir()
 	// The tool starts a grandchild that would outlive a plain kill.
@@ -150,7 +148,7 @@ func httpTool(id, method, u, extra string) string {
 }
 
 // Templated URL (escaped), static headers, JSON body; non-2xx and bad
-// bodies are Error results. issue 12 item 6
+// bodies are Error results.
 func TestHTTPTransport(t *testing.T) {
 	type seen struct {
 		method, path, rawPath, query, ctype, static, body string
@@ -279,7 +277,6 @@ func TestHTTPDotSegmentValueRefused(t *testing.T) {
 }
 
 // A redirect to a host without a net: grant is refused.
-// issue 12 item 4
 func TestHTTPRedirectNeedsGrant(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"sent":true}`) }))
 	defer other.Close()
@@ -297,7 +294,7 @@ func TestHTTPRedirectNeedsGrant(t *testing.T) {
 func raptestUnchecked() raptest.InvokeOption { return raptest.Unchecked() }
 
 // Results reach the model as the tool wrote them, compacted: member order
-// and large numbers are kept exactly. issue 12 item 6
+// and large numbers are kept exactly.
 func TestResultKeptExactly(t *testing.T) {
 	tool := writeScript(t, `printf '{ "z": 1,\n "echo": "x", "n": 12345678901234567890 }'`)
 	s := serveBundle(t, writeBundle(t, bundleOf(execTool("t.n", tool, "")), ""), Options{})

@@ -46,7 +46,7 @@ func newBenchRuntimeCmd(a *app) *cobra.Command {
 	fs.DurationVar(&opts.Duration, "duration", 10*time.Second, "measured `time`")
 	fs.DurationVar(&opts.Warmup, "warmup", time.Second, "warm-up `time` before measuring")
 	fs.StringVar(&opts.DataDir, "data-dir", "", "keep the SQLite store in `DIR` (default: a temporary directory on the same disk as $TMPDIR)")
-	fs.StringVar(&opts.Store, "store", "", "run on the PostgreSQL database of this postgres:// `URL` instead of SQLite in the data dir (issue 14; its tables are created if missing)")
+	fs.StringVar(&opts.Store, "store", "", "run on the PostgreSQL database of this postgres:// `URL` instead of SQLite in the data dir (its tables are created if missing)")
 	fs.StringVar(&f.provider, "provider", "scripted", "the model: scripted (instant, in process), or `anthropic` or openai: the real provider package, streaming from a local server speaking that wire format (model/wiretest) in a child process")
 	fs.IntVar(&opts.Budget, "budget", 50, "with --provider anthropic|openai: tool calls per thread before the model answers in text and a new thread takes its place")
 	fs.StringVar(&f.servePeer, "serve-peer", "", "internal: be the peer process of a parent bench-runtime: the tool server, the load generator and, for `API` anthropic or openai, a server of that model wire format")

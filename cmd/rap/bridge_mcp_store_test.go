@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// issue 10 item 8 (standalone): "rap bridge mcp --data-dir DIR" keeps the
+// Standalone: "rap bridge mcp --data-dir DIR" keeps the
 // bridge's subscriptions and callbacks in the durable store DIR/NAME.db,
 // so that they survive a restart.
 func TestBridgeMCPDataDir(t *testing.T) {

@@ -1,6 +1,6 @@
 package main
 
-// issue 13: "rap bridge otc" and the otc_server entries of rap serve.
+// "rap bridge otc" and the otc_server entries of rap serve.
 
 import (
 	"context"

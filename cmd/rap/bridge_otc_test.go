@@ -1,6 +1,6 @@
 package main
 
-// issue 13: rap serve with otc_server entries and rap bridge otc + rap
+// rap serve with otc_server entries and rap bridge otc + rap
 // invoke, against small OTC workers of both dialects (routes and JWT checks
 // from arcade_serve/core/{base,components,auth}.py; OXP bodies from
 // openapi-1.0.json; the full test workers are in bridge/otc).
@@ -83,7 +83,7 @@ func miniOXPWorker(t *testing.T) string {
 	return srv.URL
 }
 
-// issue 13 "done when": a conversation through rap serve calls one tool of
+// A conversation through rap serve calls one tool of
 // each dialect (otc_server entries) and answers from its value.
 func TestServeOTCServers(t *testing.T) {
 	clearRAPEnv(t)
@@ -129,7 +129,7 @@ func TestServeOTCServers(t *testing.T) {
 	})
 }
 
-// issue 13 item 1: rap bridge otc WORKER_URL --listen ADDR, called with
+// rap bridge otc WORKER_URL --listen ADDR, called with
 // rap invoke; a wrong secret fails at start with a clear message.
 func TestBridgeOTCCommand(t *testing.T) {
 	clearRAPEnv(t)
@@ -178,7 +178,7 @@ func TestBridgeOTCCommand(t *testing.T) {
 	}
 }
 
-// issue 13 item 6: rap example --oxp answers the OXP routes; a plain
+// rap example --oxp answers the OXP routes; a plain
 // rap example does not.
 func TestExampleOXP(t *testing.T) {
 	url, _, stop := startExample(t, "get-time", "--listen", "127.0.0.1:0", "--oxp")
@@ -210,8 +210,8 @@ func TestExampleOXP(t *testing.T) {
 	}
 }
 
-// issue 13 "done when": rap bridge otc + rap invoke for the OXP dialect (detected), and a
-// worker that is down at start stops rap bridge otc with a clear error.
+// rap bridge otc + rap invoke for the OXP dialect (detected), and a worker
+// that is down at start stops rap bridge otc with a clear error.
 func TestBridgeOTCCommandOXPAndDown(t *testing.T) {
 	clearRAPEnv(t)
 	t.Setenv("ARCADE_WORKER_SECRET", "")

@@ -34,7 +34,7 @@ func newBridgeTestMCP(t *testing.T) string {
 	return hs.URL
 }
 
-// issue 10 item 2 (standalone) and item 11: "rap bridge mcp --url" serves
+// Standalone: "rap bridge mcp --url" serves
 // the MCP server as a RAP tool server that rap validate accepts and a
 // runtime can call.
 func TestBridgeMCPURL(t *testing.T) {

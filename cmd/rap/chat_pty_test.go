@@ -145,7 +145,7 @@ func (m slowModel) Complete(ctx context.Context, req model.Request, s model.Stre
 	}
 }
 
-// issue 15: in a real terminal, Ctrl-C while a turn runs stops waiting
+// In a real terminal, Ctrl-C while a turn runs stops waiting
 // for it and shows the prompt again; Ctrl-C at the prompt exits 0.
 func TestChatCtrlCInATerminal(t *testing.T) {
 	if testing.Short() {
@@ -171,7 +171,7 @@ func TestChatCtrlCInATerminal(t *testing.T) {
 	}
 }
 
-// issue 15: in a real terminal, rap chat edits lines with a line editor:
+// In a real terminal, rap chat edits lines with a line editor:
 // an arrow key moves the cursor instead of reaching the model as an
 // escape code, the line is kept in the history file (0600), and Ctrl-C at
 // the prompt ends the chat with status 0.

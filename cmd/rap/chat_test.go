@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// issue 15: the exit statuses of rap chat are the ones its help states:
+// The exit statuses of rap chat are the ones its help states:
 // 2 for a usage error, 1 when the runtime refused the chat (here a 401),
 // and the help says so.
 func TestChatExitStatusMatchesHelp(t *testing.T) {

@@ -1,8 +1,8 @@
 package main
 
-// Tests of the command itself (issue 15 item 5): exit statuses, --version,
+// Tests of the command itself: exit statuses, --version,
 // completion, suggestions, the shared bad-value message, help with an
-// example on every verb, --log-format, and docs/cli.md (item 7).
+// example on every verb, --log-format, and docs/cli.md.
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"github.com/gorap/gorap/runtime/config"
 )
 
-// issue 15 item 5: exit status 2 for usage errors, 1 for failures.
+// Exit status 2 for usage errors, 1 for failures.
 func TestExitStatusUsageVersusFailure(t *testing.T) {
 	clearRAPEnv(t)
 	missing := filepath.Join(t.TempDir(), "missing.json")
@@ -57,7 +57,7 @@ func TestExitStatusUsageVersusFailure(t *testing.T) {
 	}
 }
 
-// issue 15 item 5: rap --version prints the module version and commit.
+// rap --version prints the module version and commit.
 func TestVersion(t *testing.T) {
 	code, out, _ := runVerb(t, context.Background(), "--version")
 	if code != 0 || !strings.HasPrefix(out, "rap ") || !strings.Contains(out, "github.com/gorap/gorap") || !strings.Contains(out, "commit") {
@@ -76,7 +76,7 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// issue 15 item 5: shell completion scripts for the four shells.
+// Shell completion scripts for the four shells.
 func TestCompletionScripts(t *testing.T) {
 	for shell, want := range map[string]string{
 		"bash":       "__start_rap",
@@ -100,7 +100,7 @@ func TestCompletionScripts(t *testing.T) {
 	}
 }
 
-// issue 15 item 5: suggestions for mistyped verbs and flags.
+// Suggestions for mistyped verbs and flags.
 func TestSuggestions(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -121,7 +121,7 @@ func TestSuggestions(t *testing.T) {
 	}
 }
 
-// issue 15 item 5: a bad flag value and the matching bad environment
+// A bad flag value and the matching bad environment
 // variable give the same message (one function validates both) and both
 // exit 2.
 func TestBadFlagAndEnvSameMessage(t *testing.T) {
@@ -170,7 +170,7 @@ func firstLine(s string) string {
 	return line
 }
 
-// issue 15 item 5: every verb has help with an example.
+// Every verb has help with an example.
 func TestEveryVerbHasHelpWithExample(t *testing.T) {
 	root := newRootCmd(&app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: docsEnv})
 	var walk func(c *cobra.Command)
@@ -201,7 +201,7 @@ func TestEveryVerbHasHelpWithExample(t *testing.T) {
 	}
 }
 
-// issue 15 item 5: --log-level and --log-format reach every verb's logger.
+// --log-level and --log-format reach every verb's logger.
 func TestLogFormatJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	a := &app{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }}
@@ -221,7 +221,7 @@ func TestLogFormatJSON(t *testing.T) {
 	}
 }
 
-// issue 15 item 7: docs/cli.md is generated from the command tree; run
+// docs/cli.md is generated from the command tree; run
 // "go generate ./cmd/rap" after changing a verb.
 func TestCLIDocsUpToDate(t *testing.T) {
 	want := cliDocs()
@@ -239,7 +239,7 @@ func TestCLIDocsUpToDate(t *testing.T) {
 	}
 }
 
-// issue 15 item 5: one meaning per flag name. --token is the runtime's
+// One meaning per flag name. --token is the runtime's
 // client token, visible only on the verbs that talk to the runtime's /v1
 // API; elsewhere it is the deprecated, hidden alias of --tool-token. A
 // flag name has one type on every verb.

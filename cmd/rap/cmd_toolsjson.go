@@ -4,7 +4,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// newToolsJSONCmd is "rap toolsjson init|digest DIR" (issue 12).
+// newToolsJSONCmd is "rap toolsjson init|digest DIR".
 func newToolsJSONCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "toolsjson init|digest DIR",

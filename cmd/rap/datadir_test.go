@@ -114,7 +114,7 @@ func (p *rapProcess) stop(t *testing.T) {
 	}
 }
 
-// issue 9 item 21: a second "rap serve" on the data directory of a running
+// A second "rap serve" on the data directory of a running
 // one refuses to start, naming the first one's PID and the --data-dir
 // flag; once the first is killed with SIGKILL the directory is free again.
 func TestServeStoreLockTwoProcesses(t *testing.T) {
@@ -153,7 +153,7 @@ func TestServeStoreLockTwoProcesses(t *testing.T) {
 	third.stop(t)
 }
 
-// issue 9 items 20, 21: "rap serve" in a project (a directory with
+// "rap serve" in a project (a directory with
 // .rap/rap.json) keeps its store in the project's .rap/data, so two
 // projects run side by side with a store each instead of sharing the
 // user's; the directory is 0700 with a .gitignore, the store and the key
@@ -205,7 +205,7 @@ func TestServeProjectDataDir(t *testing.T) {
 	}
 }
 
-// issue 9 item 21: --data-dir and RAP_DATA_DIR win over the project's
+// --data-dir and RAP_DATA_DIR win over the project's
 // data directory; outside a project the default stays the user's.
 func TestProjectDataDirPrecedence(t *testing.T) {
 	clearRAPEnv(t)

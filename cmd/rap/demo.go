@@ -104,7 +104,7 @@ func (m demoModel) Complete(ctx context.Context, req model.Request, s model.Stre
 }
 
 // demoModelFor picks the demo's model: the embedded script unless spec
-// names another model. The environment never picks one (issue 15: an
+// names another model. The environment never picks one (an
 // exported API key does not turn the demo into a paid one).
 func demoModelFor(spec, dataDir string) (model.Provider, bool, error) {
 	if spec = strings.TrimSpace(spec); spec == "" || spec == "scripted" {

@@ -66,7 +66,7 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(got, "✗") {
 		t.Errorf("a step failed:\n%s", got)
 	}
-	// issue 15 item 6: child threads are shown readably — short ids, no
+	// Child threads are shown readably — short ids, no
 	// JSON escaped inside JSON, no internal tool names in the summary.
 	for _, bad := range []string{`\"`, "receive_event__injected"} {
 		if strings.Contains(got, bad) {
@@ -80,7 +80,7 @@ func TestDemo(t *testing.T) {
 	wantLines(t, got, "✓ cancellation: cancel_subscription stopped the clock")
 	// The transcript keeps the order of the conversation.
 	order := []string{"you: " + "What time is it in Tokyo?", "→ Time in Asia/Tokyo", "← get_time_in_zone", "In Tokyo it is", "you: " + "Start the clock: wake me on each tick, and stop it after the second tick.", "] » [runtime] This thread (", "← event: Final report", "Tick 1 woke me up",
-		// issue 15: a step starts only when the previous one is over.
+		// A step starts only when the previous one is over.
 		"Tick 2 woke me up", "The subscription is cancelled: no more ticks", "── a sleep ──",
 		"you: " + "Take a nap of one second, then tell me when you wake up.", "→ sleep(", "← sleep: Woke up", "The timer woke me up", "What the demo showed:"}
 	last := -1
@@ -115,7 +115,7 @@ func TestDemoScriptEmbedded(t *testing.T) {
 	}
 }
 
-// issue 15: an exported API key or base URL never turns the demo into a
+// An exported API key or base URL never turns the demo into a
 // paid one: without --model it plays the built-in script. --model names
 // another model explicitly, and --model scripted is the built-in script.
 func TestDemoModelOnlyByFlag(t *testing.T) {
@@ -155,7 +155,7 @@ func TestDemoModelOnlyByFlag(t *testing.T) {
 	}
 }
 
-// issue 15 item 6: with a script that skips the demo's steps, the demo
+// With a script that skips the demo's steps, the demo
 // reports each missing step and exits 1, as its help says.
 func TestDemoFailsWhenAStepDidNotHappen(t *testing.T) {
 	clearRAPEnv(t)
@@ -201,7 +201,7 @@ func TestDemoFailsWhenAStepDidNotHappen(t *testing.T) {
 	}
 }
 
-// issue 15 item 5: --log-level and --log-format reach the demo's runtime
+// --log-level and --log-format reach the demo's runtime
 // and tool server: with --verbose and --log-format json its log lines on
 // stderr are JSON objects, and --log-level error hides the Info lines.
 func TestDemoHonoursLogFlags(t *testing.T) {

@@ -109,7 +109,7 @@ func runExample(ctx context.Context, a *app, f exampleFlags, pos []string) error
 
 	log := a.log
 	opts := &rap.ServerOptions{Logger: log, BearerToken: *token, PublicURL: *publicURL}
-	opts.OXP = *oxp // issue 13 item 6
+	opts.OXP = *oxp
 	if *dataDir != "" {
 		if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 			return fmt.Errorf("creating --data-dir: %w", err)
@@ -123,7 +123,7 @@ func runExample(ctx context.Context, a *app, f exampleFlags, pos []string) error
 	}
 	srv := ex.build(opts)
 
-	// issue 10 item 2: run by a runtime's toolset_command entry
+	// Run by a runtime's toolset_command entry
 	// (RAP_EMBEDDED set), pick a free loopback port unless --listen says
 	// otherwise, and report it on the first line (see embeddedListen).
 	embedded := os.Getenv(config.EnvEmbedded) != ""

@@ -234,7 +234,7 @@ func TestInvokeToken(t *testing.T) {
 	if strings.Contains(errOut, "s3cret") || strings.Contains(out, "s3cret") {
 		t.Error("the token was printed")
 	}
-	// issue 15 item 5: --token, the old spelling, still works here (it is
+	// --token, the old spelling, still works here (it is
 	// unambiguous: invoke has no client token) but says it is deprecated.
 	code, out, errOut = runVerb(t, invokeContext(t), "invoke", "--token", "s3cret", tool.URL, "get_current_time")
 	if code != 0 || !strings.Contains(out, `"tool_result"`) || !strings.Contains(errOut, "deprecated, use --tool-token") {

@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/rap/durable"
 )
 
-// issue 9 item 11: "rap outbox" lists a durable store's dead letters with
+// "rap outbox" lists a durable store's dead letters with
 // redacted URLs, and retries and drops them.
 func TestOutboxVerb(t *testing.T) {
 	ctx := context.Background()

@@ -83,8 +83,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		return err
 	}
 	toolServers := toolSets.ServerURLs()
-	// Bridged entries are served in process (no port): otc_server (issue
-	// 13), tools_json (issue 12) and the MCP entries (issue 10) below.
+	// Bridged entries are served in process (no port): otc_server, tools_json
+	// and the MCP entries below.
 	hosts := inProcessHosts{}
 	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, hosts, log)
 	if err != nil {
@@ -98,7 +98,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 	defer stopToolsJSON()
 	toolServers = append(toolServers, tjURLs...)
-	// issue 10 item 2: toolset_command entries, supervised child
+	// toolset_command entries, supervised child
 	// processes served under stable in-process names (serve_command.go).
 	cmds := startCommandServers(ctx, &s, dir, hosts, s.ToolToken, log, stdout)
 	defer cmds.shutdown()
@@ -111,7 +111,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	if err != nil {
 		return err
 	}
-	// issue 10: mcp_server and http_mcp_server entries, bridged in process;
+	// mcp_server and http_mcp_server entries, bridged in process;
 	// the runtime's model answers their sampling requests.
 	mcpb := startMCPBridges(ctx, &s, dir, mdl, log, stdout)
 	defer mcpb.shutdown()
@@ -154,7 +154,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ToolsetPins:               toolsetPins(toolSets),
 		PublicURL:                 publicURL,
 		Secret:                    secret,
-		KeysFromStore:             true, // issue 14 item 5: shared by every process of the store
+		KeysFromStore:             true, // shared by every process of the store
 		HTTPClient:                hc,
 		Logger:                    log,
 		System:                    s.System,
@@ -170,7 +170,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ModelTimeout:              s.ModelTimeout,
 		ModelRetry:                runtime.ModelRetryPolicy{Initial: s.ModelRetryBackoff, Attempts: s.ModelAttempts},
 		Secrets:                   knownSecrets(s),
-		ConfirmDestructive:        confirmExternalActions(s, dir), // issue 12 item 7
+		ConfirmDestructive:        confirmExternalActions(s, dir),
 		AllowedHosts:              allowedHosts(s),
 		AllowedOrigins:            s.AllowedOrigins,
 	})
@@ -189,13 +189,13 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		}
 		handler = auth.Handler(handler)
 	}
-	// The web UI at "/" (issue 15 item 3): static assets, no token; the
+	// The web UI at "/": static assets, no token; the
 	// page sends the token on its API requests.
 	handler = webui.WithAPI(handler, rt.WebGuard)
-	// Health and readiness probes (issue 14 item 7), without the token.
+	// Health and readiness probes, without the token.
 	handler = rt.WithHealth(handler)
-	// Read, write and idle timeouts, a header limit and a connection cap
-	// (issue 9 item 15); event streams set their own write deadlines.
+	// Read, write and idle timeouts, a header limit and a connection cap;
+	// event streams set their own write deadlines.
 	var limits runtime.ServerLimits
 	srv := runtime.NewHTTPServer(handler, limits, log)
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
@@ -307,7 +307,7 @@ func requireToken(next http.Handler, token string) http.Handler {
 }
 
 // checkListenAuth refuses to serve the client API beyond loopback without a
-// token, unless --insecure says so explicitly (issue 9 item 16): the API
+// token, unless --insecure says so explicitly: the API
 // reads and drives every conversation of the runtime.
 func checkListenAuth(addr net.Addr, s config.Settings) error {
 	if s.Token != "" || s.TokensFile != "" || s.Insecure {
@@ -334,7 +334,7 @@ func displayText(toolName, script string, args json.RawMessage) string {
 }
 
 // knownSecrets are the secrets the runtime masks in the model errors it
-// logs and relays to clients (issue 9 item 19): the client and tool
+// logs and relays to clients: the client and tool
 // tokens and the model providers' API keys.
 func knownSecrets(s config.Settings) []string {
 	return []string{s.Token, s.ToolToken, getenvOS("ANTHROPIC_API_KEY"), getenvOS("OPENAI_API_KEY")}

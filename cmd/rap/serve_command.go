@@ -1,6 +1,6 @@
 package main
 
-// issue 10 item 2: "rap serve" starts the toolset_command entries of its
+// "rap serve" starts the toolset_command entries of its
 // config with internal/toolsetcmd and serves each under a stable
 // in-process name (inProcessHosts).
 

@@ -27,7 +27,7 @@ func processDead(pid int) bool {
 	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// issue 10 item 2: a "rap serve" process killed with SIGKILL, which gives
+// A "rap serve" process killed with SIGKILL, which gives
 // it no chance to stop anything, does not leave its toolset_command
 // programs running: Linux kills them (parent-death signal).
 func TestServeProcessSIGKILLStopsCommands(t *testing.T) {

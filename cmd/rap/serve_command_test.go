@@ -76,7 +76,7 @@ func startedPIDs(log string) []int {
 	return pids
 }
 
-// issue 10 item 2, RAP CF-1: rap serve runs a toolset_command program
+// RAP CF-1: rap serve runs a toolset_command program
 // (here "rap example get-time", which prints {"port": N} under
 // RAP_EMBEDDED), and its tools reach the model; an entry whose program
 // exits at once and one whose program does not exist are reported and
@@ -156,7 +156,7 @@ func TestServeToolsetCommand(t *testing.T) {
 	wantLines(t, stderr.String(), `msg="toolset_command stopped" toolset_command=clock pid=`+strconv.Itoa(pids[len(pids)-1]))
 }
 
-// issue 10 item 2: a "rap serve" process stopped with SIGTERM stops its
+// A "rap serve" process stopped with SIGTERM stops its
 // toolset_command programs too (they run in process groups of their own,
 // out of reach of the signals sent to rap serve's group).
 func TestServeProcessStopsCommands(t *testing.T) {

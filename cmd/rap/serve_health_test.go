@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestServeHealthEndpoints (issue 14 item 7): rap serve answers the
+// TestServeHealthEndpoints: rap serve answers the
 // liveness and readiness probes without the client token, while the API
 // still requires it.
 func TestServeHealthEndpoints(t *testing.T) {

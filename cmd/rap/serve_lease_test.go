@@ -8,7 +8,7 @@ import (
 	"github.com/gorap/gorap/runtime/config"
 )
 
-// issue 14: --lease-ttl and --sweep-every (RAP_LEASE_TTL, RAP_SWEEP_EVERY)
+// --lease-ttl and --sweep-every (RAP_LEASE_TTL, RAP_SWEEP_EVERY)
 // reach the settings, flags over the environment; their defaults are the
 // runtime's.
 func TestServeLeaseSettings(t *testing.T) {

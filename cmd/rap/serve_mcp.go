@@ -25,7 +25,7 @@ import (
 const mcpBridgeHostSuffix = ".mcp.rap.invalid"
 
 // mcpBridges are the in-process bridges "rap serve" runs for the config's
-// mcp_server and http_mcp_server entries (issue 10, RAP CF-1).
+// mcp_server and http_mcp_server entries (RAP CF-1).
 type mcpBridges struct {
 	byHost map[string]*mcp.Bridge
 	urls   []string
@@ -91,7 +91,7 @@ func mcpEntryOptions(c *config.MCPServer, sampler model.Provider, log *slog.Logg
 // startMCPBridge starts the bridge of one config entry. With a data dir,
 // the bridge keeps its callbacks and resource subscriptions in the
 // durable store DATADIR/mcp/NAME.db, so that subscriptions survive a
-// restart of rap serve (issue 10 item 8).
+// restart of rap serve.
 func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampler model.Provider, log *slog.Logger) (_ *mcp.Bridge, _ *durable.Store, err error) {
 	c := e.MCP
 	opts := mcpEntryOptions(c, sampler, log)
@@ -141,7 +141,7 @@ func (m *mcpBridges) shutdown() {
 }
 
 // mcpOAuthOptions are the bridge's OAuth options for an http_mcp_server
-// entry with "oauth" (issue 10 item 10): tokens in DATADIR/mcp-tokens,
+// entry with "oauth": tokens in DATADIR/mcp-tokens,
 // the redirect endpoint on a listener of the bridge's own, since the
 // browser cannot reach the in-process bridge.
 func mcpOAuthOptions(o *config.MCPOAuth, dataDir string) (*mcp.OAuthOptions, error) {

@@ -18,7 +18,7 @@ const mcpEchoScript = `{"turns": [
   {"text": "ok", "repeat": true}
 ]}`
 
-// issue 10 item 2: rap serve bridges http_mcp_server and mcp_server
+// rap serve bridges http_mcp_server and mcp_server
 // entries in process; a tool of the MCP server is called by the model and
 // its result reaches the model; an entry whose server cannot start is
 // reported and skipped while the others load (RAP CF-1).
@@ -48,7 +48,7 @@ func TestServeMCPEntries(t *testing.T) {
 	th.ID = createThread(t, info.URL)
 	sendMessage(t, info.URL, th.ID, "Echo please")
 	waitAnswer(t, info.URL, th.ID, "Result: hello from MCP")
-	// issue 10 item 8: the bridge keeps its subscriptions in a durable
+	// The bridge keeps its subscriptions in a durable
 	// store in the data dir, so they survive a restart.
 	if _, err := os.Stat(filepath.Join(s.DataDir, "mcp", "echoer.db")); err != nil {
 		t.Errorf("no durable store for the bridge: %v", err)
@@ -61,7 +61,7 @@ const everythingSumScript = `{"turns": [
   {"text": "ok", "repeat": true}
 ]}`
 
-// issue 10 item 2, end to end: rap serve runs
+// End to end: rap serve runs
 // @modelcontextprotocol/server-everything (from npm, installed by .ci/run)
 // as an mcp_server entry with a prefix, and the model's call of one of its
 // tools gets the server's answer.
@@ -95,7 +95,7 @@ func TestServeMCPEverything(t *testing.T) {
 	waitAnswer(t, info.URL, th.ID, "Result: The sum of 2 and 40 is 42.")
 }
 
-// issue 10 item 10: an http_mcp_server entry with "oauth" is bridged with
+// An http_mcp_server entry with "oauth" is bridged with
 // the MCP authorization flow: before any user has signed in it serves
 // the sign_in tool (whose call shows the user a link), and it keeps the
 // users' tokens under the data dir.

@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/runtime/config"
 )
 
-// issue 9 item 16: "rap serve" refuses a non-loopback listen address
+// "rap serve" refuses a non-loopback listen address
 // without a client token, and its error says how to set one.
 func TestServeRefusesPublicListenWithoutToken(t *testing.T) {
 	clearRAPEnv(t)
@@ -31,7 +31,7 @@ func TestServeRefusesPublicListenWithoutToken(t *testing.T) {
 	}
 }
 
-// issue 9 item 16: which listen addresses need a token.
+// Which listen addresses need a token.
 func TestCheckListenAuth(t *testing.T) {
 	for _, tc := range []struct {
 		ip       string
@@ -56,7 +56,7 @@ func TestCheckListenAuth(t *testing.T) {
 	}
 }
 
-// issue 9 item 16: the client token is checked exactly (any other value,
+// The client token is checked exactly (any other value,
 // a prefix, a longer value, another scheme are refused), the scheme
 // name case-insensitively; callbacks are not behind it.
 func TestRequireToken(t *testing.T) {

@@ -196,7 +196,7 @@ func TestServeConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	script := writeScript(t, dir, tokyoScript)
 	mcp := filepath.Join(dir, "mcp.json")
-	os.WriteFile(mcp, []byte(`{"tool_sets":[{"type":"toolset_server","server_url":"http://127.0.0.1:1"},{"type":"toolset_command","command":[]}]}`), 0o644) // issue 10: mcp_server and toolset_command entries are supported now
+	os.WriteFile(mcp, []byte(`{"tool_sets":[{"type":"toolset_server","server_url":"http://127.0.0.1:1"},{"type":"toolset_command","command":[]}]}`), 0o644) // mcp_server and toolset_command entries are supported now
 	broken := filepath.Join(dir, "broken.json")
 	os.WriteFile(broken, []byte("{\n  \"tool_sets\": [\n    oops\n  ]\n}"), 0o644)
 

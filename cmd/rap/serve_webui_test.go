@@ -10,7 +10,7 @@ import (
 )
 
 // rap serve serves the web UI at "/" without the client token, next to
-// the client API that still requires it (issue 15 item 3).
+// the client API that still requires it.
 func TestServeWebUI(t *testing.T) {
 	clearRAPEnv(t)
 	dir := t.TempDir()

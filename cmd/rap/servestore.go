@@ -12,7 +12,7 @@ import (
 	"github.com/gorap/gorap/runtime/store/sqlite"
 )
 
-// openServeStore opens the store "rap serve" runs on (issue 14): the
+// openServeStore opens the store "rap serve" runs on: the
 // SQLite file in the data dir by default, or the PostgreSQL database of
 // --store / RAP_STORE. It returns the key to propose as the callback key
 // when the store has none yet: for SQLite the data dir's callback.key

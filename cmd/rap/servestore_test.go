@@ -12,7 +12,7 @@ import (
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
-// rap serve --store postgres://… (issue 14 item 1): the tool round trip
+// rap serve --store postgres://…: the tool round trip
 // works on PostgreSQL, nothing of the store goes to the data dir, the
 // callback key is kept in the database, and a second process on the same
 // database (another data dir) serves the same threads.

@@ -20,7 +20,7 @@ import (
 
 // This file holds what "rap bridge toolsjson", "rap replay", "rap serve"
 // (tools_json entries) and "rap validate" share for tools.json bundles,
-// and the "rap toolsjson" verb (issue 12).
+// and the "rap toolsjson" verb.
 
 // toolsJSONFlags are the flags of the verbs that serve a bundle.
 type toolsJSONFlags struct {
@@ -107,7 +107,7 @@ func serveToolsJSON(ctx context.Context, s *toolsjson.Server, ln net.Listener) e
 }
 
 // startToolsJSONEntries starts a tool server for each tools_json entry
-// of the config (issue 12 item 1), served in process at
+// of the config, served in process at
 // NAME.toolsjson.rap.invalid (see inProcessHosts), and returns their base
 // URLs. stop shuts them down.
 func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, hosts inProcessHosts, log *slog.Logger, out io.Writer) (urls []string, stop func(), err error) {

@@ -60,7 +60,6 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 }
 
 // rap toolsjson init/digest and rap validate on bundles.
-// issue 12 item 10
 func TestToolsJSONInitDigestValidate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "agents", "new")
 	if code, out, errOut := runCmd(t, "toolsjson", "init", dir); code != 0 || !strings.Contains(out, "version 1") {
@@ -106,7 +105,7 @@ func TestToolsJSONInitDigestValidate(t *testing.T) {
 
 // rap bridge toolsjson serves the example bundle: an exec tool and an http
 // tool (against a local API), a secret in a header, Error results for
-// failures; a tampered bundle is refused. issue 12 items 1, 6
+// failures; a tampered bundle is refused.
 func TestBridgeToolsJSONCommand(t *testing.T) {
 	clearRAPEnv(t)
 	apiSrv := httptest.NewServer(api.Handler(demoKey))
@@ -244,7 +243,6 @@ func TestBridgeToolsJSONCommand(t *testing.T) {
 // user is asked through the runtime's client API (Deny leaves it unrun,
 // Allow runs it), the result reaches the model, and the secret appears in
 // no log, trace, audit record, store file or result.
-// issue 12 items 1, 5, 7
 func TestServeToolsJSONEntry(t *testing.T) {
 	clearRAPEnv(t)
 	var hits atomic.Int32
@@ -333,7 +331,7 @@ func TestServeToolsJSONEntry(t *testing.T) {
 }
 
 // rap serve refuses to start with an invalid tools_json bundle and prints
-// every violation with its path. issue 12 items 1, 2
+// every violation with its path.
 func TestServeRefusesInvalidBundle(t *testing.T) {
 	clearRAPEnv(t)
 	dir := t.TempDir()

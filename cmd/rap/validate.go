@@ -59,7 +59,7 @@ func runValidate(ctx context.Context, a *app, tokenFlag string, allowUnsignedFla
 		return fmt.Errorf("%w: want exactly one URL, FILE or -, got %d arguments", errUsage, len(pos))
 	}
 	src := pos[0]
-	if isToolsJSON(src) { // a tools.json bundle (issue 12 item 10)
+	if isToolsJSON(src) { // a tools.json bundle
 		return validateToolsJSON(src, *allowUnsigned, stdout)
 	}
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Start N `rap serve` replicas on this machine, all on one PostgreSQL
-# database (issue 14 item 7; see docs/scaling.md). Each replica gets its own
+# database (see docs/scaling.md). Each replica gets its own
 # port, public URL and data directory; they share the database, hence every
 # thread, inbox, lease and the callback key. Put a load balancer in front
 # of them, or post to any of them: any replica answers any thread.

@@ -199,7 +199,7 @@ func TestChatQuit(t *testing.T) {
 }
 
 // A model failure is shown; the message is kept (RAP RT-4), and the chat
-// ends with a failure status that says so (issue 15: a failed chat does
+// ends with a failure status that says so (a failed chat does
 // not exit 0).
 func TestChatModelFailure(t *testing.T) {
 	rt := startTestRuntime(t, timeScript())
@@ -248,7 +248,7 @@ func TestChatErrors(t *testing.T) {
 
 // A message the runtime refuses is reported and nothing already accepted
 // is lost: the chat continues and the earlier message stays in the
-// history; the chat then exits 1 (issue 15: a refusal is not a success).
+// history; the chat then exits 1 (a refusal is not a success).
 func TestChatRefusedMessageKeepsEarlier(t *testing.T) {
 	rt := startTestRuntime(t, timeScript())
 	big := strings.Repeat("x", runtime.MaxMessageBytes+10)
@@ -706,7 +706,7 @@ func TestChatViewsAndDisplaySegments(t *testing.T) {
 		t.Fatalf("chat: %v\nstderr: %s", err, errOut)
 	}
 	wantLines(t, out,
-		// issue 15: a progress view is drawn as a progress bar.
+		// A progress view is drawn as a progress bar.
 		"· progress [████████████░░░░░░░░░░░░]  50%\n",
 		"· progress [████████████████████████] 100%\n",
 		`· view summary: files: [2 items], title: "two files"`,
@@ -756,7 +756,7 @@ func TestChatFollowsChildThreadsAndTree(t *testing.T) {
 	wantLines(t, out,
 		"· child thread "+shortID(child.ID)+" started (subscription event of watch)",
 		p+"  ← event: {\"headline\":\"RAW-EVENT\"}", // the event, in the child only
-		// issue 15: thread ids in tool text are the short ids the
+		// Thread ids in tool text are the short ids the
 		// transcript labels threads with.
 		p+"» [runtime] This thread ("+shortID(child.ID)+") was started",
 		p+"  → close_thread(",

@@ -39,7 +39,7 @@ func childTickTools(t *testing.T, n int, gap time.Duration) string {
 	return serveToolServer(t, srv).URL
 }
 
-// issue 15 (the README tour's "watch the clock tick"): each tick starts
+// The README tour's "watch the clock tick": each tick starts
 // a child thread that closes with a report to the root. A piped chat
 // ended, about once in six runs, right after the last child closed: the
 // quiet check read the root (nothing queued yet) before the child

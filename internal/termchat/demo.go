@@ -174,7 +174,7 @@ func (p *demoPlayer) play(ctx context.Context) ([]string, error) {
 	var report []string
 	var failures []string
 	// skip records a step that did not happen: with the built-in script it
-	// was meant to, and the demo fails (issue 15 item 6).
+	// was meant to, and the demo fails.
 	var skip func(string)
 	check := func(ok bool, good, bad string) {
 		if ok {

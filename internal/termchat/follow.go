@@ -365,7 +365,7 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 		list = append(list, t)
 	}
 	f.tmu.Unlock()
-	// Children before their parents, the root last (issue 15): a child
+	// Children before their parents, the root last: a child
 	// closes and enqueues its report in its parent's inbox in one
 	// transaction, so a child seen closed here has its report seen by
 	// the parent's later status read (queued, or answered in a newer
@@ -436,7 +436,7 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 			busy = append(busy, fmt.Sprintf("%s has %d tool call(s) still pending (%s)", name, len(names), strings.Join(names, ", ")))
 		case len(st.activeSubscriptions()) > 0 && open == 0:
 			// A subscription still produces events, each of which may
-			// wake the thread or start a child (issue 15).
+			// wake the thread or start a child.
 			subs := st.activeSubscriptions()
 			sort.Strings(subs)
 			busy = append(busy, fmt.Sprintf("%s has %d active subscription(s) (%s)", name, len(subs), strings.Join(subs, ", ")))

@@ -12,7 +12,7 @@ import (
 
 // A child thread's event stream replays the history it inherited from its
 // parent; the child's transcript shows only the child's own messages, not
-// the parent's again after them (issue 15: the same conversation, in
+// the parent's again after them (the same conversation, in
 // order, once).
 func TestTranscriptChildSkipsInheritedHistory(t *testing.T) {
 	var b syncBuffer
@@ -41,7 +41,7 @@ func TestTranscriptChildSkipsInheritedHistory(t *testing.T) {
 	}
 }
 
-// issue 15 item 7: the README's tour runs without an API key on the
+// The README's tour runs without an API key on the
 // script examples/scripted/tour.json and the get-time example tool
 // server; this plays what the tour types into "rap chat".
 func TestReadmeTourScript(t *testing.T) {

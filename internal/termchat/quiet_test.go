@@ -21,7 +21,7 @@ func (a statusAPI) Status(_ context.Context, id string) (*ThreadStatus, error) {
 	return a.status(id), nil
 }
 
-// issue 15 (a piped chat ends only when the thread tree is quiet): a
+// A piped chat ends only when the thread tree is quiet: a
 // child thread that a subscription's last event started while the
 // quiet check ran was followed but not checked, and the chat ended
 // before the child handled the event (seen walking the README tour).
@@ -51,7 +51,7 @@ func TestBusyThreadsCountsAChildFollowedMeanwhile(t *testing.T) {
 	}
 }
 
-// issue 15 (a piped chat ends only when the thread tree is quiet): the
+// A piped chat ends only when the thread tree is quiet: the
 // last tick's child closed with a report between the quiet check's read
 // of the root (nothing queued yet) and its look at the child (closed),
 // so neither was counted busy and the chat ended before the root

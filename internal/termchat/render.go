@@ -149,7 +149,7 @@ func (t *transcript) forChild(id string) *transcript {
 }
 
 // endLine ends an unfinished line of the output. A prompt shown is
-// cleared first: output goes above it, never after it (issue 15), and
+// cleared first: output goes above it, never after it, and
 // redrawPrompt shows it again.
 func (t *transcript) endLine() {
 	if t.line.prompt != "" && !t.line.hidden {
@@ -199,7 +199,7 @@ func (t *transcript) noteOwnInput() {}
 // shown live only when no such input can be in the turn — no call shown
 // without its result, no subscription, no open child thread — and no
 // prompt is shown. Otherwise the reply is printed from its saved message,
-// after its inputs (issue 15: causal order).
+// after its inputs (causal order).
 func (t *transcript) live() bool {
 	return t.stream && len(t.pending) == 0 && !t.subs && len(t.kids) == 0 && t.line.prompt == ""
 }

@@ -10,7 +10,7 @@ import (
 
 // argsText renders a call's arguments for people: compact JSON whose
 // string members that hold JSON themselves are shown as that JSON, not
-// escaped inside a string (issue 15).
+// escaped inside a string.
 func argsText(args json.RawMessage, maxLen int) string {
 	dec := json.NewDecoder(strings.NewReader(string(args)))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {

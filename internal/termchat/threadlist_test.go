@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// issue 9 item 18: rap chat's and rap demo's thread listings follow
+// rap chat's and rap demo's thread listings follow
 // GET /v1/threads page by page (next_cursor), of every thread or of one
 // thread's children (parent_id).
 func TestAPIClientFollowsThreadPages(t *testing.T) {

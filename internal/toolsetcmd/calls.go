@@ -13,15 +13,14 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// Calls in flight on a toolset_command program that dies (issue 10 item
-// 2). A RAP program acknowledges an invocation at once and posts the
-// result later to the runtime's callback URL; when the program dies in
-// between, nothing would ever post it and the call would stay pending.
-// The proxy therefore notes every invocation the program acknowledged,
-// and when the program exits the supervisor posts an "Error: ..." result
-// for each of them. Results the program did post first make these
-// duplicates, which the runtime ignores (RAP RE-6); a call cancelled in
-// the meantime ignores it too (CA-2).
+// Calls in flight on a toolset_command program that dies. A RAP program
+// acknowledges an invocation at once and posts the result later to the
+// runtime's callback URL; when the program dies in between, nothing would
+// ever post it and the call would stay pending. The proxy therefore notes
+// every invocation the program acknowledged, and when the program exits the
+// supervisor posts an "Error: ..." result for each of them. Results the
+// program did post first make these duplicates, which the runtime ignores
+// (RAP RE-6); a call cancelled in the meantime ignores it too (CA-2).
 
 // maxTrackedCalls bounds the invocations remembered per program; past it
 // the oldest are forgotten (their calls then rely on the runtime's

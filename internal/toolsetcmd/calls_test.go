@@ -21,7 +21,7 @@ import (
 	"github.com/gorap/gorap/runtime/config"
 )
 
-// issue 10 item 2: a call the toolset_command program acknowledged and
+// A call the toolset_command program acknowledged and
 // had not answered when it died gets an "Error: ..." tool_result on its
 // callback URL, instead of staying pending for ever; a call it answered
 // gets nothing more than a duplicate the runtime ignores (RAP RE-6).

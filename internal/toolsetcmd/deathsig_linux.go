@@ -5,7 +5,7 @@ package toolsetcmd
 import "syscall"
 
 // setDeathSignal asks Linux to SIGKILL the program when "rap serve" dies,
-// even by SIGKILL, which leaves no chance to stop it (issue 10 item 2).
+// even by SIGKILL, which leaves no chance to stop it.
 // The signal follows the OS thread that started the program; Go keeps
 // its threads for the life of the process unless a goroutine locked to
 // one exits, which rap serve does not do.

@@ -1,5 +1,5 @@
 // Package toolsetcmd runs the toolset_command entries of a runtime's config
-// (issue 10 item 2, RAP CF-1): each program is started without a shell,
+// (RAP CF-1): each program is started without a shell,
 // supervised and restarted with backoff, and served to the runtime under a
 // stable in-process name.
 //

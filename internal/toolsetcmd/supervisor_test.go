@@ -18,7 +18,7 @@ import (
 	"github.com/gorap/gorap/runtime/config"
 )
 
-// issue 10 item 2: a program that runs but never prints its port is
+// A program that runs but never prints its port is
 // reported, naming the contract, and killed with its process group once
 // the start timeout passes.
 func TestCommandStartTimeout(t *testing.T) {
@@ -50,7 +50,7 @@ func TestParsePortLine(t *testing.T) {
 	}
 }
 
-// issue 10 item 2: the stable name forwards to the program's current
+// The stable name forwards to the program's current
 // port with the runtime's bearer token; a manifest whose endpoint names
 // the program's own loopback port is rewritten to the stable name; while
 // the program is down the name answers 503.

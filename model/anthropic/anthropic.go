@@ -70,7 +70,7 @@ type Options struct {
 // Provider is a model.Provider backed by the Anthropic Messages API. It is
 // safe for concurrent use.
 type Provider struct {
-	key       string // masked in every error (issue 9 item 19)
+	key       string // masked in every error
 	model     string
 	maxTokens int
 	images    bool
@@ -155,7 +155,7 @@ func (p *Provider) SupportsImages() bool { return p.images }
 // StopReason is the API's own value ("end_turn", "tool_use", "max_tokens",
 // ...).
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
-	// An error body may echo the API key: never pass it on (issue 9 item 19).
+	// An error body may echo the API key: never pass it on.
 	defer func() { err = model.RedactError(err, p.key) }()
 	// The body's buffer, reused once the request is over; nil when bodies
 	// are not leased. After an error End keeps it from reuse: the SDK's
@@ -176,8 +176,7 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	// (sjson, a copy per completion). The SDK sends it, retries, and splits
 	// the event stream into events (ssestream.Decoder); each event is
 	// decoded here into the fields the accumulator reads (event.go),
-	// without encoding/json's set-up and reflection for every event
-	// (issue 11 item 4).
+	// without encoding/json's set-up and reflection for every event.
 	var raw *http.Response
 	if err := p.client.Post(ctx, "v1/messages", body, &raw); err != nil {
 		return nil, p.describe(ctx, err)

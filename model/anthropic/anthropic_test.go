@@ -456,7 +456,7 @@ func TestNew(t *testing.T) {
 }
 
 // TestDefaultClientReusesConnections: without Options.HTTPClient, concurrent
-// completions reuse their connections (issue 11 item 4).
+// completions reuse their connections.
 func TestDefaultClientReusesConnections(t *testing.T) {
 	wiretest.CheckConnectionReuse(t, wiretest.AnthropicAPI(nil), func(base string) model.Provider {
 		p, err := anthropic.New(anthropic.Options{APIKey: "test-key", BaseURL: base})

@@ -2,7 +2,7 @@ package anthropic
 
 import "github.com/gorap/gorap/internal/jsonwalk"
 
-// Decoding stream events (issue 11 item 4). A completion's stream is a
+// Decoding stream events. A completion's stream is a
 // dozen small events, and encoding/json's reflection over the event struct
 // was a third of the provider's own CPU. ssestream decodes each event with
 // json.Unmarshal, which checks that the data is valid JSON before it calls

@@ -11,7 +11,7 @@ import (
 
 // appendTurn appends the encoding of turn t: the bytes json.Marshal gives
 // for p.message(t), written straight from the turn without building the
-// SDK's parameter types (issue 11 item 4; TestWireCacheSendsFromScratchBytes
+// SDK's parameter types (TestWireCacheSendsFromScratchBytes
 // and TestAppendTurnAgreesWithSDK hold the two equal). It also returns
 // where in the appended bytes a cache_control goes to make the turn a
 // cache breakpoint (setCacheControl's block, the last), or -1 when the

@@ -13,7 +13,7 @@ import (
 	"github.com/gorap/gorap/model"
 )
 
-// The request body (issue 11 items 2 and 3). It is the SDK's own encoding
+// The request body. It is the SDK's own encoding
 // of sdk.MessageNewParams, byte for byte, but built piece by piece: each
 // settled turn is encoded once and kept in the conversation's
 // model.WireCache, so a completion encodes only the turns added since; the
@@ -217,7 +217,7 @@ func (p *Provider) encodeHead(system string, tools []model.ToolSpec) ([]byte, er
 // encodedTools is the encoding of one list of tools, kept by the provider:
 // the tools are the same for every thread of a runtime while the system
 // prompt, which names the thread, is not, so a thread's first completion
-// reuses them (issue 11 item 4).
+// reuses them.
 type encodedTools struct {
 	tools      []model.ToolSpec
 	breakpoint bool

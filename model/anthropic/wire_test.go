@@ -19,7 +19,7 @@ var wireTools = []model.ToolSpec{
 	{Name: "tool", InputSchema: json.RawMessage(`{"type":"object"}`)},
 }
 
-// issue 11 item 2: over random histories that grow one message at a time,
+// Over random histories that grow one message at a time,
 // with the settled prefix growing behind them, the bytes the provider
 // sends with its wire cache equal those the SDK sends for the request
 // built from scratch (sdk.MessageNewParams), breakpoints included.
@@ -120,7 +120,7 @@ func TestWireCacheKeyAndShrink(t *testing.T) {
 
 // BenchmarkBodyNewThread encodes the first request of a new thread each
 // time: the system prompt differs (it names the thread), the tools do not,
-// and there is no wire cache yet (issue 11 item 4).
+// and there is no wire cache yet.
 func BenchmarkBodyNewThread(b *testing.B) {
 	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1"})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/gorap/gorap/internal/jsonwalk"
 )
 
-// Decoding streamed chunks (issue 11 item 4). A completion streams a
+// Decoding streamed chunks. A completion streams a
 // chunk every few tokens, and each went through encoding/json twice over
 // (ssestream.Stream's json.Unmarshal validates the data and finds the
 // value's end before it calls chunk.UnmarshalJSON, which then ran

@@ -86,7 +86,7 @@ type Options struct {
 // Provider is a model.Provider backed by a Chat Completions endpoint. It is
 // safe for concurrent use.
 type Provider struct {
-	key       string // masked in every error (issue 9 item 19)
+	key       string // masked in every error
 	model     string
 	maxTokens int
 	images    bool
@@ -174,7 +174,7 @@ func (p *Provider) SupportsImages() bool { return p.images }
 // API's "stop"), "tool_use" ("tool_calls"), "max_tokens" ("length"); other
 // finish reasons pass through unchanged.
 func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stream) (_ *model.Response, err error) {
-	// An error body may echo the API key: never pass it on (issue 9 item 19).
+	// An error body may echo the API key: never pass it on.
 	defer func() { err = model.RedactError(err, p.key) }()
 	// The body's buffer, reused once the request is over; nil when bodies
 	// are not leased. After an error End keeps it from reuse: the SDK's
@@ -272,8 +272,7 @@ func (p *Provider) params(req model.Request) (sdk.ChatCompletionNewParams, error
 }
 
 // streamOptions asks for the usage chunk at the end of the stream, which
-// counts the prompt tokens served from the automatic prompt cache (issue 11
-// item 3).
+// counts the prompt tokens served from the automatic prompt cache.
 var streamOptions = sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)}
 
 // functionParam maps a tool spec; the schema must be a JSON object.

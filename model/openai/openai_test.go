@@ -499,7 +499,7 @@ func TestLongToolNames(t *testing.T) {
 }
 
 // TestDefaultClientReusesConnections: without Options.HTTPClient, concurrent
-// completions reuse their connections (issue 11 item 4).
+// completions reuse their connections.
 func TestDefaultClientReusesConnections(t *testing.T) {
 	wiretest.CheckConnectionReuse(t, wiretest.OpenAIAPI(nil), func(base string) model.Provider {
 		p, err := openai.New(openai.Options{APIKey: "test-key", BaseURL: base + "/v1"})

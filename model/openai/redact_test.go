@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/model/wiretest"
 )
 
-// issue 9 item 19: an error body that echoes the API key never carries it
+// An error body that echoes the API key never carries it
 // out of the provider.
 func TestErrorNeverCarriesTheAPIKey(t *testing.T) {
 	const key = "sk-test-SECRET-0123456789"

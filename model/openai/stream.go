@@ -14,7 +14,7 @@ import (
 // chat.completion.chunk, decoded as encoding/json would decode it into
 // this struct, without its reflection (chunk.go): the SDK's
 // ChatCompletionChunk decodes, by reflection, every field the API defines
-// and keeps the raw JSON of each (issue 11: 12 % of the runtime's CPU in
+// and keeps the raw JSON of each (12 % of the runtime's CPU in
 // an OpenAI cycle). A chunk encoding/json would refuse (a value of an
 // unexpected type from a lenient server) is decoded by the SDK's type
 // instead, which accepts what it accepted before. Unlike the SDK's

@@ -10,7 +10,7 @@ import (
 	"github.com/gorap/gorap/model"
 )
 
-// Encoding turns without the SDK's types (issue 11 item 4). Building
+// Encoding turns without the SDK's types. Building
 // p.messages(t) and marshalling it took the SDK's reflection-driven
 // encoder through four levels of union and parameter types for every
 // message; appendTurn writes the very bytes that path gives, straight from

@@ -13,14 +13,14 @@ import (
 	"github.com/gorap/gorap/model"
 )
 
-// The request body (issue 11 item 2). It is the SDK's own encoding of
+// The request body. It is the SDK's own encoding of
 // sdk.ChatCompletionNewParams, byte for byte, built piece by piece, the
 // messages written straight from the turns (turn.go): each settled turn
 // is encoded once and kept in the conversation's model.WireCache, so a
 // completion encodes only the turns added since; the SDK still does the
 // HTTP and retries (option.WithRequestBody) and splits the event stream.
 //
-// Prompt caching (item 3): OpenAI-compatible APIs cache the longest
+// Prompt caching: OpenAI-compatible APIs cache the longest
 // prefix they saw recently, by itself. The request keeps that prefix
 // stable: the tools, then the system message, then the settled turns,
 // always in the same order and the same bytes.
@@ -129,7 +129,7 @@ func (p *Provider) encodeHead(limit int, system string, tools []model.ToolSpec) 
 // encodedTail is the part of a request after the messages for one token
 // limit and list of tools, kept by the provider: it is the same for every
 // thread of a runtime while the system prompt, which names the thread, is
-// not, so a thread's first completion reuses it (issue 11 item 4).
+// not, so a thread's first completion reuses it.
 type encodedTail struct {
 	limit int
 	tools []model.ToolSpec

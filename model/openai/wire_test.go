@@ -19,7 +19,7 @@ var wireTools = []model.ToolSpec{
 	{Name: "tool", InputSchema: json.RawMessage(`{"type":"object"}`)},
 }
 
-// issue 11 item 2: over random histories that grow one message at a time,
+// Over random histories that grow one message at a time,
 // with the settled prefix growing behind them, the bytes the provider
 // sends with its wire cache equal those the SDK sends for the request
 // built from scratch (sdk.ChatCompletionNewParams).
@@ -120,7 +120,7 @@ func TestWireCacheKeyAndShrink(t *testing.T) {
 	_ = sdk.ChatCompletionNewParams{}
 }
 
-// issue 11 item 3: the provider asks for the usage chunk and reports the
+// The provider asks for the usage chunk and reports the
 // prompt tokens the server's automatic cache served: a second request that
 // repeats the first one's prefix reads it from the cache.
 func TestUsageReportsCachedPromptTokens(t *testing.T) {
@@ -153,7 +153,7 @@ func TestUsageReportsCachedPromptTokens(t *testing.T) {
 
 // BenchmarkBodyNewThread encodes the first request of a new thread each
 // time: the system prompt differs (it names the thread), the tools do not,
-// and there is no wire cache yet (issue 11 item 4).
+// and there is no wire cache yet.
 func BenchmarkBodyNewThread(b *testing.B) {
 	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1"})
 	if err != nil {

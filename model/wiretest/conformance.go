@@ -322,7 +322,7 @@ func BenchmarkComplete(b *testing.B, h Harness) {
 // byte, of every shape a runtime may send (user and assistant text, tool
 // calls, results in time, late, unknown, repeated, with errors or images,
 // empty messages): the random histories of the providers' wire-cache
-// tests (issue 11 item 2).
+// tests.
 func Conversation(data []byte) []model.Message {
 	msgs, _ := conversationFrom(data)
 	return msgs

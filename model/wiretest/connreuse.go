@@ -19,7 +19,7 @@ import (
 // root; an OpenAI-compatible provider appends /v1), and fails t unless the
 // later rounds reuse the first round's connections: a provider built
 // without an HTTP client must keep more than net/http's default two idle
-// connections per host (issue 11 item 4).
+// connections per host.
 func CheckConnectionReuse(t *testing.T, api http.Handler, newProvider func(baseURL string) model.Provider) {
 	t.Helper()
 	const n, rounds = 8, 3

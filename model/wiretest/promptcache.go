@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Prompt caching as the Anthropic Messages API does it (issue 11 item 3):
+// Prompt caching as the Anthropic Messages API does it:
 // a cache_control marker on a tool, a system block or a message block is
 // a breakpoint; the request's prefix up to and including that element
 // (tools, then system, then messages, markers left out) is written to the

@@ -9,7 +9,7 @@ import (
 	"github.com/gorap/gorap/rap"
 )
 
-// issue 9 item 13: PendingFor lists one destination's messages in order,
+// PendingFor lists one destination's messages in order,
 // and a host whose name extends another's is not mistaken for it.
 func TestPendingFor(t *testing.T) {
 	ctx := context.Background()
@@ -38,7 +38,7 @@ func TestPendingFor(t *testing.T) {
 	}
 }
 
-// issue 9 item 11: a dead letter leaves the outbox with its status and
+// A dead letter leaves the outbox with its status and
 // reason, survives reopening, and can be retried (back at the end of the
 // queue, attempts reset) or dropped.
 func TestDeadLetters(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/rap/durable"
 )
 
-// issue 9 item 20: a tool server's database, which holds results and
+// A tool server's database, which holds results and
 // callback URLs, and its -wal and -shm files are 0600 even under a umask
 // that lets everyone read.
 func TestOpenFileModes(t *testing.T) {

@@ -289,7 +289,7 @@ var migrations = []string{
 		accepted     INTEGER NOT NULL,               -- Unix nanoseconds
 		PRIMARY KEY (group_id, id)
 	);`,
-	// 3: callbacks Sender.Run stopped delivering (issue 9 item 11).
+	// 3: callbacks Sender.Run stopped delivering.
 	`CREATE TABLE dead_letters (
 		key      TEXT    PRIMARY KEY,
 		url      TEXT    NOT NULL,

@@ -369,7 +369,7 @@ type CycleOptions struct {
 	// DataDir holds the store; empty means a temporary directory.
 	DataDir string
 	// Store, when set, is a postgres:// URL: the runtime runs on that
-	// PostgreSQL database instead of SQLite in DataDir (issue 14).
+	// PostgreSQL database instead of SQLite in DataDir.
 	Store string
 	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger

@@ -1,7 +1,7 @@
 #!/bin/bash
-# Side-by-side run of ../shared/bench/harness against one runtime (docs/benchmarks.md, issue 11).
+# Side-by-side run of ../shared/bench/harness against one runtime (docs/benchmarks.md).
 # Needs /tmp/harness, /tmp/peer-node (npm install done), /tmp/bench-rap.json, /tmp/rap11 (this
-# branch) and /tmp/rap-base (main before issue 11), as ../shared/bench/README.md builds them.
+# branch) and /tmp/rap-base (the baseline build), as ../shared/bench/README.md builds them.
 # usage: ab.sh KIND(peer|gorap|base) THREADS DURATION
 # RAP_BIN overrides the gorap binary; RAP_SERVE_ARGS adds arguments to rap serve (e.g. --cpuprofile FILE).
 kind=$1; threads=$2; dur=$3

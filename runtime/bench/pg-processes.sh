@@ -1,6 +1,6 @@
 #!/bin/bash
 # Measures `rap bench-runtime --store postgres://…` with several processes
-# on one database (issue 14, proof "scale"): PROCS processes run at once,
+# on one database (the scaling measurement): PROCS processes run at once,
 # each with THREADS/PROCS threads, on a fresh schema. It prints each
 # process's cycles/s, p99 and CPU (its cpu/cycle × cycles/s), their sum,
 # and over the measured run the CPU of the PostgreSQL server (the backends

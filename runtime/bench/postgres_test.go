@@ -8,7 +8,7 @@ import (
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
-// The cycle loop runs on PostgreSQL too (issue 14: rap bench-runtime
+// The cycle loop runs on PostgreSQL too (rap bench-runtime
 // --store postgres://…), and every result is delivered.
 func TestRunCyclesPostgres(t *testing.T) {
 	u := pgtest.URL(t)

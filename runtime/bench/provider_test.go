@@ -12,7 +12,7 @@ import (
 	"github.com/gorap/gorap/model/wiretest"
 )
 
-// issue 11 item 1: the cycle runs through the real provider packages
+// The cycle runs through the real provider packages
 // against a local server speaking their wire format, streaming; threads
 // that spend their budget are replaced, so the loop keeps running past it.
 func TestRunCyclesThroughProviders(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// issue 10 item 2, RAP CF-1: a toolset_command entry is read in both
+// RAP CF-1: a toolset_command entry is read in both
 // forms, an array (run as given) and the reference runtime's string; the
 // reference's installation fields are accepted and ignored.
 func TestParseToolsetCommand(t *testing.T) {

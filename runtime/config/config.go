@@ -39,7 +39,7 @@ const (
 	// TypeHTTPMCPServer is a remote MCP server reached over HTTP.
 	TypeHTTPMCPServer = "http_mcp_server"
 	// TypeToolsJSON is a Runloop tools.json bundle that "rap serve" serves
-	// itself as a RAP tool server (a gorap entry type; issue 12 item 1).
+	// itself as a RAP tool server (a gorap entry type).
 	TypeToolsJSON = "tools_json"
 )
 
@@ -50,7 +50,7 @@ var recognised = map[string]bool{
 	TypeToolsetCommand: true,
 	TypeMCPServer:      true,
 	TypeHTTPMCPServer:  true,
-	TypeOTCServer:      true, // issue 13: see otc.go
+	TypeOTCServer:      true, // see otc.go
 	TypeToolsJSON:      true,
 }
 
@@ -76,9 +76,9 @@ type ToolSet struct {
 	// MCP holds the fields of an mcp_server or http_mcp_server entry
 	// (see mcp.go); nil for other types.
 	MCP *MCPServer `json:"-"`
-	// issue 13: the fields of an "otc_server" entry (see otc.go).
+	// The fields of an "otc_server" entry (see otc.go).
 	OTC *OTCServer `json:"-"`
-	// issue 10: the fields of a "toolset_command" entry (see command.go).
+	// The fields of a "toolset_command" entry (see command.go).
 	Command *ToolsetCommand `json:"-"`
 	// Bundle is a tools_json entry's bundle directory (or its tools.json);
 	// a relative path is relative to the config file's directory.
@@ -261,16 +261,16 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 			return ToolSet{}, err
 		}
 	}
-	if typ == TypeMCPServer || typ == TypeHTTPMCPServer { // issue 10: bridged MCP servers
+	if typ == TypeMCPServer || typ == TypeHTTPMCPServer { // bridged MCP servers
 		return parseMCPEntry(item, typ, name, path)
 	}
-	if typ == TypeOTCServer { // issue 13
+	if typ == TypeOTCServer {
 		return parseOTCEntry(item, name, path)
 	}
 	if typ == TypeToolsJSON {
 		return parseToolsJSONEntry(item, name, path)
 	}
-	if typ == TypeToolsetCommand { // issue 10 item 2: see command.go
+	if typ == TypeToolsetCommand { // see command.go
 		return parseCommandEntry(item, name, path)
 	}
 	if typ != TypeToolsetServer {

@@ -66,8 +66,8 @@ func TestParseErrors(t *testing.T) {
 		want []string // substrings of the error
 	}{
 		{"mcp_server", `{"tool_sets": [{"type":"toolset_server","server_url":"http://127.0.0.1:1"}, {"type":"mcp_server","name":"x"}]}`,
-			[]string{"f.json: ", `tool_sets[1].command: missing`}}, // issue 10: mcp_server entries are supported
-		// issue 10 item 2: toolset_command entries are supported; a string
+			[]string{"f.json: ", `tool_sets[1].command: missing`}}, // mcp_server entries are supported
+		// toolset_command entries are supported; a string
 		// command with shell syntax is refused (gorap uses no shell).
 		{"toolset_command shell", `{"tool_sets": [{"type":"toolset_command","command":"srv | tee log"}]}`,
 			[]string{`tool_sets[0].command: "srv | tee log" uses shell syntax ("|")`, "array"}},
@@ -433,7 +433,7 @@ func TestMaxSubscriptions(t *testing.T) {
 	}
 }
 
-// The store setting (issue 14 item 1): RAP_STORE and --store select
+// The store setting: RAP_STORE and --store select
 // PostgreSQL; an unknown value is refused; logs never show the URL's
 // password.
 func TestStoreSetting(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// issue 10 item 2, RAP CF-1: mcp_server and http_mcp_server entries parse
+// RAP CF-1: mcp_server and http_mcp_server entries parse
 // into MCPServer settings.
 func TestParseMCPEntries(t *testing.T) {
 	f, err := Parse([]byte(`{"tool_sets": [
@@ -61,7 +61,7 @@ func TestParseMCPEntryErrors(t *testing.T) {
 	}
 }
 
-// issue 10 item 10: an http_mcp_server entry takes an "oauth" object
+// An http_mcp_server entry takes an "oauth" object
 // (gorap extension) with an optional redirect_url and listen address.
 func TestParseMCPOAuth(t *testing.T) {
 	f, err := Parse([]byte(`{"tool_sets": [

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// issue 9 item 17: the model call limits come from RAP_MODEL_* and the
+// The model call limits come from RAP_MODEL_* and the
 // --model-* flags (the flags win); 0 keeps the runtime's defaults; a
 // malformed value is an error naming the variable.
 func TestModelSettings(t *testing.T) {

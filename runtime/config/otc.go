@@ -1,6 +1,6 @@
 package config
 
-// issue 13: the "otc_server" entry type, an Open Tool Calling worker served
+// The "otc_server" entry type, an Open Tool Calling worker served
 // through gorap's OTC bridge (package bridge/otc):
 //
 //	{"type": "otc_server", "name": "arcade", "url": "http://127.0.0.1:8002",

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// issue 13 item 1: the otc_server entry type.
+// The otc_server entry type.
 func TestOTCServerEntry(t *testing.T) {
 	f, err := Parse([]byte(`{"tool_sets": [
 		{"type":"toolset_server","server_url":"http://127.0.0.1:3001"},

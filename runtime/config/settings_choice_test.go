@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// issue 9 item 19: the hosts besides a tool's own to which a user's
+// The hosts besides a tool's own to which a user's
 // choice may be POSTed are configurable, from the environment
 // (comma-separated) or repeated flags, and flags replace the
 // environment's list.

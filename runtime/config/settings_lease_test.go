@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The lease settings (issue 14): RAP_LEASE_TTL / --lease-ttl and
+// The lease settings: RAP_LEASE_TTL / --lease-ttl and
 // RAP_SWEEP_EVERY / --sweep-every (the flag wins); the defaults are 15s
 // and 1s; zero, negative and too short values are refused with an error
 // naming the variable or flag and the floor; Check refuses a too short

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// issue 9 items 4 and 9: RAP_USER_ID / --user-id and
+// RAP_USER_ID / --user-id and
 // RAP_CALL_STATUS_AFTER / --call-status-after (flags win); a bad value is
 // an error naming the setting.
 func TestUserIDAndCallStatusAfter(t *testing.T) {

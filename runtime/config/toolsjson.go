@@ -8,7 +8,7 @@ import (
 )
 
 // parseToolsJSONEntry parses a {"type": "tools_json", "bundle": PATH}
-// entry (issue 12 item 1). A relative bundle path is resolved against the
+// entry. A relative bundle path is resolved against the
 // directory of the config file.
 func parseToolsJSONEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	var e struct {

@@ -6,7 +6,6 @@ import (
 	"testing"
 )
 
-// issue 12 item 1
 func TestToolsJSONEntry(t *testing.T) {
 	f, err := Parse([]byte(`{"tool_sets":[{"type":"toolset_server","server_url":"http://127.0.0.1:1"},{"type":"tools_json","bundle":"agents/mail","allow_unsigned":true}],
 		"security":{"confirm_external_actions":false}}`), "/etc/rap/rap.json")

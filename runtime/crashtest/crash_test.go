@@ -232,11 +232,13 @@ type threadLog struct {
 	maybe    []string // no answer (server killed mid-request): at most once
 }
 
-// TestSIGKILLDuringBusyWorkload is the crash test of issue 3.
+// TestSIGKILLDuringBusyWorkload kills one rap serve on SQLite with SIGKILL
+// at random moments of a busy workload and restarts it: each accepted
+// message appears once, no turn is half-written, every call gets one result.
 func TestSIGKILLDuringBusyWorkload(t *testing.T) { crashWorkload(t, 1, nil) }
 
 // TestSIGKILLDuringBusyWorkloadPostgres is the crash test on PostgreSQL
-// (issue 14, proof "failover"): 3 rap serve processes on one database
+// with failover: 3 rap serve processes on one database
 // (--store via RAP_STORE), messages sent to any of them, a random one
 // SIGKILLed and restarted repeatedly. The threads a killed process held
 // move on once its leases expire (15 s); every check of the SQLite run

@@ -92,7 +92,7 @@ func (l *holdingLLMs) snapshot() []leaseCompletion {
 	return append([]leaseCompletion(nil), l.calls...)
 }
 
-// issue 14 proof "Failover": a thread held by a killed process resumes on
+// Failover: a thread held by a killed process resumes on
 // another within the lease time. Three `rap serve` processes share one
 // PostgreSQL database, with --lease-ttl 4s and --sweep-every 500ms (from
 // RAP_LEASE_TTL and RAP_SWEEP_EVERY). A message goes to one process, whose

@@ -55,7 +55,7 @@ func (f *flakyLLM) state() (failed int, answered []string) {
 	return f.failed, append([]string(nil), f.answered...)
 }
 
-// issue 9 item 17: SIGKILL the runtime while a model call is failing and
+// SIGKILL the runtime while a model call is failing and
 // its retry timer is pending, restart it on the same data directory while
 // the model still fails once more: the completion is retried on its own
 // (no new user message), answered exactly once, and the message is in the

@@ -107,8 +107,8 @@ func freePorts(t *testing.T, n int) int {
 // replicasScript is examples/replicas/run.sh, relative to this package.
 const replicasScript = "../../examples/replicas/run.sh"
 
-// TestReplicasNoDoubleProcessing (issue 14, proof "no double processing",
-// and item 7's tested example): examples/replicas/run.sh starts 3 real
+// TestReplicasNoDoubleProcessing (no double processing, and the tested
+// replicas example): examples/replicas/run.sh starts 3 real
 // `rap serve` processes on one PostgreSQL database; 100 threads get two
 // messages each, posted round-robin to the three (the second to another
 // process than the first). A fake model server records every completion:

@@ -61,7 +61,7 @@ func (l *sleepingLLM) counts() (sleeps, wakes int) {
 	return l.sleeps, l.wakes
 }
 
-// issue 14 proof "Timers": a sleep scheduled by a process that is then
+// Timers: a sleep scheduled by a process that is then
 // SIGKILLed wakes its thread once, on another process. Three `rap serve`
 // processes share one PostgreSQL database (with the short lease of
 // TestSIGKILLWhileHoldingLeaseFailsOver); the process that ran the slice

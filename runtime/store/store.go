@@ -28,7 +28,7 @@ var ErrNotFound = errors.New("not found")
 // ErrConsumed is returned (wrapped) by Inbox.Consume when an item is no
 // longer queued: another slice, perhaps in another process sharing the
 // store, consumed it first. The transaction must not commit; the engine
-// abandons the slice's work (issue 14 item 2). Test for it with errors.Is.
+// abandons the slice's work. Test for it with errors.Is.
 var ErrConsumed = errors.New("inbox item already consumed")
 
 // ErrClosed is returned (possibly wrapped) by a store's methods called after
@@ -279,9 +279,8 @@ type InboxItem struct {
 	// unique, so Enqueue need not remember DedupKey once the item is
 	// consumed: a call's result, enqueued only by the transaction whose
 	// conditional SetCallState moved the call from pending to done. Its
-	// key is not marked seen (one write less per tool result, issue 11
-	// item 4); while the item is queued, another with the same key is
-	// not added.
+	// key is not marked seen (one write less per tool result); while the item
+	// is queued, another with the same key is not added.
 	Once bool `json:"-"`
 }
 
@@ -304,7 +303,7 @@ type Inbox interface {
 	// dedup keys stay seen. When one of them is not queued (already
 	// consumed, by this or another process) it returns an error wrapping
 	// ErrConsumed, and the caller must let the transaction fail: of two
-	// transactions consuming one item, exactly one commits (issue 14).
+	// transactions consuming one item, exactly one commits.
 	Consume(ids []int64) error
 }
 
@@ -581,7 +580,7 @@ type CallChecks interface {
 // Shared is implemented by a store that several processes may use at once
 // (PostgreSQL). On such a store the engine takes a lease of each thread it
 // works on and a claim of each timer it fires, and sweeps the store for
-// work other processes left (issue 14). A store without it (SQLite) is
+// work other processes left. A store without it (SQLite) is
 // held by one process, whose engine keeps its claims in memory.
 type Shared interface {
 	// SharedByProcesses reports whether several processes may use the
@@ -589,12 +588,12 @@ type Shared interface {
 	SharedByProcesses() bool
 }
 
-// Leases let several processes sharing one store split the work (issue
-// 14): a thread is worked on by the process holding its lease, and a due
-// timer is fired by the process that claimed it. A lease names its owner
-// (a process's unique id) and lives until its expiry; one whose owner died
-// expires and can be taken by another. Times are the callers' clocks:
-// processes sharing a store need clocks in step to well within a lease.
+// Leases let several processes sharing one store split the work: a thread is
+// worked on by the process holding its lease, and a due timer is fired by the
+// process that claimed it. A lease names its owner (a process's unique id)
+// and lives until its expiry; one whose owner died expires and can be taken
+// by another. Times are the callers' clocks: processes sharing a store need
+// clocks in step to well within a lease.
 type Leases interface {
 	// ClaimThread gives owner the thread's lease until `until` and
 	// reports true, unless another owner's lease lives at now (expires
@@ -614,7 +613,7 @@ type Leases interface {
 	ClaimTimer(id, owner string, now, until time.Time) (bool, error)
 }
 
-// CallbackKeys are the HMAC keys of callback tokens (issue 14 item 5),
+// CallbackKeys are the HMAC keys of callback tokens,
 // shared by every process of a store so that a callback URL minted by one
 // is accepted by all. They are secrets: never log them.
 type CallbackKeys struct {
@@ -670,8 +669,8 @@ type OAuthLinks interface {
 }
 
 // ThreadEvent is one client event of a thread kept in a shared store, so
-// that a client of any process sees it and can resume after it (issue 14
-// item 4). Its Data may hold secrets (oauth links): never log it.
+// that a client of any process sees it and can resume after it. Its Data may
+// hold secrets (oauth links): never log it.
 type ThreadEvent struct {
 	ThreadID string `json:"thread_id"`
 	// ID is the event's number in its thread, given by
@@ -686,9 +685,9 @@ type ThreadEvent struct {
 	Created time.Time `json:"created"`
 }
 
-// ThreadEvents keeps the recent client events of each thread (issue 14
-// item 4). The engine writes them only on a Shared store; on one a single
-// process holds, events stay in memory.
+// ThreadEvents keeps the recent client events of each thread. The engine
+// writes them only on a Shared store; on one a single process holds, events
+// stay in memory.
 type ThreadEvents interface {
 	// AppendThreadEvents appends events, of one thread or several, in
 	// order: each gets the next ID of its thread. It returns them with
@@ -719,8 +718,7 @@ type EventListener interface {
 }
 
 // TextDelta is a piece of the text a model streams in one process, relayed
-// to the other processes of a shared store without being stored (issue 14
-// item 4).
+// to the other processes of a shared store without being stored.
 type TextDelta struct {
 	ThreadID string
 	// After is the ID of the thread's stored event (ThreadEvent.ID) the

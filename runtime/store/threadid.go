@@ -7,7 +7,7 @@ import "github.com/google/uuid"
 // text form. Ids made by one process sort in the order they were made, so
 // a new thread's rows land at the end of every index keyed by thread id
 // instead of at a random page: creating a thread costs the same whether
-// the store holds a thousand threads or a million (issue 11 item 5). The
+// the store holds a thousand threads or a million. The
 // runtime uses it for every thread it creates; a store accepts any id.
 func NewThreadID() string {
 	// NewV7 fails only when the system's random source does; Must panics

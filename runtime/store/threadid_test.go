@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// issue 11 item 5: thread ids are time-ordered, so that creating threads
+// Thread ids are time-ordered, so that creating threads
 // appends to the store's indexes instead of touching a random page of each
 // (with random version 4 ids, 10× the threads took 15.6× the time in
 // rap bench-idle). Ids made in a row must sort in the order they were

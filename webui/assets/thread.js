@@ -167,7 +167,7 @@ export class ThreadView {
     // page shows what caused it, its own message waiting to be saved.
     // Otherwise (a tool result, a subscription event, another client's
     // message) it waits out of sight, and the reply appears whole under
-    // its cause when saved (issue 15: causal order).
+    // its cause when saved (causal order).
     this.streaming.hidden = !this.causeShown();
     this.scroll();
   }

@@ -12,7 +12,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Text deltas across processes (issue 14 item 4): the text a model streams
+// Text deltas across processes: the text a model streams
 // is relayed to the other processes with NOTIFY on the schema's delta
 // channel, never stored. A notification is lost when no process listens
 // at that moment; receivers detect the gap by the offsets.

@@ -13,7 +13,7 @@ import (
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
-// TestDeltaPayloadsSplitMultibyte (issue 14 item 4): a text longer than
+// TestDeltaPayloadsSplitMultibyte: a text longer than
 // one NOTIFY payload is split by bytes on UTF-8 boundaries, every payload
 // within the limit, the pieces' offsets consecutive and their texts
 // together the original.
@@ -51,7 +51,7 @@ func TestDeltaPayloadsSplitMultibyte(t *testing.T) {
 	}
 }
 
-// TestTextDeltasNotifyListen (issue 14 item 4): deltas sent through one
+// TestTextDeltasNotifyListen: deltas sent through one
 // Store reach the listeners of the other Stores on the schema in order,
 // a long multibyte text split and whole; a Store does not hear its own;
 // another schema hears nothing.

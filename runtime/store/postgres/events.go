@@ -14,8 +14,8 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Client events of threads, shared by every process (migration 3, issue
-// 14 item 4). Each append takes the thread's next ids from
+// Client events of threads, shared by every process (migration 3).
+// Each append takes the thread's next ids from
 // thread_event_heads, whose row it updates: appends to one thread commit
 // one after the other, so ids are in commit order, and it sends a NOTIFY
 // on EventsChannel that listeners receive at commit.

@@ -13,7 +13,7 @@ import (
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
-// issue 14 item 4: a process listening for thread events is told, at
+// A process listening for thread events is told, at
 // commit, the thread and its last event id of every append; an append
 // rolled back tells nothing.
 func TestListenThreadEvents(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 // TestMigrations: Open records the schema version, a second Open (as a
 // second process would) keeps the data, two processes opening a new
 // database at once migrate it once, and a database from a newer gorap is
-// refused with a plain message (issue 14 item 1: versioned migrations).
+// refused with a plain message (versioned migrations).
 func TestMigrations(t *testing.T) {
 	u := pgtest.URL(t)
 	ctx := context.Background()

@@ -1,6 +1,6 @@
 // Package postgres implements the runtime store (package runtime/store) on
 // a PostgreSQL database, through a pgx connection pool, so that several
-// `rap serve` processes can share one database (issue 14).
+// `rap serve` processes can share one database.
 //
 // Update runs in a SERIALIZABLE transaction and is retried, from the
 // start, when PostgreSQL reports a serialization failure or a deadlock
@@ -374,7 +374,7 @@ var migrations = []string{
 	);
 	CREATE INDEX call_checks_due ON call_checks(due);`,
 	// 2: leases of threads and claims of timers, the callback keys and
-	// short-lived oauth links (issue 14; issue14.go).
+	// short-lived oauth links (shared.go).
 	`CREATE TABLE thread_leases (
 		thread_id TEXT PRIMARY KEY,
 		owner TEXT NOT NULL,
@@ -398,7 +398,7 @@ var migrations = []string{
 	);
 	CREATE INDEX oauth_links_expires ON oauth_links(expires);`,
 	// 3: the recent client events of each thread and each thread's last
-	// event id (issue 14 item 4; events.go).
+	// event id (events.go).
 	`CREATE TABLE thread_event_heads (
 		thread_id TEXT PRIMARY KEY,
 		last_id BIGINT NOT NULL
@@ -413,7 +413,7 @@ var migrations = []string{
 		PRIMARY KEY (thread_id, id)
 	);
 	CREATE INDEX thread_events_created ON thread_events(created);`,
-	// 4: SQLite's migration 11 (issue 11 item 4): the indexes on a call's
+	// 4: SQLite's migration 11: the indexes on a call's
 	// state keep only pending calls (pendingCalls), so they stay small: a
 	// state change writes a few hot index pages instead of pages spread
 	// over an index of every call ever made. Built while the table is

@@ -10,8 +10,8 @@ import (
 	"github.com/gorap/gorap/runtime/store/storetest"
 )
 
-// TestConformance runs the shared store conformance suite (issue 14 item
-// 1) on a fresh schema per subtest.
+// TestConformance runs the shared store conformance suite on a fresh schema
+// per subtest.
 func TestConformance(t *testing.T) {
 	pgtest.Require(t)
 	t.Parallel()

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Wake-ups across processes (issue 14 item 3): every transaction that
+// Wake-ups across processes: every transaction that
 // queues an inbox row also sends a NOTIFY on the schema's wake channel,
 // naming the thread. PostgreSQL delivers it when the transaction commits
 // (never for one rolled back), to every process listening, which wakes

@@ -44,7 +44,7 @@ func open(t *testing.T, url string) *postgres.Store {
 	return s
 }
 
-// TestListenWakes (issue 14 item 3): an inbox row committed through one
+// TestListenWakes: an inbox row committed through one
 // Store wakes the listeners of the other Stores on the schema, after the
 // commit, with the thread's id; a rolled-back transaction wakes no one;
 // a Store does not hear its own rows; another schema hears nothing.

@@ -19,7 +19,7 @@ import (
 // transaction touches a random page of every index keyed by thread id, so
 // its cost grows with the number of threads already stored (run with
 // -benchtime=100x and compare ns/thread); time-ordered ids
-// (store.NewThreadID, issue 11 item 5) append to those indexes.
+// (store.NewThreadID) append to those indexes.
 func BenchmarkCreateThreads(b *testing.B) {
 	for _, ids := range []struct {
 		name string

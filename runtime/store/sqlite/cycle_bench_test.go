@@ -13,15 +13,14 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// BenchmarkStoreCycle runs the store work of one runtime cycle (issue 11
-// item 4), in the order the runtime does it: the tool's result is
-// recorded (call, dedup key, call state, inbox), a slice loads the thread
-// (row, inbox, new history, pending calls, a dedup key), the turn is saved
-// (messages, call, retry timer, inbox consumed), and the new call is
-// marked dispatched. One operation is one cycle of one of 32 threads
-// looping at once, so that updates share commits as in the runtime; each
-// update waits for its sync, so read allocs/op and cpu-µs/op (the
-// process's CPU time per cycle) rather than ns/op.
+// BenchmarkStoreCycle runs the store work of one runtime cycle, in the order
+// the runtime does it: the tool's result is recorded (call, dedup key, call
+// state, inbox), a slice loads the thread (row, inbox, new history, pending
+// calls, a dedup key), the turn is saved (messages, call, retry timer, inbox
+// consumed), and the new call is marked dispatched. One operation is one
+// cycle of one of 32 threads looping at once, so that updates share commits
+// as in the runtime; each update waits for its sync, so read allocs/op and
+// cpu-µs/op (the process's CPU time per cycle) rather than ns/op.
 func BenchmarkStoreCycle(b *testing.B) {
 	s, err := Open(filepath.Join(b.TempDir(), "rap.db"))
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Client events of threads (migration 10, issue 14 item 4). The engine
+// Client events of threads (migration 10). The engine
 // keeps events in memory on SQLite, which one process holds; these records
 // make the store meet the same contract as a shared one.
 

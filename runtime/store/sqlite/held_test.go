@@ -9,7 +9,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// issue 9 item 1: held subscription events are kept per call in arrival
+// Held subscription events are kept per call in arrival
 // order, sized per call and in total, taken once, survive a reopen, and
 // the calls that ended with events still held are found.
 func TestHeldEvents(t *testing.T) {

@@ -79,7 +79,7 @@ func startLockHelper(t *testing.T, path string) (h *lockHelper, stderr string, e
 	return nil, errBuf.String(), err
 }
 
-// issue 9 item 21: a second process refuses a store another process has
+// A second process refuses a store another process has
 // open, naming the holder's PID; the lock is free again once the holder is
 // killed with SIGKILL, and after an orderly close.
 func TestStoreLockTwoProcesses(t *testing.T) {
@@ -129,7 +129,7 @@ func TestStoreLockTwoProcesses(t *testing.T) {
 	s.Close()
 }
 
-// issue 9 item 21: two Stores of one process on one database conflict as
+// Two Stores of one process on one database conflict as
 // well; Close releases the lock.
 func TestStoreLockSameProcess(t *testing.T) {
 	s, path := open(t)
@@ -145,7 +145,7 @@ func TestStoreLockSameProcess(t *testing.T) {
 	s2.Close()
 }
 
-// issue 9 item 20: the database, its -wal and -shm files and the lock file
+// The database, its -wal and -shm files and the lock file
 // are 0600 even under a umask that lets everyone read, and files an older
 // gorap left readable by all are made private when the store opens.
 func TestStoreFileModes(t *testing.T) {

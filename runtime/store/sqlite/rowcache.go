@@ -20,7 +20,7 @@ const maxCachedRows = 8192
 const maxCachedCallArgs = 2 << 10
 
 // rowCache keeps what the writer connection last read or wrote of the rows
-// every cycle reads again (issue 11 item 4): a thread's row (a slice loads
+// every cycle reads again: a thread's row (a slice loads
 // it each time), a thread's last message seq (each AppendMessages needs
 // it) and a tool call's row (written by the slice that made the call, read
 // back by the transaction that takes its result). It saves three

@@ -18,7 +18,7 @@ import (
 )
 
 // TestRowCacheFollowsCommitsOnly: the writer's cache of thread rows and
-// last seqs (issue 11 item 4) shows what was committed, never what a
+// last seqs shows what was committed, never what a
 // rolled-back transaction wrote, and what a committed one did.
 func TestRowCacheFollowsCommitsOnly(t *testing.T) {
 	s, _ := open(t)

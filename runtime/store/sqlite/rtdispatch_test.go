@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// issue 9 item 4: a root thread keeps its user id; a child created
+// A root thread keeps its user id; a child created
 // without one gets its parent's, across generations.
 func TestThreadUserID(t *testing.T) {
 	s, _ := open(t)
@@ -38,7 +38,7 @@ func TestThreadUserID(t *testing.T) {
 	})
 }
 
-// issue 9 item 9: call status checks are kept by (thread, call), listed
+// Call status checks are kept by (thread, call), listed
 // due-first up to a limit, and advanced all at once after a restart.
 func TestCallChecks(t *testing.T) {
 	s, _ := open(t)
@@ -92,7 +92,7 @@ func TestCallChecks(t *testing.T) {
 	})
 }
 
-// issue 9 item 9: upgrading a store schedules a status check, due at
+// Upgrading a store schedules a status check, due at
 // once, for every dispatched (non-builtin) call and active subscription
 // it holds, so the runtime asks about them after the upgrade's restart.
 func TestMigrationSchedulesChecksOfPendingCalls(t *testing.T) {

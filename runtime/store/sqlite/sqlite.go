@@ -357,8 +357,7 @@ var migrations = []string{
 		created INTEGER NOT NULL
 	);
 	CREATE INDEX held_events_call ON held_events(thread_id, call_id, id);`,
-	// 6: threads are listed by page and children by parent, in order
-	// (issue 9 item 18).
+	// 6: threads are listed by page and children by parent, in order.
 	`CREATE INDEX threads_created ON threads(created, id);
 	CREATE INDEX threads_parent_created ON threads(parent_id, created, id);`,
 	// 7: the end user of a session (its root thread; children copy it),
@@ -380,7 +379,7 @@ var migrations = []string{
 		SELECT thread_id, call_id, 1 FROM subscriptions WHERE state = 'active';`,
 	// 9: leases of threads and claims of timers, the callback keys and
 	// short-lived oauth links, for several processes sharing a store
-	// (issue 14; issue14.go).
+	// (shared.go).
 	`CREATE TABLE thread_leases (
 		thread_id TEXT PRIMARY KEY,
 		owner TEXT NOT NULL,
@@ -404,7 +403,7 @@ var migrations = []string{
 	);
 	CREATE INDEX oauth_links_expires ON oauth_links(expires);`,
 	// 10: the recent client events of each thread and each thread's last
-	// event id (issue 14 item 4; events.go). The engine does not write
+	// event id (events.go). The engine does not write
 	// them on SQLite, which one process holds: it keeps events in memory.
 	`CREATE TABLE thread_event_heads (
 		thread_id TEXT PRIMARY KEY,
@@ -423,8 +422,7 @@ var migrations = []string{
 	// 11: the two indexes on a call's state hold only pending calls (new
 	// or dispatched), which is what every query through them asks for
 	// (pendingCalls): done calls, nearly all of them, no longer make each
-	// state change write index pages spread over the whole table
-	// (issue 11 item 4).
+	// state change write index pages spread over the whole table.
 	`DROP INDEX calls_state;
 	DROP INDEX calls_thread_state;
 	CREATE INDEX calls_pending ON calls(state, deadline) WHERE ` + pendingCalls + `;

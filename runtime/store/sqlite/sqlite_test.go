@@ -214,7 +214,7 @@ func TestInboxDedupAndConsume(t *testing.T) {
 		t.Fatalf("queued = %+v", items)
 	}
 	update(t, s, func(tx store.Tx) error { return tx.Consume([]int64{items[0].ID, items[1].ID}) })
-	// Consumed again: an error (issue 14 item 2), and nothing changes.
+	// Consumed again: an error, and nothing changes.
 	if err := s.Update(context.Background(), func(tx store.Tx) error { return tx.Consume([]int64{items[0].ID}) }); !errors.Is(err, store.ErrConsumed) {
 		t.Errorf("Consume of a consumed item: %v, want store.ErrConsumed", err)
 	}

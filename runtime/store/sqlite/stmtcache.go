@@ -158,7 +158,7 @@ func newStmtTx(tx *sql.Tx, cache *stmtCache) *stmtTx {
 // The writer does not use *sql.Tx: database/sql starts a goroutine, with
 // a cancellable context, for every query run in one (to close its rows
 // when the transaction's context ends), which is a measurable part of a
-// cycle's cost (issue 11 item 4). A query on a *sql.Conn with a context
+// cycle's cost. A query on a *sql.Conn with a context
 // that is never done starts none.
 func newConnTx(conn *sql.Conn, cache *stmtCache) *stmtTx {
 	return &stmtTx{conn: conn, cache: cache}

@@ -8,8 +8,8 @@ import (
 	"github.com/gorap/gorap/runtime/store/storetest"
 )
 
-// TestConformance runs the shared store conformance suite (issue 14 item
-// 1) on a fresh database file per subtest.
+// TestConformance runs the shared store conformance suite on a fresh database
+// file per subtest.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		s, err := Open(filepath.Join(t.TempDir(), "rap.db"))

@@ -10,7 +10,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// issue 9 item 18: ThreadsPage walks every thread in ListThreads' order,
+// ThreadsPage walks every thread in ListThreads' order,
 // page by page, and ChildThreads lists one parent's children, in order,
 // page by page; threads created in the same nanosecond are ordered by id.
 func TestThreadsPageAndChildren(t *testing.T) {
@@ -83,7 +83,7 @@ func TestThreadsPageAndChildren(t *testing.T) {
 	})
 }
 
-// issue 9 item 18: the page and children queries use an index, not a scan
+// The page and children queries use an index, not a scan
 // of every thread.
 func TestThreadsPageUsesIndex(t *testing.T) {
 	s, _ := open(t)

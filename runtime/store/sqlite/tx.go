@@ -653,7 +653,7 @@ func (t *tx) ThreadCalls(threadID string) ([]store.Call, error) {
 func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
 	// Every slice runs this, mostly to find no call: sorting in Go
 	// spares SQLite the temporary b-tree (a pager opened and closed) that
-	// an ORDER BY here costs on each run (issue 11 item 4).
+	// an ORDER BY here costs on each run.
 	// On the writer, the row cache usually knows the thread's pending
 	// calls and their rows, and no statement runs at all.
 	if calls, ok := t.cachedPendingCalls(threadID); ok {

@@ -94,8 +94,8 @@ func testInbox(t *testing.T, s store.Store) {
 	if got := keys(queued(t, s, "a")); !slices.Equal(got, []string{"a2"}) {
 		t.Errorf("after consuming a1 and a3, Queued(a) = %v, want [a2]", got)
 	}
-	// Consume again, or an unknown id: ErrConsumed, no change (issue 14
-	// item 2); an empty batch: no error.
+	// Consume again, or an unknown id: ErrConsumed, no change; an empty
+	// batch: no error.
 	for _, ids := range [][]int64{{qa[0].ID, qa[2].ID}, {qa[1].ID, 1 << 40}} {
 		err := s.Update(ctx(), func(tx store.Tx) error { return tx.Consume(ids) })
 		if !errors.Is(err, store.ErrConsumed) {
@@ -203,7 +203,7 @@ func testInboxDedupKeys(t *testing.T, s store.Store) {
 // testInboxOnce: an item marked Once is added and its key is not marked
 // seen; while it is queued another item with its key (Once or not) is not
 // added, and once it is consumed the key is free (the caller's own
-// transaction makes such items unique: store.InboxItem.Once, issue 11).
+// transaction makes such items unique: store.InboxItem.Once).
 func testInboxOnce(t *testing.T, s store.Store) {
 	createThreads(t, s, "a")
 	once := func(key, text string) store.InboxItem {

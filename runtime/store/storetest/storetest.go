@@ -20,9 +20,8 @@
 // subtest ends. Subtests run one after the other, are deterministic and
 // take well under a second each on SQLite; each names the part of the
 // contract it checks (see the doc comment of its function), so a failure
-// reads as the broken promise. Subtests named Issue14... describe
-// behaviour issue 14 (several processes on one database) adds to the
-// contract; they skip, with the reason, until it exists.
+// reads as the broken promise. The subtests of shared.go check what
+// several processes on one database rely on.
 //
 // Beyond the letter of package store's doc comments, the suite holds a
 // store to what the engine relies on: a View reads one consistent
@@ -104,13 +103,13 @@ var cases = []struct {
 	{"ViewIsReadOnly", testViewIsReadOnly},
 	{"ConcurrentUpdates", testConcurrentUpdates},
 	{"Closed", testClosed},
-	{"Issue14ConsumeConsumedFails", testConsumeConsumedFails},
-	{"Issue14ConcurrentConsumeOneWins", testConcurrentConsumeOneWins},
-	{"Issue14ThreadClaims", testThreadClaims},
-	{"Issue14TimerClaims", testTimerClaims},
-	{"Issue14ThreadEventIDs", testThreadEventIDs},
-	{"Issue14OAuthLinks", testOAuthLinks},
-	{"Issue14SharedCallbackKey", testSharedCallbackKey},
+	{"ConsumeConsumedFails", testConsumeConsumedFails},
+	{"ConcurrentConsumeOneWins", testConcurrentConsumeOneWins},
+	{"ThreadClaims", testThreadClaims},
+	{"TimerClaims", testTimerClaims},
+	{"ThreadEventIDs", testThreadEventIDs},
+	{"OAuthLinks", testOAuthLinks},
+	{"SharedCallbackKey", testSharedCallbackKey},
 }
 
 // testClosed: after Close, Update, View and QuickView fail with

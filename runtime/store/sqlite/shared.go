@@ -10,7 +10,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Leases, callback keys and oauth links (migration 9, issue 14). One
+// Leases, callback keys and oauth links (migration 9). One
 // process holds a SQLite store, so its engine keeps its thread claims in
 // memory; these records make the store meet the same contract as a
 // shared one.

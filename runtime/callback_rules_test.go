@@ -52,7 +52,7 @@ func eventChildren(t *testing.T, e *env, th string) []string {
 	return out
 }
 
-// issue 9 item 1, RAP SU-1, SU-3, SU-5, SU-6: events that arrive while the
+// RAP SU-1, SU-3, SU-5, SU-6: events that arrive while the
 // subscribing call is still pending are held (durably: across a restart),
 // answered 200, and applied once, in arrival order, when the confirming
 // tool_result arrives: the
@@ -106,7 +106,7 @@ func TestEarlyEventsHeldUntilSubscriptionConfirmed(t *testing.T) {
 	})
 }
 
-// issue 9 item 1, RAP SU-4: events held for a call that ends without
+// RAP SU-4: events held for a call that ends without
 // confirming a subscription are discarded (and logged), never applied;
 // later events for the call are answered 410.
 func TestEarlyEventsDiscardedWithoutSubscription(t *testing.T) {
@@ -131,7 +131,7 @@ func TestEarlyEventsDiscardedWithoutSubscription(t *testing.T) {
 	}
 }
 
-// issue 9 item 1: at most MaxHeldEventsPerCall events are held per call;
+// At most MaxHeldEventsPerCall events are held per call;
 // one more is answered 503 with Retry-After (a sender retries it; a 4xx
 // would be final) and none is lost once the subscription is confirmed.
 func TestHeldEventsBoundedByCount(t *testing.T) {
@@ -173,7 +173,7 @@ func TestHeldEventsBoundedByCount(t *testing.T) {
 	}
 }
 
-// issue 9 item 1: the bytes held per call are bounded too; a first event
+// The bytes held per call are bounded too; a first event
 // is held whatever its size.
 func TestHeldEventsBoundedByBytes(t *testing.T) {
 	e, th, inv := pendingCall(t)
@@ -204,7 +204,7 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-// issue 9 item 7, RAP RE-5, SU-4, SU-9: an event for a call the runtime
+// RAP RE-5, SU-4, SU-9: an event for a call the runtime
 // never had is 404; one for a subscription that ended (final event
 // received, call ended without subscription, thread closed) is 410 Gone,
 // and changes nothing; token checks still come first (403). (Cancelled
@@ -261,7 +261,7 @@ func TestEventStatusGoneAndUnknown(t *testing.T) {
 	}
 }
 
-// issue 9 item 8: a redelivered event (same event_id) is applied once,
+// A redelivered event (same event_id) is applied once,
 // whatever its Idempotency-Key, across a restart too, whether it arrived
 // before or after the subscription was confirmed; events without event_id
 // keep their behaviour (each delivery is a new event).
@@ -369,7 +369,7 @@ func wantEnded(t *testing.T, e *env, th string, inv rap.Invocation, cancels chan
 	}
 }
 
-// issue 9 item 19, RAP OA-1: an oauth message whose auth_url is not
+// RAP OA-1: an oauth message whose auth_url is not
 // http(s) is refused with 400 naming the problem; it is never shown; the
 // call ends with an Error result the model sees (so it is not pending for
 // ever) and the tool is told to cancel it.
@@ -405,7 +405,7 @@ func TestOAuthNonHTTPURLRefusedAndCallEnded(t *testing.T) {
 	}
 }
 
-// issue 9 item 19, RAP UC-2: the runtime POSTs a user's answer only to an
+// RAP UC-2: the runtime POSTs a user's answer only to an
 // http(s) response_url on the tool's own host (the host and port of the
 // endpoint the call was dispatched to), or on a host the operator listed
 // in Config.ChoiceResponseHosts. Another one is refused with 400 and the
@@ -492,7 +492,7 @@ func TestUserChoiceResponseURLOnToolHostOnly(t *testing.T) {
 	})
 }
 
-// issue 9 item 19, RAP VU-2: a call's callback token updates views while
+// RAP VU-2: a call's callback token updates views while
 // its thread is open, also after the call finished; once the thread is
 // closed a view_update is answered 410 and changes nothing.
 func TestViewUpdateRefusedAfterThreadClosed(t *testing.T) {
@@ -520,7 +520,7 @@ func TestViewUpdateRefusedAfterThreadClosed(t *testing.T) {
 	}
 }
 
-// issue 9 item 10, RAP TR-5: a callback between 1 MiB (the old limit) and
+// RAP TR-5: a callback between 1 MiB (the old limit) and
 // rap.MaxCallbackBytes is accepted and reaches the model whole.
 func TestCallbackBetween1And4MiBAccepted(t *testing.T) {
 	e, th, inv := pendingCall(t)
@@ -542,7 +542,7 @@ func TestCallbackBetween1And4MiBAccepted(t *testing.T) {
 	}
 }
 
-// issue 9 item 1: events held for a call that ends another way (here a
+// Events held for a call that ends another way (here a
 // timeout's synthetic result) are discarded, logged, when the next event
 // for it arrives (410) or when any event is held (the sweep).
 func TestHeldEventsDiscardedWhenCallEndsOtherwise(t *testing.T) {
@@ -588,7 +588,7 @@ func TestHeldEventsDiscardedWhenCallEndsOtherwise(t *testing.T) {
 	}
 }
 
-// issue 9 item 19: the response_url rule in detail: scheme, host and
+// The response_url rule in detail: scheme, host and
 // port (a scheme's default port included) of the call's endpoint, or a
 // configured host with any port or one port.
 func TestCheckResponseURL(t *testing.T) {

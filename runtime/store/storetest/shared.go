@@ -13,10 +13,10 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// The subtests below are behaviour issue 14 (several `rap serve` processes
-// on one database) adds to the store contract. Each skips with the reason
-// until the contract has it; whoever builds it removes the t.Skip (and, for
-// those that need a new API, writes the body against it).
+// The subtests below check what several `rap serve` processes sharing one
+// database rely on: a batch is consumed by one transaction only, thread and
+// timer claims, per-thread event ids, one callback key and oauth links any
+// process can read. Every store meets them, SQLite included.
 
 // consumeBatch enqueues two items for thread th and returns their ids as a
 // slice's batch, read before its write transaction as the engine does.

@@ -19,10 +19,10 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// These tests reproduce the misbehaviours of "rap chat" listed in issue
-// 15; each failed with the chat of cmd/rap before the issue.
+// Each test below reproduces a misbehaviour "rap chat" once had and fails
+// with the chat from before its fix.
 
-// issue 15: in a terminal, the reply to an asynchronous tool's result was
+// In a terminal, the reply to an asynchronous tool's result was
 // printed before that result (the runtime saves and announces a turn's
 // inputs after the reply streamed). The result comes first.
 func TestChatInteractiveResultBeforeReply(t *testing.T) {
@@ -44,7 +44,7 @@ func TestChatInteractiveResultBeforeReply(t *testing.T) {
 	}
 }
 
-// issue 15: output that arrives while the prompt is shown (here a
+// Output that arrives while the prompt is shown (here a
 // subscription event handled by a child thread) was printed after the
 // prompt, on the user's input line. It goes above the prompt, which is
 // shown again under it.
@@ -117,7 +117,7 @@ func tickScript() *scripted.Model {
 	})
 }
 
-// issue 15: a piped chat exited once the thread was idle while its
+// A piped chat exited once the thread was idle while its
 // subscription still produced events. It ends only when the
 // subscription ended and every event was handled and shown.
 func TestChatPipedWaitsForSubscription(t *testing.T) {
@@ -143,7 +143,7 @@ func TestChatPipedWaitsForSubscription(t *testing.T) {
 	}
 }
 
-// issue 15: keys a terminal without line editing sends as escape
+// Keys a terminal without line editing sends as escape
 // sequences (arrows: ESC [ D…) reached the model. They are removed from
 // piped input; an interactive chat edits lines with a line editor.
 func TestChatEscapeSequencesNeverReachTheModel(t *testing.T) {
@@ -179,7 +179,7 @@ func TestStripEscapes(t *testing.T) {
 	}
 }
 
-// issue 15: a chat whose messages the runtime refused with 401 (a token
+// A chat whose messages the runtime refused with 401 (a token
 // the server no longer accepts) exited 0. It stops at once and exits 1,
 // saying what to do.
 func TestChatUnauthorizedExitsNonZero(t *testing.T) {
@@ -229,7 +229,7 @@ func (busyAPI) Status(context.Context, string) (*ThreadStatus, error) {
 }
 func (busyAPI) Threads(context.Context, string) ([]store.Thread, error) { return nil, nil }
 
-// issue 15: Ctrl-C interrupts the turn being waited for (the chat goes
+// Ctrl-C interrupts the turn being waited for (the chat goes
 // back to the prompt); Ctrl-C again ends the chat.
 func TestChatCtrlCInterruptsThenExits(t *testing.T) {
 	api := busyAPI{posted: make(chan string, 10)}
@@ -271,7 +271,7 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 
 // Display: diffs coloured on a terminal, images drawn with the
 // terminal's protocol or linked, the default rendering of a call made
-// readable (issue 15).
+// readable.
 func TestDisplay(t *testing.T) {
 	d := Display{Color: true}
 	got := d.colorDiff([]string{"diff a.go", "@@ -1 +1 @@", "-old", "+new", " same"})
@@ -330,7 +330,7 @@ func runtimeResult(name string, seg rap.DisplaySegment) (r store.ToolResult) {
 	return r
 }
 
-// issue 15 (done when): while a subscription delivers 50 events, a piped
+// While a subscription delivers 50 events, a piped
 // chat shows every one of them, in the order the runtime saved them, and
 // ends only after the last one was answered; a second chat resuming the
 // thread shows the same conversation in the same order.

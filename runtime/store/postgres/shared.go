@@ -11,7 +11,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Leases, callback keys and oauth links (migration 2, issue 14).
+// Leases, callback keys and oauth links (migration 2).
 
 // ClaimThread implements store.Leases.
 func (t *tx) ClaimThread(threadID, owner string, now, until time.Time) (bool, error) {
