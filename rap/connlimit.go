@@ -64,6 +64,10 @@ const maxLingeringRefusals = 1024
 // client to send its request's headers and read the 503.
 const refusalLinger = 500 * time.Millisecond
 
+// tlsHandshake is the first byte of a TLS connection (a handshake
+// record).
+const tlsHandshake = 0x16
+
 // headerEnd ends a request's header block.
 var headerEnd = []byte("\r\n\r\n")
 
@@ -126,7 +130,10 @@ type trackedConn struct {
 	// inWaiting mirrors phase == phaseWaiting for Read, which holds no
 	// lock.
 	inWaiting atomic.Bool
-	closeOnce sync.Once
+	// sawBytes: the server has read bytes from it; encrypted: the first
+	// was a TLS handshake record, so its requests cannot be seen here.
+	sawBytes, encrypted atomic.Bool
+	closeOnce           sync.Once
 }
 
 // Read reads from the connection, noting that the server has read from
@@ -134,9 +141,14 @@ type trackedConn struct {
 func (c *trackedConn) Read(p []byte) (int, error) {
 	c.readWaiting.Store(true)
 	n, err := c.Conn.Read(p)
+	if n > 0 && !c.sawBytes.Swap(true) && p[0] == tlsHandshake {
+		// TLS: the listener sees only ciphertext and cannot tell a piece
+		// of a request from a whole one.
+		c.encrypted.Store(true)
+	}
 	// Bytes that end a header block are a whole request on its way to
 	// its handler, not a piece of one.
-	if n > 0 && c.inWaiting.Load() && !bytes.Contains(p[:n], headerEnd) {
+	if n > 0 && c.inWaiting.Load() && !c.encrypted.Load() && !bytes.Contains(p[:n], headerEnd) {
 		c.partial.Store(true)
 	}
 	return n, err

@@ -79,3 +79,22 @@ func TestShedSlowestBodyNeverBusy(t *testing.T) {
 		t.Fatalf("with every connection busy, admitted a new one by shedding %p", victim)
 	}
 }
+
+// tlsConn is a net.Conn whose reads find the start of a TLS handshake.
+type tlsConn struct{ net.Conn }
+
+func (tlsConn) Read(p []byte) (int, error) { p[0] = tlsHandshake; return 1, nil }
+func (tlsConn) Close() error               { return nil }
+
+// Over TLS the listener sees ciphertext: a connection in its handshake is
+// not taken for one that sent part of its headers.
+func TestShedDoesNotTakeTLSForPartialHeaders(t *testing.T) {
+	l, conns := fullListener(t, 2)
+	conns[0].Conn = tlsConn{}
+	conns[1].Conn = byteConn{}
+	_, _ = conns[0].Read(make([]byte, 1))
+	_, _ = conns[1].Read(make([]byte, 1))
+	if victim, ok := l.admit(&trackedConn{Conn: idleConn{}, l: l}); !ok || victim != conns[1] {
+		t.Fatalf("shed %p, want the plain connection with part of its headers (%p), not the TLS one", victim, conns[1])
+	}
+}

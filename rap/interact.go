@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"time"
-
-	"github.com/gorap/gorap/internal/webguard"
 )
 
 // Limits of Call.AskUser.
@@ -153,31 +151,11 @@ func (c *Call) UpdateView(ctx context.Context, viewType string, content any) err
 	return nil
 }
 
-// browserRefusal refuses what a web page could send: a cross-site
-// request, or a state-changing one that is not JSON.
-func browserRefusal(r *http.Request) *webguard.Refusal {
-	if ref := (&webguard.Policy{}).CheckCrossSite(r, false); ref != nil {
-		return ref
-	}
-	return webguard.CheckJSON(r)
-}
-
 // serveUserChoiceResponse answers POST /user_choice_response (RAP UC-2):
 // 200 once the answer reached the waiting AskUser; 400 for a body that
 // does not parse, an id with no pending choice or an index out of range;
 // 401 when neither the bearer token nor the choice's key is right.
-//
-// A browser's request made for another site's page (an Origin other than
-// the request's own host, or Sec-Fetch-Site: cross-site or same-site) gets
-// 403, and a request without "Content-Type: application/json" gets 415, so
-// that a web page cannot submit an answer with a plain form. The Host
-// header is not checked: a page whose name is rebound to this server
-// still lacks the per-choice key, and a proxy in front may rewrite it.
 func (s *Server) serveUserChoiceResponse(w http.ResponseWriter, r *http.Request) {
-	if ref := browserRefusal(r); ref != nil {
-		http.Error(w, "user choice response refused: "+ref.Message, ref.Status)
-		return
-	}
 	body, ok := s.readBody(w, r)
 	if !ok {
 		return

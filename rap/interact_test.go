@@ -334,7 +334,7 @@ func TestUserChoiceResponseRefusesWebPages(t *testing.T) {
 		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site"}, 403},
 		{"text/plain", []string{"Content-Type", "text/plain"}, 415},
 		{"form", []string{"Content-Type", "application/x-www-form-urlencoded"}, 415},
-		{"no content type", []string{"Content-Type", ""}, 415},
+		{"no content type from a page", []string{"Content-Type", "", "Origin", "http://evil.example"}, 403},
 	} {
 		if status, body, _ := sdkPost(t, uc.ResponseURL, answer, tc.header...); status != tc.want || !strings.Contains(body, "refused") {
 			t.Errorf("%s: answered %d %q, want %d", tc.name, status, body, tc.want)

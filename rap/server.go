@@ -19,6 +19,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gorap/gorap/internal/webguard"
 )
 
 // Defaults of ServerOptions.
@@ -140,6 +142,11 @@ type ServerOptions struct {
 	// build user choices' response_url. Empty means the base URL each
 	// invocation request reached. Set it when a proxy rewrites the host.
 	PublicURL string
+	// AllowedHosts are host names (or host:port) that requests reaching
+	// the server on a loopback address without a BearerToken may name in
+	// their Host header, besides loopback names, IP addresses and
+	// PublicURL's host; "*" turns the check off. See Server.ServeHTTP.
+	AllowedHosts []string
 }
 
 // Server is a RAP tool server. It is an http.Handler that answers:
@@ -160,6 +167,7 @@ type ServerOptions struct {
 type Server struct {
 	name   string
 	opts   ServerOptions
+	hosts  *webguard.Policy // host names it answers to (webguard.go)
 	log    *slog.Logger
 	sender *Sender
 	subs   SubscriptionStore
@@ -239,6 +247,7 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	s := &Server{
 		name:    name,
 		opts:    o,
+		hosts:   newHostPolicy(o),
 		log:     o.Logger,
 		pool:    newPool(o.Workers, o.Queue),
 		tools:   map[string]*toolEntry{},
@@ -428,7 +437,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // ServeHTTP routes a request to the discovery, invocation, close_thread,
 // cancel_tool_call, migrate, tool_call_status or user_choice_response
 // endpoint.
+//
+// No web page can make a browser use the server (see refuseBrowser): a
+// request a browser sends for another site's page gets 403, a POST whose
+// Content-Type is not application/json gets 415, and, on a loopback
+// address without a BearerToken, a request naming a host the server does
+// not answer to (a DNS name rebound to 127.0.0.1) gets 403.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if ref := s.refuseBrowser(r); ref != nil {
+		http.Error(w, ref.Message, ref.Status)
+		return
+	}
 	if s.opts.OXP && s.serveOXP(w, r) {
 		return
 	}

@@ -8,6 +8,7 @@ package runtime
 import (
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 
 	"github.com/gorap/gorap/internal/webguard"
@@ -24,9 +25,18 @@ func newWebPolicy(cfg Config) *webguard.Policy {
 		OriginAdvice: "if that page is meant to use this runtime, start it with --allowed-origins ORIGIN (or RAP_ALLOWED_ORIGINS)",
 	}
 	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Host != "" {
-		p.Hosts = append(p.Hosts, u.Host, u.Hostname())
+		p.Hosts = append(p.Hosts, u.Host)
 	}
 	return p
+}
+
+// IsCallbackPath reports whether p is the path of a callback URL: the
+// callback prefix and one segment, in canonical form (no dot segments,
+// no doubled slashes), so that no path that merely starts like one
+// escapes the checks of the client API.
+func IsCallbackPath(p string) bool {
+	token, ok := strings.CutPrefix(p, CallbackPath)
+	return ok && token != "" && !strings.Contains(token, "/") && path.Clean(p) == p
 }
 
 // WebGuard returns next guarded against web pages: requests whose Host
@@ -40,7 +50,7 @@ func newWebPolicy(cfg Config) *webguard.Policy {
 // rap serve does with the web UI) wraps them in WebGuard too.
 func (r *Runtime) WebGuard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if strings.HasPrefix(req.URL.Path, CallbackPath) {
+		if IsCallbackPath(req.URL.Path) {
 			next.ServeHTTP(w, req)
 			return
 		}

@@ -187,6 +187,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		if auth, err = clientauth.New(s.Token, s.TokensFile, log); err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
+		defer auth.Close()
 		handler = auth.Handler(handler)
 	}
 	// The web UI at "/": static assets, no token; the

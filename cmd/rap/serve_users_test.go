@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -19,8 +20,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorap/gorap/runtime/clientauth"
 )
 
 // apiCall sends one client API request with a bearer token.
@@ -261,6 +265,49 @@ func TestServeBehindReverseProxy(t *testing.T) {
 		resp.Body.Close()
 		if ok != (resp.StatusCode == http.StatusCreated) {
 			t.Errorf("create a session through a proxy passing Host %s: %d", host, resp.StatusCode)
+		}
+	}
+}
+
+// Concurrent "rap token add" runs each add their entry: none is lost.
+func TestTokenAddConcurrent(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens.toml")
+	const n = 8
+	tokens := make(chan string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tok, err := addToken(file, clientauth.Entry{User: fmt.Sprint("user", i)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			tokens <- tok
+		}()
+	}
+	wg.Wait()
+	close(tokens)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := clientauth.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set) != n {
+		t.Fatalf("%d entries after %d concurrent adds", len(set), n)
+	}
+	a, err := clientauth.New("", file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for tok := range tokens {
+		if _, ok := a.Authenticate("Bearer " + tok); !ok {
+			t.Errorf("a token printed by rap token add is not in the file")
 		}
 	}
 }

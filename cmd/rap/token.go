@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/runtime/clientauth"
 	"github.com/gorap/gorap/runtime/config"
 )
@@ -77,6 +76,18 @@ func addToken(path string, e clientauth.Entry) (string, error) {
 	}
 	token := "rap_" + hex.EncodeToString(raw[:])
 	e.SHA256 = clientauth.Digest(token)
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("create the directory of the tokens file: %w", err)
+		}
+	}
+	// One change at a time: a second "rap token add" waits here, then
+	// reads the file with the first one's entry in it.
+	unlock, err := lockFile(path + ".lock")
+	if err != nil {
+		return "", fmt.Errorf("lock the tokens file: %w", err)
+	}
+	defer unlock()
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("read the tokens file: %w", err)
@@ -101,16 +112,11 @@ func addToken(path string, e clientauth.Entry) (string, error) {
 	if _, err := clientauth.Parse([]byte(b.String())); err != nil {
 		return "", fmt.Errorf("the tokens file %s would not be valid: %w", path, err)
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return "", fmt.Errorf("create the directory of the tokens file: %w", err)
-		}
-	}
-	tmp := path + ".tmp"
-	f, err := privfile.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp") // mode 0600
 	if err != nil {
 		return "", fmt.Errorf("write the tokens file: %w", err)
 	}
+	tmp := f.Name()
 	if _, err := f.WriteString(b.String()); err != nil {
 		f.Close()
 		os.Remove(tmp)

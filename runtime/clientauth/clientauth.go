@@ -21,6 +21,7 @@
 package clientauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -68,13 +69,37 @@ type Authenticator struct {
 	hasAdmin bool
 	path     string
 	log      *slog.Logger
+	recheck  time.Duration // recheckEvery when made
 
-	set atomic.Pointer[map[[32]byte]Entry] // the file's tokens by digest
+	set      atomic.Pointer[tokenSet] // the file's tokens
+	stop     chan struct{}            // closed by Close
+	stopOnce sync.Once
 
 	mu        sync.Mutex // guards what follows: the file's last reading
 	lastCheck time.Time
 	stamp     fileStamp
 	lastErr   string
+}
+
+// tokenSet is one reading of the tokens file. Its ctx ends when a later
+// reading replaces it, so that requests authenticated by it (event
+// streams) are checked again.
+type tokenSet struct {
+	byDigest map[[32]byte]Entry
+	ctx      context.Context
+	cancel   context.CancelFunc
+}
+
+func newTokenSet(m map[[32]byte]Entry) *tokenSet {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &tokenSet{byDigest: m, ctx: ctx, cancel: cancel}
+}
+
+// replace makes ts the tokens in force and ends the previous set.
+func (a *Authenticator) replace(ts *tokenSet) {
+	if old := a.set.Swap(ts); old != nil {
+		old.cancel()
+	}
 }
 
 type fileStamp struct {
@@ -91,7 +116,7 @@ func New(adminToken, path string, logger *slog.Logger) (*Authenticator, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	a := &Authenticator{path: path, log: logger}
+	a := &Authenticator{path: path, log: logger, recheck: recheckEvery}
 	if adminToken != "" {
 		a.admin, a.hasAdmin = sha256.Sum256([]byte(adminToken)), true
 	}
@@ -99,41 +124,105 @@ func New(adminToken, path string, logger *slog.Logger) (*Authenticator, error) {
 		if !a.hasAdmin {
 			return nil, errors.New("no client token and no tokens file given")
 		}
-		empty := map[[32]byte]Entry{}
-		a.set.Store(&empty)
+		a.replace(newTokenSet(nil))
 		return a, nil
 	}
 	st, set, err := load(path)
 	if err != nil {
 		return nil, err
 	}
-	a.set.Store(&set)
+	a.replace(newTokenSet(set))
 	a.stamp, a.lastCheck = st, time.Now()
+	a.stop = make(chan struct{})
+	go a.watch()
 	return a, nil
 }
 
+// watch reads the tokens file again whenever it changes, so that a
+// revoked token stops working (its event streams included) even when no
+// request comes to notice it.
+func (a *Authenticator) watch() {
+	t := time.NewTicker(max(a.recheck, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			a.maybeReload()
+		}
+	}
+}
+
+// Close stops watching the tokens file.
+func (a *Authenticator) Close() {
+	if a.stop != nil {
+		a.stopOnce.Do(func() { close(a.stop) })
+	}
+}
+
 // Tokens returns how many tokens the file gave at its last reading.
-func (a *Authenticator) Tokens() int { return len(*a.set.Load()) }
+func (a *Authenticator) Tokens() int { return len(a.set.Load().byDigest) }
 
 // Authenticate returns the caller of an "Authorization: Bearer TOKEN"
 // header value, or false. The token is hashed before it is looked up, so
 // the time taken tells nothing about the tokens known.
 func (a *Authenticator) Authenticate(header string) (runtime.Caller, bool) {
+	c, _, _, ok := a.authenticate(header)
+	return c, ok
+}
+
+// authenticate is Authenticate, also returning the token's digest and
+// the set that knew it (nil for the admin token, which never changes).
+func (a *Authenticator) authenticate(header string) (runtime.Caller, [32]byte, *tokenSet, bool) {
 	a.maybeReload()
 	scheme, tok, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return runtime.Caller{}, false
+		return runtime.Caller{}, [32]byte{}, nil, false
 	}
 	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
 	isAdmin := subtle.ConstantTimeCompare(sum[:], a.admin[:]) == 1
 	if a.hasAdmin && isAdmin {
-		return runtime.Caller{Admin: true}, true
+		return runtime.Caller{Admin: true}, sum, nil, true
 	}
-	e, ok := (*a.set.Load())[sum]
+	ts := a.set.Load()
+	e, ok := ts.byDigest[sum]
 	if !ok {
-		return runtime.Caller{}, false
+		return runtime.Caller{}, sum, nil, false
 	}
-	return runtime.Caller{UserID: e.User, Admin: e.Admin}, true
+	return runtime.Caller{UserID: e.User, Admin: e.Admin}, sum, ts, true
+}
+
+// errRevoked ends a request whose token was revoked while it ran.
+var errRevoked = errors.New("the client token was revoked")
+
+// untilRevoked returns ctx ended when the token of digest sum leaves the
+// tokens file (or changes user), and a function that stops watching.
+func (a *Authenticator) untilRevoked(ctx context.Context, sum [32]byte, ts *tokenSet) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	want := ts.byDigest[sum]
+	var mu sync.Mutex
+	var stop func() bool
+	var check func()
+	check = func() {
+		cur := a.set.Load()
+		if e, ok := cur.byDigest[sum]; !ok || e != want {
+			cancel(errRevoked)
+			return
+		}
+		mu.Lock()
+		stop = context.AfterFunc(cur.ctx, check)
+		mu.Unlock()
+	}
+	mu.Lock()
+	stop = context.AfterFunc(ts.ctx, check)
+	mu.Unlock()
+	return ctx, func() {
+		mu.Lock()
+		stop()
+		mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // Handler returns next behind the token check: a request without a known
@@ -142,11 +231,11 @@ func (a *Authenticator) Authenticate(header string) (runtime.Caller, bool) {
 // URL carries its own signed token.
 func (a *Authenticator) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, runtime.CallbackPath) {
+		if runtime.IsCallbackPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		c, ok := a.Authenticate(r.Header.Get("Authorization"))
+		c, sum, ts, ok := a.authenticate(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
@@ -154,21 +243,27 @@ func (a *Authenticator) Handler(next http.Handler) http.Handler {
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": "missing or wrong bearer token: send Authorization: Bearer TOKEN with your client token (rap chat reads it from RAP_TOKEN)"})
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(runtime.WithCaller(r.Context(), c)))
+		ctx := runtime.WithCaller(r.Context(), c)
+		if ts != nil {
+			var done func()
+			ctx, done = a.untilRevoked(ctx, sum, ts)
+			defer done()
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
 // maybeReload reads the tokens file again when it changed since its last
-// reading, at most once every recheckEvery. A file that no longer reads
-// or checks keeps the tokens of the last good reading, and the problem is
-// logged once per change of the file.
+// reading, at most once every recheckEvery. A file that is gone, open to
+// other users or no longer valid revokes all its tokens (the admin token
+// stays) until it is fixed; the problem is logged once per change.
 func (a *Authenticator) maybeReload() {
 	if a.path == "" {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if time.Since(a.lastCheck) < recheckEvery {
+	if time.Since(a.lastCheck) < a.recheck {
 		return
 	}
 	a.lastCheck = time.Now()
@@ -181,13 +276,20 @@ func (a *Authenticator) maybeReload() {
 		st, set, err = load(a.path)
 	}
 	if err != nil {
+		// Fail closed: a file that is gone, open to others or broken
+		// revokes its tokens, so that removing it (or an entry) never
+		// leaves a token working. The admin token stays.
+		if len(a.set.Load().byDigest) > 0 {
+			a.replace(newTokenSet(nil))
+		}
 		if msg := err.Error(); msg != a.lastErr {
 			a.lastErr = msg
-			a.log.Error("client tokens file not reloaded; the tokens of its last good reading stay in force", "file", a.path, "err", err)
+			a.log.Error("client tokens file unusable: its tokens are refused until it is fixed", "file", a.path, "err", err)
 		}
+		a.stamp = fileStamp{}
 		return
 	}
-	a.set.Store(&set)
+	a.replace(newTokenSet(set))
 	a.stamp, a.lastErr = st, ""
 	a.log.Info("client tokens file reloaded", "file", a.path, "tokens", len(set))
 }

@@ -8,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorap/gorap/runtime"
 )
@@ -132,19 +134,21 @@ func TestBadTokensFilesRefused(t *testing.T) {
 }
 
 // A changed tokens file is read again without a restart: added tokens
-// work, removed ones stop working; a broken file keeps the last good
-// tokens and is logged once.
+// work, removed ones stop working. A file that breaks, opens to other
+// users or disappears revokes its tokens (failing closed) until fixed, is
+// logged once per problem, and the admin token keeps working.
 func TestTokensFileReloads(t *testing.T) {
 	old := recheckEvery
 	recheckEvery = 0
 	t.Cleanup(func() { recheckEvery = old })
 	path := filepath.Join(t.TempDir(), "tokens.toml")
 	writeTokens(t, path, entry("alice", "tok-a"))
-	var logs bytes.Buffer
-	a, err := New("", path, slog.New(slog.NewTextHandler(&logs, nil)))
+	var logs syncBuffer
+	a, err := New("root", path, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer a.Close()
 	if _, ok := a.Authenticate("Bearer tok-b"); ok {
 		t.Fatal("tok-b accepted before it was added")
 	}
@@ -155,16 +159,98 @@ func TestTokensFileReloads(t *testing.T) {
 	if _, ok := a.Authenticate("Bearer tok-a"); ok {
 		t.Fatal("tok-a still accepted after it was removed")
 	}
-	writeTokens(t, path, "[[tokens]]\nuser = \"x\"\nsha256 = \"bad\"\n")
-	for range 3 {
-		if c, ok := a.Authenticate("Bearer tok-b"); !ok || c.UserID != "bob" {
-			t.Fatalf("a broken file dropped the last good tokens: %+v %v", c, ok)
+	for _, broken := range []func(){
+		func() { writeTokens(t, path, "[[tokens]]\nuser = \"x\"\nsha256 = \"bad\"\n") },
+		func() { writeTokens(t, path, entry("bob", "tok-b")); os.Chmod(path, 0o644) },
+		func() { os.Remove(path) },
+	} {
+		writeTokens(t, path, entry("bob", "tok-b"))
+		if _, ok := a.Authenticate("Bearer tok-b"); !ok {
+			t.Fatal("tok-b refused with a good file")
+		}
+		broken()
+		for range 3 {
+			if _, ok := a.Authenticate("Bearer tok-b"); ok {
+				t.Fatalf("a broken, open or missing file left its tokens working:\n%s", logs.String())
+			}
+		}
+		if c, ok := a.Authenticate("Bearer root"); !ok || !c.Admin {
+			t.Fatal("the admin token stopped working with the file")
 		}
 	}
-	if n := strings.Count(logs.String(), "not reloaded"); n != 1 {
-		t.Fatalf("the broken file was logged %d times, want once:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "unusable"); n != 3 {
+		t.Fatalf("3 problems were logged %d times, want once each:\n%s", n, logs.String())
 	}
 	if strings.Contains(logs.String(), "tok-b") {
 		t.Fatal("a token reached the log")
 	}
+}
+
+// A request still running when its token is revoked (an event stream)
+// is ended; one whose token stays is not.
+func TestRevokedTokenEndsRunningRequests(t *testing.T) {
+	old := recheckEvery
+	recheckEvery = 10 * time.Millisecond
+	t.Cleanup(func() { recheckEvery = old })
+	path := filepath.Join(t.TempDir(), "tokens.toml")
+	writeTokens(t, path, entry("alice", "tok-a")+entry("bob", "tok-b"))
+	a, err := New("", path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ended := make(chan string, 2)
+	h := a.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := runtime.CallerFrom(r.Context())
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+			ended <- c.UserID
+		case <-time.After(30 * time.Second):
+		}
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tok := range []string{"tok-a", "tok-b"} {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/threads/x/events", nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+	}
+	writeTokens(t, path, entry("bob", "tok-b"))
+	select {
+	case who := <-ended:
+		if who != "alice" {
+			t.Fatalf("%s's request ended, want alice's (her token was revoked)", who)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the revoked token's running request was not ended")
+	}
+	select {
+	case who := <-ended:
+		t.Fatalf("%s's request ended too, though the token stays", who)
+	default:
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
