@@ -24,8 +24,7 @@ const (
 	// EventError: Error — a slice failed.
 	EventError = "error"
 	// EventUsage: Usage — the tokens of one completion, as the provider
-	// reported them; cached ones were read from its prompt cache (issue 11
-	// item 3).
+	// reported them; cached ones were read from its prompt cache.
 	EventUsage = "usage"
 	// EventStatus: Status — the thread started or finished processing.
 	EventStatus = "status"
@@ -51,8 +50,7 @@ const (
 	// parent.
 	EventThreadClosed = "thread_closed"
 	// EventThread: ThreadInfo — the thread's state, as GET
-	// /v1/threads/{id} answers it; in a replay, before the history
-	// (issue 15 item 1).
+	// /v1/threads/{id} answers it; in a replay, before the history.
 	EventThread = "thread"
 	// EventReset: Reset — the client's Last-Event-ID could not be resumed
 	// (the runtime restarted, or the events after it are no longer kept):

@@ -31,7 +31,7 @@ const (
 
 // CreateThreadRequest is the body of POST /v1/threads.
 type CreateThreadRequest struct {
-	// UserID is the session's end user (issue 9 item 4); empty means the
+	// UserID is the session's end user; empty means the
 	// runtime's default.
 	UserID string `json:"user_id"`
 }

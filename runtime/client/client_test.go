@@ -36,7 +36,7 @@ func next(t *testing.T, s *client.Stream) client.Event {
 	return ev
 }
 
-// issue 15 item 1: a Stream cut off by the network reconnects by itself
+// A Stream cut off by the network reconnects by itself
 // with the id of the last event it returned: the text of a reply streamed
 // across several disconnections arrives exactly once, and every event id
 // is new.
@@ -126,7 +126,7 @@ func TestStreamResumesAfterDisconnect(t *testing.T) {
 	}
 }
 
-// issue 15 item 1: errors say what happened. A refused token names the
+// Errors say what happened. A refused token names the
 // token; an unknown thread is ErrNotFound; an unreachable runtime says so.
 func TestErrorsSayWhatHappened(t *testing.T) {
 	rt := startRuntime(scripted.New(nil), "right")

@@ -57,7 +57,7 @@ func readTypes(t *testing.T, s *client.Stream, n int) []string {
 
 // A connection lost in the middle of a replay reconnects with the id of
 // the last replayed event it returned, which the runtime answers with a
-// reset and a replay afresh (issue 15 item 1).
+// reset and a replay afresh.
 func TestStreamLostDuringReplay(t *testing.T) {
 	f := &fakeStreams{bodies: []string{
 		": connected\n\nid: e-3:1\nevent: toolsets\ndata: {\"loaded\":[],\"errors\":[]}\n\n",
