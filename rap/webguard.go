@@ -69,6 +69,9 @@ func onLoopback(r *http.Request) bool {
 	if !ok {
 		return false
 	}
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
 	host, _, err := net.SplitHostPort(addr.String())
 	if err != nil {
 		return false
