@@ -141,10 +141,13 @@ type trackedConn struct {
 func (c *trackedConn) Read(p []byte) (int, error) {
 	c.readWaiting.Store(true)
 	n, err := c.Conn.Read(p)
-	if n > 0 && !c.sawBytes.Swap(true) && p[0] == tlsHandshake {
-		// TLS: the listener sees only ciphertext and cannot tell a piece
-		// of a request from a whole one.
-		c.encrypted.Store(true)
+	if n > 0 && !c.sawBytes.Load() {
+		c.sawBytes.Store(true) // only the connection's server goroutine reads
+		if p[0] == tlsHandshake {
+			// TLS: the listener sees only ciphertext and cannot tell a
+			// piece of a request from a whole one.
+			c.encrypted.Store(true)
+		}
 	}
 	// Bytes that end a header block are a whole request on its way to
 	// its handler, not a piece of one.
