@@ -110,7 +110,7 @@ func TestFullListenerShedsSlowestBody(t *testing.T) {
 	})
 	// A rate so low and a grace so long that no body here is late.
 	addr := serveHandler(t, h, rap.HTTPLimits{MaxConns: 2, MinBodyRate: 1, BodyRateGrace: time.Minute})
-	post := "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
+	post := "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n"
 	slow := dialed(t, addr)
 	fmt.Fprint(slow, post+"x") // 1 byte of 1,000
 	<-entered
@@ -142,7 +142,7 @@ func TestFullListenerRefusesWhenAllBusy(t *testing.T) {
 	})
 	addr := serveHandler(t, h, rap.HTTPLimits{MaxConns: 1})
 	held := dialed(t, addr)
-	fmt.Fprintf(held, "GET /busy HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(held, "GET /busy HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	<-busy
 	resp, err := (&http.Client{Timeout: sdkWait}).Get("http://" + addr + "/")
 	if err != nil {
@@ -179,7 +179,7 @@ func TestFullListenerRefusesWhenAllBusy(t *testing.T) {
 func TestBodyBelowMinRateCut(t *testing.T) {
 	addr := serveWith(t, &rap.ServerOptions{HTTP: rap.HTTPLimits{MinBodyRate: 1000, BodyRateGrace: 200 * time.Millisecond}})
 	c := dialed(t, addr)
-	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
 	cut := make(chan struct{})
 	var answer []byte
 	go func() { answer, _ = io.ReadAll(c); close(cut) }()
@@ -211,7 +211,7 @@ func TestBodyAboveMinRateSurvives(t *testing.T) {
 	body := string(sdkInvocation("echo", "call_1", "thread_1", sink.URL(), map[string]any{"text": "hi"}))
 	body += strings.Repeat(" ", 4000-len(body)) // 4,000 bytes
 	c := dialed(t, addr)
-	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
 	// 500 bytes every 100 ms: 5,000 bytes a second, five times the
 	// minimum, for 800 ms, eight times the grace.
 	for i := 0; i < len(body); i += 500 {
@@ -268,10 +268,10 @@ func TestSlowClientsDoNotLockOut(t *testing.T) {
 	for i := range 200 {
 		c := dialed(t, addr)
 		if i%2 == 0 {
-			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: x\r\nUser-Ag", rap.WellKnownPath)
+			fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Ag", rap.WellKnownPath)
 			continue
 		}
-		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
+		fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{")
 		wg.Add(1)
 		go func() { // a byte a second, until cut
 			defer wg.Done()

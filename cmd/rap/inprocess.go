@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -63,7 +64,10 @@ func (t inProcessTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if !ok {
 		return t.next.RoundTrip(req)
 	}
-	r := req.Clone(req.Context())
+	// Served without a listener: the request has no local address, even
+	// when the caller's context carries one of the runtime's own server
+	// (a tool server judges requests by it; see rap.Server.ServeHTTP).
+	r := req.Clone(context.WithValue(req.Context(), http.LocalAddrContextKey, nil))
 	r.Host = req.URL.Host
 	if r.URL.Path == "" {
 		r.URL.Path = "/"

@@ -12,7 +12,8 @@
 //     "Host: evil.example". Only names the operator allows pass. An IP
 //     literal always passes: a rebinding attack needs a name the attacker
 //     controls, and a page served from an IP address is a different origin
-//     from the server's, which the second check catches.
+//     from the server's, which the second check catches. So does a name
+//     under .invalid, which no resolver answers for.
 //   - Cross-site. Browsers label every request with the site that made it
 //     (Sec-Fetch-Site, and Origin on all but simple GETs). A request made
 //     by another origin, or by an opaque one ("Origin: null"), is refused
@@ -81,7 +82,10 @@ func (p *Policy) HostAllowed(hostport string) bool {
 	if host == "" {
 		return false
 	}
-	if net.ParseIP(host) != nil || host == "localhost" {
+	// Names under .invalid never resolve (RFC 6761, section 6.4), so no
+	// page can be served from one: programs use them to name servers they
+	// reach by other means (rap serve's in-process tool servers).
+	if net.ParseIP(host) != nil || host == "localhost" || strings.HasSuffix(host, ".invalid") {
 		return true
 	}
 	full := strings.ToLower(strings.TrimSuffix(hostport, "."))

@@ -39,6 +39,8 @@ func TestHostAllowed(t *testing.T) {
 		"localhost.evil.example": false,
 		"127.0.0.1.nip.io:8080":  false,
 		"evil:host:8080":         false,
+		"github.otc.rap.invalid": true,
+		"x.invalid.example":      false,
 	} {
 		if got := p.HostAllowed(host); got != want {
 			t.Errorf("HostAllowed(%q) = %v, want %v", host, got, want)
