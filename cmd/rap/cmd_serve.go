@@ -23,13 +23,19 @@ event stream), tool dispatch to the tool servers of the config files, and
 the callback endpoint tools answer on. Every setting has a flag and an
 environment variable; a flag wins over its variable. See docs/config.md.
 
-The client API needs a bearer token (--token, better RAP_TOKEN) when it
-listens beyond loopback; --tool-token (RAP_TOOL_TOKEN) is what the runtime
-sends to its tool servers.`,
+The client API needs a bearer token (--token, better RAP_TOKEN, or per-user
+tokens from --tokens-file) when it listens beyond loopback; --tool-token
+(RAP_TOOL_TOKEN) is what the runtime sends to its tool servers. The API and
+the web UI answer only to loopback names, IP addresses and the names given
+with --public-url and --allowed-hosts, and refuse requests made by other
+sites' pages.`,
 		Example: `  rap serve --model scripted:script.json
   ANTHROPIC_API_KEY=... rap serve --model anthropic:claude-sonnet-4-5
   RAP_TOKEN=$(openssl rand -hex 32) rap serve --listen 0.0.0.0:8080 --public-url http://agent.example:8080
-  rap serve --config tools.json --data-dir ./data --log-format json`,
+  rap serve --config tools.json --data-dir ./data --log-format json
+  rap token add --user alice --tokens-file tokens.toml     # then:
+  rap serve --tokens-file tokens.toml --listen 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem
+  rap serve --public-url https://agent.example.com --allowed-hosts agent.example.com   # behind a proxy`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s.LogLevel = a.logLevel
