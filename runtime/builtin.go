@@ -16,7 +16,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Names of the built-in tools (RAP BT-1 to BT-6). They are offered to the
+// Names of the built-in tools (RAP BT-1 to BT-7). They are offered to the
 // model in every session next to the toolsets' tools; a toolset tool with
 // the same name is hidden behind the built-in.
 const (

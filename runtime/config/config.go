@@ -254,7 +254,7 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	}
 	typ := *head.Type
 	if !recognised[typ] {
-		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q, %q, %q, %q or %q", typ, TypeToolsetServer, TypeToolsetCommand, TypeMCPServer, TypeHTTPMCPServer, TypeOTCServer)}
+		return ToolSet{}, &Error{File: name, Path: path, Problem: fmt.Sprintf("unknown entry type %q; want %q, %q, %q, %q, %q or %q", typ, TypeToolsetServer, TypeToolsetCommand, TypeMCPServer, TypeHTTPMCPServer, TypeOTCServer, TypeToolsJSON)}
 	}
 	if typ != TypeToolsetServer {
 		if err := refusePinOnOtherTypes(item, typ, name, path); err != nil {

@@ -371,7 +371,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&commaList{dst: &s.AllowedOrigins, check: checkAllowedOrigin}, "allowed-origins", "`ORIGINS` (comma-separated, repeatable) such as https://app.example.com whose pages may use the client API from another site; by default only the runtime's own web UI may (env "+EnvAllowedOrigins+")")
 	fs.StringVar(&s.TokensFile, "tokens-file", s.TokensFile, "`FILE` of client tokens, each bound to a user (who then sees only their own sessions) or marked admin; mode 0600, read again when it changes; see docs/security.md (env "+EnvTokensFile+")")
 	fs.StringVar(&s.TLSCert, "tls-cert", s.TLSCert, "serve HTTPS with the certificate chain in PEM `FILE` (with --tls-key) (env "+EnvTLSCert+")")
-	fs.StringVar(&s.TLSKey, "tls-key", s.TLSKey, "the private key in PEM `FILE` of --tls-cert; mode 0600 (env "+EnvTLSKey+")")
+	fs.StringVar(&s.TLSKey, "tls-key", s.TLSKey, "the private key in PEM `FILE` of --tls-cert; refused when every user may read it (env "+EnvTLSKey+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
