@@ -6,10 +6,10 @@
 // embedded SQLite file (package runtime/store/sqlite) and a shared
 // PostgreSQL database (package runtime/store/postgres) are
 // interchangeable. Every read and write happens inside a transaction:
-// Store.Update for writes, Store.View for reads. A function passed to Update either commits every change it made or
-// none of them, which is what makes the engine crash-safe: a slice consumes
-// its inbox batch in the same transaction that appends the history it
-// produced.
+// Store.Update for writes, Store.View for reads. A function passed to
+// Update either commits every change it made or none of them, which is
+// what makes the engine crash-safe: a slice consumes its inbox batch in
+// the same transaction that appends the history it produced.
 package store
 
 import (
