@@ -314,7 +314,7 @@ func TestStalledProcessNeverAsksTheModelForLostThreads(t *testing.T) {
 	t.Logf("settled %v after SIGCONT", time.Since(contAt).Round(time.Millisecond))
 	reqs := l.snapshot()
 	// A completion may be superseded when its process lost the thread's
-	// lease while it ran: the stopped process's begun before the stop; and
+	// lease while it ran: the stopped process's sent before the stop; and
 	// another process's begun before it logged losing the lease of that
 	// thread (a stall of its own on a loaded machine, not the bug).
 	losses := make([]map[string][]time.Time, replicas)
@@ -325,7 +325,11 @@ func TestStalledProcessNeverAsksTheModelForLostThreads(t *testing.T) {
 	}
 	superseded := func(q stallRequest) bool {
 		if q.replica == victim {
-			return q.start.Before(stopAt)
+			// Stopped, it begins nothing until SIGCONT: a request that
+			// reached the model before contAt was sent before the stop,
+			// though it may arrive after stopAt (the signal takes a moment
+			// to land, the request a moment to be read).
+			return q.start.Before(contAt)
 		}
 		for _, at := range losses[q.replica][l.ids[q.thread]] {
 			if q.start.Before(at.Add(time.Millisecond)) { // the log's time is in milliseconds
