@@ -76,7 +76,9 @@ func isClosed(c net.Conn) bool {
 // headers, a new client is served, and one of them makes room (the one
 // waiting longest; see TestShedPrefersLeastProgress).
 func TestFullListenerShedsNotYetSending(t *testing.T) {
-	addr := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), rap.HTTPLimits{MaxConns: 2})
+	// A long header deadline: the connection left open must not be cut by
+	// it however long the machine takes.
+	addr := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), rap.HTTPLimits{MaxConns: 2, ReadHeaderTimeout: time.Minute})
 	var stalled []net.Conn
 	for range 2 {
 		c := dialed(t, addr)
@@ -207,13 +209,14 @@ func TestBodyBelowMinRateCut(t *testing.T) {
 // grace, is read whole and answered.
 func TestBodyAboveMinRateSurvives(t *testing.T) {
 	sink := newSDKSink(t)
-	addr := serveWith(t, &rap.ServerOptions{HTTP: rap.HTTPLimits{MinBodyRate: 1000, BodyRateGrace: 100 * time.Millisecond}})
+	addr := serveWith(t, &rap.ServerOptions{HTTP: rap.HTTPLimits{MinBodyRate: 200, BodyRateGrace: 100 * time.Millisecond}})
 	body := string(sdkInvocation("echo", "call_1", "thread_1", sink.URL(), map[string]any{"text": "hi"}))
 	body += strings.Repeat(" ", 4000-len(body)) // 4,000 bytes
 	c := dialed(t, addr)
 	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-	// 500 bytes every 100 ms: 5,000 bytes a second, five times the
-	// minimum, for 800 ms, eight times the grace.
+	// 500 bytes every 100 ms: 5,000 bytes a second, 25 times the
+	// minimum (so a pause of seconds on a loaded machine still keeps
+	// ahead of it), for 800 ms, eight times the grace.
 	for i := 0; i < len(body); i += 500 {
 		if _, err := io.WriteString(c, body[i:min(i+500, len(body))]); err != nil {
 			t.Fatalf("the server cut a body sent above the minimum rate: %v", err)
