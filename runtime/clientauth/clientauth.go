@@ -106,6 +106,7 @@ type fileStamp struct {
 	mod  time.Time
 	size int64
 	ino  uint64
+	perm os.FileMode // a chmod that opens the file must be noticed
 }
 
 // New returns an Authenticator that accepts adminToken (if not empty) as

@@ -14,5 +14,5 @@ func stat(path string) (fileStamp, error) {
 	if err != nil {
 		return fileStamp{}, fmt.Errorf("tokens file: %w", err)
 	}
-	return fileStamp{mod: fi.ModTime(), size: fi.Size()}, nil
+	return fileStamp{mod: fi.ModTime(), size: fi.Size(), perm: fi.Mode().Perm()}, nil
 }

@@ -15,7 +15,7 @@ func stat(path string) (fileStamp, error) {
 	if err != nil {
 		return fileStamp{}, fmt.Errorf("tokens file: %w", err)
 	}
-	st := fileStamp{mod: fi.ModTime(), size: fi.Size()}
+	st := fileStamp{mod: fi.ModTime(), size: fi.Size(), perm: fi.Mode().Perm()}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
 		st.ino = uint64(sys.Ino)
 	}
