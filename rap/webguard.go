@@ -49,7 +49,7 @@ func (s *Server) refuseBrowser(r *http.Request) *webguard.Refusal {
 		if ref := (&webguard.Policy{}).CheckCrossSite(r, false); ref != nil {
 			return ref
 		}
-		if ct := r.Header.Get("Content-Type"); ct != "" {
+		if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 				return &webguard.Refusal{Status: http.StatusUnsupportedMediaType, Message: fmt.Sprintf(
 					"request refused: its Content-Type is %q; RAP messages are JSON: send Content-Type: application/json", ct)}

@@ -40,6 +40,8 @@ func TestHostAllowed(t *testing.T) {
 		"127.0.0.1.nip.io:8080":  false,
 		"evil:host:8080":         false,
 		"github.otc.rap.invalid": true,
+		"[fe80::1%25evil]:80":    false,
+		"[::ffff:127.0.0.1]:80":  true,
 		"x.invalid.example":      false,
 	} {
 		if got := p.HostAllowed(host); got != want {
