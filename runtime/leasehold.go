@@ -241,8 +241,12 @@ func (r *Runtime) fenceTx(ctx context.Context, tx store.Tx, threadID string) err
 	if err := h.Err(); err != nil {
 		return err
 	}
+	l, err := leasesOf(tx)
+	if err != nil {
+		return err
+	}
 	now := time.Now()
-	ok, err := tx.ClaimThread(threadID, r.shared.owner, now, now.Add(r.shared.ttl))
+	ok, err := l.ClaimThread(threadID, r.shared.owner, now, now.Add(r.shared.ttl))
 	if err != nil {
 		return err
 	}

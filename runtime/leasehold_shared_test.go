@@ -68,15 +68,15 @@ func TestSharedStoreLeaseTakenCutsCompletion(t *testing.T) {
 	ctx := context.Background()
 	// Another process takes the lease (as if this one had stalled past it).
 	if err := e.rt.store.Update(ctx, func(tx store.Tx) error {
-		owner, _, err := tx.ThreadLease(th)
+		owner, _, err := leases(tx).ThreadLease(th)
 		if err != nil {
 			return err
 		}
-		if err := tx.ReleaseThread(th, owner); err != nil {
+		if err := leases(tx).ReleaseThread(th, owner); err != nil {
 			return err
 		}
 		now := time.Now()
-		ok, err := tx.ClaimThread(th, "other-process", now, now.Add(time.Hour))
+		ok, err := leases(tx).ClaimThread(th, "other-process", now, now.Add(time.Hour))
 		if err == nil && !ok {
 			err = errors.New("the other process's claim failed")
 		}
@@ -106,7 +106,7 @@ func TestSharedStoreLeaseTakenCutsCompletion(t *testing.T) {
 		t.Fatalf("history after the cut completion: %+v, want empty (the input stays queued)", h)
 	}
 	// The other process hands the thread back: this one answers it.
-	if err := e.rt.store.Update(ctx, func(tx store.Tx) error { return tx.ReleaseThread(th, "other-process") }); err != nil {
+	if err := e.rt.store.Update(ctx, func(tx store.Tx) error { return leases(tx).ReleaseThread(th, "other-process") }); err != nil {
 		t.Fatal(err)
 	}
 	e.waitHistory(th, "the answer once the lease came back", func(h []store.Message) bool {

@@ -13,6 +13,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,14 +47,30 @@ func newSharedState(cfg Config) sharedState {
 	return s
 }
 
+// errNoLeases is the error of a lease operation on a shared store whose
+// transactions cannot hold leases.
+var errNoLeases = errors.New("the store is shared by processes but its transactions do not implement store.Leases")
+
+// leasesOf returns the lease methods of a transaction of the shared store.
+func leasesOf(tx store.Tx) (store.Leases, error) {
+	l, ok := tx.(store.Leases)
+	if !ok {
+		return nil, errNoLeases
+	}
+	return l, nil
+}
+
 // tryClaim takes (or renews) the thread's lease for this process and
 // reports whether it holds it; err is a failure to ask the store.
 func (r *Runtime) tryClaim(ctx context.Context, threadID string) (bool, error) {
 	var ok bool
 	err := r.store.Update(ctx, func(tx store.Tx) error {
+		l, err := leasesOf(tx)
+		if err != nil {
+			return err
+		}
 		now := time.Now()
-		var err error
-		ok, err = tx.ClaimThread(threadID, r.shared.owner, now, now.Add(r.shared.ttl))
+		ok, err = l.ClaimThread(threadID, r.shared.owner, now, now.Add(r.shared.ttl))
 		return err
 	})
 	if err != nil {
@@ -70,7 +87,13 @@ func (r *Runtime) releaseLease(threadID string) {
 	// Also at shutdown: graceful shutdown hands the threads back.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.baseCtx), 5*time.Second)
 	defer cancel()
-	if err := r.store.Update(ctx, func(tx store.Tx) error { return tx.ReleaseThread(threadID, r.shared.owner) }); err != nil {
+	if err := r.store.Update(ctx, func(tx store.Tx) error {
+		l, err := leasesOf(tx)
+		if err != nil {
+			return err
+		}
+		return l.ReleaseThread(threadID, r.shared.owner)
+	}); err != nil {
 		r.log.Warn("release thread (another process takes it once the lease expires)", "thread", threadID, "err", err)
 	}
 }
@@ -102,6 +125,10 @@ func (r *Runtime) redispatchOrphans() {
 	var orphans []store.Call
 	err := r.store.Update(r.baseCtx, func(tx store.Tx) error {
 		orphans = orphans[:0]
+		l, err := leasesOf(tx)
+		if err != nil {
+			return err
+		}
 		calls, err := tx.CallsInState(store.CallNew)
 		if err != nil {
 			return err
@@ -111,7 +138,7 @@ func (r *Runtime) redispatchOrphans() {
 			if now.Sub(c.Created) < orphanAfter {
 				continue
 			}
-			ok, err := tx.ClaimThread("dispatch:"+c.ThreadID+"/"+c.CallID, r.shared.owner, now, now.Add(orphanAfter))
+			ok, err := l.ClaimThread("dispatch:"+c.ThreadID+"/"+c.CallID, r.shared.owner, now, now.Add(orphanAfter))
 			if err != nil {
 				return err
 			}
@@ -152,13 +179,17 @@ func (r *Runtime) sweepLoop() {
 		}
 		var free []string
 		err := r.store.View(r.baseCtx, func(tx store.Tx) error {
+			l, err := leasesOf(tx)
+			if err != nil {
+				return err
+			}
 			queued, err := tx.QueuedThreads()
 			if err != nil {
 				return err
 			}
 			now := time.Now()
 			for _, id := range queued {
-				_, until, err := tx.ThreadLease(id)
+				_, until, err := l.ThreadLease(id)
 				if err == nil && until.After(now) {
 					continue // held, by this process or another
 				}

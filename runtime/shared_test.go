@@ -95,7 +95,7 @@ func TestSharedStoreLeaseFailover(t *testing.T) {
 	const lease = 2 * time.Second
 	died := time.Now()
 	if err := e.rt.store.Update(context.Background(), func(tx store.Tx) error {
-		ok, err := tx.ClaimThread(th, "dead-process", died, died.Add(lease))
+		ok, err := leases(tx).ClaimThread(th, "dead-process", died, died.Add(lease))
 		if err == nil && !ok {
 			err = fmt.Errorf("the dead process's claim failed")
 		}
@@ -111,7 +111,7 @@ func TestSharedStoreLeaseFailover(t *testing.T) {
 	// Once idle, the runtime hands the thread back.
 	poll(t, "the lease to be handed back", func() bool {
 		var err error
-		e.rt.store.View(context.Background(), func(tx store.Tx) error { _, _, err = tx.ThreadLease(th); return nil })
+		e.rt.store.View(context.Background(), func(tx store.Tx) error { _, _, err = leases(tx).ThreadLease(th); return nil })
 		return err != nil
 	})
 }
@@ -226,3 +226,6 @@ func TestSharedStoreShutdownHandsThreadsBack(t *testing.T) {
 	b := newEnv(t, envOptions{pgURL: u, turns: []scripted.Turn{{Text: "answered by B", Repeat: true}}, tweak: func(c *Config) { c.LeaseTTL = time.Hour }})
 	b.waitHistory(th, "runtime B's answer", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "answered by B") })
 }
+
+// leases returns the lease methods of a transaction of a PostgreSQL store.
+func leases(tx store.Tx) store.Leases { return tx.(store.Leases) }

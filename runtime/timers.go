@@ -103,8 +103,12 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 			wake = false
 			if r.shared.on {
 				// Exactly one process fires a due timer.
+				l, err := leasesOf(tx)
+				if err != nil {
+					return err
+				}
 				now := time.Now()
-				ok, err := tx.ClaimTimer(tm.ID, r.shared.owner, now, now.Add(r.shared.ttl))
+				ok, err := l.ClaimTimer(tm.ID, r.shared.owner, now, now.Add(r.shared.ttl))
 				if err != nil || !ok {
 					return err
 				}

@@ -53,7 +53,7 @@ func TestSharedStoreNotifyWakesHolder(t *testing.T) {
 	var owner string
 	if err := a.rt.store.View(context.Background(), func(tx store.Tx) error {
 		var err error
-		owner, _, err = tx.ThreadLease(th)
+		owner, _, err = leases(tx).ThreadLease(th)
 		return err
 	}); err != nil || owner != b.rt.shared.owner {
 		t.Fatalf("after the failed slice the lease is %q (%v), want B's %q", owner, err, b.rt.shared.owner)
@@ -84,7 +84,7 @@ func (s *lateInputStore) View(ctx context.Context, fn func(store.Tx) error) erro
 		var lease error
 		var h []store.Message
 		s.Store.View(ctx, func(tx store.Tx) error {
-			_, _, lease = tx.ThreadLease(s.thread)
+			_, _, lease = leases(tx).ThreadLease(s.thread)
 			h, _ = tx.History(s.thread)
 			return nil
 		})

@@ -150,7 +150,7 @@ func TestSIGKILLWhileHoldingLeaseFailsOver(t *testing.T) {
 	defer st.Close()
 	lease := func(thread string) (owner string, until time.Time, err error) {
 		err = st.View(ctx, func(tx store.Tx) error {
-			owner, until, err = tx.ThreadLease(thread)
+			owner, until, err = leases(tx).ThreadLease(thread)
 			return err
 		})
 		return owner, until, err
@@ -313,3 +313,6 @@ func TestSIGKILLWhileHoldingLeaseFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// leases returns the lease methods of a transaction of a PostgreSQL store.
+func leases(tx store.Tx) store.Leases { return tx.(store.Leases) }

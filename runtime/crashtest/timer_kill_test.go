@@ -161,7 +161,7 @@ func TestSIGKILLedSleepWakesOnceOnAnotherProcess(t *testing.T) {
 	killed := time.Now()
 	var leaseUntil time.Time // zero: the killed process had handed the lease back
 	err = st.View(ctx, func(tx store.Tx) error {
-		_, until, err := tx.ThreadLease(th.ID)
+		_, until, err := leases(tx).ThreadLease(th.ID)
 		if err == nil && until.After(killed) {
 			leaseUntil = until
 		}

@@ -70,7 +70,6 @@ type Tx interface {
 	Choices
 	HeldEvents
 	CallChecks
-	Leases
 	CallbackKeyStore
 	OAuthLinks
 	ThreadEvents
@@ -579,9 +578,10 @@ type CallChecks interface {
 
 // Shared is implemented by a store that several processes may use at once
 // (PostgreSQL). On such a store the engine takes a lease of each thread it
-// works on and a claim of each timer it fires, and sweeps the store for
-// work other processes left. A store without it (SQLite) is
-// held by one process, whose engine keeps its claims in memory.
+// works on and a claim of each timer it fires (its transactions implement
+// Leases), and sweeps the store for work other processes left. A store
+// without it (SQLite) is held by one process, whose engine keeps its
+// claims in memory.
 type Shared interface {
 	// SharedByProcesses reports whether several processes may use the
 	// store at once.
@@ -594,6 +594,10 @@ type Shared interface {
 // and lives until its expiry; one whose owner died expires and can be taken
 // by another. Times are the callers' clocks: processes sharing a store need
 // clocks in step to well within a lease.
+//
+// It is not part of Tx: only the transactions of a Shared store implement
+// it (the engine asserts it there, and only there). A store one process
+// holds has nobody to split the work with.
 type Leases interface {
 	// ClaimThread gives owner the thread's lease until `until` and
 	// reports true, unless another owner's lease lives at now (expires
@@ -610,6 +614,7 @@ type Leases interface {
 	// reports true, unless the timer does not exist or another owner's
 	// claim lives at now. The owner fires the timer and deletes it; a
 	// claim whose owner died before that expires, and another fires it.
+	// PutTimer of the timer's id drops its claim.
 	ClaimTimer(id, owner string, now, until time.Time) (bool, error)
 }
 

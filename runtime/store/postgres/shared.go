@@ -13,6 +13,9 @@ import (
 
 // Leases, callback keys and oauth links (migration 2).
 
+// The store's transactions split the work between processes.
+var _ store.Leases = (*tx)(nil)
+
 // ClaimThread implements store.Leases.
 func (t *tx) ClaimThread(threadID, owner string, now, until time.Time) (bool, error) {
 	tag, err := t.exec(`INSERT INTO thread_leases (thread_id, owner, until) VALUES ($1, $2, $3)

@@ -10,56 +10,10 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// Leases, callback keys and oauth links (migration 9). One
-// process holds a SQLite store, so its engine keeps its thread claims in
-// memory; these records make the store meet the same contract as a
-// shared one.
-
-// ClaimThread implements store.Leases.
-func (t *tx) ClaimThread(threadID, owner string, now, until time.Time) (bool, error) {
-	res, err := t.tx.Exec(`INSERT INTO thread_leases (thread_id, owner, until) VALUES (?, ?, ?)
-		ON CONFLICT (thread_id) DO UPDATE SET owner = excluded.owner, until = excluded.until
-		WHERE thread_leases.owner = excluded.owner OR thread_leases.until <= ?`,
-		threadID, owner, nanos(until), nanos(now))
-	if err != nil {
-		return false, fmt.Errorf("claim thread %s: %w", threadID, err)
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
-}
-
-// ReleaseThread implements store.Leases.
-func (t *tx) ReleaseThread(threadID, owner string) error {
-	if _, err := t.tx.Exec(`DELETE FROM thread_leases WHERE thread_id = ? AND owner = ?`, threadID, owner); err != nil {
-		return fmt.Errorf("release thread %s: %w", threadID, err)
-	}
-	return nil
-}
-
-// ThreadLease implements store.Leases.
-func (t *tx) ThreadLease(threadID string) (string, time.Time, error) {
-	var owner string
-	var until int64
-	err := t.tx.QueryRow(`SELECT owner, until FROM thread_leases WHERE thread_id = ?`, threadID).Scan(&owner, &until)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", time.Time{}, notFound("thread lease", threadID)
-	}
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("read the lease of thread %s: %w", threadID, err)
-	}
-	return owner, fromNanos(until), nil
-}
-
-// ClaimTimer implements store.Leases.
-func (t *tx) ClaimTimer(id, owner string, now, until time.Time) (bool, error) {
-	res, err := t.tx.Exec(`UPDATE timers SET claim_owner = ?, claim_until = ? WHERE id = ? AND (claim_owner IN ('', ?) OR claim_until <= ?)`,
-		owner, nanos(until), id, owner, nanos(now))
-	if err != nil {
-		return false, fmt.Errorf("claim timer %s: %w", id, err)
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
-}
+// Callback keys and oauth links (migration 9). One process holds a SQLite
+// store, so its engine keeps its thread and timer claims in memory: its
+// transactions do not implement store.Leases (the thread_leases table and
+// the timers' claim columns of migration 9 stay, unused).
 
 // CallbackKeys implements store.CallbackKeyStore.
 func (t *tx) CallbackKeys() (store.CallbackKeys, error) {

@@ -16,7 +16,26 @@ import (
 // The subtests below check what several `rap serve` processes sharing one
 // database rely on: a batch is consumed by one transaction only, thread and
 // timer claims, per-thread event ids, one callback key and oauth links any
-// process can read. Every store meets them, SQLite included.
+// process can read. Every store meets them, SQLite included, but for the
+// claims: those run only on a store whose transactions implement
+// store.Leases (a store several processes share).
+
+// leases returns tx's lease methods; requireLeases has checked the store
+// has them.
+func leases(tx store.Tx) store.Leases { return tx.(store.Leases) }
+
+// requireLeases skips t unless s's transactions implement store.Leases.
+func requireLeases(t *testing.T, s store.Store) {
+	t.Helper()
+	var ok bool
+	view(t, s, func(tx store.Tx) error {
+		_, ok = tx.(store.Leases)
+		return nil
+	})
+	if !ok {
+		t.Skip("the store's transactions do not implement store.Leases: one process holds it")
+	}
+}
 
 // consumeBatch enqueues two items for thread th and returns their ids as a
 // slice's batch, read before its write transaction as the engine does.
@@ -91,13 +110,14 @@ func testConcurrentConsumeOneWins(t *testing.T, s store.Store) {
 // second claim fails while the lease lives and succeeds once it expired;
 // a released lease is free at once.
 func testThreadClaims(t *testing.T, s store.Store) {
+	requireLeases(t, s)
 	createThreads(t, s, "a", "b")
 	claim := func(th, owner string, now, until time.Duration) bool {
 		t.Helper()
 		var ok bool
 		update(t, s, func(tx store.Tx) error {
 			var err error
-			ok, err = tx.ClaimThread(th, owner, at(now), at(until))
+			ok, err = leases(tx).ClaimThread(th, owner, at(now), at(until))
 			return err
 		})
 		return ok
@@ -107,7 +127,7 @@ func testThreadClaims(t *testing.T, s store.Store) {
 		var until time.Time
 		var err error
 		view(t, s, func(tx store.Tx) error {
-			owner, until, err = tx.ThreadLease(th)
+			owner, until, err = leases(tx).ThreadLease(th)
 			return nil
 		})
 		return owner, until, err
@@ -142,18 +162,18 @@ func testThreadClaims(t *testing.T, s store.Store) {
 		t.Errorf("after the takeover the lease is %q's, want p2's", owner)
 	}
 	// Release: only by the owner.
-	update(t, s, func(tx store.Tx) error { return tx.ReleaseThread("a", "p1") })
+	update(t, s, func(tx store.Tx) error { return leases(tx).ReleaseThread("a", "p1") })
 	if owner, _, _ := lease("a"); owner != "p2" {
 		t.Errorf("a release by a former owner ended p2's lease (now %q)", owner)
 	}
-	update(t, s, func(tx store.Tx) error { return tx.ReleaseThread("a", "p2") })
+	update(t, s, func(tx store.Tx) error { return leases(tx).ReleaseThread("a", "p2") })
 	if _, _, err := lease("a"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("ThreadLease after release: %v, want ErrNotFound", err)
 	}
 	if !claim("a", "p3", 21*time.Second, 31*time.Second) {
 		t.Error("a released thread could not be claimed at once")
 	}
-	update(t, s, func(tx store.Tx) error { return tx.ReleaseThread("ghost", "p3") })
+	update(t, s, func(tx store.Tx) error { return leases(tx).ReleaseThread("ghost", "p3") })
 
 	// Concurrent claims of one free thread: exactly one wins.
 	createThreads(t, s, "race")
@@ -164,7 +184,7 @@ func testThreadClaims(t *testing.T, s store.Store) {
 		wg.Go(func() {
 			err := s.Update(ctx(), func(tx store.Tx) error {
 				var err error
-				won[i], err = tx.ClaimThread("race", fmt.Sprintf("p%d", i), at(0), at(time.Minute))
+				won[i], err = leases(tx).ClaimThread("race", fmt.Sprintf("p%d", i), at(0), at(time.Minute))
 				return err
 			})
 			if err != nil {
@@ -194,6 +214,7 @@ func count(bs []bool) int {
 // claimer died; a timer put again is free; an unknown timer cannot be
 // claimed.
 func testTimerClaims(t *testing.T, s store.Store) {
+	requireLeases(t, s)
 	createThreads(t, s, "a")
 	update(t, s, func(tx store.Tx) error {
 		return tx.PutTimer(store.Timer{ID: "t1", ThreadID: "a", Kind: "sleep", Due: at(time.Second)})
@@ -202,7 +223,7 @@ func testTimerClaims(t *testing.T, s store.Store) {
 		var ok bool
 		err := s.Update(ctx(), func(tx store.Tx) error {
 			var err error
-			ok, err = tx.ClaimTimer(id, owner, at(now), at(until))
+			ok, err = leases(tx).ClaimTimer(id, owner, at(now), at(until))
 			return err
 		})
 		return ok, err

@@ -21,7 +21,8 @@
 // take well under a second each on SQLite; each names the part of the
 // contract it checks (see the doc comment of its function), so a failure
 // reads as the broken promise. The subtests of shared.go check what
-// several processes on one database rely on.
+// several processes on one database rely on; its claim subtests skip a
+// store whose transactions do not implement store.Leases.
 //
 // Beyond the letter of package store's doc comments, the suite holds a
 // store to what the engine relies on: a View reads one consistent
