@@ -2,15 +2,18 @@ package runtime
 
 // This file owns a thread's claim in this process: wake gives a thread
 // whose inbox got a row a worker (at most one per thread, RAP RT-2), and
-// work runs its slices (slice.go) while it holds the claim — on a shared
-// store also the thread's lease (leases.go) — and hands it back when the
-// inbox is empty.
+// work runs its slices (slice.go) while it holds the claim — with the
+// seam's claim too (coord.go: on a shared store, the thread's lease) — and
+// hands it back when the inbox is empty.
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/store"
 )
 
 // wake makes sure the thread has a worker. It is called after an inbox row
@@ -39,33 +42,26 @@ const workerLinger = 100 * time.Millisecond
 // work runs slices of the thread while it has inbox rows and returns when
 // it has none.
 func (r *Runtime) work(threadID string) {
-	// On a shared store the worker holds the thread's lease, or
-	// another process works on it (and looks at the inbox once more when
-	// it hands the thread back; the sweep catches the rest). Each slice
-	// runs under the hold (leasehold.go), and stops when it is lost.
-	var hold *leaseHold
-	var failed bool
-	ctx := r.baseCtx
-	if r.shared.on {
-		if hold = r.holdLease(threadID); hold == nil {
-			r.mu.Lock()
-			delete(r.threads, threadID)
-			r.signalLocked()
-			r.mu.Unlock()
-			return
-		}
-		ctx = withHold(r.baseCtx, hold)
-		defer func() {
-			if hold != nil {
-				hold.stop()
-				if !failed {
-					// After a failed slice the lease is left to expire: the
-					// sweep retries the thread then, not at once.
-					r.releaseLease(threadID)
-				}
-			}
-		}()
+	// The worker claims the thread through the seam (coord.go): on a
+	// shared store another process may hold it, and then answers the
+	// inputs (and looks at the inbox once more when it hands the thread
+	// back). Each slice runs under the claim, and stops when it is lost.
+	c := r.coord.claimThread(threadID)
+	if c == nil {
+		r.mu.Lock()
+		delete(r.threads, threadID)
+		r.signalLocked()
+		r.mu.Unlock()
+		return
 	}
+	var failed bool
+	defer func() {
+		if c != nil {
+			// After a failed slice a shared lease is left to expire: the
+			// sweep retries the thread then, not at once.
+			c.end(!failed)
+		}
+	}()
 	r.emit(threadID, EventStatus, api.Status{State: api.StateRunning})
 	for {
 		r.mu.Lock()
@@ -73,10 +69,10 @@ func (r *Runtime) work(threadID string) {
 		st.again = false
 		r.mu.Unlock()
 
-		progressed, drained, err := r.slice(ctx, threadID)
-		lost := hold.Err() != nil
+		progressed, drained, err := r.slice(c.context(), threadID)
+		lost := c.lost() != nil
 		if lost {
-			// The slice stopped where the hold was found lost; what it
+			// The slice stopped where the claim was found lost; what it
 			// did not commit is another process's to do (the inputs stay
 			// queued, or slice queued a wake-up to resume the turn).
 			progressed, drained, err = false, false, nil
@@ -99,31 +95,21 @@ func (r *Runtime) work(threadID string) {
 			continue
 		}
 		failed = err != nil && !progressed && r.baseCtx.Err() == nil // not a shutdown
-		if hold != nil && !failed && r.baseCtx.Err() == nil {
-			// Hand the thread back, then look at its inbox once more:
-			// another process that committed an input meanwhile found the
-			// thread held and left it to this one. A lost hold is handed
-			// back too (the lease is released only if still this
-			// process's), and the thread claimed anew only through the
-			// store, like any other.
+		if !failed && r.baseCtx.Err() == nil {
+			// Hand the thread back; the seam says whether inputs this
+			// process was not woken for wait (committed by another process
+			// while this one held the thread).
 			r.mu.Unlock()
-			hold.stop()
-			r.releaseLease(threadID)
-			hold = nil
-			if r.hasQueued(threadID) {
-				if hold = r.holdLease(threadID); hold != nil {
-					ctx = withHold(r.baseCtx, hold)
-					continue
-				}
+			if c = r.coord.handBack(threadID, c); c != nil {
+				continue
 			}
 			r.mu.Lock()
 			if st.again && r.baseCtx.Err() == nil {
-				// Woken after that look (an input committed since): take the
-				// thread again, unless another process took it (it sees
-				// the input).
+				// Woken while handing the thread back (an input committed
+				// since): take it again, unless another process took it
+				// (it sees the input).
 				r.mu.Unlock()
-				if hold = r.holdLease(threadID); hold != nil {
-					ctx = withHold(r.baseCtx, hold)
+				if c = r.coord.claimThread(threadID); c != nil {
 					continue
 				}
 				r.mu.Lock()
@@ -144,3 +130,33 @@ func (r *Runtime) work(threadID string) {
 // ErrSliceFailed is returned (wrapped) by Idle when the thread's last
 // slice failed and its inputs stay queued until the next message.
 var ErrSliceFailed = errors.New("the thread's last slice failed; its inputs stay queued until the next message")
+
+// reasonLeaseLost marks the wake-up inbox row a slice leaves when it lost
+// its claim of the thread after saving part of a turn (resumeElsewhere).
+const reasonLeaseLost = "lease_lost"
+
+// resumeElsewhere ends a slice that found its claim of the thread lost
+// (only a shared store's lease is ever lost; lost is the claim's error,
+// returned). When the slice had already saved its
+// inputs with a turn whose calls were all answered at once (consumed), no
+// input is left queued to make the next holder ask the model: a wake-up
+// row asks it, once for that point of the history (afterSeq). An
+// enqueue is what any process does for any thread; the claim only says
+// who answers it.
+func (r *Runtime) resumeElsewhere(threadID string, consumed bool, afterSeq int64, lost error) error {
+	if !consumed {
+		return lost // the inputs stay queued: the next holder answers them
+	}
+	ctx, cancel := context.WithTimeout(r.baseCtx, 10*time.Second)
+	defer cancel()
+	err := r.store.Update(ctx, func(tx store.Tx) error {
+		_, err := tx.Enqueue(store.InboxItem{ThreadID: threadID, Kind: store.KindWake,
+			Payload:  []byte(`{"reason":"` + reasonLeaseLost + `"}`),
+			DedupKey: fmt.Sprintf("lease-lost:%s:%d", threadID, afterSeq)})
+		return err
+	})
+	if err != nil && r.baseCtx.Err() == nil {
+		r.log.Error("queue the resumption of a turn whose lease was lost; the thread's next message resumes it", "thread", threadID, "err", err)
+	}
+	return lost
+}

@@ -80,10 +80,18 @@
 // thread lives only in memory except that claim, the cached catalogs and
 // session user ids, the tool servers found not to answer tool_call_status
 // (asked again after a restart), and the OAuth links shown to clients
-// (never stored, RAP OA-1); deadlines are rows too. On a store several
-// processes share (PostgreSQL, store.Shared) the claim is also a lease row
-// renewed while the worker runs, timers are claimed before they fire, and
-// a sweep takes the work other processes left (leases.go).
+// (never stored, RAP OA-1); deadlines are rows too.
+//
+// # One process or several
+//
+// A runtime is either the only process on its store (SQLite) or one of
+// several sharing it (PostgreSQL). What differs is one seam, coord.go,
+// which New picks once from the store: the local implementation
+// (coord_local.go) keeps claims in memory, the shared one (coord_shared*.go)
+// also holds a lease row per thread renewed while the worker runs, claims
+// timers before they fire, hears other processes' wake-ups and sweeps for
+// the work they left. The engine calls the seam and never asks which mode
+// it runs in.
 //
 // # Files
 //
@@ -101,9 +109,13 @@
 //     a callback), callbackkeys.go (callback tokens and their keys),
 //     callback_events.go (subscription events), callback_urls.go (URLs a
 //     tool hands over).
-//   - Claim and slice: claim.go (wake and the worker loop), leases.go
-//     (leases and the sweep on a shared store), wakeups.go (wake-ups
-//     across processes), slice.go (one slice and its commit), batch.go
+//   - One process or several: coord.go (the seam), coord_local.go,
+//     coord_shared.go (leases and timer claims on a shared store),
+//     coord_shared_leasehold.go (a worker's hold of its lease),
+//     coord_shared_sweep.go (the sweep), coord_shared_wakeups.go (wake-ups
+//     across processes).
+//   - Claim and slice: claim.go (wake and the worker loop), slice.go (one
+//     slice and its commit), batch.go
 //     (inbox rows into a batch), interrupts.go (RAP CA-1), turn.go (the
 //     model's answer into a turn), effects.go (what runs after a commit).
 //   - The model: discovery.go (toolsets and a session's catalog),
@@ -135,12 +147,14 @@
 //     After the commit it runs the callback's effects (apply, effects.go).
 //  3. serveCallback calls wake (claim.go) before it answers 200. On a
 //     shared store the row's commit also notifies the other processes
-//     (wakeups.go); the sweep (leases.go) catches a missed notification.
+//     (coord_shared_wakeups.go); the sweep (coord_shared_sweep.go)
+//     catches a missed notification.
 //  4. wake gives the thread a worker, or tells the running one to look
-//     again; work (claim.go) claims the thread — on a shared store its
-//     lease (holdLease, leasehold.go), renewed while it runs and checked
-//     on the clock before each model request and in each commit — and
-//     runs slices until the inbox is empty (or the lease is lost).
+//     again; work (claim.go) claims the thread through the seam
+//     (coord.claimThread) — on a shared store its lease
+//     (coord_shared_leasehold.go), renewed while it runs and checked on
+//     the clock before each model request and in each commit — and runs
+//     slices until the inbox is empty (or the claim is lost).
 //  5. slice (slice.go) loads the thread, its queued rows and its history
 //     (histcache.go) and decodes the rows (decodeBatch, batch.go). A
 //     result while another call of its turn is pending is saved without a

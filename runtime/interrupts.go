@@ -50,7 +50,7 @@ func (r *Runtime) interrupt(ctx context.Context, threadID string, calls []store.
 	var appended []store.Message
 	err = r.store.Update(ctx, func(tx store.Tx) error {
 		cancelled, appended = nil, nil
-		if err := r.fenceTx(ctx, tx, threadID); err != nil {
+		if err := r.coord.fence(ctx, tx, threadID); err != nil {
 			return err
 		}
 		var results []store.ToolResult

@@ -107,9 +107,9 @@ func (r *Runtime) redact(text string) string { return model.Redact(text, r.cfg.S
 // Its error never holds a configured secret.
 //
 // On a shared store it sends nothing once the thread's lease is lost, and
-// a completion streaming when it is lost is cut (leasehold.go).
+// a completion streaming when it is lost is cut (coord.bounded).
 func (r *Runtime) complete(ctx context.Context, threadID string, req model.Request) (*model.Response, error) {
-	ctx, unhold := r.underHold(ctx)
+	ctx, unhold := r.coord.bounded(ctx)
 	defer unhold()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -128,7 +128,7 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 		defer s.timer.Stop()
 	}
 	r.relayStart(ctx, threadID)
-	if err := r.checkHold(ctx); err != nil {
+	if err := r.coord.held(ctx); err != nil {
 		// The last look before the request is sent: a process that stalled
 		// past its lease sends nothing.
 		r.relayEnd(threadID, false)

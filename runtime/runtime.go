@@ -98,8 +98,8 @@ type Config struct {
 	// process sharing it accepts the callbacks of the others, and
 	// RotateCallbackKey works; see SharedCallbackKeys.
 	KeysFromStore bool
-	// LeaseTTL is how long a thread's lease in a shared store (see
-	// store.Shared) lives without renewal: a thread whose process died is
+	// LeaseTTL is how long a thread's lease in a store several processes
+	// share (PostgreSQL) lives without renewal: a thread whose process died is
 	// taken by another within it plus SweepEvery. Zero means
 	// DefaultLeaseTTL. Unused on a store one process holds (SQLite).
 	// rap serve sets it with --lease-ttl (RAP_LEASE_TTL), at least 1s.
@@ -212,9 +212,9 @@ type Runtime struct {
 	// keysRead when (Unix ns) they were last read (callbackkeys.go).
 	keys     atomic.Pointer[store.CallbackKeys]
 	keysRead atomic.Int64
-	// shared is the runtime's part in a store several processes share
-	// (leases.go).
-	shared sharedState
+	// coord is what differs between a runtime alone on its store and one
+	// of several processes sharing it (coord.go); New picks it.
+	coord coord
 
 	cfg   Config
 	store store.Store
@@ -337,12 +337,15 @@ func New(cfg Config) (*Runtime, error) {
 		r.http = &http.Client{Transport: NewTransport()}
 	}
 	r.checks.kick = make(chan struct{}, 1)
-	r.shared = newSharedState(cfg)
-	if r.shared.on {
-		r.hub.sh = newSharedEvents() // events in the store
-	}
 	r.baseCtx, r.cancel = context.WithCancel(context.Background())
 	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
+	// The one place that asks whether other processes share the store.
+	if sh, ok := cfg.Store.(store.Shared); ok && sh.SharedByProcesses() {
+		r.coord = newSharedCoord(r, cfg)
+		r.hub.sh = newSharedEvents() // events in the store
+	} else {
+		r.coord = newLocalCoord(r)
+	}
 	return r, nil
 }
 
@@ -393,11 +396,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.wg.Add(1)
 	go r.timeoutLoop()
-	if r.shared.on {
-		r.wg.Add(1)
-		go r.sweepLoop() // work other processes left
-		r.startWakeListener()
-	}
+	r.coord.start()
 	if r.hub.sh != nil {
 		r.startSharedEvents()
 	}

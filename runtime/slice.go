@@ -124,7 +124,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		r.hub.beginTurn(threadID, lastSeqOf(history))
 		resp, err := r.complete(ctx, threadID, req) // bounded in time
 		if err != nil {
-			if lost := r.checkHold(ctx); lost != nil {
+			if lost := r.coord.held(ctx); lost != nil {
 				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
 			}
 			// The inputs stay queued (RAP RT-4); a durable timer retries.
@@ -140,7 +140,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		}
 		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins)
 		if err != nil {
-			if lost := r.checkHold(ctx); lost != nil {
+			if lost := r.coord.held(ctx); lost != nil {
 				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
 			}
 			if !consumed {
@@ -155,7 +155,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		r.announce(threadID, appended)
 		r.apply(fx)
 		ancestors := stack[:len(stack)-1]
-		if lost := r.checkHold(ctx); lost != nil && len(accepted) > 0 {
+		if lost := r.coord.held(ctx); lost != nil && len(accepted) > 0 {
 			// The calls are saved in state "new": the sweep for
 			// undispatched calls sends them (redispatchOrphans).
 			r.log.Warn("calls left undispatched: the thread's lease was lost right after their turn was saved; the sweep dispatches them",
@@ -189,7 +189,7 @@ func (r *Runtime) discardClosed(ctx context.Context, th store.Thread, items []st
 		kinds[it.Kind]++
 	}
 	err := r.store.Update(ctx, func(tx store.Tx) error {
-		if err := r.fenceTx(ctx, tx, th.ID); err != nil {
+		if err := r.coord.fence(ctx, tx, th.ID); err != nil {
 			return err
 		}
 		return tx.Consume(ids)
@@ -241,12 +241,12 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	var appended []store.Message
 	fx := &effects{}
 	retry := b != nil && r.retries.mayHave(threadID)
-	if err := r.checkHold(ctx); err != nil {
+	if err := r.coord.held(ctx); err != nil {
 		return nil, nil, err
 	}
 	err := r.store.Update(ctx, func(tx store.Tx) error {
 		*fx = effects{}
-		if err := r.fenceTx(ctx, tx, threadID); err != nil {
+		if err := r.coord.fence(ctx, tx, threadID); err != nil {
 			return err
 		}
 		var err error

@@ -101,17 +101,9 @@ func (r *Runtime) fireTimers(ctx context.Context, due []store.Timer) {
 		var wake bool
 		err := r.store.Update(ctx, func(tx store.Tx) error {
 			wake = false
-			if r.shared.on {
-				// Exactly one process fires a due timer.
-				l, err := leasesOf(tx)
-				if err != nil {
-					return err
-				}
-				now := time.Now()
-				ok, err := l.ClaimTimer(tm.ID, r.shared.owner, now, now.Add(r.shared.ttl))
-				if err != nil || !ok {
-					return err
-				}
+			// Exactly one process fires a due timer.
+			if ok, err := r.coord.claimTimer(tx, tm.ID); err != nil || !ok {
+				return err
 			}
 			if err := tx.DeleteTimer(tm.ID); err != nil {
 				return err

@@ -55,8 +55,8 @@ func TestSharedStoreNotifyWakesHolder(t *testing.T) {
 		var err error
 		owner, _, err = leases(tx).ThreadLease(th)
 		return err
-	}); err != nil || owner != b.rt.shared.owner {
-		t.Fatalf("after the failed slice the lease is %q (%v), want B's %q", owner, err, b.rt.shared.owner)
+	}); err != nil || owner != b.rt.coord.(*sharedCoord).owner {
+		t.Fatalf("after the failed slice the lease is %q (%v), want B's %q", owner, err, b.rt.coord.(*sharedCoord).owner)
 	}
 	start := time.Now()
 	a.post(th, "second")

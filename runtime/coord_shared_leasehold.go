@@ -1,8 +1,8 @@
 package runtime
 
-// This file owns a worker's hold of its thread's lease on a shared store:
-// what tells the worker, before each step, whether this process still
-// holds the thread. A process that stalled (SIGSTOP, a long GC or swap
+// This file owns a worker's hold of its thread's lease on a shared store
+// (the claim of coord_shared.go): what tells the worker, before each step,
+// whether this process still holds the thread. A process that stalled (SIGSTOP, a long GC or swap
 // pause, a slow store) may find, when it runs again, that its lease ran
 // out and another process took the thread. Its timers fire late then and
 // its renewal may not even have been tried, so the hold is judged from the
@@ -12,16 +12,13 @@ package runtime
 // meanwhile), its context is cancelled (a completion streaming under it
 // is cut), and the worker starts nothing more for the thread: no
 // completion, no commit (the store's transaction checks the lease too:
-// fenceTx), no dispatch.
+// sharedCoord.fence), no dispatch.
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/gorap/gorap/runtime/store"
 )
 
 // errLeaseLost is the cause of a hold's end when this process no longer
@@ -190,7 +187,7 @@ type holdKey struct{}
 
 // withHold returns ctx carrying the hold (its values, not its
 // cancellation: a store transaction started under the hold must not be
-// cut half-way, and is fenced by fenceTx instead).
+// cut half-way, and is fenced by sharedCoord.fence instead).
 func withHold(ctx context.Context, h *leaseHold) context.Context {
 	return context.WithValue(ctx, holdKey{}, h)
 }
@@ -201,85 +198,31 @@ func holdOf(ctx context.Context) *leaseHold {
 	return h
 }
 
-// checkHold returns the error of the hold ctx carries: nil on a store one
-// process holds, or while the lease is held.
-func (r *Runtime) checkHold(ctx context.Context) error {
-	if !r.shared.on {
-		return nil
-	}
-	return holdOf(ctx).Err()
-}
-
-// underHold returns a context derived from ctx that is also cancelled,
-// with the hold's cause, when the hold ctx carries ends: a completion
-// streaming under it is cut the moment the lease is lost. stop releases
-// it.
-func (r *Runtime) underHold(ctx context.Context) (_ context.Context, stop func()) {
-	h := holdOf(ctx)
-	if !r.shared.on || h == nil {
-		return ctx, func() {}
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	unhook := context.AfterFunc(h.ctx, func() { cancel(context.Cause(h.ctx)) })
-	return ctx, func() { unhook(); cancel(nil) }
-}
-
-// fenceTx makes a store transaction of the slice that ctx runs commit
-// only while this process holds the thread's lease: it checks the hold,
-// then renews the lease in the transaction itself, which fails if another
-// process took it (the lease row is locked until the transaction ends, so
-// no other process can take it in between). On a store one process holds
-// it does nothing.
-func (r *Runtime) fenceTx(ctx context.Context, tx store.Tx, threadID string) error {
-	if !r.shared.on {
-		return nil
-	}
-	h := holdOf(ctx)
-	if h == nil {
-		return nil
-	}
-	if err := h.Err(); err != nil {
-		return err
-	}
-	l, err := leasesOf(tx)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	ok, err := l.ClaimThread(threadID, r.shared.owner, now, now.Add(r.shared.ttl))
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return h.lose(errors.New("another process took it"))
-	}
-	return nil
-}
-
 // holdLease claims the thread's lease and returns the hold, renewed every
 // third of the lease time until stop is called, or nil when another
 // process holds the thread (or the claim failed).
-func (r *Runtime) holdLease(threadID string) *leaseHold {
+func (s *sharedCoord) holdLease(threadID string) *leaseHold {
+	r := s.r
 	sent := time.Now()
-	ok, err := r.tryClaim(r.baseCtx, threadID)
+	ok, err := s.tryClaim(r.baseCtx, threadID)
 	if err != nil || !ok {
 		return nil
 	}
-	h := newLeaseHold(r.baseCtx, threadID, r.shared.ttl, time.Now, sent, func(cause error) {
+	h := newLeaseHold(r.baseCtx, threadID, s.ttl, time.Now, sent, func(cause error) {
 		if r.baseCtx.Err() == nil {
 			r.log.Warn("lost the lease of a thread while working on it; this process stops working on it and another takes it",
 				"thread", threadID, "err", cause)
 		}
 	})
 	h.done = make(chan struct{})
-	go r.renewLoop(h)
+	go s.renewLoop(h)
 	return h
 }
 
 // renewLoop renews the hold's lease every third of its lifetime until the
 // hold ends. It stops for good once the hold is lost: renewing a lapsed
 // lease could take back a thread another process worked on meanwhile.
-func (r *Runtime) renewLoop(h *leaseHold) {
+func (s *sharedCoord) renewLoop(h *leaseHold) {
 	defer close(h.done)
 	t := time.NewTicker(h.ttl / 3)
 	defer t.Stop()
@@ -293,10 +236,10 @@ func (r *Runtime) renewLoop(h *leaseHold) {
 			return
 		}
 		sent := time.Now()
-		ok, err := r.tryClaim(h.ctx, h.threadID)
+		ok, err := s.tryClaim(h.ctx, h.threadID)
 		h.renewed(sent, time.Now(), ok, err)
 		if err != nil && h.ctx.Err() == nil {
-			r.log.Warn("renew the lease of a thread (its work stops if the lease runs out first)", "thread", h.threadID, "err", err)
+			s.r.log.Warn("renew the lease of a thread (its work stops if the lease runs out first)", "thread", h.threadID, "err", err)
 		}
 	}
 }
@@ -308,33 +251,4 @@ func (h *leaseHold) stop() {
 	if h.done != nil {
 		<-h.done
 	}
-}
-
-// reasonLeaseLost marks the wake-up inbox row a slice leaves when it lost
-// the thread's lease after saving part of a turn (resumeElsewhere).
-const reasonLeaseLost = "lease_lost"
-
-// resumeElsewhere ends a slice that found the thread's lease lost (lost is
-// the hold's error, returned). When the slice had already saved its
-// inputs with a turn whose calls were all answered at once (consumed), no
-// input is left queued to make the next holder ask the model: a wake-up
-// row asks it, once for that point of the history (afterSeq). An
-// enqueue is what any process does for any thread; the lease only says
-// who answers it.
-func (r *Runtime) resumeElsewhere(threadID string, consumed bool, afterSeq int64, lost error) error {
-	if !consumed {
-		return lost // the inputs stay queued: the next holder answers them
-	}
-	ctx, cancel := context.WithTimeout(r.baseCtx, 10*time.Second)
-	defer cancel()
-	err := r.store.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.Enqueue(store.InboxItem{ThreadID: threadID, Kind: store.KindWake,
-			Payload:  []byte(`{"reason":"` + reasonLeaseLost + `"}`),
-			DedupKey: fmt.Sprintf("lease-lost:%s:%d", threadID, afterSeq)})
-		return err
-	})
-	if err != nil && r.baseCtx.Err() == nil {
-		r.log.Error("queue the resumption of a turn whose lease was lost; the thread's next message resumes it", "thread", threadID, "err", err)
-	}
-	return lost
 }

@@ -1,10 +1,11 @@
 package runtime
 
-// This file owns wake-ups across processes: on a store
-// several processes share, an input committed by one process for a thread
-// another process holds wakes that thread at once, through the store's
-// notifications (PostgreSQL LISTEN/NOTIFY), instead of after the sweep.
-// The sweep (leases.go) stays the safety net for a notification missed
+// This file owns wake-ups across processes (the shared side of the seam,
+// coord_shared.go): on a store several processes share, an input
+// committed by one process for a thread another process holds wakes that
+// thread at once, through the store's notifications (PostgreSQL
+// LISTEN/NOTIFY), instead of after the sweep. The sweep
+// (coord_shared_sweep.go) stays the safety net for a notification missed
 // while the listener reconnects.
 
 import (
@@ -30,13 +31,13 @@ const listenReadyWait = 10 * time.Second
 // startWakeListener starts listening for wake-ups when the store offers
 // them, and waits (a bounded time) until it listens, so that inputs
 // committed elsewhere after Start returns wake this process.
-func (r *Runtime) startWakeListener() {
-	wl, ok := r.store.(wakeListener)
-	if !ok || !r.shared.on {
+func (s *sharedCoord) startWakeListener() {
+	wl, ok := s.r.store.(wakeListener)
+	if !ok {
 		return
 	}
-	r.keepListening(func(ctx context.Context, ready func()) error {
-		return wl.ListenWakes(ctx, ready, r.woken)
+	s.r.keepListening(func(ctx context.Context, ready func()) error {
+		return wl.ListenWakes(ctx, ready, s.woken)
 	}, "listening for wake-ups from other processes failed; retrying (the sweep covers the gap)",
 		"not yet listening for wake-ups from other processes; inputs they commit wait for the sweep meanwhile")
 }
@@ -80,7 +81,8 @@ func (r *Runtime) keepListening(listen func(ctx context.Context, ready func()) e
 // until it expires) runs again at once, as a new message retries it (RAP
 // RT-4). Other processes leave it: the committing process takes a thread
 // nobody holds itself, and the sweep takes one a dead process held.
-func (r *Runtime) woken(threadID string) {
+func (s *sharedCoord) woken(threadID string) {
+	r := s.r
 	r.mu.Lock()
 	_, resident := r.threads[threadID]
 	_, failed := r.failed[threadID]

@@ -1,0 +1,52 @@
+package runtime
+
+// This file owns the local implementation of the seam (coord.go): a runtime
+// that is the only process on its store (SQLite). The worker map of
+// claim.go is the whole claim of a thread, every input is committed, and
+// wakes its thread, in this process, and every due timer is this process's
+// to fire.
+
+import (
+	"context"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// localCoord is the coord of a runtime alone on its store.
+type localCoord struct {
+	// claim is every worker's claim: nothing to hold beyond the worker map.
+	claim *localClaim
+}
+
+// newLocalCoord returns the coord of r alone on its store; r.baseCtx is
+// set.
+func newLocalCoord(r *Runtime) *localCoord {
+	return &localCoord{claim: &localClaim{ctx: r.baseCtx}}
+}
+
+func (c *localCoord) start() {}
+
+func (c *localCoord) claimThread(string) threadClaim { return c.claim }
+
+func (c *localCoord) handBack(string, threadClaim) threadClaim { return nil }
+
+func (c *localCoord) held(context.Context) error { return nil }
+
+func (c *localCoord) bounded(ctx context.Context) (context.Context, func()) { return ctx, noop }
+
+func (c *localCoord) fence(context.Context, store.Tx, string) error { return nil }
+
+func (c *localCoord) claimTimer(store.Tx, string) (bool, error) { return true, nil }
+
+// noop does nothing.
+func noop() {}
+
+// localClaim is a worker's claim of its thread on a store one process
+// holds: it never ends early.
+type localClaim struct{ ctx context.Context }
+
+func (c *localClaim) context() context.Context { return c.ctx }
+
+func (c *localClaim) lost() error { return nil }
+
+func (c *localClaim) end(bool) {}

@@ -1,0 +1,217 @@
+package runtime
+
+// This file owns the shared implementation of the seam (coord.go): a
+// runtime that is one of several processes sharing a store (store.Shared,
+// PostgreSQL). A thread's worker holds the thread's lease in the store,
+// renewed while it works and handed back when it goes idle or the runtime
+// shuts down (the hold, checked before each step of the work, is in
+// coord_shared_leasehold.go); timers are claimed before they fire; wake-ups
+// other processes send are heard in coord_shared_wakeups.go; and a sweep
+// (coord_shared_sweep.go) wakes the threads other processes left with
+// queued inputs (a process died, or a message arrived while another held
+// the thread) and dispatches the calls a dead process left undispatched.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// Defaults of Config.LeaseTTL and Config.SweepEvery.
+const (
+	DefaultLeaseTTL   = 15 * time.Second
+	DefaultSweepEvery = time.Second
+)
+
+// sharedCoord is the coord of a runtime sharing its store with other
+// processes.
+type sharedCoord struct {
+	r     *Runtime
+	owner string // this process's unique lease owner id
+	ttl   time.Duration
+	every time.Duration
+}
+
+// newSharedCoord returns the coord of r on a store other processes share;
+// r.baseCtx is set.
+func newSharedCoord(r *Runtime, cfg Config) *sharedCoord {
+	s := &sharedCoord{r: r, owner: "rap-" + uuid.NewString(), ttl: cfg.LeaseTTL, every: cfg.SweepEvery}
+	if s.ttl <= 0 {
+		s.ttl = DefaultLeaseTTL
+	}
+	if s.every <= 0 {
+		s.every = DefaultSweepEvery
+	}
+	return s
+}
+
+// start starts the sweep for work other processes left and the listener
+// of their wake-ups.
+func (s *sharedCoord) start() {
+	s.r.wg.Add(1)
+	go s.sweepLoop()
+	s.startWakeListener()
+}
+
+// claimThread claims the thread's lease: another process may hold it.
+func (s *sharedCoord) claimThread(threadID string) threadClaim {
+	h := s.holdLease(threadID)
+	if h == nil {
+		return nil
+	}
+	return &leaseClaim{s: s, hold: h, ctx: withHold(s.r.baseCtx, h)}
+}
+
+// handBack ends c and hands the lease back, then looks at the thread's
+// inbox once more: another process that committed an input meanwhile
+// found the thread held and left it to this one. A lost claim is handed
+// back too (the lease is released only if still this process's), and the
+// thread claimed anew only through the store, like any other.
+func (s *sharedCoord) handBack(threadID string, c threadClaim) threadClaim {
+	c.end(true)
+	if !s.hasQueued(threadID) {
+		return nil
+	}
+	return s.claimThread(threadID)
+}
+
+// held returns the error of the hold ctx carries.
+func (s *sharedCoord) held(ctx context.Context) error { return holdOf(ctx).Err() }
+
+// bounded returns a context derived from ctx that is also cancelled,
+// with the hold's cause, when the hold ctx carries ends.
+func (s *sharedCoord) bounded(ctx context.Context) (context.Context, func()) {
+	h := holdOf(ctx)
+	if h == nil {
+		return ctx, noop
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(h.ctx, func() { cancel(context.Cause(h.ctx)) })
+	return ctx, func() { unhook(); cancel(nil) }
+}
+
+// fence checks the hold ctx carries, then renews the lease in the
+// transaction itself, which fails if another process took it (the lease
+// row is locked until the transaction ends, so no other process can take
+// it in between).
+func (s *sharedCoord) fence(ctx context.Context, tx store.Tx, threadID string) error {
+	h := holdOf(ctx)
+	if h == nil {
+		return nil
+	}
+	if err := h.Err(); err != nil {
+		return err
+	}
+	l, err := leasesOf(tx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	ok, err := l.ClaimThread(threadID, s.owner, now, now.Add(s.ttl))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return h.lose(errors.New("another process took it"))
+	}
+	return nil
+}
+
+// claimTimer claims the timer for this process: exactly one process fires
+// a due timer.
+func (s *sharedCoord) claimTimer(tx store.Tx, timerID string) (bool, error) {
+	l, err := leasesOf(tx)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	return l.ClaimTimer(timerID, s.owner, now, now.Add(s.ttl))
+}
+
+// leaseClaim is a worker's claim on a shared store: the hold of the
+// thread's lease.
+type leaseClaim struct {
+	s    *sharedCoord
+	hold *leaseHold
+	ctx  context.Context // carries hold
+}
+
+func (c *leaseClaim) context() context.Context { return c.ctx }
+
+func (c *leaseClaim) lost() error { return c.hold.Err() }
+
+// end stops the hold and its renewer; with handBack the lease is
+// released.
+func (c *leaseClaim) end(handBack bool) {
+	c.hold.stop()
+	if handBack {
+		c.s.releaseLease(c.hold.threadID)
+	}
+}
+
+// errNoLeases is the error of a lease operation on a shared store whose
+// transactions cannot hold leases.
+var errNoLeases = errors.New("the store is shared by processes but its transactions do not implement store.Leases")
+
+// leasesOf returns the lease methods of a transaction of the shared store.
+func leasesOf(tx store.Tx) (store.Leases, error) {
+	l, ok := tx.(store.Leases)
+	if !ok {
+		return nil, errNoLeases
+	}
+	return l, nil
+}
+
+// tryClaim takes (or renews) the thread's lease for this process and
+// reports whether it holds it; err is a failure to ask the store.
+func (s *sharedCoord) tryClaim(ctx context.Context, threadID string) (bool, error) {
+	var ok bool
+	err := s.r.store.Update(ctx, func(tx store.Tx) error {
+		l, err := leasesOf(tx)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		ok, err = l.ClaimThread(threadID, s.owner, now, now.Add(s.ttl))
+		return err
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.r.log.Error("claim thread", "thread", threadID, "err", err)
+		}
+		return false, err
+	}
+	return ok, nil
+}
+
+// releaseLease hands the thread's lease back.
+func (s *sharedCoord) releaseLease(threadID string) {
+	// Also at shutdown: graceful shutdown hands the threads back.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.r.baseCtx), 5*time.Second)
+	defer cancel()
+	err := s.r.store.Update(ctx, func(tx store.Tx) error {
+		l, err := leasesOf(tx)
+		if err != nil {
+			return err
+		}
+		return l.ReleaseThread(threadID, s.owner)
+	})
+	if err != nil {
+		s.r.log.Warn("release thread (another process takes it once the lease expires)", "thread", threadID, "err", err)
+	}
+}
+
+// hasQueued reports whether the thread has queued inputs.
+func (s *sharedCoord) hasQueued(threadID string) bool {
+	var n int
+	err := s.r.store.View(s.r.baseCtx, func(tx store.Tx) error {
+		q, err := tx.Queued(threadID)
+		n = len(q)
+		return err
+	})
+	return err == nil && n > 0
+}
