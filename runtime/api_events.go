@@ -66,7 +66,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 	if lastID == "" {
 		lastID = req.URL.Query().Get(LastEventIDParam)
 	}
-	sub, cancel, att, err := r.attach(req.Context(), id, lastID)
+	sub, cancel, att, err := r.coord.attach(req.Context(), id, lastID)
 	if err != nil {
 		r.writeStoreError(w, err)
 		return
@@ -80,7 +80,7 @@ func (r *Runtime) serveEvents(w http.ResponseWriter, req *http.Request) {
 		replay, replayedSeq, err = r.replayEvents(req.Context(), id, att)
 		if err != nil {
 			cancel()
-			r.hub.forget(id)
+			r.coord.forget(id)
 			r.writeStoreError(w, err)
 			return
 		}
@@ -253,17 +253,11 @@ func (r *Runtime) replayEvents(ctx context.Context, id string, att attachment) (
 	for _, c := range info.Choices {
 		add(EventUserChoice, choiceEvent(c))
 	}
-	if r.hub.sh != nil {
-		links, err := r.sharedOAuthLinks(ctx, id)
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, links...)
-	} else {
-		r.mu.Lock()
-		out = append(out, r.authShown.thread(id)...)
-		r.mu.Unlock()
+	links, err := r.coord.authEvents(ctx, id)
+	if err != nil {
+		return nil, 0, err
 	}
+	out = append(out, links...)
 	// The running completion's text, unless its turn was saved (and so
 	// replayed above) between the attach and the read.
 	if att.hasTurn && att.turn != "" && att.base == lastSeq {

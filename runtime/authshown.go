@@ -5,7 +5,8 @@ import "container/list"
 // shownAuth keeps, in memory, the oauth events of calls still waiting for
 // their result, so that a client connecting meanwhile is shown the link
 // (RAP OA-1). It holds at most max events; past that it forgets the
-// oldest one, never the rest. Its methods need the Runtime's mu.
+// oldest one, never the rest. Its owner (localEvents) serializes its
+// methods.
 type shownAuth struct {
 	max      int
 	order    *list.List // of *shownEvent, oldest first

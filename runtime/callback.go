@@ -231,7 +231,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if _, err := tx.TakeChoice(call.ThreadID, call.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return callbackOutcome{}, err
 		}
-		if err := r.forgetAuthTx(tx, call.ThreadID, call.CallID); err != nil {
+		if err := r.coord.forgetAuthTx(tx, call.ThreadID, call.CallID); err != nil {
 			return callbackOutcome{}, err
 		}
 		added, err := tx.Enqueue(store.InboxItem{ThreadID: call.ThreadID, Kind: store.KindToolResult, Payload: payload,
@@ -257,7 +257,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		out, _ := ok("accepted", true)
 		out.fx = &fx
 		out.after = func() {
-			r.forgetAuth(call.ThreadID, call.CallID)
+			r.coord.forgetAuth(call.ThreadID, call.CallID)
 			if !checkDue.IsZero() {
 				r.kickCallStatus(checkDue)
 			}
@@ -313,7 +313,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		link := map[string]any{"call_id": call.CallID, "name": call.ToolName, "auth_url": m.AuthURL}
 		// On a shared store the link is kept there, briefly, for clients
 		// of every process.
-		if err := r.keepOAuthLinkTx(tx, call.ThreadID, call.CallID, link); err != nil {
+		if err := r.coord.keepAuthTx(tx, call.ThreadID, call.CallID, link); err != nil {
 			return callbackOutcome{}, err
 		}
 		out, _ := ok("accepted: the call stays pending until its tool_result", noted)
@@ -362,39 +362,14 @@ func countActiveSubscriptions(tx store.Tx, threadID string) (int, error) {
 	return n, nil
 }
 
-// maxShownAuth bounds the oauth events kept in memory for late clients;
-// past it the oldest is forgotten.
-const maxShownAuth = 10000
-
-// showAuth publishes an oauth event and keeps it in memory (only) until
-// the call's result arrives, for clients that connect meanwhile (RAP OA-1).
+// showAuth publishes an oauth event, kept until the call's result arrives
+// for clients that connect meanwhile (RAP OA-1): in memory, or in a shared
+// store since keepAuthTx (see eventCoord).
 func (r *Runtime) showAuth(threadID, callID string, data map[string]any) {
 	b, _ := json.Marshal(data)
 	e := Event{Type: EventOAuth, ThreadID: threadID, Data: b}
-	if r.hub.sh != nil {
-		r.hub.publish(e) // kept in the store (keepOAuthLinkTx)
-		return
-	}
-	r.mu.Lock()
-	r.authShown.put(threadID, callID, e)
-	r.mu.Unlock()
+	r.coord.authShown(threadID, callID, e)
 	r.hub.publish(e)
-}
-
-// forgetAuthTx deletes, in the transaction that records a call's result,
-// the oauth link kept in a shared store for the call.
-func (r *Runtime) forgetAuthTx(tx store.Tx, threadID, callID string) error {
-	if r.hub.sh == nil {
-		return nil
-	}
-	return tx.DeleteOAuthLink(threadID, callID)
-}
-
-// forgetAuth drops the auth link of a call whose result arrived.
-func (r *Runtime) forgetAuth(threadID, callID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.authShown.forget(threadID, callID)
 }
 
 // oauthKey marks a call whose tool asked for authorization (RAP OA-1);

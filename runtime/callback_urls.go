@@ -97,7 +97,7 @@ func (r *Runtime) refuseInteraction(tx store.Tx, call store.Call, problem, model
 	if _, err := tx.TakeChoice(call.ThreadID, call.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return callbackOutcome{}, err
 	}
-	if err := r.forgetAuthTx(tx, call.ThreadID, call.CallID); err != nil {
+	if err := r.coord.forgetAuthTx(tx, call.ThreadID, call.CallID); err != nil {
 		return callbackOutcome{}, err
 	}
 	payload, _ := json.Marshal(store.ToolResult{CallID: call.CallID, Name: call.ToolName, Text: modelText, IsError: true})
@@ -112,6 +112,6 @@ func (r *Runtime) refuseInteraction(tx store.Tx, call store.Call, problem, model
 	out.msg += "; the call is ended with an error result, do not send its tool_result"
 	out.commit, out.wake = true, added
 	out.fx = &effects{notices: []notice{{path: rap.CancelToolCallPath, body: rap.CancelToolCallRequest{ThreadID: call.ThreadID, ToolCallID: call.CallID}}}}
-	out.after = func() { r.forgetAuth(call.ThreadID, call.CallID) }
+	out.after = func() { r.coord.forgetAuth(call.ThreadID, call.CallID) }
 	return out, nil
 }

@@ -27,11 +27,14 @@ import (
 //
 // Timers. Local: this process fires every due timer. Shared: a timer is
 // claimed in the transaction that fires it, so that one process fires it.
+//
+// Events: see eventCoord.
 type coord interface {
 	// start starts the mode's background work; Start calls it once
-	// recovery is under way. Local: nothing. Shared: the sweep, and the
-	// listener of other processes' wake-ups (it returns once that listens,
-	// or after a bounded wait).
+	// recovery is under way. Local: nothing. Shared: the sweep, the
+	// listener of other processes' wake-ups, and the loops that store,
+	// follow and prune client events and relay text deltas (it returns
+	// once the listeners listen, or after a bounded wait).
 	start()
 
 	// claimThread claims the thread for this process's worker, which wake
@@ -63,6 +66,73 @@ type coord interface {
 	// whether this process is to fire it. Local: always. Shared: when its
 	// claim in the store is this process's.
 	claimTimer(tx store.Tx, timerID string) (bool, error)
+
+	eventCoord
+}
+
+// eventCoord is how a runtime's client events are numbered, kept for
+// clients that resume, and brought to the subscribers of this process
+// (hub.go fans them out; hub.mu guards the implementations' state).
+//
+// Local: each event is numbered in memory and kept in its thread's
+// bounded resume log (coord_local_events.go); oauth links stay in memory.
+// Shared: every event but text_delta is stored, numbered per thread by the
+// store, and followed from the store by every process whose clients
+// stream the thread (coord_shared_events*.go); text deltas reach the other
+// processes through the store's notifications, never stored
+// (coord_shared_deltas.go); oauth links are kept in the store.
+//
+// Both number events with the ids of eventid.go, and answer a
+// Last-Event-ID they cannot resume with a reset.
+type eventCoord interface {
+	// watched reports whether the thread's events are wanted, so worth
+	// encoding: local, when it has a subscriber or a resume log; shared,
+	// always (clients of other processes may stream it).
+	watched(threadID string) bool
+	// publishLocked numbers e, keeps it for clients that resume, and
+	// queues it on the thread's subscribers in this process (local: at
+	// once; shared: once stored, but a text_delta at once). hub.mu is held.
+	publishLocked(e Event)
+	// deltaLocked passes a text delta of the thread's running completion
+	// to the other processes (shared), and reports whether this process's
+	// subscribers want it published. hub.mu is held.
+	deltaLocked(threadID, text string) bool
+	// attach registers a subscriber of the thread's events. With lastID
+	// (the client's Last-Event-ID) still resumable, the events after it
+	// and the replay_done marker are queued on the subscriber before any
+	// live event (att.resumed); otherwise the caller replays the thread's
+	// state from the store, after a reset event when lastID was given
+	// (att.reset says why).
+	attach(ctx context.Context, threadID, lastID string) (_ *subscriber, cancel func(), att attachment, _ error)
+	// forget drops what attach kept for a thread whose replay failed
+	// (one that does not exist).
+	forget(threadID string)
+	// completionStarted and completionEnded bracket a completion of the
+	// thread streaming in this process. Shared: its text deltas are
+	// relayed to the other processes meanwhile, and with sendRest the
+	// last ones are sent before completionEnded returns (before the turn
+	// is announced). Local: nothing.
+	completionStarted(ctx context.Context, threadID string)
+	completionEnded(threadID string, sendRest bool)
+
+	// OAuth links (RAP OA-1) of calls waiting for authorization, shown to
+	// clients that connect until the call's result arrives.
+	//
+	// keepAuthTx keeps a call's oauth event, in the transaction that
+	// accepts it: shared, in the store (clients of any process see it);
+	// local, nothing (authShown keeps it).
+	keepAuthTx(tx store.Tx, threadID, callID string, data any) error
+	// authShown is told of a call's oauth event as it is published:
+	// local, it is kept in memory; shared, nothing.
+	authShown(threadID, callID string, e Event)
+	// forgetAuthTx, in the transaction that records the call's result,
+	// and forgetAuth, after its commit, drop the call's link (shared: from
+	// the store; local: from memory).
+	forgetAuthTx(tx store.Tx, threadID, callID string) error
+	forgetAuth(threadID, callID string)
+	// authEvents returns the thread's oauth events still shown, for a
+	// replay.
+	authEvents(ctx context.Context, threadID string) ([]Event, error)
 }
 
 // threadClaim is a worker's claim of its thread, from claimThread until

@@ -12,16 +12,20 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// localCoord is the coord of a runtime alone on its store.
+// localCoord is the coord of a runtime alone on its store; its events
+// half is localEvents (coord_local_events.go).
 type localCoord struct {
+	*localEvents
 	// claim is every worker's claim: nothing to hold beyond the worker map.
 	claim *localClaim
 }
 
-// newLocalCoord returns the coord of r alone on its store; r.baseCtx is
-// set.
+// newLocalCoord returns the coord of r alone on its store, and gives r's
+// hub its events; r.baseCtx is set.
 func newLocalCoord(r *Runtime) *localCoord {
-	return &localCoord{claim: &localClaim{ctx: r.baseCtx}}
+	c := &localCoord{localEvents: newLocalEvents(r.hub), claim: &localClaim{ctx: r.baseCtx}}
+	r.hub.ev = c.localEvents
+	return c
 }
 
 func (c *localCoord) start() {}

@@ -28,18 +28,20 @@ const (
 )
 
 // sharedCoord is the coord of a runtime sharing its store with other
-// processes.
+// processes; its events half is sharedEvents (coord_shared_events.go).
 type sharedCoord struct {
+	*sharedEvents
 	r     *Runtime
 	owner string // this process's unique lease owner id
 	ttl   time.Duration
 	every time.Duration
 }
 
-// newSharedCoord returns the coord of r on a store other processes share;
-// r.baseCtx is set.
+// newSharedCoord returns the coord of r on a store other processes share,
+// and gives r's hub its events; r.baseCtx is set.
 func newSharedCoord(r *Runtime, cfg Config) *sharedCoord {
-	s := &sharedCoord{r: r, owner: "rap-" + uuid.NewString(), ttl: cfg.LeaseTTL, every: cfg.SweepEvery}
+	s := &sharedCoord{sharedEvents: newSharedEvents(r.hub, r), r: r, owner: "rap-" + uuid.NewString(), ttl: cfg.LeaseTTL, every: cfg.SweepEvery}
+	r.hub.ev = s.sharedEvents
 	if s.ttl <= 0 {
 		s.ttl = DefaultLeaseTTL
 	}
@@ -49,12 +51,13 @@ func newSharedCoord(r *Runtime, cfg Config) *sharedCoord {
 	return s
 }
 
-// start starts the sweep for work other processes left and the listener
-// of their wake-ups.
+// start starts the sweep for work other processes left, the listener of
+// their wake-ups, and the loops of client events.
 func (s *sharedCoord) start() {
 	s.r.wg.Add(1)
 	go s.sweepLoop()
 	s.startWakeListener()
+	s.sharedEvents.start()
 }
 
 // claimThread claims the thread's lease: another process may hold it.

@@ -128,7 +128,7 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 		if _, err := tx.TakeChoice(c.ThreadID, c.CallID); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if err := r.forgetAuthTx(tx, c.ThreadID, c.CallID); err != nil {
+		if err := r.coord.forgetAuthTx(tx, c.ThreadID, c.CallID); err != nil {
 			return err
 		}
 		added, err = tx.Enqueue(store.InboxItem{ThreadID: c.ThreadID, Kind: store.KindToolResult, Payload: payload,
@@ -140,7 +140,7 @@ func (r *Runtime) deliverSynthetic(ctx context.Context, c store.Call, text strin
 		return
 	}
 	if added {
-		r.forgetAuth(c.ThreadID, c.CallID)
+		r.coord.forgetAuth(c.ThreadID, c.CallID)
 		r.wake(c.ThreadID)
 	}
 }

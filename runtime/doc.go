@@ -79,19 +79,21 @@
 // Inside one process a thread has at most one worker. Nothing about a
 // thread lives only in memory except that claim, the cached catalogs and
 // session user ids, the tool servers found not to answer tool_call_status
-// (asked again after a restart), and the OAuth links shown to clients
-// (never stored, RAP OA-1); deadlines are rows too.
+// (asked again after a restart), and, on a store one process holds, the
+// client events kept for resuming and the OAuth links shown to clients
+// (RAP OA-1); deadlines are rows too.
 //
 // # One process or several
 //
 // A runtime is either the only process on its store (SQLite) or one of
 // several sharing it (PostgreSQL). What differs is one seam, coord.go,
 // which New picks once from the store: the local implementation
-// (coord_local.go) keeps claims in memory, the shared one (coord_shared*.go)
-// also holds a lease row per thread renewed while the worker runs, claims
-// timers before they fire, hears other processes' wake-ups and sweeps for
-// the work they left. The engine calls the seam and never asks which mode
-// it runs in.
+// (coord_local*.go) keeps claims and client events in memory; the shared
+// one (coord_shared*.go) also holds a lease row per thread renewed while
+// the worker runs, claims timers before they fire, hears other processes'
+// wake-ups, sweeps for the work they left, and stores client events so
+// that the clients of any process follow them. The engine calls the seam
+// and never asks which mode it runs in.
 //
 // # Files
 //
@@ -109,15 +111,18 @@
 //     a callback), callbackkeys.go (callback tokens and their keys),
 //     callback_events.go (subscription events), callback_urls.go (URLs a
 //     tool hands over).
-//   - One process or several: coord.go (the seam), coord_local.go,
-//     coord_shared.go (leases and timer claims on a shared store),
-//     coord_shared_leasehold.go (a worker's hold of its lease),
-//     coord_shared_sweep.go (the sweep), coord_shared_wakeups.go (wake-ups
-//     across processes).
+//   - One process or several: coord.go (the seam), coord_local.go and
+//     coord_local_events.go (alone on a store: claims, event ids and the
+//     resume logs in memory), coord_shared.go (leases and timer claims on
+//     a shared store), coord_shared_leasehold.go (a worker's hold of its
+//     lease), coord_shared_sweep.go (the sweep), coord_shared_wakeups.go
+//     (wake-ups across processes), coord_shared_events.go and
+//     coord_shared_events_loops.go (client events in the store),
+//     coord_shared_deltas.go (text deltas across processes).
 //   - Claim and slice: claim.go (wake and the worker loop), slice.go (one
-//     slice and its commit), batch.go
-//     (inbox rows into a batch), interrupts.go (RAP CA-1), turn.go (the
-//     model's answer into a turn), effects.go (what runs after a commit).
+//     slice and its commit), batch.go (inbox rows into a batch),
+//     interrupts.go (RAP CA-1), turn.go (the model's answer into a turn),
+//     effects.go (what runs after a commit).
 //   - The model: discovery.go (toolsets and a session's catalog),
 //     request.go (the request), arrange.go (the history fix-up for the
 //     model), histcache.go (the history cache), modelcall.go (the
@@ -128,9 +133,9 @@
 //     tools and execBuiltin) with one function per built-in in
 //     builtin_sleep.go, builtin_threads.go and builtin_subscriptions.go.
 //   - Events to clients: events.go (event types, emit, announce), hub.go
-//     (subscribers and their queues), eventlog.go (event ids and resume),
-//     sharedevents.go and sharedevents_loops.go (events across processes),
-//     sharedeltas.go (text deltas across processes).
+//     (subscribers and their queues), events_attach.go (attaching a
+//     subscriber, resets and the replay marker); how events are numbered
+//     and kept is the seam's (above).
 //
 // # One tool result through the code
 //
@@ -171,7 +176,8 @@
 //     apply (effects.go) runs the effects of the built-ins, and
 //     dispatchAsync (dispatch.go) sends the new calls. When every call of
 //     the turn was answered at once the model runs again (step 6).
-//  9. Events reach clients through the hub (hub.go, eventlog.go; on a
-//     shared store through the store, sharedevents.go) and the event
-//     stream of api_events.go.
+//  9. Events reach clients through the hub (hub.go; numbered and kept by
+//     the seam: in memory, coord_local_events.go, or on a shared store
+//     through the store, coord_shared_events.go) and the event stream of
+//     api_events.go.
 package runtime

@@ -9,6 +9,7 @@ import (
 // with one client that keeps up.
 func BenchmarkEmitDelta(b *testing.B) {
 	r := &Runtime{hub: newHub(StreamLimits{}), log: slog.New(slog.DiscardHandler)}
+	r.coord = newLocalCoord(r)
 	events, cancel := r.Subscribe("t")
 	defer cancel()
 	go func() {

@@ -62,10 +62,10 @@ type Event struct {
 // history). It replays nothing: clients of the HTTP event stream get the
 // replay and resume by id (see serveEvents).
 func (r *Runtime) Subscribe(threadID string) (events <-chan Event, cancel func()) {
-	s, stop, _, err := r.attach(r.baseCtx, threadID, "")
+	s, stop, _, err := r.coord.attach(r.baseCtx, threadID, "")
 	if err != nil {
 		r.log.Error("subscribe to thread events", "thread", threadID, "err", err)
-		s, stop, _ = r.hub.attach(threadID, "")
+		s, stop = r.hub.attachBare(threadID)
 	}
 	ch := make(chan Event)
 	done := make(chan struct{})

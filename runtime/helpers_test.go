@@ -539,6 +539,34 @@ func (h *hub) subscribe(threadID string) (*subscriber, func()) {
 	return s, cancel
 }
 
+// attach is the attach of h's events, for tests of a hub without its
+// runtime.
+func (h *hub) attach(threadID, lastID string) (*subscriber, func(), attachment) {
+	s, cancel, att, err := h.ev.attach(context.Background(), threadID, lastID)
+	if err != nil {
+		panic(err)
+	}
+	return s, cancel, att
+}
+
+// newLocalHub returns a hub with the events of a runtime alone on its
+// store, without the runtime.
+func newLocalHub(l StreamLimits) (*hub, *localEvents) {
+	h := newHub(l)
+	le := newLocalEvents(h)
+	h.ev = le
+	return h, le
+}
+
+// newSharedHub returns a hub with the events of a runtime on a shared
+// store, without the runtime: what reads the store may not be called.
+func newSharedHub(l StreamLimits) (*hub, *sharedEvents) {
+	h := newHub(l)
+	se := newSharedEvents(h, nil)
+	h.ev = se
+	return h, se
+}
+
 // primeEvents returns the events a client that connects afresh receives
 // before live ones (the full replay).
 func (r *Runtime) primeEvents(ctx context.Context, id string) ([]Event, error) {

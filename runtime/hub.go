@@ -2,9 +2,10 @@ package runtime
 
 // This file owns the hub that fans a thread's live events out to its
 // subscribers in this process: each subscriber's queue bounded in bytes,
-// the count of event streams per thread and in total (StreamLimits). Event
-// ids and the resume buffer are in eventlog.go, events across processes in
-// sharedevents.go.
+// the count of event streams per thread and in total (StreamLimits). How
+// events are numbered, kept for clients that resume and brought to the
+// hub is the seam's (eventCoord, coord.go); what attaching means in
+// either mode is in events_attach.go.
 
 import (
 	"cmp"
@@ -35,19 +36,11 @@ type hub struct {
 	// limits.TotalBufferBytes.
 	queued atomic.Int64
 
-	// epoch and seq make the events' ids (see eventlog.go); seq is the
-	// number of the last event published.
-	epoch string
-	seq   uint64
-	// logs keeps each streamed thread's recent events for clients that
-	// resume; logBytes is their size, bounded by limits.ResumeTotalBytes.
-	logs     map[string]*threadLog
-	logBytes int
 	// turns holds the text of each thread's running completion.
 	turns map[string]*turnText
-	// sh, on a store several processes share, holds the events for the
-	// store (sharedevents.go); nil otherwise.
-	sh *sharedEvents
+	// ev numbers, keeps and brings the events (the seam's events half,
+	// set by the coord's constructor); hub.mu guards its state.
+	ev eventCoord
 }
 
 // subscriber is one consumer's queue of events.
@@ -70,10 +63,10 @@ type subscriber struct {
 	// is closed.
 	ready chan struct{}
 	// cursor, on a shared store, is the number of the last stored event
-	// of the thread queued (sharedevents.go); hub.mu guards it.
+	// of the thread queued (coord_shared_events.go); hub.mu guards it.
 	cursor int64
 	// relay, on a shared store, is the subscriber's state of text deltas
-	// from other processes (sharedeltas.go); hub.mu guards it.
+	// from other processes (coord_shared_deltas.go); hub.mu guards it.
 	relay subRelay
 }
 
@@ -194,7 +187,7 @@ func (s *subscriber) queued() (now, peak int) {
 
 func newHub(l StreamLimits) *hub {
 	return &hub{limits: l.withDefaults(), subs: map[string]map[*subscriber]struct{}{}, streams: map[string]int{},
-		epoch: newEpoch(), logs: map[string]*threadLog{}, turns: map[string]*turnText{}}
+		turns: map[string]*turnText{}}
 }
 
 // errTooManyStreams and errStreamsFull are the refusals of openStream.
@@ -240,26 +233,19 @@ func (h *hub) remove(threadID string, s *subscriber) {
 	}
 }
 
-// watched reports whether the thread's events are wanted: it has a
-// subscriber now, or a log for clients that may resume.
-func (h *hub) watched(threadID string) bool {
-	if h.sh != nil {
-		return true // clients of other processes may stream it
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs[threadID]) > 0 || h.logs[threadID] != nil
-}
+// watched reports whether the thread's events are wanted (see
+// eventCoord.watched).
+func (h *hub) watched(threadID string) bool { return h.ev.watched(threadID) }
 
-// publish queues e for the thread's subscribers without blocking; a
-// subscriber whose queue would pass its bound is dropped and its memory
-// freed. When the bytes queued over all subscribers pass
-// TotalBufferBytes, the subscribers furthest behind are dropped until they
-// no longer do.
+// publish numbers e and queues it for the thread's subscribers without
+// blocking (see eventCoord.publishLocked); a subscriber whose queue would
+// pass its bound is dropped and its memory freed. When the bytes queued
+// over all subscribers pass TotalBufferBytes, the subscribers furthest
+// behind are dropped until they no longer do.
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.publishLocked(e)
+	h.ev.publishLocked(e)
 }
 
 // evict drops the subscribers with the most bytes queued until the total

@@ -127,16 +127,16 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 		})
 		defer s.timer.Stop()
 	}
-	r.relayStart(ctx, threadID)
+	r.coord.completionStarted(ctx, threadID)
 	if err := r.coord.held(ctx); err != nil {
 		// The last look before the request is sent: a process that stalled
 		// past its lease sends nothing.
-		r.relayEnd(threadID, false)
+		r.coord.completionEnded(threadID, false)
 		return nil, err
 	}
 	resp, err := r.model.Complete(ctx, req, s)
 	// The last deltas go to other processes before the turn is announced.
-	r.relayEnd(threadID, err == nil && resp != nil)
+	r.coord.completionEnded(threadID, err == nil && resp != nil)
 	if err == nil && resp == nil {
 		err = errors.New("the provider returned no answer and no error")
 	}

@@ -502,7 +502,7 @@ func TestEventStreamReplayDuringTraffic(t *testing.T) {
 // their old ids are then answered with a reset.
 func TestResumeLogsBounded(t *testing.T) {
 	const per, total = 10 << 10, 100 << 10
-	h := newHub(StreamLimits{ResumeBytes: per, ResumeTotalBytes: total})
+	h, le := newLocalHub(StreamLimits{ResumeBytes: per, ResumeTotalBytes: total})
 	var marks []string
 	for i := range 50 {
 		id := fmt.Sprint(i)
@@ -515,16 +515,16 @@ func TestResumeLogsBounded(t *testing.T) {
 	}
 	h.mu.Lock()
 	sum := 0
-	for id, l := range h.logs {
+	for id, l := range le.logs {
 		if l.bytes > per {
 			t.Errorf("log of %s holds %d bytes, over its bound %d", id, l.bytes, per)
 		}
 		sum += l.bytes
 	}
-	if sum != h.logBytes || sum > total {
-		t.Errorf("logs hold %d bytes (counted %d), bound %d", sum, h.logBytes, total)
+	if sum != le.logBytes || sum > total {
+		t.Errorf("logs hold %d bytes (counted %d), bound %d", sum, le.logBytes, total)
 	}
-	last := h.logs["49"]
+	last := le.logs["49"]
 	resumeFrom := last.events[len(last.events)-2].ID
 	h.mu.Unlock()
 	if _, cancel, att := h.attach("0", marks[0]); att.reset != resetTooOld {

@@ -247,10 +247,6 @@ type Runtime struct {
 	baseCtx   context.Context
 	cancel    context.CancelFunc
 	timerKick chan struct{}
-	// authShown holds the oauth events of calls still waiting for their
-	// result, to show to clients that connect later; never stored
-	// (RAP OA-1).
-	authShown *shownAuth
 	// heldSince is set once this process held a subscription event: only
 	// then may a plain tool_result have held events to discard at once
 	// (events held before a restart are found by sweepHeldEvents).
@@ -328,7 +324,6 @@ func New(cfg Config) (*Runtime, error) {
 		catalogs:  map[string]*session{},
 		built:     map[string]*builtCatalog{},
 		timerKick: make(chan struct{}, 1),
-		authShown: newShownAuth(maxShownAuth),
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -342,7 +337,6 @@ func New(cfg Config) (*Runtime, error) {
 	// The one place that asks whether other processes share the store.
 	if sh, ok := cfg.Store.(store.Shared); ok && sh.SharedByProcesses() {
 		r.coord = newSharedCoord(r, cfg)
-		r.hub.sh = newSharedEvents() // events in the store
 	} else {
 		r.coord = newLocalCoord(r)
 	}
@@ -397,9 +391,6 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.wg.Add(1)
 	go r.timeoutLoop()
 	r.coord.start()
-	if r.hub.sh != nil {
-		r.startSharedEvents()
-	}
 	return r.startCallStatus(ctx)
 }
 

@@ -127,7 +127,7 @@ func TestSharedTextDeltasAcrossRuntimes(t *testing.T) {
 	// A late notification of the turn, at the position before the
 	// message, is dropped.
 	before, _ := parseSharedID(lastStored)
-	otherEnv.rt.hub.relayIn(store.TextDelta{ThreadID: th, After: before, Turn: turn, Offset: len(full), Text: "LATE"})
+	otherEnv.rt.hub.ev.(*sharedEvents).relayIn(store.TextDelta{ThreadID: th, After: before, Turn: turn, Offset: len(full), Text: "LATE"})
 	otherEnv.post(th, "again")
 	for _, ev := range other.untilMessage(t, `"ok"`) {
 		if ev.typ == EventTextDelta && strings.Contains(ev.data, "LATE") {
@@ -143,8 +143,7 @@ func TestSharedTextDeltasAcrossRuntimes(t *testing.T) {
 // reached are held until it does and dropped once it passed it; a new
 // turn shows again.
 func TestSharedTextDeltaGaps(t *testing.T) {
-	h := newHub(StreamLimits{})
-	h.sh = newSharedEvents()
+	h, se := newSharedHub(StreamLimits{})
 	s := newSubscriber(h.limits.BufferBytes, &h.queued)
 	s.cursor = 5
 	h.subs["t"] = map[*subscriber]struct{}{s: {}}
@@ -163,7 +162,7 @@ func TestSharedTextDeltaGaps(t *testing.T) {
 		return strings.Join(out, "|")
 	}
 	d := func(after int64, turn string, off int, text string) {
-		h.relayIn(store.TextDelta{ThreadID: "t", After: after, Turn: turn, Offset: off, Text: text})
+		se.relayIn(store.TextDelta{ThreadID: "t", After: after, Turn: turn, Offset: off, Text: text})
 	}
 	d(5, "t1", 0, "ab")
 	d(5, "t1", 0, "ab") // duplicate
@@ -184,13 +183,13 @@ func TestSharedTextDeltaGaps(t *testing.T) {
 	if got := texts(); got != "" {
 		t.Fatalf("deltas for another position showed %q", got)
 	}
-	h.deliver([]store.ThreadEvent{{ThreadID: "t", ID: 6, Type: EventStatus, Data: json.RawMessage(`{}`)}})
+	se.deliver([]store.ThreadEvent{{ThreadID: "t", ID: 6, Type: EventStatus, Data: json.RawMessage(`{}`)}})
 	d(6, "t3", 4, "!")
 	if got := texts(); got != "<db-6>|held|!" {
 		t.Fatalf("after stored event 6: %q, want <db-6>|held|!", got)
 	}
 	d(7, "t4", 0, "old") // held for 7
-	h.deliver([]store.ThreadEvent{
+	se.deliver([]store.ThreadEvent{
 		{ThreadID: "t", ID: 7, Type: EventMessage, Data: json.RawMessage(`{}`)},
 		{ThreadID: "t", ID: 8, Type: EventMessage, Data: json.RawMessage(`{}`)},
 	})
@@ -205,31 +204,30 @@ func TestSharedTextDeltaGaps(t *testing.T) {
 // is stored; one streamed before waits, and is sent at that event's
 // position once it is stored.
 func TestSharedTextDeltaPosition(t *testing.T) {
-	h := newHub(StreamLimits{})
-	h.sh = newSharedEvents()
-	h.sh.relay.on = true
+	h, se := newSharedHub(StreamLimits{})
+	se.relay.on = true
 	tr := &relayTurn{id: "t1", head: 3}
-	h.sh.relay.turns["t"] = tr
+	se.relay.turns["t"] = tr
 	h.mu.Lock()
-	h.relayDelta("t", "ab")
-	h.relayDelta("t", "cd") // coalesced
-	got := h.takeSendable("t", tr)
+	se.relayDelta("t", "ab")
+	se.relayDelta("t", "cd") // coalesced
+	got := se.takeSendable("t", tr)
 	h.mu.Unlock()
 	if len(got) != 1 || got[0].After != 3 || got[0].Text != "abcd" || got[0].Offset != 0 {
 		t.Fatalf("sendable %+v, want one abcd after 3", got)
 	}
 	h.publish(Event{Type: EventStatus, ThreadID: "t", Data: json.RawMessage(`{}`)}) // not yet stored
 	h.mu.Lock()
-	h.relayDelta("t", "e\x00\xff")
-	got = h.takeSendable("t", tr)
+	se.relayDelta("t", "e\x00\xff")
+	got = se.takeSendable("t", tr)
 	h.mu.Unlock()
 	if len(got) != 0 {
 		t.Fatalf("sent %+v while an event was not stored", got)
 	}
-	evs := h.takePending()
-	h.deliverWritten(evs, []store.ThreadEvent{{ThreadID: "t", ID: 4, Type: EventStatus, Data: json.RawMessage(`{}`)}})
+	evs := se.takePending()
+	se.deliverWritten(evs, []store.ThreadEvent{{ThreadID: "t", ID: 4, Type: EventStatus, Data: json.RawMessage(`{}`)}})
 	h.mu.Lock()
-	got = h.takeSendable("t", tr)
+	got = se.takeSendable("t", tr)
 	h.mu.Unlock()
 	if len(got) != 1 || got[0].After != 4 || got[0].Offset != 4 || got[0].Text != "e\uFFFD\uFFFD" {
 		t.Fatalf("sendable %+v, want e\\uFFFD\\uFFFD at offset 4 after 4", got)

@@ -291,8 +291,7 @@ func TestSharedEventsResetAfterPrune(t *testing.T) {
 // whose next event a read proves pruned is dropped (it reconnects and is
 // reset), never left with a gap; one behind the read is left for the next.
 func TestSharedDeliverOrderAndGaps(t *testing.T) {
-	h := newHub(StreamLimits{})
-	h.sh = newSharedEvents()
+	h, se := newSharedHub(StreamLimits{})
 	sub := func(cursor int64) *subscriber {
 		s := newSubscriber(h.limits.BufferBytes, &h.queued)
 		s.cursor = cursor
@@ -318,28 +317,28 @@ func TestSharedDeliverOrderAndGaps(t *testing.T) {
 		return strings.Join(ids, " ")
 	}
 	inOrder := sub(2)
-	h.deliver(evs(4))       // ahead: left for the tailer
-	h.deliver(evs(3))       // next
-	h.deliver(evs(3, 4, 5)) // a duplicate, then the rest
+	se.deliver(evs(4))       // ahead: left for the tailer
+	se.deliver(evs(3))       // next
+	se.deliver(evs(3, 4, 5)) // a duplicate, then the rest
 	if got := queuedIDs(inOrder); got != "db-3 db-4 db-5" {
 		t.Errorf("a subscriber at 2 given 4, 3, then 3 4 5 queued %q, want db-3 db-4 db-5", got)
 	}
-	if !h.sh.stale["t"] {
+	if !se.stale["t"] {
 		t.Error("an event ahead of a subscriber did not mark its thread stale")
 	}
-	clear(h.sh.stale)
+	clear(se.stale)
 
 	pruned := sub(5)
 	behind := sub(1)
-	h.deliverRead("t", 5, 9, evs(8, 9)) // 6 and 7 were pruned
+	se.deliverRead("t", 5, 9, evs(8, 9)) // 6 and 7 were pruned
 	if !pruned.isClosed() || !inOrder.isClosed() {
 		t.Errorf("after a read from 5 found 8, the subscribers at 5 closed = %v and %v; want both dropped", pruned.isClosed(), inOrder.isClosed())
 	}
-	if behind.isClosed() || !h.sh.stale["t"] {
-		t.Errorf("a subscriber behind the read was closed (%v) or its thread not marked stale (%v); want it left for the next read", behind.isClosed(), h.sh.stale["t"])
+	if behind.isClosed() || !se.stale["t"] {
+		t.Errorf("a subscriber behind the read was closed (%v) or its thread not marked stale (%v); want it left for the next read", behind.isClosed(), se.stale["t"])
 	}
 	allGone := sub(3)
-	h.deliverRead("t", 3, 9, nil)
+	se.deliverRead("t", 3, 9, nil)
 	if !allGone.isClosed() {
 		t.Error("a subscriber whose every later event was pruned was not dropped")
 	}
@@ -366,8 +365,11 @@ func TestSharedEventsPollWithoutNotify(t *testing.T) {
 	model := scripted.New([]scripted.Turn{{Text: "ok", Repeat: true}})
 	a := newEnv(t, envOptions{pgURL: u, model: model})
 	b := newEnv(t, envOptions{pgURL: u, model: model, wrapStore: func(s store.Store) store.Store { return noListen{s} }})
-	if _, ok := b.rt.store.(store.EventListener); ok || b.rt.hub.sh == nil {
-		t.Fatal("the wrapped store should be shared and unable to listen")
+	if _, shared := b.rt.coord.(*sharedCoord); !shared {
+		t.Fatal("the wrapped store should be shared")
+	}
+	if _, ok := b.rt.store.(store.EventListener); ok {
+		t.Fatal("the wrapped store should be unable to listen")
 	}
 	th := a.newThread()
 	s := openIDStream(t, b.srv.URL, th, "", false)
@@ -389,8 +391,8 @@ func TestSQLiteEventsStayInMemory(t *testing.T) {
 	if got := s.untilMessage(t, "hello"); strings.HasPrefix(lastID(got, ""), sharedEpoch+"-") {
 		t.Fatalf("SQLite event ids look shared: %+v", got)
 	}
-	if e.rt.hub.sh != nil {
-		t.Fatal("a runtime on SQLite took the shared event path")
+	if _, local := e.rt.coord.(*localCoord); !local {
+		t.Fatal("a runtime on SQLite took the shared path")
 	}
 	if err := e.rt.store.View(context.Background(), func(tx store.Tx) error {
 		last, err := tx.LastThreadEventID(th)

@@ -58,7 +58,7 @@ func TestEventStreamStuckClientDropped(t *testing.T) {
 // (plus the one event that overflowed it is refused), and a dropped
 // subscriber's queue is freed.
 func TestSubscriberQueueBoundedInBytes(t *testing.T) {
-	h := newHub(StreamLimits{BufferBytes: 1 << 20})
+	h, _ := newLocalHub(StreamLimits{BufferBytes: 1 << 20})
 	s, cancel := h.subscribe("t")
 	defer cancel()
 	ev := Event{Type: EventTextDelta, ThreadID: "t", Data: make([]byte, 100<<10)}
@@ -161,7 +161,7 @@ func TestEventStreamCaps(t *testing.T) {
 // TotalBufferBytes: many stalled streams cannot add up past it.
 func TestSubscribersBoundedInTotal(t *testing.T) {
 	const total = 2 << 20
-	h := newHub(StreamLimits{BufferBytes: 1 << 20, TotalBufferBytes: total})
+	h, _ := newLocalHub(StreamLimits{BufferBytes: 1 << 20, TotalBufferBytes: total})
 	var subs []*subscriber
 	for i := range 8 {
 		s, cancel := h.subscribe(fmt.Sprint(i))

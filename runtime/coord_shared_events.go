@@ -1,7 +1,9 @@
 package runtime
 
-// This file owns client events across processes sharing a store, described
-// below; its background loops are in sharedevents_loops.go.
+// This file owns the shared implementation of the events half of the seam
+// (eventCoord, coord.go): client events across processes sharing a store,
+// described below. Its background loops are in coord_shared_events_loops.go,
+// text deltas across processes in coord_shared_deltas.go.
 
 import (
 	"context"
@@ -28,12 +30,11 @@ import (
 // filled from the store. Event ids are "db-N" for stored event N of the
 // thread; a text_delta, a replay_done marker and replayed events get
 // "db-N.K" (K a number of this process): resuming from either means
-// resuming after stored event N. OAuth links are kept in the store (store.OAuthLinks)
-// until their call's result arrives, for clients that connect meanwhile to
-// any process. On a store one process holds (SQLite) none of this runs:
-// events stay in memory (eventlog.go). Text deltas reach the clients of
-// other processes through the store's notifications, not stored
-// (sharedeltas.go).
+// resuming after stored event N. OAuth links are kept in the store
+// (store.OAuthLinks) until their call's result arrives, for clients that
+// connect meanwhile to any process. Text deltas reach the clients of other
+// processes through the store's notifications, not stored
+// (coord_shared_deltas.go).
 
 // Bounds of the shared event path.
 const (
@@ -56,8 +57,14 @@ const (
 	oauthLinkTTL = time.Hour
 )
 
-// sharedEvents is the hub's state on a shared store; hub.mu guards it.
+// sharedEvents is the events state of a runtime on a shared store; hub.mu
+// guards it.
 type sharedEvents struct {
+	h *hub
+	r *Runtime // its store, logger and loops; nil in tests of the hub alone
+	// seq numbers the events this process gives an id of its own (the K
+	// of "db-N.K").
+	seq uint64
 	// pending are the events waiting for the writer; flush wakes it.
 	pending []Event
 	flush   chan struct{}
@@ -66,12 +73,14 @@ type sharedEvents struct {
 	stale map[string]bool
 	tail  chan struct{}
 	// relay is the state of text deltas across processes
-	// (sharedeltas.go).
+	// (coord_shared_deltas.go).
 	relay relayState
 }
 
-func newSharedEvents() *sharedEvents {
-	return &sharedEvents{flush: make(chan struct{}, 1), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
+// newSharedEvents returns the events state of r on a shared store, whose
+// subscribers h has.
+func newSharedEvents(h *hub, r *Runtime) *sharedEvents {
+	return &sharedEvents{h: h, r: r, flush: make(chan struct{}, 1), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
 }
 
 func kick(c chan struct{}) {
@@ -103,51 +112,60 @@ func parseSharedID(s string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// publishShared queues a stored event for the writer, or hands a
+// watched is always true: clients of other processes may stream the
+// thread.
+func (se *sharedEvents) watched(string) bool { return true }
+
+// publishLocked queues a stored event for the writer, or hands a
 // text_delta to this process's subscribers; h.mu is held.
-func (h *hub) publishShared(e Event) {
+func (se *sharedEvents) publishLocked(e Event) {
+	h := se.h
 	if e.Type != EventTextDelta {
-		h.sh.pending = append(h.sh.pending, e)
-		h.sh.relay.unstored[e.ThreadID]++
-		kick(h.sh.flush)
+		se.pending = append(se.pending, e)
+		se.relay.unstored[e.ThreadID]++
+		kick(se.flush)
 		return
 	}
 	for s := range h.subs[e.ThreadID] {
-		h.seq++
-		e.ID = sharedID(s.cursor, h.seq)
-		if !s.push(e) {
-			h.remove(e.ThreadID, s)
-			h.dropped++
-		}
+		se.seq++
+		e.ID = sharedID(s.cursor, se.seq)
+		h.pushLocked(s, e)
 	}
 }
 
+// deltaLocked buffers the delta for the other processes and reports
+// whether this process's subscribers want it; h.mu is held.
+func (se *sharedEvents) deltaLocked(threadID, text string) bool {
+	se.relayDelta(threadID, text)
+	return len(se.h.subs[threadID]) > 0
+}
+
 // takePending returns the events waiting for the writer.
-func (h *hub) takePending() []Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	evs := h.sh.pending
-	h.sh.pending = nil
+func (se *sharedEvents) takePending() []Event {
+	se.h.mu.Lock()
+	defer se.h.mu.Unlock()
+	evs := se.pending
+	se.pending = nil
 	return evs
 }
 
 // deliver queues stored events of one thread, in id order, on the
 // subscribers whose cursor they follow; a subscriber they do not follow
 // marks its thread stale for the tailer.
-func (h *hub) deliver(evs []store.ThreadEvent) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.deliverLocked(evs)
+func (se *sharedEvents) deliver(evs []store.ThreadEvent) {
+	se.h.mu.Lock()
+	defer se.h.mu.Unlock()
+	se.deliverLocked(evs)
 }
 
 // deliverWritten is deliver for the events this process stored, written
 // as the events pending; nil out says they could not be stored.
-func (h *hub) deliverWritten(written []Event, out []store.ThreadEvent) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+func (se *sharedEvents) deliverWritten(written []Event, out []store.ThreadEvent) {
+	se.h.mu.Lock()
+	defer se.h.mu.Unlock()
 	for _, e := range written {
-		if h.sh.relay.unstored[e.ThreadID]--; h.sh.relay.unstored[e.ThreadID] <= 0 {
-			delete(h.sh.relay.unstored, e.ThreadID)
+		if se.relay.unstored[e.ThreadID]--; se.relay.unstored[e.ThreadID] <= 0 {
+			delete(se.relay.unstored, e.ThreadID)
 		}
 	}
 	// One thread's events are consecutive within a batch.
@@ -156,7 +174,7 @@ func (h *hub) deliverWritten(written []Event, out []store.ThreadEvent) {
 		for j < len(out) && out[j].ThreadID == out[i].ThreadID {
 			j++
 		}
-		h.deliverLocked(out[i:j])
+		se.deliverLocked(out[i:j])
 		i = j
 	}
 }
@@ -165,7 +183,8 @@ func (h *hub) deliverWritten(written []Event, out []store.ThreadEvent) {
 // snapshot whose last event id was head: a subscriber at or past `after`
 // whose next event the read did not find was pruned past, and is dropped
 // (it reconnects and is reset) rather than left with a gap.
-func (h *hub) deliverRead(threadID string, after, head int64, evs []store.ThreadEvent) {
+func (se *sharedEvents) deliverRead(threadID string, after, head int64, evs []store.ThreadEvent) {
+	h := se.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[threadID] {
@@ -180,29 +199,27 @@ func (h *hub) deliverRead(threadID string, after, head int64, evs []store.Thread
 			h.dropped++
 		}
 	}
-	h.deliverLocked(evs)
+	se.deliverLocked(evs)
 }
 
 // deliverLocked is deliver; h.mu is held.
-func (h *hub) deliverLocked(evs []store.ThreadEvent) {
-	for _, se := range evs {
-		e := Event{ID: sharedID(se.ID, 0), Type: se.Type, ThreadID: se.ThreadID, Data: se.Data, msgSeq: se.MsgSeq}
-		h.noteStored(se.ThreadID, se.ID)
-		for s := range h.subs[se.ThreadID] {
+func (se *sharedEvents) deliverLocked(evs []store.ThreadEvent) {
+	h := se.h
+	for _, te := range evs {
+		e := Event{ID: sharedID(te.ID, 0), Type: te.Type, ThreadID: te.ThreadID, Data: te.Data, msgSeq: te.MsgSeq}
+		se.noteStored(te.ThreadID, te.ID)
+		for s := range h.subs[te.ThreadID] {
 			switch {
-			case se.ID == s.cursor+1:
-				s.cursor = se.ID
-				if !s.push(e) {
-					h.remove(e.ThreadID, s)
-					h.dropped++
+			case te.ID == s.cursor+1:
+				s.cursor = te.ID
+				if !h.pushLocked(s, e) {
 					continue
 				}
 				if len(s.relay.held) > 0 {
-					h.releaseHeld(s)
+					se.releaseHeld(s)
 				}
-			case se.ID > s.cursor+1:
-				h.sh.stale[se.ThreadID] = true
-				kick(h.sh.tail)
+			case te.ID > s.cursor+1:
+				se.markStale(te.ThreadID)
 			}
 		}
 	}
@@ -211,16 +228,22 @@ func (h *hub) deliverLocked(evs []store.ThreadEvent) {
 	}
 }
 
+// markStale has the tailer read the thread's events; h.mu is held.
+func (se *sharedEvents) markStale(threadID string) {
+	se.stale[threadID] = true
+	kick(se.tail)
+}
+
 // noteHead marks the thread stale when a subscriber of it has not seen
 // its stored event last.
-func (h *hub) noteHead(threadID string, last int64) {
+func (se *sharedEvents) noteHead(threadID string, last int64) {
+	h := se.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.noteStored(threadID, last)
+	se.noteStored(threadID, last)
 	for s := range h.subs[threadID] {
 		if s.cursor < last {
-			h.sh.stale[threadID] = true
-			kick(h.sh.tail)
+			se.markStale(threadID)
 			return
 		}
 	}
@@ -228,7 +251,8 @@ func (h *hub) noteHead(threadID string, last int64) {
 
 // takeStale returns, for the stale threads (or with all, every streamed
 // thread), the lowest cursor of their subscribers.
-func (h *hub) takeStale(all bool) map[string]int64 {
+func (se *sharedEvents) takeStale(all bool) map[string]int64 {
+	h := se.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[string]int64{}
@@ -244,30 +268,20 @@ func (h *hub) takeStale(all bool) map[string]int64 {
 			add(id)
 		}
 	}
-	for id := range h.sh.stale {
+	for id := range se.stale {
 		add(id)
 	}
-	clear(h.sh.stale)
+	clear(se.stale)
 	return out
 }
 
-// attach registers a subscriber of the thread's events (see hub.attach);
-// on a shared store its catch-up comes from the store.
-func (r *Runtime) attach(ctx context.Context, threadID, lastID string) (*subscriber, func(), attachment, error) {
-	if r.hub.sh == nil {
-		s, cancel, att := r.hub.attach(threadID, lastID)
-		return s, cancel, att, nil
-	}
-	return r.attachShared(ctx, threadID, lastID)
-}
-
-// attachShared is attach on a shared store: with lastID a stored event
-// still kept, the stored events after it and the replay_done marker are
-// queued on the subscriber; otherwise the caller replays the thread's
-// state, and the subscriber takes the events stored after the head read
-// here.
-func (r *Runtime) attachShared(ctx context.Context, threadID, lastID string) (*subscriber, func(), attachment, error) {
-	h := r.hub
+// attach registers a subscriber of the thread's events: with lastID a
+// stored event still kept, the stored events after it and the replay_done
+// marker are queued on the subscriber; otherwise the caller replays the
+// thread's state, and the subscriber takes the events stored after the
+// head read here.
+func (se *sharedEvents) attach(ctx context.Context, threadID, lastID string) (*subscriber, func(), attachment, error) {
+	h := se.h
 	var att attachment
 	var from int64
 	resume := false
@@ -284,7 +298,7 @@ func (r *Runtime) attachShared(ctx context.Context, threadID, lastID string) (*s
 	}
 	var head int64
 	var missed []store.ThreadEvent
-	err := r.store.View(ctx, func(tx store.Tx) error {
+	err := se.r.store.View(ctx, func(tx store.Tx) error {
 		var err error
 		if head, err = tx.LastThreadEventID(threadID); err != nil || !resume {
 			return err
@@ -314,56 +328,53 @@ func (r *Runtime) attachShared(ctx context.Context, threadID, lastID string) (*s
 	if resume {
 		att.resumed = true
 		s.cursor = from
-		for _, se := range missed {
-			if se.ID == s.cursor+1 {
-				e := Event{ID: sharedID(se.ID, 0), Type: se.Type, ThreadID: threadID, Data: se.Data, msgSeq: se.MsgSeq}
+		for _, te := range missed {
+			if te.ID == s.cursor+1 {
+				e := Event{ID: sharedID(te.ID, 0), Type: te.Type, ThreadID: threadID, Data: te.Data, msgSeq: te.MsgSeq}
 				s.queue = append(s.queue, e)
 				s.bytes += eventCost(e)
-				s.cursor = se.ID
+				s.cursor = te.ID
 			}
 		}
 	}
-	h.seq++
-	att.mark = sharedID(s.cursor, h.seq)
+	se.seq++
+	att.mark = sharedID(s.cursor, se.seq)
 	h.joinLocked(threadID, s, &att, resume)
 	// Events stored between the read above and now: the tailer fetches
 	// them.
-	h.sh.stale[threadID] = true
-	kick(h.sh.tail)
+	se.markStale(threadID)
 	h.mu.Unlock()
-	cancel := func() {
-		h.mu.Lock()
-		h.remove(threadID, s)
-		h.mu.Unlock()
-		s.close()
-	}
-	return s, cancel, att, nil
+	return s, h.detacher(threadID, s), att, nil
 }
 
-// sharedOAuthLinks returns the thread's oauth links kept in the store, as
+// forget does nothing: attach keeps nothing for a thread but its
+// subscriber.
+func (se *sharedEvents) forget(string) {}
+
+// authEvents returns the thread's oauth links kept in the store, as
 // events, for a replay.
-func (r *Runtime) sharedOAuthLinks(ctx context.Context, threadID string) ([]Event, error) {
+func (se *sharedEvents) authEvents(ctx context.Context, threadID string) ([]Event, error) {
 	var links []store.OAuthLink
-	err := r.store.View(ctx, func(tx store.Tx) error {
+	err := se.r.store.View(ctx, func(tx store.Tx) error {
 		var err error
 		links, err = tx.ThreadOAuthLinks(threadID, time.Now())
 		return err
 	})
+	if err != nil {
+		return nil, err
+	}
 	out := make([]Event, 0, len(links))
 	for _, l := range links {
 		out = append(out, Event{Type: EventOAuth, ThreadID: threadID, Data: json.RawMessage(l.Event)})
 	}
-	return out, err
+	return out, nil
 }
 
-// keepOAuthLinkTx, on a shared store, keeps the oauth event of a call in
-// the store, in the transaction that accepts it, for clients connecting to
-// any process until the call's result arrives (forgetAuthTx deletes it) or
-// oauthLinkTTL passed.
-func (r *Runtime) keepOAuthLinkTx(tx store.Tx, threadID, callID string, data any) error {
-	if r.hub.sh == nil {
-		return nil
-	}
+// keepAuthTx keeps the oauth event of a call in the store, in the
+// transaction that accepts it, for clients connecting to any process until
+// the call's result arrives (forgetAuthTx deletes it) or oauthLinkTTL
+// passed.
+func (se *sharedEvents) keepAuthTx(tx store.Tx, threadID, callID string, data any) error {
 	b, err := json.Marshal(data)
 	if err != nil {
 		return err
@@ -371,3 +382,15 @@ func (r *Runtime) keepOAuthLinkTx(tx store.Tx, threadID, callID string, data any
 	now := time.Now()
 	return tx.PutOAuthLink(store.OAuthLink{ThreadID: threadID, CallID: callID, Event: b, Created: now, Expires: now.Add(oauthLinkTTL)})
 }
+
+// authShown does nothing: keepAuthTx kept the link in the store.
+func (se *sharedEvents) authShown(string, string, Event) {}
+
+// forgetAuthTx deletes, in the transaction that records a call's result,
+// the oauth link kept in the store for the call.
+func (se *sharedEvents) forgetAuthTx(tx store.Tx, threadID, callID string) error {
+	return tx.DeleteOAuthLink(threadID, callID)
+}
+
+// forgetAuth does nothing: forgetAuthTx deleted the link.
+func (se *sharedEvents) forgetAuth(string, string) {}

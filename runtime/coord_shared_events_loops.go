@@ -1,8 +1,8 @@
 package runtime
 
 // This file owns the background loops of client events on a shared store
-// (see sharedevents.go): the writer that appends events to
-// the store, the listener and tailer that bring other processes' events to
+// (see coord_shared_events.go): the writer that appends events to the
+// store, the listener and tailer that bring other processes' events to
 // this one's subscribers, and the pruner of old events and oauth links.
 
 import (
@@ -13,32 +13,34 @@ import (
 )
 
 // startSharedEvents starts the writer, the tailer, its listener, the
-// pruner and the text delta relay (sharedeltas.go) of a runtime on a
-// shared store.
-func (r *Runtime) startSharedEvents() {
+// pruner and the text delta relay (coord_shared_deltas.go) of a runtime
+// on a shared store.
+func (se *sharedEvents) start() {
+	r := se.r
 	r.wg.Add(3)
-	go r.eventWriter()
-	go r.eventTailer()
-	go r.eventPruner()
+	go se.eventWriter()
+	go se.eventTailer()
+	go se.eventPruner()
 	if l, ok := r.store.(store.EventListener); ok {
 		r.wg.Add(1)
-		go r.eventListener(l)
+		go se.eventListener(l)
 	}
-	r.startDeltaRelay()
+	se.startDeltaRelay()
 }
 
 // eventWriter appends the hub's pending events to the store, in batches,
 // and delivers them with their ids to this process's subscribers.
-func (r *Runtime) eventWriter() {
+func (se *sharedEvents) eventWriter() {
+	r := se.r
 	defer r.wg.Done()
 	for {
 		select {
-		case <-r.hub.sh.flush:
-			r.writeEvents(r.baseCtx)
+		case <-se.flush:
+			se.writeEvents(r.baseCtx)
 		case <-r.baseCtx.Done():
 			// Shutdown: store what the last slices published.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.baseCtx), 5*time.Second)
-			r.writeEvents(ctx)
+			se.writeEvents(ctx)
 			cancel()
 			return
 		}
@@ -48,8 +50,9 @@ func (r *Runtime) eventWriter() {
 // writeEvents stores the pending events, retrying a failed write a few
 // times: an event that cannot be stored is lost for live clients (a client
 // that connects later replays the thread's state from the store).
-func (r *Runtime) writeEvents(ctx context.Context) {
-	evs := r.hub.takePending()
+func (se *sharedEvents) writeEvents(ctx context.Context) {
+	r := se.r
+	evs := se.takePending()
 	if len(evs) == 0 {
 		return
 	}
@@ -75,23 +78,24 @@ func (r *Runtime) writeEvents(ctx context.Context) {
 	}
 	if err != nil {
 		r.log.Error("store client events; clients streaming these threads miss them until they reconnect", "events", len(in), "err", err)
-		r.hub.deliverWritten(evs, nil)
+		se.deliverWritten(evs, nil)
 		return
 	}
-	r.hub.deliverWritten(evs, out)
+	se.deliverWritten(evs, out)
 }
 
 // eventListener feeds the store's notifications of appended events to the
 // hub, listening again after a failure.
-func (r *Runtime) eventListener(l store.EventListener) {
+func (se *sharedEvents) eventListener(l store.EventListener) {
+	r := se.r
 	defer r.wg.Done()
 	for r.baseCtx.Err() == nil {
-		err := l.ListenThreadEvents(r.baseCtx, r.hub.noteHead)
+		err := l.ListenThreadEvents(r.baseCtx, se.noteHead)
 		if r.baseCtx.Err() != nil {
 			return
 		}
 		r.log.Warn("listen for client events of other processes; polling meanwhile", "err", err)
-		kick(r.hub.sh.tail) // a notification may have been lost
+		kick(se.tail) // a notification may have been lost
 		select {
 		case <-r.baseCtx.Done():
 		case <-time.After(time.Second):
@@ -101,7 +105,8 @@ func (r *Runtime) eventListener(l store.EventListener) {
 
 // eventTailer reads from the store the events subscribers miss: of the
 // stale threads when woken, of every streamed thread at each poll.
-func (r *Runtime) eventTailer() {
+func (se *sharedEvents) eventTailer() {
+	r := se.r
 	defer r.wg.Done()
 	t := time.NewTicker(eventPollEvery)
 	defer t.Stop()
@@ -110,17 +115,18 @@ func (r *Runtime) eventTailer() {
 		select {
 		case <-r.baseCtx.Done():
 			return
-		case <-r.hub.sh.tail:
+		case <-se.tail:
 		case <-t.C:
 			all = true
 		}
-		r.tailEvents(r.baseCtx, r.hub.takeStale(all))
+		se.tailEvents(r.baseCtx, se.takeStale(all))
 	}
 }
 
 // tailEvents reads the events after each thread's cursor and delivers
 // them.
-func (r *Runtime) tailEvents(ctx context.Context, cursors map[string]int64) {
+func (se *sharedEvents) tailEvents(ctx context.Context, cursors map[string]int64) {
+	r := se.r
 	if len(cursors) == 0 {
 		return
 	}
@@ -149,18 +155,18 @@ func (r *Runtime) tailEvents(ctx context.Context, cursors map[string]int64) {
 		return
 	}
 	for id, evs := range read {
-		r.hub.deliverRead(id, cursors[id], heads[id], evs)
+		se.deliverRead(id, cursors[id], heads[id], evs)
 		if len(evs) == eventReadLimit {
-			r.hub.mu.Lock()
-			r.hub.sh.stale[id] = true
-			kick(r.hub.sh.tail)
-			r.hub.mu.Unlock()
+			se.h.mu.Lock()
+			se.markStale(id)
+			se.h.mu.Unlock()
 		}
 	}
 }
 
 // eventPruner deletes old events and expired oauth links.
-func (r *Runtime) eventPruner() {
+func (se *sharedEvents) eventPruner() {
+	r := se.r
 	defer r.wg.Done()
 	t := time.NewTicker(eventPruneEvery)
 	defer t.Stop()

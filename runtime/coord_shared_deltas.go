@@ -1,6 +1,7 @@
 package runtime
 
-// This file owns text deltas across processes sharing a store: the process
+// This file owns text deltas across processes sharing a store (part of
+// the shared events, coord_shared_events.go): the process
 // running a completion coalesces the thread's text deltas and relays them
 // through the store's notifications (never storing them); the other processes
 // queue them on their subscribers of the thread that are still at the stored
@@ -105,42 +106,41 @@ func newRelayState() relayState {
 
 // startDeltaRelay starts the sender and the listener of text deltas when
 // the store relays them, and waits (a bounded time) until it listens.
-func (r *Runtime) startDeltaRelay() {
+func (se *sharedEvents) startDeltaRelay() {
+	r := se.r
 	dr, ok := r.store.(deltaRelay)
 	if !ok {
 		return
 	}
-	r.hub.mu.Lock()
-	r.hub.sh.relay.on = true
-	r.hub.mu.Unlock()
+	se.h.mu.Lock()
+	se.relay.on = true
+	se.h.mu.Unlock()
 	r.wg.Add(1)
-	go r.deltaSender(dr)
+	go se.deltaSender(dr)
 	r.keepListening(func(ctx context.Context, ready func()) error {
-		return dr.ListenTextDeltas(ctx, ready, r.hub.relayIn)
+		return dr.ListenTextDeltas(ctx, ready, se.relayIn)
 	}, "listening for text deltas of other processes failed; retrying (their clients get the messages meanwhile)",
 		"not yet listening for text deltas of other processes; continuing")
 }
 
-// relayStart starts relaying the deltas of a completion of the thread.
-func (r *Runtime) relayStart(ctx context.Context, threadID string) {
-	h := r.hub
-	if h.sh == nil {
-		return
-	}
+// completionStarted starts relaying the deltas of a completion of the
+// thread.
+func (se *sharedEvents) completionStarted(ctx context.Context, threadID string) {
+	h := se.h
 	b := make([]byte, 8)
 	rand.Read(b)
 	t := &relayTurn{id: hex.EncodeToString(b)}
 	h.mu.Lock()
-	if !h.sh.relay.on {
+	if !se.relay.on {
 		h.mu.Unlock()
 		return
 	}
-	h.sh.relay.turns[threadID] = t
+	se.relay.turns[threadID] = t
 	h.mu.Unlock()
 	// Registered first, read after: an event stored meanwhile is in the
 	// read or raises head when delivered.
 	var head int64
-	err := r.store.View(ctx, func(tx store.Tx) error {
+	err := se.r.store.View(ctx, func(tx store.Tx) error {
 		var err error
 		head, err = tx.LastThreadEventID(threadID)
 		return err
@@ -153,22 +153,19 @@ func (r *Runtime) relayStart(ctx context.Context, threadID string) {
 	h.mu.Unlock()
 }
 
-// relayEnd stops relaying the thread's completion; with sendRest its
-// buffered deltas are sent first (before the turn is announced).
-func (r *Runtime) relayEnd(threadID string, sendRest bool) {
-	h := r.hub
-	if h.sh == nil {
-		return
-	}
+// completionEnded stops relaying the thread's completion; with sendRest
+// its buffered deltas are sent first (before the turn is announced).
+func (se *sharedEvents) completionEnded(threadID string, sendRest bool) {
+	r, h := se.r, se.h
 	dr, _ := r.store.(deltaRelay)
-	h.sh.relay.sendMu.Lock()
-	defer h.sh.relay.sendMu.Unlock()
+	se.relay.sendMu.Lock()
+	defer se.relay.sendMu.Unlock()
 	h.mu.Lock()
-	t := h.sh.relay.turns[threadID]
-	delete(h.sh.relay.turns, threadID)
+	t := se.relay.turns[threadID]
+	delete(se.relay.turns, threadID)
 	var out []store.TextDelta
 	if t != nil && sendRest {
-		out = h.takeSendable(threadID, t)
+		out = se.takeSendable(threadID, t)
 	}
 	h.mu.Unlock()
 	if len(out) > 0 && dr != nil {
@@ -181,17 +178,17 @@ func (r *Runtime) relayEnd(threadID string, sendRest bool) {
 }
 
 // deltaSender sends the buffered deltas at most every deltaFlushEvery.
-func (r *Runtime) deltaSender(dr deltaRelay) {
+func (se *sharedEvents) deltaSender(dr deltaRelay) {
+	r := se.r
 	defer r.wg.Done()
-	h := r.hub
 	for {
 		select {
 		case <-r.baseCtx.Done():
 			return
-		case <-h.sh.relay.kick:
+		case <-se.relay.kick:
 		}
 		// Send, then wait the interval while deltas remain.
-		for r.sendDeltas(dr) {
+		for se.sendDeltas(dr) {
 			select {
 			case <-r.baseCtx.Done():
 				return
@@ -203,17 +200,17 @@ func (r *Runtime) deltaSender(dr deltaRelay) {
 
 // sendDeltas sends what can be sent and reports whether anything was
 // buffered.
-func (r *Runtime) sendDeltas(dr deltaRelay) bool {
-	h := r.hub
-	h.sh.relay.sendMu.Lock()
-	defer h.sh.relay.sendMu.Unlock()
+func (se *sharedEvents) sendDeltas(dr deltaRelay) bool {
+	r, h := se.r, se.h
+	se.relay.sendMu.Lock()
+	defer se.relay.sendMu.Unlock()
 	h.mu.Lock()
 	var out []store.TextDelta
 	buffered := false
-	for id, t := range h.sh.relay.turns {
+	for id, t := range se.relay.turns {
 		if len(t.batch) > 0 {
 			buffered = true
-			out = append(out, h.takeSendable(id, t)...)
+			out = append(out, se.takeSendable(id, t)...)
 		}
 	}
 	h.mu.Unlock()
@@ -227,8 +224,8 @@ func (r *Runtime) sendDeltas(dr deltaRelay) bool {
 
 // takeSendable resolves the turn's buffered deltas whose stored position
 // is now known and takes those that can go, in order; h.mu is held.
-func (h *hub) takeSendable(threadID string, t *relayTurn) []store.TextDelta {
-	if h.sh.relay.unstored[threadID] == 0 {
+func (se *sharedEvents) takeSendable(threadID string, t *relayTurn) []store.TextDelta {
+	if se.relay.unstored[threadID] == 0 {
 		for i := range t.batch {
 			if t.batch[i].After < 0 {
 				t.batch[i].After = t.head
@@ -249,15 +246,15 @@ func (h *hub) takeSendable(threadID string, t *relayTurn) []store.TextDelta {
 
 // relayDelta buffers a delta of the thread's relayed completion; h.mu is
 // held.
-func (h *hub) relayDelta(threadID, text string) {
-	t := h.sh.relay.turns[threadID]
+func (se *sharedEvents) relayDelta(threadID, text string) {
+	t := se.relay.turns[threadID]
 	if t == nil || text == "" {
 		return
 	}
 	// A notification carries valid UTF-8 without NUL.
 	text = strings.ReplaceAll(strings.ToValidUTF8(text, "\uFFFD"), "\x00", "\uFFFD")
 	after := int64(-1)
-	if h.sh.relay.unstored[threadID] == 0 {
+	if se.relay.unstored[threadID] == 0 {
 		after = t.head
 	}
 	if n := len(t.batch); n > 0 && t.batch[n-1].After == after {
@@ -266,20 +263,21 @@ func (h *hub) relayDelta(threadID, text string) {
 		t.batch = append(t.batch, store.TextDelta{ThreadID: threadID, After: after, Turn: t.id, Offset: t.next, Text: text})
 	}
 	t.next += len(text)
-	kick(h.sh.relay.kick)
+	kick(se.relay.kick)
 }
 
 // noteStored raises the known head of the thread's relayed completion;
 // h.mu is held.
-func (h *hub) noteStored(threadID string, id int64) {
-	if t := h.sh.relay.turns[threadID]; t != nil && id > t.head {
+func (se *sharedEvents) noteStored(threadID string, id int64) {
+	if t := se.relay.turns[threadID]; t != nil && id > t.head {
 		t.head = id
 	}
 }
 
 // relayIn queues a delta from another process on the thread's
 // subscribers that are at its stored event, holds it for those behind.
-func (h *hub) relayIn(d store.TextDelta) {
+func (se *sharedEvents) relayIn(d store.TextDelta) {
+	h := se.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs[d.ThreadID] {
@@ -292,7 +290,7 @@ func (h *hub) relayIn(d store.TextDelta) {
 				s.relay.bytes += len(d.Text)
 			}
 		default:
-			h.applyDelta(s, d)
+			se.applyDelta(s, d)
 		}
 	}
 	if h.queued.Load() > int64(h.limits.TotalBufferBytes) {
@@ -302,13 +300,13 @@ func (h *hub) relayIn(d store.TextDelta) {
 
 // releaseHeld, after s's cursor moved, queues the held deltas at it and
 // forgets those it passed; h.mu is held.
-func (h *hub) releaseHeld(s *subscriber) {
+func (se *sharedEvents) releaseHeld(s *subscriber) {
 	held := s.relay.held
 	s.relay.held, s.relay.bytes = nil, 0
 	for _, d := range held {
 		switch {
 		case d.After == s.cursor:
-			h.applyDelta(s, d)
+			se.applyDelta(s, d)
 		case d.After > s.cursor:
 			s.relay.held = append(s.relay.held, d)
 			s.relay.bytes += len(d.Text)
@@ -318,7 +316,7 @@ func (h *hub) releaseHeld(s *subscriber) {
 
 // applyDelta queues d on s if it is the next piece of its turn; h.mu is
 // held.
-func (h *hub) applyDelta(s *subscriber, d store.TextDelta) {
+func (se *sharedEvents) applyDelta(s *subscriber, d store.TextDelta) {
 	st := &s.relay
 	if d.Turn != st.turn {
 		st.turn, st.next, st.stopped = d.Turn, 0, false
@@ -335,10 +333,7 @@ func (h *hub) applyDelta(s *subscriber, d store.TextDelta) {
 	}
 	st.next += len(d.Text)
 	b, _ := json.Marshal(api.TextDelta{Text: d.Text})
-	h.seq++
-	e := Event{ID: sharedID(s.cursor, h.seq), Type: EventTextDelta, ThreadID: d.ThreadID, Data: b}
-	if !s.push(e) {
-		h.remove(d.ThreadID, s)
-		h.dropped++
-	}
+	se.seq++
+	e := Event{ID: sharedID(s.cursor, se.seq), Type: EventTextDelta, ThreadID: d.ThreadID, Data: b}
+	se.h.pushLocked(s, e)
 }
