@@ -13,8 +13,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -22,21 +20,20 @@ import (
 
 // Event ids and the per-thread resume buffer.
 //
-// Every event the hub publishes gets an id "EPOCH-N": EPOCH is random per
-// process, N counts the events of the whole process, so ids increase within
-// each thread and an id from before a restart (another epoch) or from before
-// a buffer was forgotten (below its floor) is recognised as one that cannot
-// be resumed. The wire contract is only that ids are opaque strings a client
-// echoes back in Last-Event-ID; where the events are kept may change.
+// Every event the hub publishes gets an id "v2.pEPOCH.N" (eventid.go):
+// EPOCH is random per process, N counts the events of the whole process, so
+// ids increase within each thread and an id from before a restart (another
+// epoch) or from before a buffer was forgotten (below its floor) is
+// recognised as one that cannot be resumed.
 
 // localEvents is the events state of a runtime alone on its store; hub.mu
 // guards it but for the oauth links (authMu).
 type localEvents struct {
 	h *hub
-	// epoch and seq make the events' ids; seq is the number of the last
-	// event published.
-	epoch string
-	seq   uint64
+	// source is the events' source ("p" and a random epoch) and prefix the
+	// start of their ids; seq is the number of the last event published.
+	source, prefix string
+	seq            uint64
 	// logs keeps each streamed thread's recent events for clients that
 	// resume; logBytes is their size, bounded by limits.ResumeTotalBytes.
 	logs     map[string]*threadLog
@@ -55,7 +52,8 @@ const maxShownAuth = 10000
 // newLocalEvents returns the events state of a runtime alone on its store,
 // whose subscribers h has.
 func newLocalEvents(h *hub) *localEvents {
-	return &localEvents{h: h, epoch: newEpoch(), logs: map[string]*threadLog{}, shown: newShownAuth(maxShownAuth)}
+	source := string(sourceLocal) + newEpoch()
+	return &localEvents{h: h, source: source, prefix: eventIDPrefix(source), logs: map[string]*threadLog{}, shown: newShownAuth(maxShownAuth)}
 }
 
 // newEpoch returns a random process epoch for event ids.
@@ -66,17 +64,7 @@ func newEpoch() string {
 }
 
 // eventID formats the id of the event number n.
-func (l *localEvents) eventID(n uint64) string { return l.epoch + "-" + strconv.FormatUint(n, 10) }
-
-// parseEventID splits an id made by eventID.
-func parseEventID(s string) (epoch string, n uint64, ok bool) {
-	i := strings.LastIndexByte(s, '-')
-	if i <= 0 {
-		return "", 0, false
-	}
-	n, err := strconv.ParseUint(s[i+1:], 10, 64)
-	return s[:i], n, err == nil
-}
+func (l *localEvents) eventID(n uint64) string { return formatEventID(l.prefix, n) }
 
 // threadLog is one thread's recent events, kept for clients that resume.
 type threadLog struct {
@@ -206,14 +194,13 @@ func (l *localEvents) attach(_ context.Context, threadID, lastID string) (*subsc
 	var att attachment
 	log := l.logs[threadID]
 	if lastID != "" {
-		epoch, n, ok := parseEventID(lastID)
+		id, reset := readEventID(lastID, l.source)
+		n := id.n
 		switch {
-		case strings.Contains(lastID, replayIDSep):
-			att.reset = resetInReplay
-		case !ok:
+		case reset != "":
+			att.reset = reset
+		case id.k != 0: // this process stores nothing: no id has a K
 			att.reset = resetMalformed
-		case epoch != l.epoch:
-			att.reset = resetRestarted
 		case log == nil || n < log.floor || n > l.seq:
 			att.reset = resetTooOld
 		default:

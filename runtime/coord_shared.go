@@ -37,10 +37,11 @@ type sharedCoord struct {
 	every time.Duration
 }
 
-// newSharedCoord returns the coord of r on a store other processes share,
-// and gives r's hub its events; r.baseCtx is set.
-func newSharedCoord(r *Runtime, cfg Config) *sharedCoord {
-	s := &sharedCoord{sharedEvents: newSharedEvents(r.hub, r), r: r, owner: "rap-" + uuid.NewString(), ttl: cfg.LeaseTTL, every: cfg.SweepEvery}
+// newSharedCoord returns the coord of r on the store other processes
+// share that storeID names, and gives r's hub its events; r.baseCtx is
+// set.
+func newSharedCoord(r *Runtime, cfg Config, storeID string) *sharedCoord {
+	s := &sharedCoord{sharedEvents: newSharedEvents(r.hub, r, storeID), r: r, owner: "rap-" + uuid.NewString(), ttl: cfg.LeaseTTL, every: cfg.SweepEvery}
 	r.hub.ev = s.sharedEvents
 	if s.ttl <= 0 {
 		s.ttl = DefaultLeaseTTL

@@ -334,6 +334,6 @@ func (se *sharedEvents) applyDelta(s *subscriber, d store.TextDelta) {
 	st.next += len(d.Text)
 	b, _ := json.Marshal(api.TextDelta{Text: d.Text})
 	se.seq++
-	e := Event{ID: sharedID(s.cursor, se.seq), Type: EventTextDelta, ThreadID: d.ThreadID, Data: b}
+	e := Event{ID: se.afterID(s.cursor, se.seq), Type: EventTextDelta, ThreadID: d.ThreadID, Data: b}
 	se.h.pushLocked(s, e)
 }

@@ -8,8 +8,7 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"strconv"
-	"strings"
+	"math"
 	"time"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -27,10 +26,11 @@ import (
 // last stored event queued on it, and takes event n only when its cursor
 // is n-1: whatever the order events reach it (its own appends, the
 // tailer), a client sees each stored event once, in order, and a gap is
-// filled from the store. Event ids are "db-N" for stored event N of the
-// thread; a text_delta, a replay_done marker and replayed events get
-// "db-N.K" (K a number of this process): resuming from either means
-// resuming after stored event N. OAuth links are kept in the store
+// filled from the store. Event ids (eventid.go) are "v2.sSTORE.N" for
+// stored event N of the thread, STORE the store's id; a text_delta, a
+// replay_done marker and replayed events get "v2.sSTORE.N.K" (K a number
+// of this process): resuming from either means resuming after stored
+// event N. OAuth links are kept in the store
 // (store.OAuthLinks) until their call's result arrives, for clients that
 // connect meanwhile to any process. Text deltas reach the clients of other
 // processes through the store's notifications, not stored
@@ -38,8 +38,6 @@ import (
 
 // Bounds of the shared event path.
 const (
-	// sharedEpoch is the "epoch" of shared event ids.
-	sharedEpoch = "db"
 	// eventKeepAge and eventKeepCount bound the events kept per thread: a
 	// client can resume after a disconnect within them.
 	eventKeepAge   = time.Hour
@@ -62,8 +60,11 @@ const (
 type sharedEvents struct {
 	h *hub
 	r *Runtime // its store, logger and loops; nil in tests of the hub alone
+	// source is the events' source ("s" and the store's id) and prefix the
+	// start of their ids.
+	source, prefix string
 	// seq numbers the events this process gives an id of its own (the K
-	// of "db-N.K").
+	// of "N.K").
 	seq uint64
 	// pending are the events waiting for the writer; flush wakes it.
 	pending []Event
@@ -77,10 +78,12 @@ type sharedEvents struct {
 	relay relayState
 }
 
-// newSharedEvents returns the events state of r on a shared store, whose
-// subscribers h has.
-func newSharedEvents(h *hub, r *Runtime) *sharedEvents {
-	return &sharedEvents{h: h, r: r, flush: make(chan struct{}, 1), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
+// newSharedEvents returns the events state of r on the shared store
+// storeID names, whose subscribers h has.
+func newSharedEvents(h *hub, r *Runtime, storeID string) *sharedEvents {
+	source := string(sourceShared) + storeID
+	return &sharedEvents{h: h, r: r, source: source, prefix: eventIDPrefix(source),
+		flush: make(chan struct{}, 1), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
 }
 
 func kick(c chan struct{}) {
@@ -90,27 +93,12 @@ func kick(c chan struct{}) {
 	}
 }
 
-// sharedID formats the id of stored event n, or with k > 0 that of an
-// event after it that is not stored.
-func sharedID(n int64, k uint64) string {
-	id := sharedEpoch + "-" + strconv.FormatInt(n, 10)
-	if k > 0 {
-		id += "." + strconv.FormatUint(k, 10)
-	}
-	return id
-}
+// storedID formats the id of stored event n.
+func (se *sharedEvents) storedID(n int64) string { return formatEventID(se.prefix, uint64(n)) }
 
-// parseSharedID returns the stored event number of an id made by
-// sharedID.
-func parseSharedID(s string) (int64, bool) {
-	rest, ok := strings.CutPrefix(s, sharedEpoch+"-")
-	if !ok {
-		return 0, false
-	}
-	rest, _, _ = strings.Cut(rest, ".")
-	n, err := strconv.ParseInt(rest, 10, 64)
-	return n, err == nil && n >= 0
-}
+// afterID formats the id of this process's k-th unstored event, after
+// stored event n.
+func (se *sharedEvents) afterID(n int64, k uint64) string { return formatEventIDAfter(se.prefix, n, k) }
 
 // watched is always true: clients of other processes may stream the
 // thread.
@@ -128,7 +116,7 @@ func (se *sharedEvents) publishLocked(e Event) {
 	}
 	for s := range h.subs[e.ThreadID] {
 		se.seq++
-		e.ID = sharedID(s.cursor, se.seq)
+		e.ID = se.afterID(s.cursor, se.seq)
 		h.pushLocked(s, e)
 	}
 }
@@ -206,7 +194,7 @@ func (se *sharedEvents) deliverRead(threadID string, after, head int64, evs []st
 func (se *sharedEvents) deliverLocked(evs []store.ThreadEvent) {
 	h := se.h
 	for _, te := range evs {
-		e := Event{ID: sharedID(te.ID, 0), Type: te.Type, ThreadID: te.ThreadID, Data: te.Data, msgSeq: te.MsgSeq}
+		e := Event{ID: se.storedID(te.ID), Type: te.Type, ThreadID: te.ThreadID, Data: te.Data, msgSeq: te.MsgSeq}
 		se.noteStored(te.ThreadID, te.ID)
 		for s := range h.subs[te.ThreadID] {
 			switch {
@@ -286,14 +274,14 @@ func (se *sharedEvents) attach(ctx context.Context, threadID, lastID string) (*s
 	var from int64
 	resume := false
 	if lastID != "" {
-		n, ok := parseSharedID(lastID)
+		id, reset := readEventID(lastID, se.source)
 		switch {
-		case strings.Contains(lastID, replayIDSep):
-			att.reset = resetInReplay
-		case !ok:
+		case reset != "":
+			att.reset = reset
+		case id.n > math.MaxInt64:
 			att.reset = resetMalformed
 		default:
-			from, resume = n, true
+			from, resume = int64(id.n), true
 		}
 	}
 	var head int64
@@ -322,7 +310,7 @@ func (se *sharedEvents) attach(ctx context.Context, threadID, lastID string) (*s
 	if h.closed {
 		h.mu.Unlock()
 		s.close()
-		return s, func() {}, attachment{mark: sharedID(0, 1)}, nil
+		return s, func() {}, attachment{mark: se.afterID(0, 1)}, nil
 	}
 	s.cursor = head
 	if resume {
@@ -330,7 +318,7 @@ func (se *sharedEvents) attach(ctx context.Context, threadID, lastID string) (*s
 		s.cursor = from
 		for _, te := range missed {
 			if te.ID == s.cursor+1 {
-				e := Event{ID: sharedID(te.ID, 0), Type: te.Type, ThreadID: threadID, Data: te.Data, msgSeq: te.MsgSeq}
+				e := Event{ID: se.storedID(te.ID), Type: te.Type, ThreadID: threadID, Data: te.Data, msgSeq: te.MsgSeq}
 				s.queue = append(s.queue, e)
 				s.bytes += eventCost(e)
 				s.cursor = te.ID
@@ -338,7 +326,7 @@ func (se *sharedEvents) attach(ctx context.Context, threadID, lastID string) (*s
 		}
 	}
 	se.seq++
-	att.mark = sharedID(s.cursor, se.seq)
+	att.mark = se.afterID(s.cursor, se.seq)
 	h.joinLocked(threadID, s, &att, resume)
 	// Events stored between the read above and now: the tailer fetches
 	// them.

@@ -35,7 +35,7 @@ type attachment struct {
 // Reasons for a reset (the "reason" of the reset event).
 const (
 	resetMalformed = "the Last-Event-ID is not an event id of this runtime"
-	resetRestarted = "the runtime restarted since that event; its events are gone"
+	resetRestarted = "the Last-Event-ID was made by another run of a runtime (this one restarted since, or another runtime made it); its events are not here"
 	resetTooOld    = "the events after that id are no longer kept"
 	resetInReplay  = "the connection was lost during the replay, which cannot be resumed"
 )

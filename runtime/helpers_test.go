@@ -558,11 +558,14 @@ func newLocalHub(l StreamLimits) (*hub, *localEvents) {
 	return h, le
 }
 
+// testStoreID is the store id of the shared events of newSharedHub.
+const testStoreID = "0123456789ab"
+
 // newSharedHub returns a hub with the events of a runtime on a shared
 // store, without the runtime: what reads the store may not be called.
 func newSharedHub(l StreamLimits) (*hub, *sharedEvents) {
 	h := newHub(l)
-	se := newSharedEvents(h, nil)
+	se := newSharedEvents(h, nil, testStoreID)
 	h.ev = se
 	return h, se
 }

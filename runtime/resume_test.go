@@ -243,12 +243,12 @@ func TestEventStreamReplayMarker(t *testing.T) {
 // idLess reports whether id a comes before id b of the same process.
 func idLess(t *testing.T, a, b string) bool {
 	t.Helper()
-	ea, na, ok1 := parseEventID(a)
-	eb, nb, ok2 := parseEventID(b)
-	if !ok1 || !ok2 || ea != eb {
+	ia, reset1 := parseEventID(a)
+	ib, reset2 := parseEventID(b)
+	if reset1 != "" || reset2 != "" || ia.source != ib.source || ia.source[0] != sourceLocal || ia.k != 0 || ib.k != 0 {
 		t.Fatalf("ids %q and %q are not of one process", a, b)
 	}
-	return na < nb
+	return ia.n < ib.n
 }
 
 // A client that disconnects and reconnects with its
@@ -361,7 +361,9 @@ func TestEventStreamResetAfterUnknownID(t *testing.T) {
 		}
 	}
 	checkReset("not-an-id", resetMalformed)
-	checkReset("ffffffffffff-3", resetRestarted)
+	checkReset("ffffffffffff-3", resetOldFormat)
+	checkReset("v2.pffffffffffff.3", resetRestarted)
+	checkReset("v2.sffffffffffff.3", resetFromShared)
 	checkReset(oldID, resetTooOld) // the log keeps only the newest event
 	checkReset(replayID, resetInReplay)
 	e.stop()

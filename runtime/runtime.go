@@ -336,7 +336,7 @@ func New(cfg Config) (*Runtime, error) {
 	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
 	// The one place that asks whether other processes share the store.
 	if sh, ok := cfg.Store.(store.Shared); ok && sh.SharedByProcesses() {
-		r.coord = newSharedCoord(r, cfg)
+		r.coord = newSharedCoord(r, cfg, sh.StoreID())
 	} else {
 		r.coord = newLocalCoord(r)
 	}

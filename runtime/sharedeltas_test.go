@@ -101,11 +101,11 @@ func TestSharedTextDeltasAcrossRuntimes(t *testing.T) {
 			if got := deltaText(t, ev); got != p {
 				t.Fatalf("text_delta %q, want %q", got, p)
 			}
-			n, ok := parseSharedID(ev.id)
-			if !ok || !strings.Contains(ev.id, ".") {
-				t.Fatalf("text_delta id %q, want db-N.K", ev.id)
+			n, ok := storedPosition(ev.id)
+			if _, stored := storedNumber(ev.id); !ok || stored {
+				t.Fatalf("text_delta id %q, want v2.sSTORE.N.K", ev.id)
 			}
-			if want, _ := parseSharedID(lastStored); n != want {
+			if want, _ := storedPosition(lastStored); n != want {
 				t.Fatalf("text_delta id %q after stored event %q", ev.id, lastStored)
 			}
 			break
@@ -126,7 +126,7 @@ func TestSharedTextDeltasAcrossRuntimes(t *testing.T) {
 	}
 	// A late notification of the turn, at the position before the
 	// message, is dropped.
-	before, _ := parseSharedID(lastStored)
+	before, _ := storedPosition(lastStored)
 	otherEnv.rt.hub.ev.(*sharedEvents).relayIn(store.TextDelta{ThreadID: th, After: before, Turn: turn, Offset: len(full), Text: "LATE"})
 	otherEnv.post(th, "again")
 	for _, ev := range other.untilMessage(t, `"ok"`) {
@@ -185,8 +185,8 @@ func TestSharedTextDeltaGaps(t *testing.T) {
 	}
 	se.deliver([]store.ThreadEvent{{ThreadID: "t", ID: 6, Type: EventStatus, Data: json.RawMessage(`{}`)}})
 	d(6, "t3", 4, "!")
-	if got := texts(); got != "<db-6>|held|!" {
-		t.Fatalf("after stored event 6: %q, want <db-6>|held|!", got)
+	if got, want := texts(), "<"+se.storedID(6)+">|held|!"; got != want {
+		t.Fatalf("after stored event 6: %q, want %q", got, want)
 	}
 	d(7, "t4", 0, "old") // held for 7
 	se.deliver([]store.ThreadEvent{
@@ -194,8 +194,8 @@ func TestSharedTextDeltaGaps(t *testing.T) {
 		{ThreadID: "t", ID: 8, Type: EventMessage, Data: json.RawMessage(`{}`)},
 	})
 	d(7, "t4", 3, "late") // the subscriber passed 7: dropped
-	if got := texts(); got != "<db-7>|old|<db-8>" {
-		t.Fatalf("deltas around a message: %q, want <db-7>|old|<db-8>", got)
+	if got, want := texts(), "<"+se.storedID(7)+">|old|<"+se.storedID(8)+">"; got != want {
+		t.Fatalf("deltas around a message: %q, want %q", got, want)
 	}
 }
 

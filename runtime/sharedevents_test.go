@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,16 +16,20 @@ import (
 // Client events across runtimes sharing one PostgreSQL database, as
 // several `rap serve` processes would.
 
-// storedNumber returns the number N of a stored event's id "db-N", or
-// false for ids of events that are not stored (text deltas, markers,
+// storedNumber returns the number N of a stored event's id "v2.sSTORE.N",
+// or false for ids of events that are not stored (text deltas, markers,
 // replayed state).
 func storedNumber(id string) (int64, bool) {
-	rest, ok := strings.CutPrefix(id, sharedEpoch+"-")
-	if !ok || strings.ContainsAny(rest, ".:") {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(rest, 10, 64)
-	return n, err == nil
+	n, ok := storedPosition(id)
+	return n, ok && strings.Count(id, ".") == 2
+}
+
+// storedPosition returns the stored event N an id of a shared store's
+// event follows: its own number "v2.sSTORE.N", or the N of
+// "v2.sSTORE.N.K".
+func storedPosition(id string) (int64, bool) {
+	e, reset := parseEventID(id)
+	return int64(e.n), reset == "" && e.source[0] == sourceShared
 }
 
 // messageTexts returns the texts of the message events of evs, in order.
@@ -320,8 +323,8 @@ func TestSharedDeliverOrderAndGaps(t *testing.T) {
 	se.deliver(evs(4))       // ahead: left for the tailer
 	se.deliver(evs(3))       // next
 	se.deliver(evs(3, 4, 5)) // a duplicate, then the rest
-	if got := queuedIDs(inOrder); got != "db-3 db-4 db-5" {
-		t.Errorf("a subscriber at 2 given 4, 3, then 3 4 5 queued %q, want db-3 db-4 db-5", got)
+	if got, want := queuedIDs(inOrder), se.storedID(3)+" "+se.storedID(4)+" "+se.storedID(5); got != want {
+		t.Errorf("a subscriber at 2 given 4, 3, then 3 4 5 queued %q, want %q", got, want)
 	}
 	if !se.stale["t"] {
 		t.Error("an event ahead of a subscriber did not mark its thread stale")
@@ -342,14 +345,6 @@ func TestSharedDeliverOrderAndGaps(t *testing.T) {
 	if !allGone.isClosed() {
 		t.Error("a subscriber whose every later event was pruned was not dropped")
 	}
-	if id, ok := parseSharedID("db-42.7"); !ok || id != 42 {
-		t.Errorf("parseSharedID(db-42.7) = %d, %v", id, ok)
-	}
-	for _, bad := range []string{"", "db-", "db-x", "0123456789ab-3", "db--1"} {
-		if _, ok := parseSharedID(bad); ok {
-			t.Errorf("parseSharedID(%q) accepted it", bad)
-		}
-	}
 }
 
 // noListen is a shared store that cannot LISTEN: its runtime relies on the
@@ -357,6 +352,8 @@ func TestSharedDeliverOrderAndGaps(t *testing.T) {
 type noListen struct{ store.Store }
 
 func (noListen) SharedByProcesses() bool { return true }
+
+func (n noListen) StoreID() string { return n.Store.(store.Shared).StoreID() }
 
 // Without notifications (a lost listening connection),
 // the poll still brings a client of B the events of A's slices.
@@ -388,8 +385,8 @@ func TestSQLiteEventsStayInMemory(t *testing.T) {
 	s := openIDStream(t, e.srv.URL, th, "", false)
 	s.until(t, EventReplayDone)
 	e.post(th, "hi")
-	if got := s.untilMessage(t, "hello"); strings.HasPrefix(lastID(got, ""), sharedEpoch+"-") {
-		t.Fatalf("SQLite event ids look shared: %+v", got)
+	if id, reset := parseEventID(lastID(s.untilMessage(t, "hello"), "")); reset != "" || id.source[0] != sourceLocal {
+		t.Fatalf("SQLite event id %+v (%s) is not a local one", id, reset)
 	}
 	if _, local := e.rt.coord.(*localCoord); !local {
 		t.Fatal("a runtime on SQLite took the shared path")

@@ -586,6 +586,12 @@ type Shared interface {
 	// SharedByProcesses reports whether several processes may use the
 	// store at once.
 	SharedByProcesses() bool
+	// StoreID identifies the store: every process that opens it gets the
+	// same id, which another store is unlikely to have. Client event ids
+	// carry it, so that an id another store made is not resumed here. It
+	// may change when the store moves (a restore elsewhere): clients then
+	// start afresh once.
+	StoreID() string
 }
 
 // Leases let several processes sharing one store split the work: a thread is

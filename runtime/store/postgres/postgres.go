@@ -42,7 +42,9 @@ type Store struct {
 	wakeChannel, sender string
 	// deltaChannel is the NOTIFY channel of text deltas (deltas.go).
 	deltaChannel string
-	closed       atomic.Bool
+	// id is the store's id (storeid.go).
+	id     string
+	closed atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -79,6 +81,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		return nil, err
 	}
 	if err := s.initWakes(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.initID(ctx); err != nil {
 		pool.Close()
 		return nil, err
 	}
