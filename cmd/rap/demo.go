@@ -218,8 +218,8 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 		st.Close()
 		return err
 	}
-	rtSrv := runtime.NewHTTPServer(rt.Handler(), runtime.ServerLimits{}, log)
-	go rtSrv.Serve(runtime.LimitListener(ln, runtime.ServerLimits{}))
+	rtSrv := runtime.NewHTTPServer(rt.Handler(), rap.HTTPLimits{}, log)
+	go rtSrv.Serve(rap.HTTPLimits{}.Listener(ln, nil))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/display"
+	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/internal/privfile"
+	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/clientauth"
 	"github.com/gorap/gorap/runtime/config"
@@ -144,7 +146,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 
 	var hc *http.Client
 	if s.ToolToken != "" {
-		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: runtime.NewTransport()}}
+		hc = &http.Client{Transport: bearer.Transport(s.ToolToken, runtime.NewTransport())}
 	}
 	hc = hosts.client(hc) // reaches the bridges served in process
 	rt, err := runtime.New(runtime.Config{
@@ -197,7 +199,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	handler = rt.WithHealth(handler)
 	// Read, write and idle timeouts, a header limit and a connection cap;
 	// event streams set their own write deadlines.
-	var limits runtime.ServerLimits
+	var limits rap.HTTPLimits
 	srv := runtime.NewHTTPServer(handler, limits, log)
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	srv.TLSConfig = tlsConfig
@@ -207,7 +209,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 	serveErr := make(chan error, 1)
 	go func() {
-		lln := runtime.LimitListener(ln, limits)
+		lln := limits.Listener(ln, log)
 		if srv.TLSConfig != nil {
 			serveErr <- srv.ServeTLS(lln, "", "")
 			return
@@ -281,19 +283,6 @@ func allowedHosts(s config.Settings) []string {
 		hosts = append(hosts, h)
 	}
 	return hosts
-}
-
-// bearerTransport adds "Authorization: Bearer TOKEN" to every request: the
-// runtime's credentials towards its tool servers (RAP TR-8).
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+t.token)
-	return t.next.RoundTrip(req)
 }
 
 // requireToken protects the client API with one admin bearer token (see
