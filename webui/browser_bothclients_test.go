@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/gorap/gorap/internal/termchat"
+	"github.com/gorap/gorap/termchat"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 )

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/examples/gettime"
-	"github.com/gorap/gorap/internal/termchat"
+	"github.com/gorap/gorap/termchat"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
