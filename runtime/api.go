@@ -27,7 +27,9 @@ const maxRequestBytes = MaxMessageBytes + 4096
 
 // Handler returns the runtime's HTTP handler: the client API under /v1 and
 // the callback endpoint under /rap/callback/ (see docs/api.md). The client
-// API refuses what web pages could send it (see WebGuard).
+// API refuses what web pages could send it (see WebGuard), and is guarded
+// by Config.ClientAuth, or without it answers loopback addresses only (see
+// Config.InsecureClientAPI).
 func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/threads", r.serveCreateThread)
@@ -40,7 +42,7 @@ func (r *Runtime) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/threads/{id}/choices", r.owned(r.serveChoices))
 	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", r.owned(r.serveAnswerChoice))
 	mux.HandleFunc("POST "+CallbackPath+"{token}", r.serveCallback)
-	return r.WebGuard(mux)
+	return r.WebGuard(r.clientAuth(mux))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -15,6 +15,7 @@ import (
 func callAs(t *testing.T, h http.Handler, c *Caller, method, path, body string) (int, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, "http://127.0.0.1"+path, strings.NewReader(body))
+	req.RemoteAddr = "127.0.0.1:40000" // a client on this machine
 	req.Header.Set("Content-Type", "application/json")
 	if c != nil {
 		req = req.WithContext(WithCaller(req.Context(), *c))

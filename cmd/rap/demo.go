@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/examples/gettime"
-	"github.com/gorap/gorap/termchat"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/store/sqlite"
+	"github.com/gorap/gorap/termchat"
 )
 
 // demoScript is the scripted model's part of the demo conversation.

@@ -149,6 +149,19 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		hc = &http.Client{Transport: bearer.Transport(s.ToolToken, runtime.NewTransport())}
 	}
 	hc = hosts.client(hc) // reaches the bridges served in process
+	// The client API's tokens: the runtime's handler puts the API behind
+	// them (without any, it answers this machine only, or everyone with
+	// --insecure).
+	var clientAuth func(http.Handler) http.Handler
+	var auth *clientauth.Authenticator
+	if s.Token != "" || s.TokensFile != "" {
+		var err error
+		if auth, err = clientauth.New(s.Token, s.TokensFile, log); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		defer auth.Close()
+		clientAuth = auth.Handler
+	}
 	rt, err := runtime.New(runtime.Config{
 		Store:                     st,
 		Model:                     mdl,
@@ -175,6 +188,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ConfirmDestructive:        confirmExternalActions(s, dir),
 		AllowedHosts:              allowedHosts(s),
 		AllowedOrigins:            s.AllowedOrigins,
+		ClientAuth:                clientAuth,
+		InsecureClientAPI:         s.Insecure,
 	})
 	if err != nil {
 		return err
@@ -184,14 +199,6 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 
 	handler := rt.Handler()
-	var auth *clientauth.Authenticator
-	if s.Token != "" || s.TokensFile != "" {
-		if auth, err = clientauth.New(s.Token, s.TokensFile, log); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		defer auth.Close()
-		handler = auth.Handler(handler)
-	}
 	// The web UI at "/": static assets, no token; the
 	// page sends the token on its API requests.
 	handler = webui.WithAPI(handler, rt.WebGuard)
