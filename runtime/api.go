@@ -192,11 +192,12 @@ func (r *Runtime) serveListThreads(w http.ResponseWriter, req *http.Request) {
 		r.writeStoreError(w, err)
 		return
 	}
-	resp := api.ThreadPage{Threads: page}
+	var resp api.ThreadPage
 	if len(page) > limit {
-		resp.Threads = page[:limit]
+		page = page[:limit]
 		resp.NextCursor = encodeCursor(store.CursorOf(page[limit-1]))
 	}
+	resp.Threads = apiSlice(page, apiThread)
 	if resp.Threads == nil {
 		resp.Threads = []api.Thread{}
 	}
@@ -254,26 +255,31 @@ func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 
 // readThreadInfo reads the answer of GET /v1/threads/{id}.
 func (r *Runtime) readThreadInfo(tx store.Tx, id string) (api.ThreadInfo, error) {
-	info := api.ThreadInfo{PendingCalls: []store.Call{}, Subscriptions: []store.Subscription{}, Children: []string{}, Choices: []store.Choice{}}
-	var err error
-	if info.Thread, err = tx.Thread(id); err != nil {
+	info := api.ThreadInfo{PendingCalls: []api.Call{}, Subscriptions: []api.Subscription{}, Children: []string{}, Choices: []api.Choice{}}
+	th, err := tx.Thread(id)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return info, fmt.Errorf("%w %q", ErrUnknownThread, id)
 		}
 		return info, err
 	}
+	info.Thread = apiThread(th)
 	// Every read below is an indexed lookup of this thread's rows:
 	// no scan of all threads.
 	calls, err := tx.PendingCalls(id)
 	if err != nil {
 		return info, err
 	}
-	info.PendingCalls = append(info.PendingCalls, calls...)
+	for _, c := range calls {
+		info.PendingCalls = append(info.PendingCalls, apiCall(c))
+	}
 	subs, err := tx.ThreadSubscriptions(id)
 	if err != nil {
 		return info, err
 	}
-	info.Subscriptions = append(info.Subscriptions, subs...)
+	for _, s := range subs {
+		info.Subscriptions = append(info.Subscriptions, apiSubscription(s))
+	}
 	kids, err := tx.ChildThreads(id, store.ThreadCursor{}, maxStatusChildren+1)
 	if err != nil {
 		return info, err
@@ -289,7 +295,9 @@ func (r *Runtime) readThreadInfo(tx store.Tx, id string) (api.ThreadInfo, error)
 	if err != nil {
 		return info, err
 	}
-	info.Choices = append(info.Choices, choices...)
+	for _, c := range choices {
+		info.Choices = append(info.Choices, apiChoice(c))
+	}
 	q, err := tx.Queued(id)
 	if err != nil {
 		return info, err
@@ -333,9 +341,9 @@ func (r *Runtime) serveHistory(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if msgs == nil {
-		msgs = []store.Message{}
+		msgs = []api.Message{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+	writeJSON(w, http.StatusOK, api.HistoryResponse{Messages: msgs})
 }
 
 func (r *Runtime) serveClose(w http.ResponseWriter, req *http.Request) {
@@ -358,9 +366,9 @@ func (r *Runtime) serveChoices(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if choices == nil {
-		choices = []store.Choice{}
+		choices = []api.Choice{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"choices": choices})
+	writeJSON(w, http.StatusOK, api.ChoicesResponse{Choices: choices})
 }
 
 func (r *Runtime) serveAnswerChoice(w http.ResponseWriter, req *http.Request) {

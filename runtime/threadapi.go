@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -99,9 +100,10 @@ func (r *Runtime) postMessage(ctx context.Context, threadID, text, idemKey strin
 	return added, nil
 }
 
-// History returns the thread's messages in order.
-func (r *Runtime) History(ctx context.Context, threadID string) ([]store.Message, error) {
-	var msgs []store.Message
+// History returns the thread's messages in order, as the client API shows
+// them (GET /v1/threads/{id}/messages).
+func (r *Runtime) History(ctx context.Context, threadID string) ([]api.Message, error) {
+	var msgs []api.Message
 	err := r.store.View(ctx, func(tx store.Tx) error {
 		if _, err := tx.Thread(threadID); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
@@ -109,19 +111,19 @@ func (r *Runtime) History(ctx context.Context, threadID string) ([]store.Message
 			}
 			return err
 		}
-		var err error
-		msgs, err = tx.History(threadID)
+		history, err := tx.History(threadID)
+		msgs = apiSlice(history, apiMessage)
 		return err
 	})
 	return msgs, err
 }
 
-// Threads lists every thread, oldest first.
-func (r *Runtime) Threads(ctx context.Context) ([]store.Thread, error) {
-	var out []store.Thread
+// Threads lists every thread, oldest first, as the client API shows them.
+func (r *Runtime) Threads(ctx context.Context) ([]api.Thread, error) {
+	var out []api.Thread
 	err := r.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		out, err = tx.ListThreads()
+		threads, err := tx.ListThreads()
+		out = apiSlice(threads, apiThread)
 		return err
 	})
 	return out, err
