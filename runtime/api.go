@@ -239,13 +239,7 @@ func decodeCursor(s string) (store.ThreadCursor, error) {
 }
 
 func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
-	id := req.PathValue("id")
-	var info api.ThreadInfo
-	err := r.store.View(req.Context(), func(tx store.Tx) error {
-		var err error
-		info, err = r.readThreadInfo(tx, id)
-		return err
-	})
+	info, err := r.ThreadInfo(req.Context(), req.PathValue("id"))
 	if err != nil {
 		r.writeStoreError(w, err)
 		return

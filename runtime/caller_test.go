@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -92,6 +94,45 @@ func TestCallerSeesOnlyTheirSessions(t *testing.T) {
 		}
 		if status, _ := callAs(t, h, c, "GET", "/v1/threads/"+b1, ""); status != http.StatusOK {
 			t.Errorf("%+v reading bob's session: %d", c, status)
+		}
+	}
+}
+
+// The Go API answers for the Caller of its context as the HTTP API does:
+// a caller bound to a user lists only that user's threads and cannot read
+// another user's thread, which looks the same as one that does not exist;
+// without a Caller (or as an admin) every thread is visible.
+func TestGoAPIScopedToTheCaller(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := t.Context()
+	alice, err := e.rt.CreateThreadFor(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := e.rt.CreateThreadFor(ctx, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asAlice := WithCaller(ctx, Caller{UserID: "alice"})
+	threads, err := e.rt.Threads(asAlice)
+	if err != nil || len(threads) != 1 || threads[0].ID != alice {
+		t.Fatalf("Threads as alice = %+v, %v; want only %s", threads, err, alice)
+	}
+	if info, err := e.rt.ThreadInfo(asAlice, alice); err != nil || info.ID != alice || info.UserID != "alice" {
+		t.Errorf("ThreadInfo(alice's thread) as alice = %+v, %v", info.Thread, err)
+	}
+	if _, err := e.rt.ThreadInfo(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("ThreadInfo(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if _, err := e.rt.History(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("History(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	for name, c := range map[string]context.Context{"no caller": ctx, "admin": WithCaller(ctx, Caller{Admin: true})} {
+		if threads, err := e.rt.Threads(c); err != nil || len(threads) != 2 {
+			t.Errorf("Threads with %s: %d threads, %v; want both", name, len(threads), err)
+		}
+		if _, err := e.rt.ThreadInfo(c, bob); err != nil {
+			t.Errorf("ThreadInfo(bob's thread) with %s: %v", name, err)
 		}
 	}
 }

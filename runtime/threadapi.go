@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,10 +106,7 @@ func (r *Runtime) postMessage(ctx context.Context, threadID, text, idemKey strin
 func (r *Runtime) History(ctx context.Context, threadID string) ([]api.Message, error) {
 	var msgs []api.Message
 	err := r.store.View(ctx, func(tx store.Tx) error {
-		if _, err := tx.Thread(threadID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
+		if _, err := visibleThread(ctx, tx, threadID); err != nil {
 			return err
 		}
 		history, err := tx.History(threadID)
@@ -118,15 +116,37 @@ func (r *Runtime) History(ctx context.Context, threadID string) ([]api.Message, 
 	return msgs, err
 }
 
-// Threads lists every thread, oldest first, as the client API shows them.
+// Threads lists every thread, oldest first, as the client API shows them;
+// for a Caller bound to a user (WithCaller), only that user's.
 func (r *Runtime) Threads(ctx context.Context) ([]api.Thread, error) {
 	var out []api.Thread
 	err := r.store.View(ctx, func(tx store.Tx) error {
 		threads, err := tx.ListThreads()
+		if user, scoped := callerUser(ctx); scoped {
+			threads = slices.DeleteFunc(threads, func(th store.Thread) bool { return th.UserID != user })
+		}
 		out = apiSlice(threads, apiThread)
 		return err
 	})
 	return out, err
+}
+
+// ThreadInfo returns the thread's state as GET /v1/threads/{id} answers
+// it: the thread, its pending calls, subscriptions, waiting choices, first
+// children, queued inputs and token usage. A thread that does not exist,
+// or belongs to another user when ctx carries a Caller bound to a user, is
+// ErrUnknownThread.
+func (r *Runtime) ThreadInfo(ctx context.Context, threadID string) (api.ThreadInfo, error) {
+	var info api.ThreadInfo
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		if _, err := visibleThread(ctx, tx, threadID); err != nil {
+			return err
+		}
+		var err error
+		info, err = r.readThreadInfo(tx, threadID)
+		return err
+	})
+	return info, err
 }
 
 // Idle waits until the thread has no running slice, no dispatch in flight
