@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gorap/gorap/model/scripted"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // callAs sends one client API request to h as the caller c (nil: no
@@ -126,6 +127,21 @@ func TestGoAPIScopedToTheCaller(t *testing.T) {
 	}
 	if _, err := e.rt.History(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
 		t.Errorf("History(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if _, err := e.rt.PendingChoices(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("PendingChoices(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if _, err := e.rt.AnswerChoice(asAlice, bob, "call-1", nil); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("AnswerChoice(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if err := e.rt.PostMessage(asAlice, bob, "hi"); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("PostMessage(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if err := e.rt.CloseThread(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("CloseThread(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if info, err := e.rt.ThreadInfo(ctx, bob); err != nil || info.Status != api.ThreadStatusActive || info.Queued != 0 {
+		t.Errorf("bob's thread after alice's attempts: %+v, %v; want it active with nothing queued", info, err)
 	}
 	for name, c := range map[string]context.Context{"no caller": ctx, "admin": WithCaller(ctx, Caller{Admin: true})} {
 		if threads, err := e.rt.Threads(c); err != nil || len(threads) != 2 {

@@ -31,10 +31,7 @@ var ErrChoiceDelivery = errors.New("the tool did not accept the answer")
 func (r *Runtime) PendingChoices(ctx context.Context, threadID string) ([]api.Choice, error) {
 	var out []api.Choice
 	err := r.store.View(ctx, func(tx store.Tx) error {
-		if _, err := tx.Thread(threadID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
+		if _, err := visibleThread(ctx, tx, threadID); err != nil {
 			return err
 		}
 		choices, err := tx.ThreadChoices(threadID)
@@ -53,12 +50,12 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 	var ch store.Choice
 	var confirmCall *store.Call // a runtime confirmation (confirm.go)
 	err := r.store.Update(ctx, func(tx store.Tx) error {
+		if _, err := visibleThread(ctx, tx, threadID); err != nil {
+			return err
+		}
 		var err error
 		ch, err = tx.TakeChoice(threadID, callID)
 		if errors.Is(err, store.ErrNotFound) {
-			if _, terr := tx.Thread(threadID); errors.Is(terr, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
 			return fmt.Errorf("%w: thread %s, call %s (it was answered already, or never asked); see GET /v1/threads/%s/choices", ErrNoChoice, threadID, callID, threadID)
 		}
 		if err != nil {

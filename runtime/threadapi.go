@@ -79,11 +79,8 @@ func (r *Runtime) postMessage(ctx context.Context, threadID, text, idemKey strin
 	}
 	payload, _ := json.Marshal(store.UserMessage{Text: text})
 	err = r.store.Update(ctx, func(tx store.Tx) error {
-		th, err := tx.Thread(threadID)
+		th, err := visibleThread(ctx, tx, threadID)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
 			return err
 		}
 		if th.Status == store.ThreadClosed {
