@@ -172,7 +172,7 @@ func displayScriptWarnings(ts *rap.Toolset) []rap.Violation {
 		if t.DisplayScript == "" {
 			continue
 		}
-		if _, err := display.Compile(t.DisplayScript); err != nil {
+		if _, err := display.Compile(t.DisplayScript, nil); err != nil {
 			out = append(out, rap.Violation{
 				Path:    fmt.Sprintf("tools[%d].displayScript", i),
 				Message: fmt.Sprintf("does not compile (%v); frontends will show %s(args) instead; try it with 'rap display-script'", err, t.Name),
