@@ -198,7 +198,7 @@ func (e *env) start() {
 	if e.wrapStore != nil {
 		cfg.Store = e.wrapStore(st)
 	}
-	rt, err := New(cfg)
+	rt, err := New(&cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -281,8 +281,14 @@ type threadState struct {
 	again bool // more inbox rows were committed while the worker ran
 }
 
-// New checks cfg and returns a Runtime. It does no I/O; call Start.
-func New(cfg Config) (*Runtime, error) {
+// New checks the Config and returns a Runtime. It does no I/O; call Start.
+// It fills in the defaults on its own copy: the caller's Config is never
+// changed (its slices and maps are read, and must not change afterwards).
+func New(opts *Config) (*Runtime, error) {
+	if opts == nil {
+		return nil, errors.New("runtime config: none given; give a *Config with at least Store, Model, Secret and PublicURL")
+	}
+	cfg := *opts // the caller's Config is never changed
 	var problems []string
 	if cfg.Store == nil {
 		problems = append(problems, "Store is nil: open one with runtime/store/sqlite.Open")

@@ -62,7 +62,7 @@ func startTestRuntime(t testing.TB, m model.Provider, toolServers ...string) *te
 	}
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	rt, err := runtime.New(runtime.Config{
+	rt, err := runtime.New(&runtime.Config{
 		Store: st, Model: m, ToolServers: toolServers, PublicURL: srv.URL, Secret: secret,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		DisplayText: displayText,

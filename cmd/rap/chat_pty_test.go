@@ -59,7 +59,7 @@ func startChatRuntime(t *testing.T, m model.Provider) (*runtime.Runtime, string)
 	}
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	rt, err := runtime.New(runtime.Config{Store: st, PublicURL: srv.URL, Secret: secret, Model: m,
+	rt, err := runtime.New(&runtime.Config{Store: st, PublicURL: srv.URL, Secret: secret, Model: m,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

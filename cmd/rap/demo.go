@@ -203,7 +203,7 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 		return fmt.Errorf("listen on a loopback port: %w", err)
 	}
 	rtURL := "http://" + ln.Addr().String()
-	rt, err := runtime.New(runtime.Config{
+	rt, err := runtime.New(&runtime.Config{
 		Store: st, Model: mdl, ToolServers: []string{toolURL}, PublicURL: rtURL,
 		Secret: secret, Logger: log, DisplayText: displayText,
 		System: "You are the gorap demo agent. Use the tools to answer; be brief.",

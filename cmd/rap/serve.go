@@ -162,7 +162,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		defer auth.Close()
 		clientAuth = auth.Handler
 	}
-	rt, err := runtime.New(runtime.Config{
+	rt, err := runtime.New(&runtime.Config{
 		Store:                     st,
 		Model:                     mdl,
 		ToolServers:               toolServers,

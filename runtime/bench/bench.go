@@ -128,7 +128,7 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 		return nil, fmt.Errorf("listen for the runtime: %w", err)
 	}
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
-	rt, err := runtime.New(runtime.Config{
+	rt, err := runtime.New(&runtime.Config{
 		Store: st, Model: prov, ToolServers: []string{toolsURL},
 		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, KeysFromStore: storeURL != "", Logger: log,
 		HTTPClient: e.client,
