@@ -185,6 +185,18 @@ type Config struct {
 	// call the client API from another origin, such as a separate front
 	// end. By default only the runtime's own pages may.
 	AllowedOrigins []string
+	// ClientAuth, when set, guards the client API (/v1) of Handler: it
+	// wraps the API's handler, answers a request it does not accept
+	// itself (401), and marks one it accepts with the Caller it acts for
+	// (WithCaller). clientauth.Authenticator.Handler is one. The callback
+	// endpoint is never wrapped: each callback URL carries its own token.
+	ClientAuth func(next http.Handler) http.Handler
+	// InsecureClientAPI, when true and ClientAuth is nil, serves the
+	// client API to every address that reaches it. By default a runtime
+	// without ClientAuth answers the client API only to requests from
+	// loopback addresses (403 otherwise), so that a program embedding the
+	// runtime never exposes every conversation to the network by mistake.
+	InsecureClientAPI bool
 }
 
 // NewTransport returns the HTTP transport the runtime uses when

@@ -46,18 +46,9 @@ const MaxToolsBytes = 4 << 20
 
 // Violation is one problem of a bundle, with the path of the offending part:
 // a JSON path inside tools.json ("tools[2].transport.command"), or a file
-// name ("manifest.toml: artifacts.tools.blake3").
-type Violation struct {
-	Path    string
-	Message string
-}
-
-func (v Violation) String() string {
-	if v.Path == "" {
-		return v.Message
-	}
-	return v.Path + ": " + v.Message
-}
+// name ("manifest.toml: artifacts.tools.blake3"). It is the protocol's own
+// violation type, so a bundle's problems and a manifest's print alike.
+type Violation = rap.Violation
 
 // BundleError lists every violation of a bundle that was refused. Nothing
 // of a refused bundle is served.

@@ -23,7 +23,7 @@ import (
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/runtime"
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store/sqlite"
 )
 
@@ -203,7 +203,7 @@ func TestChatInATerminal(t *testing.T) {
 	msgs, _ := rt.History(context.Background(), threads[0].ID)
 	var users []string
 	for _, m := range msgs {
-		if m.Role == store.RoleUser {
+		if m.Role == api.RoleUser {
 			users = append(users, m.Text)
 		}
 	}

@@ -144,8 +144,8 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 		return nil, err
 	}
 	e.rt = rt
-	e.rtSrv = runtime.NewHTTPServer(rt.Handler(), runtime.ServerLimits{}, nil)
-	go e.rtSrv.Serve(runtime.LimitListener(rtLn, runtime.ServerLimits{}))
+	e.rtSrv = runtime.NewHTTPServer(rt.Handler(), rap.HTTPLimits{}, nil)
+	go e.rtSrv.Serve(rap.HTTPLimits{}.Listener(rtLn, nil))
 	return e, nil
 }
 

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // threadWatch follows one thread's event stream: whether it is running,
@@ -26,7 +26,7 @@ type threadWatch struct {
 	seq    int64  // the Seq of the last message shown
 	// lastRole is the role of that message: after a tool result or a user
 	// message the model still has to answer.
-	lastRole store.Role
+	lastRole api.Role
 	changed  chan struct{}
 }
 
@@ -52,8 +52,8 @@ func (w *threadWatch) note(ev Event) {
 		w.errors++
 	case "message":
 		var m struct {
-			Seq  int64      `json:"seq"`
-			Role store.Role `json:"role"`
+			Seq  int64    `json:"seq"`
+			Role api.Role `json:"role"`
 		}
 		if json.Unmarshal(ev.Data, &m) == nil && m.Seq >= w.seq {
 			w.seq, w.lastRole = m.Seq, m.Role
@@ -71,7 +71,7 @@ func (w *threadWatch) note(ev Event) {
 }
 
 // shown records that the messages up to seq were shown (from a history).
-func (w *threadWatch) shown(msgs []store.Message) {
+func (w *threadWatch) shown(msgs []api.Message) {
 	if len(msgs) == 0 {
 		return
 	}
@@ -112,7 +112,7 @@ func (w *threadWatch) caughtUp(ctx context.Context, seq int64) bool {
 }
 
 // role is the role of the last message shown.
-func (w *threadWatch) role() store.Role {
+func (w *threadWatch) role() api.Role {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lastRole
@@ -316,7 +316,7 @@ func (f *follower) catchUp(ctx context.Context, t *followedThread) <-chan Event 
 		for _, k := range st.Children {
 			f.follow(k, t.tr)
 		}
-		if st.Status == string(store.ThreadClosed) {
+		if st.Status == string(api.ThreadStatusClosed) {
 			t.watch.note(Event{Type: "thread_closed", Data: mustJSON(map[string]string{"thread_id": t.id})})
 		}
 	}
@@ -421,7 +421,7 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 			}
 			return nil, err
 		}
-		if st.Status == string(store.ThreadClosed) {
+		if st.Status == string(api.ThreadStatusClosed) {
 			continue
 		}
 		switch {
@@ -447,7 +447,7 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 				// A thread whose last message is a tool result or a user
 				// message is about to answer it (its next slice may not
 				// have started yet).
-				if r := t.watch.role(); r == store.RoleTool || r == store.RoleUser {
+				if r := t.watch.role(); r == api.RoleTool || r == api.RoleUser {
 					busy = append(busy, name+" has not answered its last input yet")
 					continue
 				}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // Each test below reproduces a misbehaviour "rap chat" once had and fails
@@ -215,7 +215,7 @@ func (a busyAPI) PostMessage(_ context.Context, _, text string) error {
 	a.posted <- text
 	return nil
 }
-func (busyAPI) History(context.Context, string) ([]store.Message, error) { return nil, nil }
+func (busyAPI) History(context.Context, string) ([]api.Message, error) { return nil, nil }
 func (busyAPI) Events(ctx context.Context, _ string) (<-chan Event, func() error, error) {
 	ch := make(chan Event, 2)
 	ch <- Event{Type: "replay_done", Data: json.RawMessage(`{"mode":"replay"}`)}
@@ -227,7 +227,7 @@ func (busyAPI) AnswerChoice(context.Context, string, string, *int) error { retur
 func (busyAPI) Status(context.Context, string) (*ThreadStatus, error) {
 	return &ThreadStatus{Status: "active"}, nil
 }
-func (busyAPI) Threads(context.Context, string) ([]store.Thread, error) { return nil, nil }
+func (busyAPI) Threads(context.Context, string) ([]api.Thread, error) { return nil, nil }
 
 // Ctrl-C interrupts the turn being waited for (the chat goes
 // back to the prompt); Ctrl-C again ends the chat.
@@ -325,7 +325,7 @@ func TestDisplay(t *testing.T) {
 	}
 }
 
-func runtimeResult(name string, seg rap.DisplaySegment) (r store.ToolResult) {
+func runtimeResult(name string, seg rap.DisplaySegment) (r api.ToolResult) {
 	r.CallID, r.Name, r.Text, r.DisplayAs = "c-"+name, name, "for the model", []rap.DisplaySegment{seg}
 	return r
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
@@ -417,22 +416,4 @@ func (r *callbackReceiver) close() {
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
-}
-
-// bearerClient is an HTTP client for discovery that sends the bearer
-// token, when there is one.
-func bearerClient(token string, timeout time.Duration) *http.Client {
-	c := &http.Client{Timeout: timeout}
-	if token != "" {
-		c.Transport = bearerRoundTripper{token: token}
-	}
-	return c
-}
-
-type bearerRoundTripper struct{ token string }
-
-func (b bearerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
 }

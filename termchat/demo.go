@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gorap/gorap/runtime"
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // The demo's user messages. The built-in script reacts to "Tokyo" and
@@ -269,7 +268,7 @@ func (p *demoPlayer) play(ctx context.Context) ([]string, error) {
 		return append(report, "✗ sleep: "+err.Error()), err
 	}
 	msgs = mustHistory(ctx, p.api, p.threadID)
-	sleepCall, sleepRes, slept := findCall(msgs, runtime.BuiltinSleep)
+	sleepCall, sleepRes, slept := findCall(msgs, toolSleep)
 	wakes := 0
 	if sleepCall != nil {
 		wakes = countResults(msgs, sleepCall.ID)
@@ -314,7 +313,7 @@ func (p *demoPlayer) waitSubscriptionEnded(ctx context.Context, callID string) (
 }
 
 // children returns the threads spawned from the demo's thread.
-func (p *demoPlayer) children(ctx context.Context) ([]store.Thread, error) {
+func (p *demoPlayer) children(ctx context.Context) ([]api.Thread, error) {
 	return p.api.Threads(ctx, p.threadID)
 }
 
@@ -325,15 +324,15 @@ func (p *demoPlayer) shown(callID string) bool {
 	return p.tr.results[callID]
 }
 
-func mustHistory(ctx context.Context, api API, threadID string) []store.Message {
-	msgs, _ := api.History(ctx, threadID)
+func mustHistory(ctx context.Context, a API, threadID string) []api.Message {
+	msgs, _ := a.History(ctx, threadID)
 	return msgs
 }
 
 // findCall returns the last call of tool name in msgs, its result, and how
 // long after the call the result was recorded.
-func findCall(msgs []store.Message, name string) (*store.ToolCall, *store.ToolResult, time.Duration) {
-	var call *store.ToolCall
+func findCall(msgs []api.Message, name string) (*api.ToolCall, *api.ToolResult, time.Duration) {
+	var call *api.ToolCall
 	var callTime time.Time
 	for i := range msgs {
 		for j := range msgs[i].ToolCalls {
@@ -357,11 +356,11 @@ func findCall(msgs []store.Message, name string) (*store.ToolCall, *store.ToolRe
 }
 
 // countInjected counts the subscription events injected into msgs.
-func countInjected(msgs []store.Message) int {
+func countInjected(msgs []api.Message) int {
 	n := 0
 	for _, m := range msgs {
 		for _, c := range m.ToolCalls {
-			if c.Name == runtime.InjectedToolName {
+			if c.Name == toolInjected {
 				n++
 			}
 		}
@@ -370,7 +369,7 @@ func countInjected(msgs []store.Message) int {
 }
 
 // countResults counts the results of call id in msgs.
-func countResults(msgs []store.Message, id string) int {
+func countResults(msgs []api.Message, id string) int {
 	n := 0
 	for _, m := range msgs {
 		for _, r := range m.ToolResults {

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/gorap/gorap/rap"
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // Display says how the transcript draws what is not plain text.
@@ -79,7 +79,7 @@ func (d Display) colorDiff(lines []string) []string {
 // image; unknown types are skipped), else the items of content, else text.
 // An image is shown as a link to a saved copy, and drawn in the terminal
 // when its protocol is known.
-func (t *transcript) resultText(r store.ToolResult) (text, kind string) {
+func (t *transcript) resultText(r api.ToolResult) (text, kind string) {
 	for _, seg := range r.DisplayAs {
 		if seg.Type == "image" {
 			var im struct {

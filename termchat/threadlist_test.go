@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // rap chat's and rap demo's thread listings follow
@@ -26,11 +26,11 @@ func TestAPIClientFollowsThreadPages(t *testing.T) {
 		parents = append(parents, r.URL.Query().Get("parent_id"))
 		cur := r.URL.Query().Get("cursor")
 		var out struct {
-			Threads    []store.Thread `json:"threads"`
-			NextCursor string         `json:"next_cursor,omitempty"`
+			Threads    []api.Thread `json:"threads"`
+			NextCursor string       `json:"next_cursor,omitempty"`
 		}
 		for _, id := range pages[cur] {
-			out.Threads = append(out.Threads, store.Thread{ID: id})
+			out.Threads = append(out.Threads, api.Thread{ID: id})
 		}
 		out.NextCursor = next[cur]
 		json.NewEncoder(w).Encode(out)
@@ -56,7 +56,7 @@ func TestAPIClientFollowsThreadPages(t *testing.T) {
 	}
 }
 
-func ids(ts []store.Thread) []string {
+func ids(ts []api.Thread) []string {
 	var out []string
 	for _, t := range ts {
 		out = append(out, t.ID)

@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/config"
 )
@@ -280,7 +281,7 @@ func (s *Supervisor) Proxy(toolToken string) http.Handler {
 			r.SetURL(&url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(int(s.port.Load()))})
 			r.Out.Host = r.In.Host
 			if toolToken != "" {
-				r.Out.Header.Set("Authorization", "Bearer "+toolToken)
+				bearer.Set(r.Out.Header, toolToken)
 			}
 		},
 		ModifyResponse: func(resp *http.Response) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/sqlite"
 )
@@ -175,10 +176,10 @@ func TestChatScriptedConversationAndResume(t *testing.T) {
 	}
 }
 
-func countUser(msgs []store.Message, text string) int {
+func countUser(msgs []api.Message, text string) int {
 	n := 0
 	for _, m := range msgs {
-		if m.Role == store.RoleUser && m.Text == text {
+		if m.Role == api.RoleUser && m.Text == text {
 			n++
 		}
 	}
@@ -317,16 +318,16 @@ func TestTranscriptResults(t *testing.T) {
 	tr := newTranscript(&b, Display{ImageDir: t.TempDir()})
 	tr.maxResultLines, tr.maxResultChars = 3, 40
 	unknown := rap.DisplaySegment{Type: "hologram", Content: json.RawMessage(`{"x":1}`)}
-	tr.toolResult(store.ToolResult{CallID: "1", Name: "edit", Text: "model text",
+	tr.toolResult(api.ToolResult{CallID: "1", Name: "edit", Text: "model text",
 		DisplayAs: []rap.DisplaySegment{unknown, rap.DiffSegment("a.go", "@@ -1 +1 @@\n-a\n+b\n"), rap.TextSegment("for people")}})
-	tr.toolResult(store.ToolResult{CallID: "1", Name: "edit", Text: "duplicate"})
-	tr.toolResult(store.ToolResult{CallID: "2", Name: "long", Text: "l1\nl2\nl3\nl4\nl5"})
-	tr.toolResult(store.ToolResult{CallID: "3", Name: "wide", Text: strings.Repeat("é", 50), IsError: true})
-	tr.toolResult(store.ToolResult{CallID: "4", Name: "img", Content: []rap.ContentItem{rap.TextContent("see"), rap.ImageContent("AAAA", "image/png")}})
-	tr.toolResult(store.ToolResult{CallID: "5", Name: "odd", Text: "plain fallback", DisplayAs: []rap.DisplaySegment{unknown}})
-	tr.toolResult(store.ToolResult{CallID: "6", Name: "shot", Text: "a screenshot", DisplayAs: []rap.DisplaySegment{rap.ImageSegment("QUJD", "image/webp"), rap.TextSegment("later")}})
-	tr.toolResult(store.ToolResult{CallID: "7", Name: "say", Text: "model", DisplayAs: []rap.DisplaySegment{rap.TextSegment("for people")}})
-	tr.toolResult(store.ToolResult{CallID: "8", Name: "esc", Text: "red \x1b[31malert\x1b[0m\r"})
+	tr.toolResult(api.ToolResult{CallID: "1", Name: "edit", Text: "duplicate"})
+	tr.toolResult(api.ToolResult{CallID: "2", Name: "long", Text: "l1\nl2\nl3\nl4\nl5"})
+	tr.toolResult(api.ToolResult{CallID: "3", Name: "wide", Text: strings.Repeat("é", 50), IsError: true})
+	tr.toolResult(api.ToolResult{CallID: "4", Name: "img", Content: []rap.ContentItem{rap.TextContent("see"), rap.ImageContent("AAAA", "image/png")}})
+	tr.toolResult(api.ToolResult{CallID: "5", Name: "odd", Text: "plain fallback", DisplayAs: []rap.DisplaySegment{unknown}})
+	tr.toolResult(api.ToolResult{CallID: "6", Name: "shot", Text: "a screenshot", DisplayAs: []rap.DisplaySegment{rap.ImageSegment("QUJD", "image/webp"), rap.TextSegment("later")}})
+	tr.toolResult(api.ToolResult{CallID: "7", Name: "say", Text: "model", DisplayAs: []rap.DisplaySegment{rap.TextSegment("for people")}})
+	tr.toolResult(api.ToolResult{CallID: "8", Name: "esc", Text: "red \x1b[31malert\x1b[0m\r"})
 	out := b.String()
 	wantLines(t, out,
 		"← edit: diff a.go\n      @@ -1 +1 @@\n      -a\n      +b\n", // the diff: its path and patch lines
@@ -353,9 +354,9 @@ func TestTranscriptResults(t *testing.T) {
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
 
 func TestPendingCalls(t *testing.T) {
-	msgs := []store.Message{
-		{Role: store.RoleAssistant, ToolCalls: []store.ToolCall{{ID: "a", Name: "x"}, {ID: "b", Name: "y"}}},
-		{Role: store.RoleTool, ToolResults: []store.ToolResult{{CallID: "a"}}},
+	msgs := []api.Message{
+		{Role: api.RoleAssistant, ToolCalls: []api.ToolCall{{ID: "a", Name: "x"}, {ID: "b", Name: "y"}}},
+		{Role: api.RoleTool, ToolResults: []api.ToolResult{{CallID: "a"}}},
 	}
 	p := pendingCalls(msgs)
 	if len(p) != 1 || p["b"] != "y" {
@@ -915,13 +916,13 @@ func TestTranscriptInteractEvents(t *testing.T) {
 }
 
 func TestPrintThreadTree(t *testing.T) {
-	threads := []store.Thread{
-		{ID: "R1", Status: store.ThreadActive},
-		{ID: "A", ParentID: "R1", Status: store.ThreadClosed, OriginTool: "watch", OriginCallID: "c1"},
-		{ID: "B", ParentID: "R1", Status: store.ThreadActive, OriginTool: "spawn_thread", OriginCallID: "c2"},
-		{ID: "B1", ParentID: "B", Status: store.ThreadActive, OriginTool: "spawn_thread", OriginCallID: "c3"},
-		{ID: "R2", Status: store.ThreadClosed},
-		{ID: "O", ParentID: "gone", Status: store.ThreadActive, OriginTool: "watch"}, // its parent is not listed
+	threads := []api.Thread{
+		{ID: "R1", Status: api.ThreadStatusActive},
+		{ID: "A", ParentID: "R1", Status: api.ThreadStatusClosed, OriginTool: "watch", OriginCallID: "c1"},
+		{ID: "B", ParentID: "R1", Status: api.ThreadStatusActive, OriginTool: "spawn_thread", OriginCallID: "c2"},
+		{ID: "B1", ParentID: "B", Status: api.ThreadStatusActive, OriginTool: "spawn_thread", OriginCallID: "c3"},
+		{ID: "R2", Status: api.ThreadStatusClosed},
+		{ID: "O", ParentID: "gone", Status: api.ThreadStatusActive, OriginTool: "watch"}, // its parent is not listed
 	}
 	var b bytes.Buffer
 	if err := printThreadTree(&b, threads, "", "B1"); err != nil {
@@ -949,9 +950,9 @@ func TestPrintThreadTree(t *testing.T) {
 	}
 
 	// A deep chain stops at maxTreeDepth levels.
-	var chain []store.Thread
+	var chain []api.Thread
 	for i := 0; i <= maxTreeDepth+5; i++ {
-		th := store.Thread{ID: fmt.Sprintf("t%d", i), Status: store.ThreadActive}
+		th := api.Thread{ID: fmt.Sprintf("t%d", i), Status: api.ThreadStatusActive}
 		if i > 0 {
 			th.ParentID = fmt.Sprintf("t%d", i-1)
 		}

@@ -8,8 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorap/gorap/runtime"
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // Limits of what the chat client shows.
@@ -248,7 +247,7 @@ func (t *transcript) event(ev Event) {
 		}
 		t.streamed = true
 	case "message":
-		var m store.Message
+		var m api.Message
 		if json.Unmarshal(ev.Data, &m) != nil {
 			return
 		}
@@ -264,7 +263,7 @@ func (t *transcript) event(ev Event) {
 			t.toolCall(c.CallID, c.Name, c.Arguments, c.Display)
 		}
 	case "tool_result":
-		var r store.ToolResult
+		var r api.ToolResult
 		if json.Unmarshal(ev.Data, &r) == nil {
 			t.toolResult(r)
 		}
@@ -325,7 +324,7 @@ func (t *transcript) event(ev Event) {
 		}
 		if json.Unmarshal(ev.Data, &e) == nil {
 			why := strings.ReplaceAll(e.Reason, "_", " ")
-			if e.OriginTool != "" && e.OriginTool != runtime.BuiltinSpawnThread {
+			if e.OriginTool != "" && e.OriginTool != toolSpawnThread {
 				why += " of " + e.OriginTool
 			}
 			t.kids[e.ThreadID] = true
@@ -355,7 +354,7 @@ func (t *transcript) event(ev Event) {
 
 // message renders one history message. A message of this transcript's own
 // thread is shown once, whether it comes from the history or the stream.
-func (t *transcript) message(m store.Message, echoUser bool) {
+func (t *transcript) message(m api.Message, echoUser bool) {
 	if t.self != "" && m.ThreadID != "" && m.ThreadID != t.self {
 		// A child's stream replays the history it inherited from its
 		// parent (messages of the parent's thread): the parent's story,
@@ -376,11 +375,11 @@ func (t *transcript) message(m store.Message, echoUser bool) {
 		t.seen[m.Seq] = true
 	}
 	switch m.Role {
-	case store.RoleUser:
+	case api.RoleUser:
 		if echoUser {
 			t.userText(m.Text)
 		}
-	case store.RoleAssistant:
+	case api.RoleAssistant:
 		if m.Text != "" {
 			if !t.streamed {
 				t.printf("assistant: %s\n", clean(strings.TrimRight(m.Text, "\n")))
@@ -424,7 +423,7 @@ func isDefaultDisplay(display, name string) bool {
 	return json.Valid([]byte(inner[:len(inner)-1]))
 }
 
-func (t *transcript) toolResult(r store.ToolResult) {
+func (t *transcript) toolResult(r api.ToolResult) {
 	if r.CallID != "" {
 		if t.results[r.CallID] {
 			return
@@ -441,7 +440,7 @@ func (t *transcript) toolResult(r store.ToolResult) {
 	switch label {
 	case "":
 		label = "result"
-	case runtime.InjectedToolName:
+	case toolInjected:
 		label = "event"
 	}
 	if r.IsError {
@@ -482,7 +481,7 @@ func toolLabel(name string) string {
 // history renders stored messages, as when a thread is resumed or a child
 // thread is first followed. Messages of other threads (a child's inherited
 // history) are left out.
-func (t *transcript) history(msgs []store.Message) {
+func (t *transcript) history(msgs []api.Message) {
 	for _, m := range msgs {
 		if t.self != "" && m.ThreadID != "" && m.ThreadID != t.self {
 			continue

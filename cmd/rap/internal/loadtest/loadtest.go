@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/examples/gettime"
+	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/internal/cpustat"
 	"github.com/gorap/gorap/rap"
 )
@@ -165,7 +166,7 @@ func Run(ctx context.Context, cfg Config, stderr io.Writer) (*Report, error) {
 		rep.target = cfg.URL + " (in-process gettime)"
 	}
 
-	ts, _, err := rap.FetchToolset(ctx, bearerClient(cfg.Token, 30*time.Second), cfg.URL)
+	ts, _, err := rap.FetchToolset(ctx, bearer.Client(cfg.Token, 30*time.Second), cfg.URL)
 	if err != nil {
 		return nil, err
 	}

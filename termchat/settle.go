@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // settleGoal says what waitSettled waits for.
@@ -33,7 +33,7 @@ type settleGoal struct {
 
 // waitSettled waits, up to wait, until thread threadID reached goal, was
 // closed, or reported an error.
-func waitSettled(ctx context.Context, api API, w *threadWatch, threadID string, g settleGoal, wait time.Duration) error {
+func waitSettled(ctx context.Context, a API, w *threadWatch, threadID string, g settleGoal, wait time.Duration) error {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	poll := time.NewTicker(time.Second)
@@ -53,12 +53,12 @@ func waitSettled(ctx context.Context, api API, w *threadWatch, threadID string, 
 			ready = ws.state == "idle" && ws.idles > g.idlesBefore || open > 0 && added > g.asksBefore && !ws.running
 		}
 		if ready {
-			st, err := api.Status(ctx, threadID)
+			st, err := a.Status(ctx, threadID)
 			if err != nil {
 				return err
 			}
 			last = st
-			if st.Status == string(store.ThreadClosed) {
+			if st.Status == string(api.ThreadStatusClosed) {
 				return nil
 			}
 			if st.Queued == 0 && (!g.allCalls || len(st.PendingCalls) == 0 || open > 0) {
@@ -68,7 +68,7 @@ func waitSettled(ctx context.Context, api API, w *threadWatch, threadID string, 
 				if g.text == "" {
 					return nil
 				}
-				msgs, err := api.History(ctx, threadID)
+				msgs, err := a.History(ctx, threadID)
 				if err != nil {
 					return err
 				}
@@ -99,10 +99,10 @@ func waitSettled(ctx context.Context, api API, w *threadWatch, threadID string, 
 // settledIn reports whether msgs show the message text processed: it
 // appears more than countBefore times and an assistant message follows its
 // last occurrence.
-func settledIn(msgs []store.Message, text string, countBefore int) bool {
+func settledIn(msgs []api.Message, text string, countBefore int) bool {
 	n, last := 0, -1
 	for i, m := range msgs {
-		if m.Role == store.RoleUser && m.Text == text {
+		if m.Role == api.RoleUser && m.Text == text {
 			n++
 			last = i
 		}
@@ -111,7 +111,7 @@ func settledIn(msgs []store.Message, text string, countBefore int) bool {
 		return false
 	}
 	for _, m := range msgs[last+1:] {
-		if m.Role == store.RoleAssistant {
+		if m.Role == api.RoleAssistant {
 			return true
 		}
 	}

@@ -4,15 +4,14 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gorap/gorap/runtime"
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // printThreadTree prints the thread tree built from parent_id: every
 // session, or only the session of thread only when it is set. mark is
 // labelled as the chat's own thread.
-func printThreadTree(w io.Writer, threads []store.Thread, only, mark string) error {
-	byID := make(map[string]store.Thread, len(threads))
+func printThreadTree(w io.Writer, threads []api.Thread, only, mark string) error {
+	byID := make(map[string]api.Thread, len(threads))
 	kids := map[string][]string{}
 	for _, th := range threads {
 		byID[th.ID] = th
@@ -92,11 +91,11 @@ func printThreadTree(w io.Writer, threads []store.Thread, only, mark string) err
 }
 
 // threadLine is one thread of the tree: id, status and origin.
-func threadLine(th store.Thread, mark string) string {
+func threadLine(th api.Thread, mark string) string {
 	origin := "session"
 	switch {
 	case th.ParentID == "":
-	case th.OriginTool == runtime.BuiltinSpawnThread:
+	case th.OriginTool == toolSpawnThread:
 		origin = "spawn_thread"
 	case th.OriginTool != "":
 		origin = "event of " + th.OriginTool

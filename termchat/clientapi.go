@@ -8,7 +8,6 @@ import (
 
 	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/client"
-	"github.com/gorap/gorap/runtime/store"
 )
 
 // clientAPI implements API with the runtime's typed Go client
@@ -52,7 +51,7 @@ func (a clientAPI) PostMessage(ctx context.Context, threadID, text string) error
 }
 
 // History implements API.
-func (a clientAPI) History(ctx context.Context, threadID string) ([]store.Message, error) {
+func (a clientAPI) History(ctx context.Context, threadID string) ([]api.Message, error) {
 	return a.c.History(ctx, threadID)
 }
 
@@ -122,11 +121,11 @@ func (a clientAPI) Status(ctx context.Context, threadID string) (*ThreadStatus, 
 }
 
 // Threads implements API.
-func (a clientAPI) Threads(ctx context.Context, parent string) ([]store.Thread, error) {
+func (a clientAPI) Threads(ctx context.Context, parent string) ([]api.Thread, error) {
 	if parent != "" {
 		return a.c.Children(ctx, parent)
 	}
-	var out []store.Thread
+	var out []api.Thread
 	for t, err := range a.c.Threads(ctx, client.ListOptions{Limit: 1000}) {
 		if err != nil {
 			return nil, err

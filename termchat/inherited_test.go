@@ -45,7 +45,7 @@ func TestTranscriptChildSkipsInheritedHistory(t *testing.T) {
 // script examples/scripted/tour.json and the get-time example tool
 // server; this plays what the tour types into "rap chat".
 func TestReadmeTourScript(t *testing.T) {
-	m, err := scripted.Load(filepath.Join("..", "..", "examples", "scripted", "tour.json"))
+	m, err := scripted.Load(filepath.Join("..", "examples", "scripted", "tour.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // pendingCalls returns the ids of tool calls in msgs that have no result yet.
-func pendingCalls(msgs []store.Message) map[string]string {
+func pendingCalls(msgs []api.Message) map[string]string {
 	pending := map[string]string{}
 	for _, m := range msgs {
 		for _, c := range m.ToolCalls {
@@ -87,7 +87,7 @@ func (a *userAsks) note(threadID string, ev Event) {
 			a.dropLocked(threadID, r.CallID, true)
 		}
 	case "message":
-		var m store.Message
+		var m api.Message
 		if json.Unmarshal(ev.Data, &m) == nil {
 			for _, r := range m.ToolResults {
 				a.dropLocked(threadID, r.CallID, true)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // statusAPI answers Status from a function; the other methods are not
@@ -29,7 +29,7 @@ func TestBusyThreadsCountsAChildFollowedMeanwhile(t *testing.T) {
 	var mu sync.Mutex
 	f := newFollower(context.Background(), nil, &mu, io.Discard)
 	root := f.root("root-thread", newTranscript(io.Discard, Display{}))
-	root.watch.lastRole = store.RoleAssistant
+	root.watch.lastRole = api.RoleAssistant
 	f.api = statusAPI{status: func(id string) *ThreadStatus {
 		if id == "root-thread" {
 			// The thread_spawned event is handled while the root's state
@@ -62,7 +62,7 @@ func TestBusyThreadsSeesAReportInFlightToTheParent(t *testing.T) {
 	var mu sync.Mutex
 	f := newFollower(context.Background(), nil, &mu, io.Discard)
 	root := f.root("root-thread", newTranscript(io.Discard, Display{}))
-	root.watch.lastRole = store.RoleAssistant
+	root.watch.lastRole = api.RoleAssistant
 	child := &followedThread{id: "child-thread", watch: newThreadWatch("child-thread"), done: make(chan struct{}), depth: 1}
 	f.threads[child.id], f.known[child.id] = child, true
 	reads := 0
@@ -75,7 +75,7 @@ func TestBusyThreadsSeesAReportInFlightToTheParent(t *testing.T) {
 		case id == root.id:
 			return &ThreadStatus{Status: "active", Children: []string{child.id}}
 		case closed:
-			return &ThreadStatus{Status: string(store.ThreadClosed)}
+			return &ThreadStatus{Status: string(api.ThreadStatusClosed)}
 		default:
 			// Its turn is committing: its input is still queued.
 			return &ThreadStatus{Status: "active", Queued: 1}
@@ -95,7 +95,7 @@ func TestBusyThreadsChecksChildrenBeforeParents(t *testing.T) {
 	var mu sync.Mutex
 	f := newFollower(context.Background(), nil, &mu, io.Discard)
 	root := f.root("a-root", newTranscript(io.Discard, Display{}))
-	root.watch.lastRole = store.RoleAssistant
+	root.watch.lastRole = api.RoleAssistant
 	for _, k := range []struct {
 		id    string
 		depth int

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/runtime/api"
-	"github.com/gorap/gorap/runtime/store"
 )
 
 // Options configure Run.
@@ -158,8 +157,8 @@ func (s *session) open(ctx context.Context) error {
 		s.threadID = c.ID
 		fmt.Fprintf(opts.Stdout, "thread %s (resume with: rap chat --thread %s)\n", s.threadID, s.threadID)
 	}
-	var earlier []store.Message
-	var resumed []store.Thread
+	var earlier []api.Message
+	var resumed []api.Thread
 	if opts.Thread != "" {
 		var err error
 		if earlier, err = s.api.History(ctx, s.threadID); err != nil {
@@ -218,7 +217,7 @@ func (s *session) open(ctx context.Context) error {
 		s.printMu.Unlock()
 		// Follow the children still open; the closed ones are history.
 		for _, th := range resumed {
-			if th.Status == store.ThreadClosed {
+			if th.Status == api.ThreadStatusClosed {
 				s.f.markKnown(th.ID)
 			} else {
 				s.f.follow(th.ID, s.tr)
@@ -459,14 +458,14 @@ func (s *session) answerChoice(ctx context.Context, c openChoice, text string) e
 }
 
 // countUserText counts the user messages of the history whose text is text.
-func countUserText(ctx context.Context, api API, threadID, text string) (int, error) {
-	msgs, err := api.History(ctx, threadID)
+func countUserText(ctx context.Context, a API, threadID, text string) (int, error) {
+	msgs, err := a.History(ctx, threadID)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, m := range msgs {
-		if m.Role == store.RoleUser && m.Text == text {
+		if m.Role == api.RoleUser && m.Text == text {
 			n++
 		}
 	}

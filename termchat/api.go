@@ -14,7 +14,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // Event is one event of a thread's stream (see docs/api.md): its type,
@@ -43,7 +43,7 @@ type API interface {
 	// accepted it durably.
 	PostMessage(ctx context.Context, threadID, text string) error
 	// History returns the thread's messages in order.
-	History(ctx context.Context, threadID string) ([]store.Message, error)
+	History(ctx context.Context, threadID string) ([]api.Message, error)
 	// Events opens the thread's live event stream. The channel is closed
 	// when the stream ends or ctx is done; the function then says why.
 	Events(ctx context.Context, threadID string) (<-chan Event, func() error, error)
@@ -54,7 +54,7 @@ type API interface {
 	Status(ctx context.Context, threadID string) (*ThreadStatus, error)
 	// Threads lists every thread, or only parent's children when parent
 	// is set.
-	Threads(ctx context.Context, parent string) ([]store.Thread, error)
+	Threads(ctx context.Context, parent string) ([]api.Thread, error)
 }
 
 // ThreadStatus is the part of GET /v1/threads/{id} the client uses.
@@ -88,7 +88,7 @@ type ThreadStatus struct {
 func (st *ThreadStatus) activeSubscriptions() []string {
 	var out []string
 	for _, s := range st.Subscriptions {
-		if s.State == string(store.SubscriptionActive) {
+		if s.State == string(api.SubscriptionActive) {
 			out = append(out, s.ToolName)
 		}
 	}
@@ -110,3 +110,17 @@ func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// Tool names the runtime gives a meaning to, as histories and events show
+// them. They are the runtime's (runtime.BuiltinSleep and so on), repeated
+// here so that the terminal client needs only the client API's packages;
+// a test checks that they agree.
+const (
+	// toolSleep is the built-in sleep.
+	toolSleep = "sleep"
+	// toolSpawnThread is the built-in that starts a child thread.
+	toolSpawnThread = "spawn_thread"
+	// toolInjected is the synthetic call that carries a subscription
+	// event or a child's report into the history.
+	toolInjected = "receive_event__injected"
+)
