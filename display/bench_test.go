@@ -12,7 +12,7 @@ let prefix = if kind { "Draft PR #" } else { "PR #" };
 prefix + args.number + " on " + args.owner + "/" + args.repo`
 
 func BenchmarkTypicalScript(b *testing.B) {
-	s, err := Compile(typicalScript)
+	s, err := Compile(typicalScript, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func BenchmarkRenderCached(b *testing.B) {
 func BenchmarkCompileTypical(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if _, err := Compile(typicalScript); err != nil {
+		if _, err := Compile(typicalScript, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

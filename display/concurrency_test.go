@@ -15,7 +15,7 @@ func TestConcurrentEval(t *testing.T) {
 		fn label(n) { if n > 1 { "items" } else { "item" } }
 		let a = args.list; a.push(99); a.sort();
 		let m = #{k: a}; m.k.push(1);
-		switch args.n { 1 => "one", 2..10 => ` + "`${args.n} ${label(args.n)} ${a.len()}`" + `, _ => "many" }`)
+		switch args.n { 1 => "one", 2..10 => `+"`${args.n} ${label(args.n)} ${a.len()}`"+`, _ => "many" }`, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestConcurrentEval(t *testing.T) {
 }
 
 func TestCacheEviction(t *testing.T) {
-	c := NewCache(2)
+	c := NewCache(2, nil)
 	for i := 0; i < 5; i++ {
 		src := fmt.Sprintf(`"v%d"`, i)
 		if got := c.Render(context.Background(), "t", src, nil); got != fmt.Sprintf("v%d", i) {
@@ -68,7 +68,7 @@ func TestCacheEviction(t *testing.T) {
 	if got := c.Render(context.Background(), "t", huge, nil); got != `t({})` {
 		t.Fatalf("huge script: %q", got)
 	}
-	if _, err := Compile(huge); err == nil {
+	if _, err := Compile(huge, nil); err == nil {
 		t.Fatal("huge script compiled")
 	}
 	big := `"x" // ` + strings.Repeat("y", 100<<10)
@@ -104,7 +104,7 @@ func TestDefaultRendering(t *testing.T) {
 
 func TestEvalArgsNumberForms(t *testing.T) {
 	// Brief: accept json.Number and float64; integers -> i64, others -> f64.
-	s, _ := Compile(`type_of(args.a) + " " + args.a + " " + type_of(args.b) + " " + args.b`)
+	s, _ := Compile(`type_of(args.a) + " " + args.a + " " + type_of(args.b) + " " + args.b`, nil)
 	for _, args := range []map[string]any{
 		{"a": json.Number("42"), "b": json.Number("2.5")},
 		{"a": float64(42), "b": 2.5},
@@ -121,7 +121,7 @@ func TestEvalArgsNumberForms(t *testing.T) {
 }
 
 func TestSyntaxErrorPosition(t *testing.T) {
-	_, err := Compile("let x = 1;\nlet y = ;")
+	_, err := Compile("let x = 1;\nlet y = ;", nil)
 	se, ok := err.(*SyntaxError)
 	if !ok || se.Pos != (Pos{2, 9}) {
 		t.Fatalf("got %v", err)

@@ -88,31 +88,13 @@ func (l Limits) normalized() Limits {
 	return l
 }
 
-type config struct {
-	limits Limits
-}
-
-// Option configures Compile, NewCache and friends.
-type Option func(*config)
-
-// WithLimits replaces all limits (zero fields fall back to the defaults).
-func WithLimits(l Limits) Option { return func(c *config) { c.limits = l } }
-
-// WithTimeout sets only the wall-clock timeout of each evaluation.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.limits.Timeout = d } }
-
-// WithMaxOperations sets only the operation limit.
-func WithMaxOperations(n int64) Option { return func(c *config) { c.limits.MaxOperations = n } }
-
-func newConfig(opts []Option) config {
-	c := config{limits: DefaultLimits()}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
+// limitsOrDefault returns the limits a constructor works with: a copy of
+// *l with its zero fields set to the defaults, or DefaultLimits() for nil.
+func limitsOrDefault(l *Limits) Limits {
+	if l == nil {
+		return DefaultLimits()
 	}
-	c.limits = c.limits.normalized()
-	return c
+	return l.normalized()
 }
 
 // Script is a compiled display script. It is immutable and safe for
@@ -135,9 +117,11 @@ const (
 // Compile parses a display script. Syntax errors are *SyntaxError values
 // whose message includes the line:column of the problem; scripts nested
 // deeper than Limits.MaxExprDepth fail with an error wrapping ErrExprTooDeep
-// and scripts over 1 MiB are rejected.
-func Compile(src string, opts ...Option) (s *Script, err error) {
-	c := newConfig(opts)
+// and scripts over 1 MiB are rejected. The script runs within limits: nil
+// means DefaultLimits(), and a zero or negative field takes its default.
+// Compile does not change *limits.
+func Compile(src string, limits *Limits) (s *Script, err error) {
+	lim := limitsOrDefault(limits)
 	if len(src) > maxScriptLen {
 		return nil, &SyntaxError{Pos: Pos{1, 1}, Msg: fmt.Sprintf("script of %d bytes exceeds the limit of %d", len(src), maxScriptLen)}
 	}
@@ -146,11 +130,11 @@ func Compile(src string, opts ...Option) (s *Script, err error) {
 			s, err = nil, fmt.Errorf("display: internal error while compiling: %v", r)
 		}
 	}()
-	prog, fns, err := parse(src, c.limits.MaxExprDepth, c.limits.MaxStringLen)
+	prog, fns, err := parse(src, lim.MaxExprDepth, lim.MaxStringLen)
 	if err != nil {
 		return nil, err
 	}
-	return &Script{src: src, prog: prog, fns: fns, limits: c.limits}, nil
+	return &Script{src: src, prog: prog, fns: fns, limits: lim}, nil
 }
 
 // Limits returns the limits the script was compiled with.
@@ -319,11 +303,11 @@ func decodeArgs(args json.RawMessage) (map[string]any, bool) {
 // Cache is a bounded LRU cache of compiled display scripts, keyed by script
 // text, with its own limits. It is safe for concurrent use.
 type Cache struct {
-	mu    sync.Mutex
-	size  int
-	opts  []Option
-	ll    *list.List
-	items map[string]*list.Element
+	mu     sync.Mutex
+	size   int
+	limits Limits // with the defaults filled in; never changed
+	ll     *list.List
+	items  map[string]*list.Element
 }
 
 type cacheEntry struct {
@@ -333,12 +317,14 @@ type cacheEntry struct {
 }
 
 // NewCache returns a cache holding at most size compiled scripts (size < 1
-// means 1). The options apply to every script compiled through the cache.
-func NewCache(size int, opts ...Option) *Cache {
+// means 1). Every script compiled through the cache runs within limits, as
+// for Compile: nil means DefaultLimits(), and a zero or negative field
+// takes its default. NewCache does not change *limits, nor keep it.
+func NewCache(size int, limits *Limits) *Cache {
 	if size < 1 {
 		size = 1
 	}
-	return &Cache{size: size, opts: opts, ll: list.New(), items: map[string]*list.Element{}}
+	return &Cache{size: size, limits: limitsOrDefault(limits), ll: list.New(), items: map[string]*list.Element{}}
 }
 
 // Compile returns the compiled script for src, compiling it on a miss.
@@ -352,7 +338,7 @@ func (c *Cache) Compile(src string) (*Script, error) {
 		return e.script, e.err
 	}
 	c.mu.Unlock()
-	s, err := Compile(src, c.opts...)
+	s, err := Compile(src, &c.limits)
 	if len(src) > maxCachedScriptLen {
 		return s, err
 	}
@@ -402,7 +388,7 @@ func (c *Cache) Render(ctx context.Context, toolName, script string, args json.R
 	return out
 }
 
-var defaultCache = NewCache(1024)
+var defaultCache = NewCache(1024, nil)
 
 // Render is Cache.Render on a package-level cache of up to 1024 compiled
 // scripts with DefaultLimits. It never fails: it returns the script's

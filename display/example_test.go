@@ -9,7 +9,7 @@ import (
 )
 
 func ExampleCompile() {
-	s, err := display.Compile(`"PR #" + args.number + " on " + args.owner + "/" + args.repo`)
+	s, err := display.Compile(`"PR #" + args.number + " on " + args.owner + "/" + args.repo`, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -21,7 +21,7 @@ func ExampleCompile() {
 }
 
 func ExampleScript_Eval() {
-	s, _ := display.Compile("let n = args.files.len(); `${n} file${if n == 1 { \"\" } else { \"s\" }} changed`")
+	s, _ := display.Compile("let n = args.files.len(); `${n} file${if n == 1 { \"\" } else { \"s\" }} changed`", nil)
 	out, _ := s.Eval(context.Background(), map[string]any{"files": []any{"a.go", "b.go"}})
 	fmt.Println(out)
 	_, err := s.Eval(context.Background(), map[string]any{})

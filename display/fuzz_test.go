@@ -31,7 +31,7 @@ func FuzzEval(f *testing.F) {
 	lim.MaxArrayLen = 1000
 	lim.MaxMapLen = 1000
 	lim.Timeout = 100 * time.Millisecond
-	cache := NewCache(64, WithLimits(lim))
+	cache := NewCache(64, &lim)
 
 	f.Fuzz(func(t *testing.T, src, args string) {
 		m, ok := decodeArgs(json.RawMessage(args))
@@ -39,7 +39,7 @@ func FuzzEval(f *testing.F) {
 			m = map[string]any{}
 		}
 		start := time.Now()
-		s, err := Compile(src, WithLimits(lim))
+		s, err := Compile(src, &lim)
 		if err != nil {
 			if strings.Contains(err.Error(), "internal error") {
 				t.Fatalf("compile panicked: %v", err)

@@ -12,12 +12,20 @@ import (
 // RAP DS-3: display scripts are untrusted and run in a sandbox with bounded
 // operations, time, memory and depth. Each limit has its own error.
 
-func evalErr(t *testing.T, src string, opts ...Option) error {
+// evalErr compiles and runs src within limits (nil: the defaults) and
+// returns the error.
+func evalErr(t *testing.T, src string, limits *Limits) error {
 	t.Helper()
+	var lim Limits
+	if limits != nil {
+		lim = *limits
+	}
 	// A generous timeout keeps these tests deterministic on a loaded machine
 	// (the timeout itself is tested in TestLimitTimeout).
-	opts = append([]Option{WithTimeout(10 * time.Second)}, opts...)
-	s, err := Compile(src, opts...)
+	if lim.Timeout == 0 {
+		lim.Timeout = 10 * time.Second
+	}
+	s, err := Compile(src, &lim)
 	if err != nil {
 		return err
 	}
@@ -41,33 +49,33 @@ func TestLimitOperations(t *testing.T) {
 		`fn f() { loop {} } f()`,
 		`let a = [1]; loop { a.insert(0, 1); }`, // element shifting is charged
 	} {
-		err := evalErr(t, src)
+		err := evalErr(t, src, nil)
 		if !errors.Is(err, ErrTooManyOperations) {
 			t.Errorf("%q: got %v, want ErrTooManyOperations", src, err)
 		}
 	}
 	// A custom limit is honoured exactly enough to matter.
 	src := `let s = 0; for i in 0..1000 { s += i; } "" + s`
-	if err := evalErr(t, src, WithMaxOperations(500)); !errors.Is(err, ErrTooManyOperations) {
+	if err := evalErr(t, src, &Limits{MaxOperations: 500}); !errors.Is(err, ErrTooManyOperations) {
 		t.Errorf("custom op limit: got %v", err)
 	}
-	if err := evalErr(t, src, WithMaxOperations(100_000)); err != nil {
+	if err := evalErr(t, src, &Limits{MaxOperations: 100_000}); err != nil {
 		t.Errorf("within op limit: %v", err)
 	}
 }
 
 func TestLimitCallDepth(t *testing.T) {
 	// RAP DS-3: recursion stops at the call-depth limit.
-	err := evalErr(t, `fn f(n) { f(n + 1) } f(0)`)
+	err := evalErr(t, `fn f(n) { f(n + 1) } f(0)`, nil)
 	if !errors.Is(err, ErrCallDepth) {
 		t.Fatalf("got %v, want ErrCallDepth", err)
 	}
-	err = evalErr(t, `fn a(n) { b(n) } fn b(n) { a(n) } a(1)`, WithLimits(Limits{MaxCallDepth: 5, Timeout: 10 * time.Second}))
+	err = evalErr(t, `fn a(n) { b(n) } fn b(n) { a(n) } a(1)`, &Limits{MaxCallDepth: 5, Timeout: 10 * time.Second})
 	if !errors.Is(err, ErrCallDepth) {
 		t.Fatalf("mutual recursion: got %v, want ErrCallDepth", err)
 	}
 	// Depth 10 is fine with the default limit of 32.
-	if err := evalErr(t, `fn f(n) { if n == 0 { "done" } else { f(n - 1) } } f(10)`); err != nil {
+	if err := evalErr(t, `fn f(n) { if n == 0 { "done" } else { f(n - 1) } } f(10)`, nil); err != nil {
 		t.Fatalf("shallow recursion: %v", err)
 	}
 }
@@ -84,24 +92,24 @@ func TestLimitStringLength(t *testing.T) {
 		`let a = []; a.pad(5000, "0123456789abcdef"); a.to_string()`,
 		`let a = ["0123456789abcdef"]; for i in 0..13 { a += a; } "" + a`,
 	} {
-		err := evalErr(t, src)
+		err := evalErr(t, src, nil)
 		if !errors.Is(err, ErrStringTooLong) {
 			t.Errorf("%q: got %v, want ErrStringTooLong", src, err)
 		}
 	}
 	// String literals longer than the limit are rejected at compile time.
-	if _, err := Compile(`"` + strings.Repeat("x", 70000) + `"`); !errors.Is(err, ErrStringTooLong) {
+	if _, err := Compile(`"`+strings.Repeat("x", 70000)+`"`, nil); !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("long literal: got %v", err)
 	}
-	if _, err := Compile("`"+strings.Repeat("\xa5", 100)+"`", WithLimits(Limits{MaxStringLen: 50})); !errors.Is(err, ErrStringTooLong) {
+	if _, err := Compile("`"+strings.Repeat("\xa5", 100)+"`", &Limits{MaxStringLen: 50}); !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("long back-tick literal: got %v", err)
 	}
 	// A string passed straight through from args is checked too.
-	s, _ := Compile(`args.s`, WithLimits(Limits{MaxStringLen: 10}))
+	s, _ := Compile(`args.s`, &Limits{MaxStringLen: 10})
 	if _, err := s.Eval(context.Background(), map[string]any{"s": strings.Repeat("x", 11)}); !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("long result from args: got %v", err)
 	}
-	err := evalErr(t, `let s = "x"; s.pad(200, '-'); s`, WithLimits(Limits{MaxStringLen: 100, Timeout: 10 * time.Second}))
+	err := evalErr(t, `let s = "x"; s.pad(200, '-'); s`, &Limits{MaxStringLen: 100, Timeout: 10 * time.Second})
 	if !errors.Is(err, ErrStringTooLong) {
 		t.Errorf("custom string limit: got %v", err)
 	}
@@ -116,7 +124,7 @@ func TestLimitArrayAndMapSize(t *testing.T) {
 		`let a = []; a.pad(20000, 0); a`,
 		`let a = [1]; loop { a.append(a); }`,
 	} {
-		err := evalErr(t, src)
+		err := evalErr(t, src, nil)
 		if !errors.Is(err, ErrArrayTooLarge) {
 			t.Errorf("%q: got %v, want ErrArrayTooLarge", src, err)
 		}
@@ -125,12 +133,12 @@ func TestLimitArrayAndMapSize(t *testing.T) {
 		`let m = #{}; let i = 0; loop { m["k" + i] = i; i += 1; }`,
 		`let m = #{}; let i = 0; loop { m.set("k" + i, i); i += 1; }`,
 	} {
-		err := evalErr(t, src, WithMaxOperations(1_000_000))
+		err := evalErr(t, src, &Limits{MaxOperations: 1_000_000})
 		if !errors.Is(err, ErrMapTooLarge) {
 			t.Errorf("%q: got %v, want ErrMapTooLarge", src, err)
 		}
 	}
-	err := evalErr(t, `[1, 2, 3, 4]`, WithLimits(Limits{MaxArrayLen: 3}))
+	err := evalErr(t, `[1, 2, 3, 4]`, &Limits{MaxArrayLen: 3})
 	if !errors.Is(err, ErrArrayTooLarge) {
 		t.Errorf("custom array limit: got %v", err)
 	}
@@ -153,7 +161,7 @@ func TestLimitExpressionDepth(t *testing.T) {
 		"f" + strings.Repeat("(f", 50_000) + strings.Repeat(")", 50_001),
 	} {
 		start := time.Now()
-		_, err := Compile(src)
+		_, err := Compile(src, nil)
 		// A guard against work quadratic in the nesting (seconds at this
 		// size), not a speed test: a linear compile takes a millisecond,
 		// and the bound leaves room for a loaded machine.
@@ -168,10 +176,10 @@ func TestLimitExpressionDepth(t *testing.T) {
 			t.Errorf("%.30q...: want a *SyntaxError with a position, got %v", src, err)
 		}
 	}
-	if _, err := Compile("((((1))))", WithLimits(Limits{MaxExprDepth: 5})); !errors.Is(err, ErrExprTooDeep) {
+	if _, err := Compile("((((1))))", &Limits{MaxExprDepth: 5}); !errors.Is(err, ErrExprTooDeep) {
 		t.Errorf("custom depth limit: got %v", err)
 	}
-	if _, err := Compile("((((1))))"); err != nil {
+	if _, err := Compile("((((1))))", nil); err != nil {
 		t.Errorf("shallow nesting: %v", err)
 	}
 }
@@ -180,7 +188,7 @@ func TestLimitTimeout(t *testing.T) {
 	// RAP DS-3: wall time is bounded by Limits.Timeout and by the context.
 	lim := Limits{MaxOperations: 1 << 40, Timeout: 20 * time.Millisecond}
 	start := time.Now()
-	err := evalErr(t, `loop {}`, WithLimits(lim))
+	err := evalErr(t, `loop {}`, &lim)
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("got %v, want ErrTimeout", err)
 	}
@@ -189,7 +197,7 @@ func TestLimitTimeout(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("timeout took %v", d)
 	}
-	s, _ := Compile(`loop {}`, WithLimits(Limits{MaxOperations: 1 << 40, Timeout: time.Hour}))
+	s, _ := Compile(`loop {}`, &Limits{MaxOperations: 1 << 40, Timeout: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	if _, err := s.Eval(ctx, nil); !errors.Is(err, ErrTimeout) {
@@ -209,12 +217,48 @@ func TestLimitsDefaultsAndZeroValues(t *testing.T) {
 		d.Timeout != 50*time.Millisecond {
 		t.Fatalf("unexpected defaults %+v", d)
 	}
-	s, err := Compile(`"x"`, WithLimits(Limits{}))
+	s, err := Compile(`"x"`, &Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Limits() != d {
 		t.Fatalf("zero Limits should mean defaults, got %+v", s.Limits())
+	}
+}
+
+// Nil limits are DefaultLimits(); a Limits with some fields set takes the
+// defaults for the others; and neither Compile nor NewCache changes the
+// caller's Limits.
+func TestLimitsNilAndCallersUnchanged(t *testing.T) {
+	d := DefaultLimits()
+	s, err := Compile(`"x"`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Limits() != d {
+		t.Errorf("Compile with nil limits: %+v, want the defaults %+v", s.Limits(), d)
+	}
+	if s, err = NewCache(4, nil).Compile(`"x"`); err != nil || s.Limits() != d {
+		t.Errorf("NewCache with nil limits compiled %v with %+v, want the defaults", err, s.Limits())
+	}
+
+	given := Limits{Timeout: time.Second}
+	want := d
+	want.Timeout = time.Second
+	lim := given
+	if s, err = Compile(`"x"`, &lim); err != nil || s.Limits() != want {
+		t.Errorf("Compile with %+v: %v, %+v; want %+v", given, err, s.Limits(), want)
+	}
+	if lim != given {
+		t.Errorf("Compile changed the caller's Limits to %+v", lim)
+	}
+	c := NewCache(4, &lim)
+	if lim != given {
+		t.Errorf("NewCache changed the caller's Limits to %+v", lim)
+	}
+	lim.MaxOperations = 1 // the cache keeps its own copy
+	if s, err = c.Compile(`"x"`); err != nil || s.Limits() != want {
+		t.Errorf("the cache compiled with %+v (%v), want %+v", s.Limits(), err, want)
 	}
 }
 

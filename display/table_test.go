@@ -657,7 +657,7 @@ var tableCases = []tcase{
 // tableCache renders the table through Cache.Render (the same path as the
 // package-level Render) with a generous timeout so the test is not flaky on
 // a loaded machine.
-var tableCache = NewCache(1024, WithTimeout(10*time.Second))
+var tableCache = NewCache(1024, &Limits{Timeout: 10 * time.Second})
 
 func runCase(t *testing.T, c tcase) (string, error) {
 	t.Helper()
@@ -671,7 +671,7 @@ func runCase(t *testing.T, c tcase) (string, error) {
 		t.Fatalf("bad args JSON %s", args)
 	}
 	// A generous timeout keeps limit cases deterministic on a loaded machine.
-	s, err := Compile(src, WithTimeout(10*time.Second))
+	s, err := Compile(src, &Limits{Timeout: 10 * time.Second})
 	if err != nil {
 		return "", err
 	}

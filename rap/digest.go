@@ -39,3 +39,17 @@ func CanonicalJSON(doc []byte) ([]byte, error) {
 	}
 	return canon, nil
 }
+
+// IsToolsetDigest reports whether s has the form of a digest ToolsetDigest
+// returns: 64 lowercase hex digits.
+func IsToolsetDigest(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

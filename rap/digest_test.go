@@ -124,3 +124,18 @@ func TestToolsetDigestRefusesDocumentsWithoutCanonicalForm(t *testing.T) {
 		}
 	}
 }
+
+func TestIsToolsetDigestAcceptsOnlyWhatToolsetDigestReturns(t *testing.T) {
+	d, err := rap.ToolsetDigest([]byte(`{"tools":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rap.IsToolsetDigest(d) {
+		t.Errorf("IsToolsetDigest(%q) = false for a digest ToolsetDigest returned", d)
+	}
+	for _, bad := range []string{"", d[:63], d + "0", strings.ToUpper(d), "g" + d[1:], "sha256:" + d[7:]} {
+		if rap.IsToolsetDigest(bad) {
+			t.Errorf("IsToolsetDigest(%q) = true", bad)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -44,8 +45,12 @@ const (
 	// DefaultMaxHeaderBytes is HTTPLimits.MaxHeaderBytes when zero.
 	DefaultMaxHeaderBytes = 64 << 10
 	// DefaultMaxConns is HTTPLimits.MaxConns when zero: connections open
-	// at once (see LimitListener for what happens past it).
-	DefaultMaxConns = 1024
+	// at once (see LimitListener for what happens past it). It is one
+	// default for tool servers and the runtime alike: room for the
+	// runtime's long-lived event streams (1,536 by default) and 512 other
+	// connections, and at most about 50 MiB of connection state when
+	// every one of them is a slow client.
+	DefaultMaxConns = 2048
 )
 
 // HTTPLimits bounds the connections of the http.Server that Serve and
@@ -81,6 +86,13 @@ type HTTPLimits struct {
 	MaxHeaderBytes int
 	// MaxConns bounds the connections open at once (see LimitListener).
 	MaxConns int
+}
+
+// Listener returns ln wrapped by LimitListener with l's MaxConns
+// (DefaultMaxConns when zero; ln itself when negative), logging reaching
+// the limit to logger.
+func (l HTTPLimits) Listener(ln net.Listener, logger *slog.Logger) net.Listener {
+	return LimitListener(ln, l.withDefaults().MaxConns, logger)
 }
 
 // withDefaults returns l with zero fields set to their defaults and

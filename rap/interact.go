@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/gorap/gorap/internal/bearer"
 )
 
 // Limits of Call.AskUser.
@@ -171,7 +173,7 @@ func (s *Server) serveUserChoiceResponse(w http.ResponseWriter, r *http.Request)
 	if p == nil && s.opts.BearerToken != "" && !s.bearerOK(r) {
 		// Whether a choice is pending is the server's state: with a token
 		// configured, only an authenticated caller learns it.
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+		bearer.Challenge(w.Header(), "rap")
 		http.Error(w, "user choice response not authenticated: POST to the response_url exactly as sent (it carries the key), or send the tool server's bearer token", http.StatusUnauthorized)
 		return
 	}
@@ -181,7 +183,7 @@ func (s *Server) serveUserChoiceResponse(w http.ResponseWriter, r *http.Request)
 	}
 	key := r.URL.Query().Get(ChoiceKeyParam)
 	if !s.bearerOK(r) && !equalSecret(key, p.key) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+		bearer.Challenge(w.Header(), "rap")
 		http.Error(w, "user choice response not authenticated: POST to the response_url exactly as sent (it carries the key), or send the tool server's bearer token", http.StatusUnauthorized)
 		return
 	}

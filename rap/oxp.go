@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gorap/gorap/internal/bearer"
 )
 
 // OXP routes and the version every tool is listed with.
@@ -63,7 +64,7 @@ func (s *Server) serveOXP(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+		bearer.Challenge(w.Header(), "rap")
 		writeOXP(w, http.StatusUnauthorized, map[string]string{"message": "missing or wrong bearer token"})
 		return true
 	}

@@ -20,6 +20,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/internal/webguard"
 )
 
@@ -473,7 +474,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+		bearer.Challenge(w.Header(), "rap")
 		http.Error(w, "missing or wrong bearer token: send the header \"Authorization: Bearer <token>\" configured for this tool server", http.StatusUnauthorized)
 		return
 	}
@@ -508,11 +509,8 @@ func (s *Server) bearerOK(r *http.Request) bool {
 	if s.opts.BearerToken == "" {
 		return false
 	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	return equalSecret(strings.TrimSpace(token), s.opts.BearerToken)
+	token, ok := bearer.FromRequest(r)
+	return ok && equalSecret(token, s.opts.BearerToken)
 }
 
 // equalSecret compares a presented secret with the expected one in time

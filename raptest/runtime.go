@@ -55,6 +55,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/rap"
 )
 
@@ -191,11 +192,7 @@ func Start(opts ...Option) (*Runtime, error) {
 	client := base
 	if cfg.bearer != "" {
 		c := *base
-		inner := c.Transport
-		if inner == nil {
-			inner = http.DefaultTransport
-		}
-		c.Transport = bearerTransport{token: cfg.bearer, next: inner}
+		c.Transport = bearer.Transport(cfg.bearer, c.Transport)
 		client = &c
 	}
 	rt := &Runtime{
@@ -217,20 +214,6 @@ func Start(opts ...Option) (*Runtime, error) {
 	}
 	go rt.server.Serve(ln) //nolint:errcheck // Serve returns ErrServerClosed on Close.
 	return rt, nil
-}
-
-// bearerTransport adds an Authorization header to requests that lack one.
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Header.Get("Authorization") == "" {
-		req = req.Clone(req.Context())
-		req.Header.Set("Authorization", "Bearer "+t.token)
-	}
-	return t.next.RoundTrip(req)
 }
 
 // trackConn keeps rt.fresh: the connections still in http.StateNew.

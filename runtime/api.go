@@ -27,7 +27,9 @@ const maxRequestBytes = MaxMessageBytes + 4096
 
 // Handler returns the runtime's HTTP handler: the client API under /v1 and
 // the callback endpoint under /rap/callback/ (see docs/api.md). The client
-// API refuses what web pages could send it (see WebGuard).
+// API refuses what web pages could send it (see WebGuard), and is guarded
+// by Config.ClientAuth, or without it answers loopback addresses only (see
+// Config.InsecureClientAPI).
 func (r *Runtime) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/threads", r.serveCreateThread)
@@ -40,7 +42,7 @@ func (r *Runtime) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/threads/{id}/choices", r.owned(r.serveChoices))
 	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", r.owned(r.serveAnswerChoice))
 	mux.HandleFunc("POST "+CallbackPath+"{token}", r.serveCallback)
-	return r.WebGuard(mux)
+	return r.WebGuard(r.clientAuth(mux))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -190,11 +192,12 @@ func (r *Runtime) serveListThreads(w http.ResponseWriter, req *http.Request) {
 		r.writeStoreError(w, err)
 		return
 	}
-	resp := api.ThreadPage{Threads: page}
+	var resp api.ThreadPage
 	if len(page) > limit {
-		resp.Threads = page[:limit]
+		page = page[:limit]
 		resp.NextCursor = encodeCursor(store.CursorOf(page[limit-1]))
 	}
+	resp.Threads = apiSlice(page, apiThread)
 	if resp.Threads == nil {
 		resp.Threads = []api.Thread{}
 	}
@@ -236,13 +239,7 @@ func decodeCursor(s string) (store.ThreadCursor, error) {
 }
 
 func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
-	id := req.PathValue("id")
-	var info api.ThreadInfo
-	err := r.store.View(req.Context(), func(tx store.Tx) error {
-		var err error
-		info, err = r.readThreadInfo(tx, id)
-		return err
-	})
+	info, err := r.ThreadInfo(req.Context(), req.PathValue("id"))
 	if err != nil {
 		r.writeStoreError(w, err)
 		return
@@ -252,26 +249,31 @@ func (r *Runtime) serveThread(w http.ResponseWriter, req *http.Request) {
 
 // readThreadInfo reads the answer of GET /v1/threads/{id}.
 func (r *Runtime) readThreadInfo(tx store.Tx, id string) (api.ThreadInfo, error) {
-	info := api.ThreadInfo{PendingCalls: []store.Call{}, Subscriptions: []store.Subscription{}, Children: []string{}, Choices: []store.Choice{}}
-	var err error
-	if info.Thread, err = tx.Thread(id); err != nil {
+	info := api.ThreadInfo{PendingCalls: []api.Call{}, Subscriptions: []api.Subscription{}, Children: []string{}, Choices: []api.Choice{}}
+	th, err := tx.Thread(id)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return info, fmt.Errorf("%w %q", ErrUnknownThread, id)
 		}
 		return info, err
 	}
+	info.Thread = apiThread(th)
 	// Every read below is an indexed lookup of this thread's rows:
 	// no scan of all threads.
 	calls, err := tx.PendingCalls(id)
 	if err != nil {
 		return info, err
 	}
-	info.PendingCalls = append(info.PendingCalls, calls...)
+	for _, c := range calls {
+		info.PendingCalls = append(info.PendingCalls, apiCall(c))
+	}
 	subs, err := tx.ThreadSubscriptions(id)
 	if err != nil {
 		return info, err
 	}
-	info.Subscriptions = append(info.Subscriptions, subs...)
+	for _, s := range subs {
+		info.Subscriptions = append(info.Subscriptions, apiSubscription(s))
+	}
 	kids, err := tx.ChildThreads(id, store.ThreadCursor{}, maxStatusChildren+1)
 	if err != nil {
 		return info, err
@@ -287,7 +289,9 @@ func (r *Runtime) readThreadInfo(tx store.Tx, id string) (api.ThreadInfo, error)
 	if err != nil {
 		return info, err
 	}
-	info.Choices = append(info.Choices, choices...)
+	for _, c := range choices {
+		info.Choices = append(info.Choices, apiChoice(c))
+	}
 	q, err := tx.Queued(id)
 	if err != nil {
 		return info, err
@@ -331,9 +335,9 @@ func (r *Runtime) serveHistory(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if msgs == nil {
-		msgs = []store.Message{}
+		msgs = []api.Message{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"messages": msgs})
+	writeJSON(w, http.StatusOK, api.HistoryResponse{Messages: msgs})
 }
 
 func (r *Runtime) serveClose(w http.ResponseWriter, req *http.Request) {
@@ -356,9 +360,9 @@ func (r *Runtime) serveChoices(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if choices == nil {
-		choices = []store.Choice{}
+		choices = []api.Choice{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"choices": choices})
+	writeJSON(w, http.StatusOK, api.ChoicesResponse{Choices: choices})
 }
 
 func (r *Runtime) serveAnswerChoice(w http.ResponseWriter, req *http.Request) {

@@ -245,7 +245,7 @@ func (r *Runtime) replayEvents(ctx context.Context, id string, att attachment) (
 	}
 	add(EventThread, info)
 	for _, m := range history {
-		out = append(out, messageEvents(id, m)...)
+		out = append(out, messageEvents(id, apiMessage(m))...)
 	}
 	for _, v := range views {
 		add(EventView, api.View{ViewType: v.ViewType, Content: v.Content})

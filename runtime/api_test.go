@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/sqlite"
 )
 
 func do(t *testing.T, method, url, body string, header ...string) (int, string) {
@@ -216,7 +218,7 @@ func TestEventStream(t *testing.T) {
 
 // New checks its configuration and names every problem.
 func TestNewConfigErrors(t *testing.T) {
-	_, err := New(Config{PublicURL: "ftp://x", ToolTimeouts: map[string]time.Duration{"t": 0}})
+	_, err := New(&Config{PublicURL: "ftp://x", ToolTimeouts: map[string]time.Duration{"t": 0}})
 	if err == nil {
 		t.Fatal("New accepted an empty config")
 	}
@@ -224,6 +226,27 @@ func TestNewConfigErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+}
+
+// New(nil) is an error naming what to give, and New fills in defaults on
+// its own copy of the Config, never on the caller's.
+func TestNewNilAndCallersConfigUnchanged(t *testing.T) {
+	if _, err := New(nil); err == nil || !strings.Contains(err.Error(), "Store") {
+		t.Errorf("New(nil) = %v; want an error naming the required fields", err)
+	}
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "rap.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg := Config{Store: st, Model: scripted.New(nil), Secret: []byte("0123456789abcdef0123"), PublicURL: "http://127.0.0.1:1/"}
+	before := fmt.Sprintf("%+v", cfg)
+	if _, err := New(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if after := fmt.Sprintf("%+v", cfg); after != before {
+		t.Errorf("New changed the caller's Config:\nbefore %s\nafter  %s", before, after)
 	}
 }
 

@@ -339,7 +339,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		}
 		out, _ := ok("accepted: the call stays pending until its tool_result", false)
 		out.after = func() {
-			r.emit(call.ThreadID, EventUserChoice, choiceEvent(store.Choice{CallID: call.CallID, ToolName: call.ToolName,
+			r.emit(call.ThreadID, EventUserChoice, choiceEvent(api.Choice{CallID: call.CallID, ToolName: call.ToolName,
 				Prompt: m.Prompt, Choices: m.Choices, Default: m.Default}))
 		}
 		return out, nil

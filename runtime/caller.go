@@ -43,11 +43,34 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 // scopedUser returns the user a request is restricted to, and whether it
 // is restricted at all.
 func scopedUser(req *http.Request) (string, bool) {
-	c, ok := CallerFrom(req.Context())
+	return callerUser(req.Context())
+}
+
+// callerUser returns the user the Caller of ctx is restricted to, and
+// whether it is restricted at all (no Caller, or an admin, is not).
+func callerUser(ctx context.Context) (string, bool) {
+	c, ok := CallerFrom(ctx)
 	if !ok || c.Admin {
 		return "", false
 	}
 	return c.UserID, true
+}
+
+// visibleThread reads the thread id for the Caller of ctx: a thread that
+// does not exist, or belongs to another user's session when the caller is
+// bound to a user, is ErrUnknownThread alike.
+func visibleThread(ctx context.Context, tx store.Tx, id string) (store.Thread, error) {
+	th, err := tx.Thread(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return th, fmt.Errorf("%w %q", ErrUnknownThread, id)
+	}
+	if err != nil {
+		return th, err
+	}
+	if user, scoped := callerUser(ctx); scoped && th.UserID != user {
+		return store.Thread{}, fmt.Errorf("%w %q", ErrUnknownThread, id)
+	}
+	return th, nil
 }
 
 // owned wraps a handler of a route with a thread {id}: a caller bound to

@@ -1,13 +1,16 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/gorap/gorap/model/scripted"
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // callAs sends one client API request to h as the caller c (nil: no
@@ -15,6 +18,7 @@ import (
 func callAs(t *testing.T, h http.Handler, c *Caller, method, path, body string) (int, string) {
 	t.Helper()
 	req := httptest.NewRequest(method, "http://127.0.0.1"+path, strings.NewReader(body))
+	req.RemoteAddr = "127.0.0.1:40000" // a client on this machine
 	req.Header.Set("Content-Type", "application/json")
 	if c != nil {
 		req = req.WithContext(WithCaller(req.Context(), *c))
@@ -91,6 +95,60 @@ func TestCallerSeesOnlyTheirSessions(t *testing.T) {
 		}
 		if status, _ := callAs(t, h, c, "GET", "/v1/threads/"+b1, ""); status != http.StatusOK {
 			t.Errorf("%+v reading bob's session: %d", c, status)
+		}
+	}
+}
+
+// The Go API answers for the Caller of its context as the HTTP API does:
+// a caller bound to a user lists only that user's threads and cannot read
+// another user's thread, which looks the same as one that does not exist;
+// without a Caller (or as an admin) every thread is visible.
+func TestGoAPIScopedToTheCaller(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := t.Context()
+	alice, err := e.rt.CreateThreadFor(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := e.rt.CreateThreadFor(ctx, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	asAlice := WithCaller(ctx, Caller{UserID: "alice"})
+	threads, err := e.rt.Threads(asAlice)
+	if err != nil || len(threads) != 1 || threads[0].ID != alice {
+		t.Fatalf("Threads as alice = %+v, %v; want only %s", threads, err, alice)
+	}
+	if info, err := e.rt.ThreadInfo(asAlice, alice); err != nil || info.ID != alice || info.UserID != "alice" {
+		t.Errorf("ThreadInfo(alice's thread) as alice = %+v, %v", info.Thread, err)
+	}
+	if _, err := e.rt.ThreadInfo(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("ThreadInfo(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if _, err := e.rt.History(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("History(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if _, err := e.rt.PendingChoices(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("PendingChoices(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if _, err := e.rt.AnswerChoice(asAlice, bob, "call-1", nil); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("AnswerChoice(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if err := e.rt.PostMessage(asAlice, bob, "hi"); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("PostMessage(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if err := e.rt.CloseThread(asAlice, bob); !errors.Is(err, ErrUnknownThread) {
+		t.Errorf("CloseThread(bob's thread) as alice: err = %v, want ErrUnknownThread", err)
+	}
+	if info, err := e.rt.ThreadInfo(ctx, bob); err != nil || info.Status != api.ThreadStatusActive || info.Queued != 0 {
+		t.Errorf("bob's thread after alice's attempts: %+v, %v; want it active with nothing queued", info, err)
+	}
+	for name, c := range map[string]context.Context{"no caller": ctx, "admin": WithCaller(ctx, Caller{Admin: true})} {
+		if threads, err := e.rt.Threads(c); err != nil || len(threads) != 2 {
+			t.Errorf("Threads with %s: %d threads, %v; want both", name, len(threads), err)
+		}
+		if _, err := e.rt.ThreadInfo(c, bob); err != nil {
+			t.Errorf("ThreadInfo(bob's thread) with %s: %v", name, err)
 		}
 	}
 }

@@ -27,18 +27,15 @@ var ErrNoChoice = errors.New("no user choice is waiting for this call")
 var ErrChoiceDelivery = errors.New("the tool did not accept the answer")
 
 // PendingChoices returns the user choices of the thread that wait for an
-// answer (RAP UC-1).
-func (r *Runtime) PendingChoices(ctx context.Context, threadID string) ([]store.Choice, error) {
-	var out []store.Choice
+// answer (RAP UC-1), as the client API shows them.
+func (r *Runtime) PendingChoices(ctx context.Context, threadID string) ([]api.Choice, error) {
+	var out []api.Choice
 	err := r.store.View(ctx, func(tx store.Tx) error {
-		if _, err := tx.Thread(threadID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
+		if _, err := visibleThread(ctx, tx, threadID); err != nil {
 			return err
 		}
-		var err error
-		out, err = tx.ThreadChoices(threadID)
+		choices, err := tx.ThreadChoices(threadID)
+		out = apiSlice(choices, apiChoice)
 		return err
 	})
 	return out, err
@@ -53,12 +50,12 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 	var ch store.Choice
 	var confirmCall *store.Call // a runtime confirmation (confirm.go)
 	err := r.store.Update(ctx, func(tx store.Tx) error {
+		if _, err := visibleThread(ctx, tx, threadID); err != nil {
+			return err
+		}
 		var err error
 		ch, err = tx.TakeChoice(threadID, callID)
 		if errors.Is(err, store.ErrNotFound) {
-			if _, terr := tx.Thread(threadID); errors.Is(terr, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
 			return fmt.Errorf("%w: thread %s, call %s (it was answered already, or never asked); see GET /v1/threads/%s/choices", ErrNoChoice, threadID, callID, threadID)
 		}
 		if err != nil {
@@ -106,7 +103,7 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 		if perr := r.store.Update(ctx, func(tx store.Tx) error { return tx.PutChoice(ch) }); perr != nil {
 			r.log.Error("restore user choice", "thread", threadID, "call_id", callID, "err", perr)
 		} else {
-			r.emit(threadID, EventUserChoice, choiceEvent(ch)) // asked again: the answer did not arrive
+			r.emit(threadID, EventUserChoice, choiceEvent(apiChoice(ch))) // asked again: the answer did not arrive
 		}
 		return sel, fmt.Errorf("%w: %v; the choice is still open, answer again later", ErrChoiceDelivery, err)
 	}
@@ -135,6 +132,7 @@ func (r *Runtime) postChoice(ctx context.Context, url string, body []byte) (int,
 	return resp.StatusCode, nil
 }
 
-func choiceEvent(c store.Choice) api.UserChoice {
+// choiceEvent is the user_choice event that asks for c.
+func choiceEvent(c api.Choice) api.UserChoice {
 	return api.UserChoice{CallID: c.CallID, Name: c.ToolName, Prompt: c.Prompt, Choices: c.Choices, Default: c.Default}
 }

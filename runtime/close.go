@@ -6,8 +6,6 @@ package runtime
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
@@ -69,11 +67,8 @@ func (r *Runtime) CloseThread(ctx context.Context, threadID string) error {
 	fx := &effects{}
 	err := r.store.Update(ctx, func(tx store.Tx) error {
 		*fx = effects{}
-		th, err := tx.Thread(threadID)
+		th, err := visibleThread(ctx, tx, threadID)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
 			return err
 		}
 		if th.Status == store.ThreadClosed {

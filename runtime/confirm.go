@@ -117,7 +117,7 @@ func (r *Runtime) awaitConfirmation(ctx context.Context, c store.Call, ancestors
 		return true // sent or ended already: nothing to ask, nothing to send
 	}
 	r.log.Info("destructive tool waits for the user's confirmation", "audit", true, "thread", c.ThreadID, "call_id", c.CallID, "operation", c.ToolName)
-	r.emit(c.ThreadID, EventUserChoice, choiceEvent(ch))
+	r.emit(c.ThreadID, EventUserChoice, choiceEvent(apiChoice(ch)))
 	return true
 }
 

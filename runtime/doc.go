@@ -106,7 +106,8 @@
 //     history, Idle), close.go (closing a thread), choices.go (answering a
 //     user choice), confirm.go (the runtime's confirmation of destructive
 //     tools), userid.go (session user ids); over HTTP api.go and
-//     api_events.go, with jsondup.go.
+//     api_events.go, with jsondup.go. What they return is runtime/api's
+//     types: apiconv.go converts store records into them.
 //   - Inputs from tools: callback.go (the callback endpoint and applying
 //     a callback), callbackkeys.go (callback tokens and their keys),
 //     callback_events.go (subscription events), callback_urls.go (URLs a

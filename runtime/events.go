@@ -124,7 +124,7 @@ func (r *Runtime) announce(threadID string, msgs []store.Message) {
 		return
 	}
 	for _, m := range msgs {
-		for _, e := range messageEvents(threadID, m) {
+		for _, e := range messageEvents(threadID, apiMessage(m)) {
 			r.hub.publish(e)
 		}
 	}
@@ -133,7 +133,7 @@ func (r *Runtime) announce(threadID string, msgs []store.Message) {
 // messageEvents are the events that announce a saved message: the message,
 // then one per tool call and one per tool result. A full replay sends the
 // history as the same events.
-func messageEvents(threadID string, m store.Message) []Event {
+func messageEvents(threadID string, m api.Message) []Event {
 	ev := func(typ string, data any) Event {
 		b, _ := json.Marshal(data)
 		return Event{Type: typ, ThreadID: threadID, Data: b, msgSeq: m.Seq}
@@ -148,7 +148,7 @@ func messageEvents(threadID string, m store.Message) []Event {
 	return out
 }
 
-func resultEvent(res store.ToolResult) api.ToolResultEvent {
+func resultEvent(res api.ToolResult) api.ToolResultEvent {
 	return api.ToolResultEvent{CallID: res.CallID, Name: res.Name, Text: res.Text, Content: res.Content,
 		DisplayAs: res.DisplayAs, IsError: res.IsError}
 }

@@ -29,7 +29,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rt, err := runtime.New(runtime.Config{
+	rt, err := runtime.New(&runtime.Config{
 		Store:     st,
 		Model:     scripted.New([]scripted.Turn{{Text: "Hello! You said: {{last_user}}", Repeat: true}}),
 		PublicURL: "http://127.0.0.1:8080", // where tools would call back (mount rt.Handler() there)

@@ -72,7 +72,7 @@ func TestHealthEndpoints(t *testing.T) {
 	cfg := e.cfg
 	cfg.Store = e.openStore()
 	defer cfg.Store.Close()
-	fresh, err := New(cfg)
+	fresh, err := New(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -198,7 +198,7 @@ func (e *env) start() {
 	if e.wrapStore != nil {
 		cfg.Store = e.wrapStore(st)
 	}
-	rt, err := New(cfg)
+	rt, err := New(&cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -281,9 +281,19 @@ func (e *env) idle(thread string) {
 	}
 }
 
+// history reads the thread's history as the runtime stored it (History
+// returns it as the client API shows it).
 func (e *env) history(thread string) []store.Message {
 	e.t.Helper()
-	h, err := e.rt.History(context.Background(), thread)
+	var h []store.Message
+	err := e.rt.store.View(context.Background(), func(tx store.Tx) error {
+		if _, err := tx.Thread(thread); err != nil {
+			return err
+		}
+		var err error
+		h, err = tx.History(thread)
+		return err
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}

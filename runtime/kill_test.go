@@ -66,7 +66,7 @@ func TestKillHelper(t *testing.T) {
 	if s := os.Getenv(killToolsEnv); s != "" {
 		servers = []string{s}
 	}
-	rt, err := New(Config{Store: st, Model: m, PublicURL: "http://" + addr, Secret: secret, ToolServers: servers,
+	rt, err := New(&Config{Store: st, Model: m, PublicURL: "http://" + addr, Secret: secret, ToolServers: servers,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		DispatchRetry: RetryPolicy{Initial: 20 * time.Millisecond, Max: 200 * time.Millisecond, Attempts: 50}})
 	if err != nil {

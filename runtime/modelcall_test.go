@@ -38,7 +38,7 @@ func nextError(t *testing.T, events <-chan Event) errorData {
 
 func anthropicAt(t *testing.T, srv *wiretest.Server, key string) model.Provider {
 	t.Helper()
-	p, err := anthropic.New(anthropic.Options{APIKey: key, BaseURL: srv.URL, Model: "test-model"})
+	p, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: srv.URL, Model: "test-model"})
 	if err != nil {
 		t.Fatal(err)
 	}

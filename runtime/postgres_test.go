@@ -104,7 +104,7 @@ func TestPostgresConcurrentMessagesExactlyOnce(t *testing.T) {
 // come from the store.
 func newKeyRuntime(t *testing.T, st store.Store, secret []byte) *Runtime {
 	t.Helper()
-	r, err := New(Config{Store: st, Model: scripted.New(nil), PublicURL: "http://127.0.0.1:1", Secret: secret, KeysFromStore: true})
+	r, err := New(&Config{Store: st, Model: scripted.New(nil), PublicURL: "http://127.0.0.1:1", Secret: secret, KeysFromStore: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -185,6 +185,18 @@ type Config struct {
 	// call the client API from another origin, such as a separate front
 	// end. By default only the runtime's own pages may.
 	AllowedOrigins []string
+	// ClientAuth, when set, guards the client API (/v1) of Handler: it
+	// wraps the API's handler, answers a request it does not accept
+	// itself (401), and marks one it accepts with the Caller it acts for
+	// (WithCaller). clientauth.Authenticator.Handler is one. The callback
+	// endpoint is never wrapped: each callback URL carries its own token.
+	ClientAuth func(next http.Handler) http.Handler
+	// InsecureClientAPI, when true and ClientAuth is nil, serves the
+	// client API to every address that reaches it. By default a runtime
+	// without ClientAuth answers the client API only to requests from
+	// loopback addresses (403 otherwise), so that a program embedding the
+	// runtime never exposes every conversation to the network by mistake.
+	InsecureClientAPI bool
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -265,8 +277,14 @@ type threadState struct {
 	again bool // more inbox rows were committed while the worker ran
 }
 
-// New checks cfg and returns a Runtime. It does no I/O; call Start.
-func New(cfg Config) (*Runtime, error) {
+// New checks the Config and returns a Runtime. It does no I/O; call Start.
+// It fills in the defaults on its own copy: the caller's Config is never
+// changed (its slices and maps are read, and must not change afterwards).
+func New(opts *Config) (*Runtime, error) {
+	if opts == nil {
+		return nil, errors.New("runtime config: none given; give a *Config with at least Store, Model, Secret and PublicURL")
+	}
+	cfg := *opts // the caller's Config is never changed
 	var problems []string
 	if cfg.Store == nil {
 		problems = append(problems, "Store is nil: open one with runtime/store/sqlite.Open")

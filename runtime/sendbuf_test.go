@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorap/gorap/rap"
 )
 
 // A stream served by NewHTTPServer keeps its
@@ -19,8 +21,8 @@ func TestStreamSendBufferBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewHTTPServer(e.rt.Handler(), ServerLimits{}, nil)
-	go srv.Serve(LimitListener(ln, ServerLimits{}))
+	srv := NewHTTPServer(e.rt.Handler(), rap.HTTPLimits{}, nil)
+	go srv.Serve(rap.HTTPLimits{}.Listener(ln, nil))
 	defer srv.Close()
 	th := e.newThread()
 	c, err := net.Dial("tcp", ln.Addr().String())

@@ -1,7 +1,7 @@
 package runtime
 
-// This file owns the HTTP server settings: ServerLimits and StreamLimits
-// with their defaults, and NewHTTPServer.
+// This file owns the HTTP server settings: StreamLimits with their
+// defaults, and NewHTTPServer (rap.HTTPLimits bound its connections).
 
 import (
 	"context"
@@ -31,7 +31,8 @@ type StreamLimits struct {
 	// more is answered 429 Too Many Requests. Default 64.
 	PerThread int
 	// Total is the most concurrent event streams of the runtime; one more
-	// is answered 503 Service Unavailable. Default 4096.
+	// is answered 503 Service Unavailable. Default 1536, which leaves 512
+	// of rap.DefaultMaxConns connections for other requests.
 	Total int
 	// ResumeBytes bounds the recent events kept per thread so that a
 	// client that reconnects with Last-Event-ID gets exactly the events it
@@ -50,7 +51,7 @@ const (
 	DefaultStreamTotalBytes   = 256 << 20
 	DefaultStreamWriteTimeout = 30 * time.Second
 	DefaultStreamsPerThread   = 64
-	DefaultStreamsTotal       = 4096
+	DefaultStreamsTotal       = 1536
 	DefaultResumeBytes        = 1 << 20
 	DefaultResumeTotalBytes   = 64 << 20
 )
@@ -80,89 +81,14 @@ func (l StreamLimits) withDefaults() StreamLimits {
 	return l
 }
 
-// ServerLimits are the limits of the runtime's HTTP server (see
-// NewHTTPServer and LimitListener). They are rap.HTTPLimits, the tool-server
-// SDK's, with the runtime's own defaults where it needs other ones: a
-// longer write timeout, and room for many more connections (event streams
-// are long-lived). Zero fields take the defaults.
-type ServerLimits struct {
-	// ReadHeaderTimeout bounds reading a request's headers. Default 5 s
-	// (rap.DefaultReadHeaderTimeout).
-	ReadHeaderTimeout time.Duration
-	// MinBodyRate is the slowest, in bytes a second, that a request body
-	// may arrive on average once BodyRateGrace has passed; a slower body's
-	// connection is closed. Default 4 KiB/s (rap.DefaultMinBodyRate): a
-	// 4 MiB callback may take up to about 17 minutes.
-	MinBodyRate int
-	// BodyRateGrace is the time every body gets before MinBodyRate applies.
-	// Default 5 s (rap.DefaultBodyRateGrace).
-	BodyRateGrace time.Duration
-	// ReadTimeout, when positive, is a ceiling on reading a whole request
-	// on top of the rate. Default none.
-	ReadTimeout time.Duration
-	// WriteTimeout bounds writing a response. Event streams replace it with
-	// a deadline per event (StreamLimits.WriteTimeout). Default 60 s.
-	WriteTimeout time.Duration
-	// IdleTimeout closes a keep-alive connection idle for that long.
-	// Default 120 s.
-	IdleTimeout time.Duration
-	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
-	MaxHeaderBytes int
-	// MaxConns is the most connections open at once (LimitListener). When
-	// they are all open, a new client takes the place of the connection
-	// that has waited longest for a request, or whose body is furthest
-	// behind; event streams and running requests are never closed for it,
-	// and when every connection is one of them a new client gets 503. It
-	// must leave room for StreamLimits.Total event streams. Default 10,000.
-	MaxConns int
-}
-
-// Defaults of ServerLimits. Those shared with the tool-server SDK are its
-// values (see rap.HTTPLimits).
-const (
-	DefaultReadHeaderTimeout = rap.DefaultReadHeaderTimeout
-	DefaultMinBodyRate       = rap.DefaultMinBodyRate
-	DefaultBodyRateGrace     = rap.DefaultBodyRateGrace
-	DefaultWriteTimeout      = 60 * time.Second
-	DefaultIdleTimeout       = rap.DefaultIdleTimeout
-	DefaultMaxHeaderBytes    = rap.DefaultMaxHeaderBytes
-	DefaultMaxConns          = 10000
-)
-
-// httpLimits returns l as the rap package's limits, with the runtime's
-// defaults.
-func (l ServerLimits) httpLimits() rap.HTTPLimits {
-	dur := func(v, def time.Duration) time.Duration {
-		if v <= 0 {
-			return def
-		}
-		return v
-	}
-	num := func(v, def int) int {
-		if v <= 0 {
-			return def
-		}
-		return v
-	}
-	return rap.HTTPLimits{
-		ReadHeaderTimeout: dur(l.ReadHeaderTimeout, DefaultReadHeaderTimeout),
-		MinBodyRate:       num(l.MinBodyRate, DefaultMinBodyRate),
-		BodyRateGrace:     dur(l.BodyRateGrace, DefaultBodyRateGrace),
-		ReadTimeout:       max(l.ReadTimeout, 0),
-		WriteTimeout:      dur(l.WriteTimeout, DefaultWriteTimeout),
-		IdleTimeout:       dur(l.IdleTimeout, DefaultIdleTimeout),
-		MaxHeaderBytes:    num(l.MaxHeaderBytes, DefaultMaxHeaderBytes),
-		MaxConns:          num(l.MaxConns, DefaultMaxConns),
-	}
-}
-
 // NewHTTPServer returns the rap package's server (rap.NewHTTPServer) for h
-// with the limits of l: timeouts, the minimum body rate and the header
-// limit. Serve it on LimitListener(ln, l) to cap its connections. log
+// with the limits of l (zero fields take rap's defaults, the same for tool
+// servers and the runtime): timeouts, the minimum body rate and the header
+// limit. Serve it on l.Listener(ln, log) to cap its connections. log
 // receives the server's own errors at warning level; nil means
 // slog.Default().
-func NewHTTPServer(h http.Handler, l ServerLimits, log *slog.Logger) *http.Server {
-	srv := rap.NewHTTPServer(h, l.httpLimits(), log)
+func NewHTTPServer(h http.Handler, l rap.HTTPLimits, log *slog.Logger) *http.Server {
+	srv := rap.NewHTTPServer(h, l, log)
 	// Event streams shrink their connection's kernel send buffer (see
 	// streamSendBuffer); they find the connection in the request context.
 	trackConn := srv.ConnContext
@@ -200,12 +126,4 @@ func limitSendBuffer(req *http.Request) {
 		}
 		c = w.NetConn()
 	}
-}
-
-// LimitListener returns rap.LimitListener(ln, l.MaxConns): at most
-// l.MaxConns connections open, and a full listener makes room for a new
-// client by closing the connection that has waited longest for a request
-// (see rap.LimitListener).
-func LimitListener(ln net.Listener, l ServerLimits) net.Listener {
-	return rap.LimitListener(ln, l.httpLimits().MaxConns, nil)
 }

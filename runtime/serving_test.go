@@ -11,18 +11,20 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorap/gorap/rap"
 )
 
-// serveLimited serves h with NewHTTPServer and LimitListener on loopback
+// serveLimited serves h with NewHTTPServer and rap.HTTPLimits.Listener on loopback
 // and returns its base URL.
-func serveLimited(t *testing.T, h http.Handler, l ServerLimits) string {
+func serveLimited(t *testing.T, h http.Handler, l rap.HTTPLimits) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := NewHTTPServer(h, l, nil)
-	go srv.Serve(LimitListener(ln, l))
+	go srv.Serve(l.Listener(ln, nil))
 	t.Cleanup(func() { srv.Close() })
 	return "http://" + ln.Addr().String()
 }
@@ -31,7 +33,7 @@ func serveLimited(t *testing.T, h http.Handler, l ServerLimits) string {
 // cut off instead of holding its connection and buffer for ever.
 func TestHTTPServerCutsSlowBody(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	base := serveLimited(t, e.rt.Handler(), ServerLimits{MinBodyRate: 1000, BodyRateGrace: 200 * time.Millisecond})
+	base := serveLimited(t, e.rt.Handler(), rap.HTTPLimits{MinBodyRate: 1000, BodyRateGrace: 200 * time.Millisecond})
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +69,7 @@ func TestHTTPServerCutsSlowBody(t *testing.T) {
 func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	th := e.newThread()
-	base := serveLimited(t, e.rt.Handler(), ServerLimits{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	base := serveLimited(t, e.rt.Handler(), rap.HTTPLimits{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/threads/"+th+"/events", nil)
@@ -104,7 +106,7 @@ func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 func TestLimitListenerShedsIdleKeepsStreams(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	th := e.newThread()
-	base := serveLimited(t, e.rt.Handler(), ServerLimits{MaxConns: 2})
+	base := serveLimited(t, e.rt.Handler(), rap.HTTPLimits{MaxConns: 2})
 	addr := strings.TrimPrefix(base, "http://")
 	// An event stream, opened first: the oldest connection.
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorap/gorap/rap"
 )
 
 // procRSS returns the process's resident set size in bytes (Linux; 0
@@ -59,8 +61,8 @@ func TestSoakStreamsAndSlowBodies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewHTTPServer(e.rt.Handler(), ServerLimits{}, nil)
-	go srv.Serve(LimitListener(ln, ServerLimits{}))
+	srv := NewHTTPServer(e.rt.Handler(), rap.HTTPLimits{}, nil)
+	go srv.Serve(rap.HTTPLimits{}.Listener(ln, nil))
 	defer srv.Close()
 	addr := ln.Addr().String()
 	base := "http://" + addr

@@ -11,10 +11,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -77,11 +79,8 @@ func (r *Runtime) postMessage(ctx context.Context, threadID, text, idemKey strin
 	}
 	payload, _ := json.Marshal(store.UserMessage{Text: text})
 	err = r.store.Update(ctx, func(tx store.Tx) error {
-		th, err := tx.Thread(threadID)
+		th, err := visibleThread(ctx, tx, threadID)
 		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
 			return err
 		}
 		if th.Status == store.ThreadClosed {
@@ -99,32 +98,52 @@ func (r *Runtime) postMessage(ctx context.Context, threadID, text, idemKey strin
 	return added, nil
 }
 
-// History returns the thread's messages in order.
-func (r *Runtime) History(ctx context.Context, threadID string) ([]store.Message, error) {
-	var msgs []store.Message
+// History returns the thread's messages in order, as the client API shows
+// them (GET /v1/threads/{id}/messages).
+func (r *Runtime) History(ctx context.Context, threadID string) ([]api.Message, error) {
+	var msgs []api.Message
 	err := r.store.View(ctx, func(tx store.Tx) error {
-		if _, err := tx.Thread(threadID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return fmt.Errorf("%w %q", ErrUnknownThread, threadID)
-			}
+		if _, err := visibleThread(ctx, tx, threadID); err != nil {
 			return err
 		}
-		var err error
-		msgs, err = tx.History(threadID)
+		history, err := tx.History(threadID)
+		msgs = apiSlice(history, apiMessage)
 		return err
 	})
 	return msgs, err
 }
 
-// Threads lists every thread, oldest first.
-func (r *Runtime) Threads(ctx context.Context) ([]store.Thread, error) {
-	var out []store.Thread
+// Threads lists every thread, oldest first, as the client API shows them;
+// for a Caller bound to a user (WithCaller), only that user's.
+func (r *Runtime) Threads(ctx context.Context) ([]api.Thread, error) {
+	var out []api.Thread
 	err := r.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		out, err = tx.ListThreads()
+		threads, err := tx.ListThreads()
+		if user, scoped := callerUser(ctx); scoped {
+			threads = slices.DeleteFunc(threads, func(th store.Thread) bool { return th.UserID != user })
+		}
+		out = apiSlice(threads, apiThread)
 		return err
 	})
 	return out, err
+}
+
+// ThreadInfo returns the thread's state as GET /v1/threads/{id} answers
+// it: the thread, its pending calls, subscriptions, waiting choices, first
+// children, queued inputs and token usage. A thread that does not exist,
+// or belongs to another user when ctx carries a Caller bound to a user, is
+// ErrUnknownThread.
+func (r *Runtime) ThreadInfo(ctx context.Context, threadID string) (api.ThreadInfo, error) {
+	var info api.ThreadInfo
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		if _, err := visibleThread(ctx, tx, threadID); err != nil {
+			return err
+		}
+		var err error
+		info, err = r.readThreadInfo(tx, threadID)
+		return err
+	})
+	return info, err
 }
 
 // Idle waits until the thread has no running slice, no dispatch in flight

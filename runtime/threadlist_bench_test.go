@@ -25,6 +25,7 @@ func newBenchEnv(b *testing.B) (*env, string) {
 
 func benchGet(b *testing.B, h http.Handler, path string) {
 	req := httptest.NewRequest("GET", path, nil)
+	req.RemoteAddr = "127.0.0.1:40000"
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
@@ -51,7 +52,9 @@ func BenchmarkListPage100k(b *testing.B) {
 	cursor := ""
 	for range 500 {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", "/v1/threads?limit=100&cursor="+cursor, nil))
+		req := httptest.NewRequest("GET", "/v1/threads?limit=100&cursor="+cursor, nil)
+		req.RemoteAddr = "127.0.0.1:40000"
+		h.ServeHTTP(w, req)
 		var a listAnswer
 		if err := json.Unmarshal(w.Body.Bytes(), &a); err != nil || a.NextCursor == "" {
 			b.Fatalf("paging: %v %q", err, w.Body.String()[:min(200, w.Body.Len())])

@@ -214,10 +214,15 @@ func (s *eventSource) push(topic string, evs ...sourceEvent) {
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// children returns the child threads of parent.
+// children returns the child threads of parent, as stored.
 func (e *env) children(parent string) []store.Thread {
 	e.t.Helper()
-	all, err := e.rt.Threads(context.Background())
+	var all []store.Thread
+	err := e.rt.store.View(context.Background(), func(tx store.Tx) error {
+		var err error
+		all, err = tx.ListThreads()
+		return err
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}

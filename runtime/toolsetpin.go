@@ -45,7 +45,7 @@ func checkToolsetPins(servers []string, pins map[string]ToolsetPin) []string {
 		if !slices.Contains(servers, base) {
 			problems = append(problems, fmt.Sprintf("ToolsetPins[%q]: no tool server with this base URL in ToolServers; pins are keyed by the base URL exactly as ToolServers lists it", base))
 		}
-		if p.SHA256 != "" && !isSHA256Hex(p.SHA256) {
+		if p.SHA256 != "" && !rap.IsToolsetDigest(p.SHA256) {
 			problems = append(problems, fmt.Sprintf("ToolsetPins[%q].SHA256 %q is not 64 lowercase hex digits (rap.ToolsetDigest)", base, p.SHA256))
 		}
 		if p.SHA256 != "" && p.FirstUse {
@@ -53,19 +53,6 @@ func checkToolsetPins(servers []string, pins map[string]ToolsetPin) []string {
 		}
 	}
 	return problems
-}
-
-// isSHA256Hex reports whether s is 64 lowercase hex digits.
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // where names the pin's configuration for messages.

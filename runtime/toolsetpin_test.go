@@ -241,7 +241,7 @@ func TestToolsetPinsCheckedByNew(t *testing.T) {
 		"http://a.example": {SHA256: "ABC", FirstUse: true},
 		"http://b.example": {FirstUse: true},
 	}
-	_, err := New(cfg)
+	_, err := New(&cfg)
 	if err == nil || !containsAll(err.Error(), `ToolsetPins["http://a.example"].SHA256 "ABC" is not 64 lowercase hex digits`,
 		`ToolsetPins["http://a.example"] sets both SHA256 and FirstUse`, `ToolsetPins["http://b.example"]: no tool server`) {
 		t.Fatalf("New = %v, want each bad pin named", err)

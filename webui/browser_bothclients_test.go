@@ -11,9 +11,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/gorap/gorap/internal/termchat"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/termchat"
 )
 
 // lockedBuffer collects the terminal client's output; the test reads it

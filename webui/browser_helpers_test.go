@@ -115,7 +115,7 @@ func (s *stack) start() {
 	}
 	cfg := s.cfg
 	cfg.Store = st
-	rt, err := runtime.New(cfg)
+	rt, err := runtime.New(&cfg)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func BenchmarkBridgedCall(b *testing.B) {
 	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
 	defer hs.Close()
 	ctx := context.Background()
-	br, err := New(Options{Name: "bench", URL: hs.URL, Logger: quietLogger()})
+	br, err := New(&Options{Name: "bench", URL: hs.URL, Logger: quietLogger()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -99,8 +99,9 @@ type Options struct {
 	// Logger receives the bridge's log lines; nil means slog.Default().
 	Logger *slog.Logger
 	// Server configures the RAP side (bearer token, durable store,
-	// public URL...). Workers defaults to DefaultWorkers.
-	Server rap.ServerOptions
+	// public URL...); nil means rap's defaults. Workers defaults to
+	// DefaultWorkers.
+	Server *rap.ServerOptions
 	// MinBackoff and MaxBackoff bound the delay before restarting an MCP
 	// server that exited; zero means the defaults.
 	MinBackoff, MaxBackoff time.Duration
@@ -179,8 +180,15 @@ type Problem struct {
 
 func (p Problem) String() string { return fmt.Sprintf("tool %q left out: %s", p.Tool, p.Reason) }
 
-// New checks opts and returns a Bridge that is not started yet.
-func New(opts Options) (*Bridge, error) {
+// New checks the options and returns a Bridge that is not started yet.
+// Name and one of Command and URL are required, so nil options are an
+// error naming them. New fills the defaults in a copy: the caller's
+// Options (and its Server) are left unchanged.
+func New(o *Options) (*Bridge, error) {
+	if o == nil {
+		return nil, errors.New("mcp bridge: no options; set Options.Name and either Options.Command (stdio server) or Options.URL (Streamable HTTP server)")
+	}
+	opts := *o
 	if strings.TrimSpace(opts.Name) == "" {
 		return nil, errors.New("mcp bridge: no name; give the MCP server a name such as \"files\"")
 	}
@@ -241,7 +249,10 @@ func New(opts Options) (*Bridge, error) {
 		log = slog.Default()
 	}
 	log = log.With("mcp_server", opts.Name)
-	so := opts.Server
+	var so rap.ServerOptions
+	if opts.Server != nil {
+		so = *opts.Server
+	}
 	if so.Workers == 0 {
 		so.Workers = DefaultWorkers
 	}
@@ -251,6 +262,7 @@ func New(opts Options) (*Bridge, error) {
 	if so.Description == "" {
 		so.Description = fmt.Sprintf("Tools of the MCP server %q, bridged to RAP by gorap.", opts.Name)
 	}
+	opts.Server = &so
 	b := &Bridge{
 		opts:      opts,
 		log:       log,

@@ -45,7 +45,7 @@ func startHTTP(t *testing.T, mut func(*Options)) *fixture {
 	if mut != nil {
 		mut(&opts)
 	}
-	f := startBridge(t, opts)
+	f := startBridge(t, &opts)
 	f.hooks, f.server = hooks, server
 	t.Cleanup(func() {
 		defer func() { _ = recover() }() // a test may have closed it
@@ -67,10 +67,10 @@ func startStdio(t *testing.T, mut func(*Options)) *fixture {
 	if mut != nil {
 		mut(&opts)
 	}
-	return startBridge(t, opts)
+	return startBridge(t, &opts)
 }
 
-func startBridge(t *testing.T, opts Options) *fixture {
+func startBridge(t *testing.T, opts *Options) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	b, err := New(opts)
@@ -265,7 +265,7 @@ func TestHeadersNotLeaked(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	t.Cleanup(mcpHTTP.Close)
-	f := startBridge(t, Options{Name: "test", URL: mcpHTTP.URL, Headers: map[string]string{"Authorization": "Bearer " + secret},
+	f := startBridge(t, &Options{Name: "test", URL: mcpHTTP.URL, Headers: map[string]string{"Authorization": "Bearer " + secret},
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	var results []string
 	for _, op := range []string{"echo", "fail", "rpc_error"} {

@@ -222,7 +222,7 @@ func TestStdioServerCrashMidCall(t *testing.T) {
 
 // A server that cannot start is a clear error from Start.
 func TestServerCannotStart(t *testing.T) {
-	b, err := New(Options{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Logger: quietLogger()})
+	b, err := New(&Options{Name: "ghost", Command: []string{"/nonexistent/mcp-server"}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestNewChecksOptions(t *testing.T) {
 		{Name: "x", URL: "http://h", Mode: "fancy"},
 		{Name: "x", Command: []string{"a"}, Env: []string{"NOEQUALS"}},
 	} {
-		if _, err := New(o); err == nil {
+		if _, err := New(&o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
 		}
 	}

@@ -50,7 +50,7 @@ func TestResourceSubscriptionSurvivesBridgeRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := New(Options{Name: "test", URL: mcpHTTP.URL, Logger: quietLogger(), Server: rap.ServerOptions{Store: st}})
+		b, err := New(&Options{Name: "test", URL: mcpHTTP.URL, Logger: quietLogger(), Server: &rap.ServerOptions{Store: st}})
 		if err != nil {
 			t.Fatal(err)
 		}

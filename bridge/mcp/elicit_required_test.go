@@ -39,7 +39,7 @@ func TestURLElicitationRequiredError(t *testing.T) {
 		})
 	mcpHTTP := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
 	t.Cleanup(mcpHTTP.Close)
-	f := startBridge(t, Options{Name: "mail", URL: mcpHTTP.URL, Logger: quietLogger()})
+	f := startBridge(t, &Options{Name: "mail", URL: mcpHTTP.URL, Logger: quietLogger()})
 	ctx := ctxT(t)
 	c, err := f.rt.Invoke(ctx, f.url, "fetch_mail", map[string]any{})
 	if err != nil {
@@ -90,7 +90,7 @@ func TestURLElicitationRequiredWithoutID(t *testing.T) {
 		})
 	mcpHTTP := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil))
 	t.Cleanup(mcpHTTP.Close)
-	f := startBridge(t, Options{Name: "mail", URL: mcpHTTP.URL, Logger: quietLogger()})
+	f := startBridge(t, &Options{Name: "mail", URL: mcpHTTP.URL, Logger: quietLogger()})
 	ctx := ctxT(t)
 	c, err := f.rt.Invoke(ctx, f.url, "fetch_mail", map[string]any{})
 	if err != nil {

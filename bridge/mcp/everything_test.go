@@ -273,7 +273,7 @@ func exampleArgs(schema json.RawMessage) map[string]any {
 func TestEverythingStreamableHTTP(t *testing.T) {
 	node, script := everythingServer(t)
 	port := startEverythingHTTP(t, node, script)
-	f := startBridge(t, Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
+	f := startBridge(t, &Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
 	if got := f.call(t, "echo", map[string]any{"message": "over http"}).Text; got != "Echo: over http" {
 		t.Errorf("echo = %q", got)
 	}

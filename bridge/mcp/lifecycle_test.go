@@ -85,7 +85,7 @@ func TestHTTPServerRestartReconnects(t *testing.T) {
 	sw.h.Store(&h)
 	hs := httptest.NewServer(sw)
 	t.Cleanup(hs.Close)
-	f := startBridge(t, Options{Name: "remote", URL: hs.URL, Logger: quietLogger(), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	f := startBridge(t, &Options{Name: "remote", URL: hs.URL, Logger: quietLogger(), MinBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
 	if got := f.call(t, "echo", map[string]any{"text": "one"}).Text; got != "one" {
 		t.Fatalf("echo = %q", got)
 	}

@@ -217,7 +217,7 @@ func startOAuthBridgeWith(t *testing.T, mcpURL, tokenDir string, mut func(*OAuth
 	if mut != nil {
 		mut(oo)
 	}
-	b, err := New(Options{Name: "protected", URL: mcpURL, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	b, err := New(&Options{Name: "protected", URL: mcpURL, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OAuth: oo})
 	if err != nil {
 		t.Fatal(err)
@@ -480,7 +480,7 @@ func TestOAuthServerDownAtStart(t *testing.T) {
 	if err := st.save("alice", &oauth2.Config{ClientID: "c"}, &oauth2.Token{AccessToken: "x", Expiry: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Options{Name: "protected", URL: "http://127.0.0.1:1/mcp", Logger: quietLogger(), ConnectTimeout: 5 * time.Second,
+	b, err := New(&Options{Name: "protected", URL: "http://127.0.0.1:1/mcp", Logger: quietLogger(), ConnectTimeout: 5 * time.Second,
 		OAuth: &OAuthOptions{TokenDir: dir, RedirectURL: "http://127.0.0.1:1" + CallbackPath}})
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func runBridgeHelper() {
 	if err != nil {
 		os.Exit(2)
 	}
-	b, err := New(Options{Name: "helper", Command: []string{exe, "-test.run=^$"}, Env: []string{envStdioServer + "=1", envLinger + "=1", envBridgeHelper + "="},
+	b, err := New(&Options{Name: "helper", Command: []string{exe, "-test.run=^$"}, Env: []string{envStdioServer + "=1", envLinger + "=1", envBridgeHelper + "="},
 		Logger: quietLogger()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -104,7 +104,7 @@ func TestEverythingTaskInputRequired(t *testing.T) {
 func TestEverythingTaskToolHTTP(t *testing.T) {
 	node, script := everythingServer(t)
 	port := startEverythingHTTP(t, node, script)
-	f := startBridge(t, Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
+	f := startBridge(t, &Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
 	ctx := ctxT(t)
 	c, err := f.rt.Invoke(ctx, f.url, "simulate-research-query", map[string]any{"topic": "tides"})
 	if err != nil {
@@ -131,7 +131,7 @@ func TestEverythingTaskToolHTTP(t *testing.T) {
 func TestEverythingTaskInputRequiredHTTP(t *testing.T) {
 	node, script := everythingServer(t)
 	port := startEverythingHTTP(t, node, script)
-	f := startBridge(t, Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
+	f := startBridge(t, &Options{Name: "everything", URL: "http://127.0.0.1:" + port + "/mcp", Logger: quietLogger()})
 	ctx := ctxT(t)
 	c, err := f.rt.Invoke(ctx, f.url, "simulate-research-query", map[string]any{"topic": "python", "ambiguous": true})
 	if err != nil {

@@ -27,7 +27,7 @@ func startTasks(t *testing.T, mut func(*Options)) (*fixture, string) {
 	if mut != nil {
 		mut(&opts)
 	}
-	return startBridge(t, opts), dir
+	return startBridge(t, &opts), dir
 }
 
 func countResults(c *raptest.Call) (results, views int) {
@@ -224,8 +224,8 @@ func killBridgeMidTaskURL(t *testing.T, tool string, args any) (c *raptest.Call,
 func startTaskBridgeAt(t *testing.T, url string, st *durable.Store, dir string) (stop func()) {
 	t.Helper()
 	opts := taskServerOptions(dir)
-	opts.Server = rap.ServerOptions{Store: st}
-	b, err := New(opts)
+	opts.Server = &rap.ServerOptions{Store: st}
+	b, err := New(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,8 +175,8 @@ func runTaskBridgeHelper(dir string) {
 		os.Exit(2)
 	}
 	opts := taskServerOptions(dir)
-	opts.Server = rap.ServerOptions{Store: st}
-	b, err := New(opts)
+	opts.Server = &rap.ServerOptions{Store: st}
+	b, err := New(&opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)

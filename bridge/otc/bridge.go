@@ -35,7 +35,8 @@ const (
 type Options struct {
 	// Name is the RAP toolset name (default "otc").
 	Name string
-	// Client reaches the worker. Its Dialect is detected when empty.
+	// Client reaches the worker; required. Its Dialect is detected (and
+	// set) when empty.
 	Client *Client
 	// Secrets resolves the secrets tools list in their requirements
 	// (default EnvFileSecrets{} : the environment only).
@@ -54,9 +55,10 @@ type Options struct {
 	// AuthPollMin and AuthPollMax bound the backoff between authorization
 	// status checks (defaults DefaultAuthPollMin, DefaultAuthPollMax).
 	AuthPollMin, AuthPollMax time.Duration
-	// Server are the options of the RAP tool server (Workers defaults to
-	// DefaultWorkers, since bridged calls wait on the network).
-	Server rap.ServerOptions
+	// Server are the options of the RAP tool server; nil means rap's
+	// defaults (Workers defaults to DefaultWorkers, since bridged calls
+	// wait on the network).
+	Server *rap.ServerOptions
 	// Logger receives the bridge's logs (default slog.Default()). Inputs,
 	// secrets, tokens and authorization URLs are never logged.
 	Logger *slog.Logger
@@ -78,11 +80,20 @@ type Bridge struct {
 // New reaches the worker (detecting its dialect when not set), lists its
 // tools and builds the RAP server. Tools that cannot be converted are logged
 // and left out (see Problems). A worker that is down, refuses the secret or
-// lists no usable tool is an error.
-func New(ctx context.Context, o Options) (*Bridge, error) {
-	if o.Client == nil || o.Client.BaseURL == "" {
-		return nil, errors.New("otc: no worker URL given")
+// lists no usable tool is an error. Client is required, so nil options are
+// an error naming it. New fills the defaults in copies: the caller's
+// Options and its Server are left unchanged. The Client is used as given,
+// not copied: Client.Detect fills its Dialect when empty.
+func New(ctx context.Context, opts *Options) (*Bridge, error) {
+	if opts == nil || opts.Client == nil || opts.Client.BaseURL == "" {
+		return nil, errors.New("otc: no worker URL given; set Options.Client to an otc.Client with the worker's BaseURL")
 	}
+	o := *opts
+	var server rap.ServerOptions
+	if o.Server != nil {
+		server = *o.Server
+	}
+	o.Server = &server
 	if u, err := url.Parse(o.Client.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("otc: worker URL %q is not an http or https URL", o.Client.BaseURL)
 	}
@@ -134,7 +145,7 @@ func New(ctx context.Context, o Options) (*Bridge, error) {
 	if o.Server.Description == "" {
 		o.Server.Description = fmt.Sprintf("Tools of the Open Tool Calling (%s) worker at %s, bridged to RAP.", b.client.Dialect, b.client.BaseURL)
 	}
-	b.srv = rap.NewServer(o.Name, &o.Server)
+	b.srv = rap.NewServer(o.Name, o.Server)
 	for _, m := range tools {
 		b.srv.AddRawTool(&m.Tool, b.handler(m))
 	}

@@ -179,11 +179,11 @@ func TestWorkerSecret(t *testing.T) {
 	w := newArcadeWorker(t, "right")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := New(ctx, Options{Client: &Client{BaseURL: w.srv.URL, Secret: []byte("wrong")}})
+	_, err := New(ctx, &Options{Client: &Client{BaseURL: w.srv.URL, Secret: []byte("wrong")}})
 	if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "ARCADE_WORKER_SECRET") {
 		t.Fatalf("wrong secret at load: %v", err)
 	}
-	_, err = New(ctx, Options{Client: &Client{BaseURL: w.srv.URL}})
+	_, err = New(ctx, &Options{Client: &Client{BaseURL: w.srv.URL}})
 	if err == nil {
 		t.Fatal("no secret accepted by a worker that requires one")
 	}
@@ -207,13 +207,13 @@ func TestWorkerDown(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	url := dead.URL
 	dead.Close()
-	_, err := New(ctx, Options{Client: &Client{BaseURL: url}})
+	_, err := New(ctx, &Options{Client: &Client{BaseURL: url}})
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the worker at "+url) {
 		t.Fatalf("down at start: %v", err)
 	}
 	nothing := httptest.NewServer(http.NotFoundHandler())
 	defer nothing.Close()
-	if _, err := New(ctx, Options{Client: &Client{BaseURL: nothing.URL}}); err == nil || !strings.Contains(err.Error(), "speaks no OTC dialect") {
+	if _, err := New(ctx, &Options{Client: &Client{BaseURL: nothing.URL}}); err == nil || !strings.Contains(err.Error(), "speaks no OTC dialect") {
 		t.Fatalf("not a worker: %v", err)
 	}
 

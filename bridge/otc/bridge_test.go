@@ -48,7 +48,7 @@ func startBridge(t *testing.T, o Options) *testBridge {
 		t.Fatal(err)
 	}
 	t.Cleanup(rt.Close)
-	b, err := New(ctx, o)
+	b, err := New(ctx, &o)
 	if err != nil {
 		t.Fatal(err)
 	}

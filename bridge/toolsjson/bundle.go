@@ -46,18 +46,9 @@ const MaxToolsBytes = 4 << 20
 
 // Violation is one problem of a bundle, with the path of the offending part:
 // a JSON path inside tools.json ("tools[2].transport.command"), or a file
-// name ("manifest.toml: artifacts.tools.blake3").
-type Violation struct {
-	Path    string
-	Message string
-}
-
-func (v Violation) String() string {
-	if v.Path == "" {
-		return v.Message
-	}
-	return v.Path + ": " + v.Message
-}
+// name ("manifest.toml: artifacts.tools.blake3"). It is the protocol's own
+// violation type, so a bundle's problems and a manifest's print alike.
+type Violation = rap.Violation
 
 // BundleError lists every violation of a bundle that was refused. Nothing
 // of a refused bundle is served.
@@ -82,7 +73,8 @@ func (e *BundleError) Error() string {
 	return b.String()
 }
 
-// LoadOptions change how Load checks a bundle.
+// LoadOptions change how Load and Validate check a bundle; nil options
+// mean the zero LoadOptions.
 type LoadOptions struct {
 	// AllowUnsigned accepts a tools.json whose digest is missing from
 	// manifest.toml or differs from it. It is for development only; the
@@ -188,8 +180,10 @@ func ResolveDir(path string) (string, error) {
 // Load reads and checks the bundle at path (a directory or its tools.json).
 // Any violation refuses the whole bundle with a *BundleError listing all
 // of them. Tools needing a capability that policy.caps does not grant are
-// left out and listed in Bundle.Denied; the rest is served.
-func Load(path string, opts LoadOptions) (*Bundle, error) {
+// left out and listed in Bundle.Denied; the rest is served. Nil options
+// are the defaults (a signed bundle is required); Load does not change
+// them.
+func Load(path string, opts *LoadOptions) (*Bundle, error) {
 	dir, err := ResolveDir(path)
 	if err != nil {
 		return nil, err
@@ -198,7 +192,11 @@ func Load(path string, opts LoadOptions) (*Bundle, error) {
 	if err != nil {
 		return nil, &BundleError{Dir: dir, Violations: []Violation{{Path: ToolsFile, Message: err.Error()}}}
 	}
-	return readSiblings(dir).check(data, opts)
+	var o LoadOptions
+	if opts != nil {
+		o = *opts
+	}
+	return readSiblings(dir).check(data, o)
 }
 
 // siblings are what a bundle's tools.json is checked against: the digest
@@ -318,8 +316,9 @@ func readLimited(p string) ([]byte, error) {
 
 // Validate checks the bundle at path like Load and returns every
 // violation, denied capabilities included (as violations: "rap validate"
-// reports them), and the warnings.
-func Validate(path string, opts LoadOptions) ([]Violation, []string, error) {
+// reports them), and the warnings. Nil options are the defaults, as for
+// Load.
+func Validate(path string, opts *LoadOptions) ([]Violation, []string, error) {
 	b, err := Load(path, opts)
 	var be *BundleError
 	if errors.As(err, &be) {

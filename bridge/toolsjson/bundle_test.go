@@ -52,7 +52,7 @@ func TestDigestIsBLAKE3(t *testing.T) {
 func TestLoadValidBundle(t *testing.T) {
 	dir := writeValid(t)
 	for _, p := range []string{dir, filepath.Join(dir, ToolsFile)} {
-		b, err := Load(p, LoadOptions{})
+		b, err := Load(p, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestLoadTamperedRefused(t *testing.T) {
 	signed := Digest(data)
 	data[strings.Index(string(data), "Echoes")] = 'e' // one byte
 	mustWrite(t, p, string(data), 0o644)
-	b, err := Load(dir, LoadOptions{})
+	b, err := Load(dir, nil)
 	var be *BundleError
 	if !errors.As(err, &be) || b != nil {
 		t.Fatalf("tampered bundle loaded: %v", err)
@@ -91,7 +91,7 @@ func TestLoadTamperedRefused(t *testing.T) {
 	mustContain(t, err.Error(), "manifest.toml: artifacts.tools.blake3", Digest(data), signed, "rap toolsjson digest")
 
 	// --allow-unsigned loads it, loudly.
-	b, err = Load(dir, LoadOptions{AllowUnsigned: true})
+	b, err = Load(dir, &LoadOptions{AllowUnsigned: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,13 +103,13 @@ func TestLoadTamperedRefused(t *testing.T) {
 func TestLoadMissingDigestRefused(t *testing.T) {
 	dir := writeValid(t)
 	mustWrite(t, filepath.Join(dir, ManifestFile), "[artifacts.tools]\npath = \"tools.json\"\n", 0o644)
-	_, err := Load(dir, LoadOptions{})
+	_, err := Load(dir, nil)
 	mustContain(t, errString(err), "artifacts.tools.blake3: missing", Digest([]byte(validTools)))
 	os.Remove(filepath.Join(dir, ManifestFile))
-	_, err = Load(dir, LoadOptions{})
+	_, err = Load(dir, nil)
 	mustContain(t, errString(err), "manifest.toml:", "does not exist", "rap toolsjson digest")
 	mustWrite(t, filepath.Join(dir, ManifestFile), "[artifacts.tools\n", 0o644)
-	_, err = Load(dir, LoadOptions{})
+	_, err = Load(dir, nil)
 	mustContain(t, errString(err), "manifest.toml: is not valid TOML")
 }
 
@@ -163,13 +163,13 @@ func TestLoadViolationsWithPaths(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := writeBundle(t, c.tools, "")
-			b, err := Load(dir, LoadOptions{})
+			b, err := Load(dir, nil)
 			var be *BundleError
 			if !errors.As(err, &be) || b != nil {
 				t.Fatalf("bundle not refused: %v", err)
 			}
 			mustContain(t, err.Error(), c.want...)
-			vs, _, verr := Validate(dir, LoadOptions{})
+			vs, _, verr := Validate(dir, nil)
 			if verr != nil || len(vs) == 0 {
 				t.Fatalf("Validate: %v %v", vs, verr)
 			}
@@ -182,7 +182,7 @@ func TestLoadViolationsWithPaths(t *testing.T) {
 func TestCapabilityNotGrantedDeniesTool(t *testing.T) {
 	dir := writeValid(t)
 	mustWrite(t, filepath.Join(dir, PolicyFile), "fs:/tmp/*\n", 0o644) // no net: grant
-	b, err := Load(dir, LoadOptions{})
+	b, err := Load(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestCapabilityNotGrantedDeniesTool(t *testing.T) {
 	if rec.Kind != AuditCapDenied || rec.ToolID != "mail.smtp_send" || rec.Capability != "net:api.mail.example" {
 		t.Fatalf("audit record %+v", rec)
 	}
-	vs, _, _ := Validate(dir, LoadOptions{})
+	vs, _, _ := Validate(dir, nil)
 	if len(vs) != 2 || vs[0].Path != "tools[1].capabilities[0]" {
 		t.Fatalf("Validate %v", vs)
 	}
@@ -219,14 +219,14 @@ func TestCapabilityNotGrantedDeniesTool(t *testing.T) {
 func TestHTTPHostNeedsNetGrant(t *testing.T) {
 	tools := `{"version":1,"tools":[{"id":"h","description":"d","transport":{"kind":"http","method":"GET","url":"https://evil.example/x"},"input_schema":` + objSchema + `,"result_schema":` + objSchema + `,"capabilities":["net:good.example"]}]}`
 	dir := writeBundle(t, tools, "net:good.example\n")
-	b, err := Load(dir, LoadOptions{})
+	b, err := Load(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(b.Tools) != 0 || len(b.Denied) != 1 || b.Denied[0].Capability != "net:evil.example" || b.Denied[0].Path != "tools[0].transport.url" {
 		t.Fatalf("tools %v denied %+v", b.Tools, b.Denied)
 	}
-	if _, err := NewServer(b, Options{}); err == nil || !strings.Contains(err.Error(), "exposes no tools") {
+	if _, err := NewServer(b, nil); err == nil || !strings.Contains(err.Error(), "exposes no tools") {
 		t.Fatalf("NewServer: %v", err)
 	}
 }
@@ -260,7 +260,7 @@ func TestSchemaRefCyclesAndFanOut(t *testing.T) {
 	entry := func(refs string) string {
 		return `{"version":1,"tools":[{"id":"a","description":"d","transport":{"kind":"exec","command":"/bin/true"},"input_schema":{"$ref":"schema:a"},"result_schema":{"type":"object"},"schema_refs":` + refs + `}]}`
 	}
-	_, err := Load(writeBundle(t, entry(`{"a":{"type":"object","properties":{"x":{"$ref":"schema:b"}}},"b":{"type":"object","properties":{"y":{"$ref":"schema:a"}}}}`), ""), LoadOptions{})
+	_, err := Load(writeBundle(t, entry(`{"a":{"type":"object","properties":{"x":{"$ref":"schema:b"}}},"b":{"type":"object","properties":{"y":{"$ref":"schema:a"}}}}`), ""), nil)
 	mustContain(t, errString(err), "tools[0].input_schema.properties.x.properties.y.$ref", `"schema:a" refers to itself (through a -> b)`)
 	// Each level refers to the next twice: 2^20 copies if expanded.
 	var b strings.Builder
@@ -269,7 +269,7 @@ func TestSchemaRefCyclesAndFanOut(t *testing.T) {
 		fmt.Fprintf(&b, `"l%d":{"type":"object","properties":{"p":{"$ref":"schema:l%d"},"q":{"$ref":"schema:l%d"}}},`, i, i+1, i+1)
 	}
 	b.WriteString(`"l20":{"type":"string"},"a":{"$ref":"schema:l0"}}`)
-	_, err = Load(writeBundle(t, entry(b.String()), ""), LoadOptions{})
+	_, err = Load(writeBundle(t, entry(b.String()), ""), nil)
 	mustContain(t, errString(err), "more than 256 schema: references")
 }
 

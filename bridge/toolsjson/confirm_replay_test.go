@@ -106,7 +106,7 @@ func TestTraceAndReplay(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := Load(dir, LoadOptions{})
+		b, err := Load(dir, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func TestTraceAndReplay(t *testing.T) {
 
 	// A tool the trace records but the bundle lacks is flagged.
 	dir2 := writeBundle(t, bundleOf(entry), "")
-	b2, err := Load(dir2, LoadOptions{})
+	b2, err := Load(dir2, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

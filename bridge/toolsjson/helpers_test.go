@@ -79,7 +79,7 @@ type served struct {
 
 func serveBundle(t *testing.T, dir string, opts Options) *served {
 	t.Helper()
-	b, err := Load(dir, LoadOptions{})
+	b, err := Load(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func serveLoaded(t *testing.T, b *Bundle, opts Options) *served {
 	logs, audit := &syncBuffer{}, &syncBuffer{}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts.Audit = audit
-	s, err := NewServer(b, opts)
+	s, err := NewServer(b, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,8 +80,14 @@ type Server struct {
 }
 
 // NewServer builds the tool server of a loaded bundle. It writes a
-// cap_denied audit record for each tool Load denied.
-func NewServer(b *Bundle, opts Options) (*Server, error) {
+// cap_denied audit record for each tool Load denied. Nil options take
+// every default; NewServer fills the defaults in a copy, so the caller's
+// Options (and its Server) are left unchanged.
+func NewServer(b *Bundle, o *Options) (*Server, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

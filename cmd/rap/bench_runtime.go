@@ -104,9 +104,9 @@ func runBenchRuntime(ctx context.Context, a *app, f benchRuntimeFlags) error {
 		// The providers' default HTTP client, as rap serve uses it.
 		var err error
 		if provider == "anthropic" {
-			opts.Model, err = anthropic.New(anthropic.Options{APIKey: "bench", BaseURL: peer.ModelURL, Model: "bench"})
+			opts.Model, err = anthropic.New(&anthropic.Options{APIKey: "bench", BaseURL: peer.ModelURL, Model: "bench"})
 		} else {
-			opts.Model, err = openai.New(openai.Options{APIKey: "bench", BaseURL: peer.ModelURL + "/v1", Model: "bench"})
+			opts.Model, err = openai.New(&openai.Options{APIKey: "bench", BaseURL: peer.ModelURL + "/v1", Model: "bench"})
 		}
 		if err != nil {
 			return err

@@ -89,10 +89,10 @@ func runBridgeMCP(ctx context.Context, a *app, f bridgeMCPFlags, pos []string) e
 		}
 		hdr[strings.TrimSpace(k)] = v
 	}
-	opts := mcp.Options{
+	opts := &mcp.Options{
 		Name: *name, Command: pos, Env: env, URL: *url, Headers: hdr, Prefix: *prefix, Mode: *mode,
 		Logger: a.log, CallTimeout: f.callTimeout,
-		Server: rap.ServerOptions{BearerToken: *token, PublicURL: *publicURL},
+		Server: &rap.ServerOptions{BearerToken: *token, PublicURL: *publicURL},
 	}
 	if f.oauthDir != "" {
 		redirect := f.oauthRedirect
@@ -170,7 +170,7 @@ func baseName(p string) string {
 
 // bridgeMCP serves one MCP server as a RAP tool server until ctx ends.
 // ready, when not nil, receives the bound base URL.
-func bridgeMCP(ctx context.Context, opts mcp.Options, listen string, stdout io.Writer, ready func(baseURL string)) error {
+func bridgeMCP(ctx context.Context, opts *mcp.Options, listen string, stdout io.Writer, ready func(baseURL string)) error {
 	b, err := mcp.New(opts)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -187,9 +187,13 @@ func bridgeMCP(ctx context.Context, opts mcp.Options, listen string, stdout io.W
 	}
 	// The tool-server SDK's connection limits, as every rap.Server has:
 	// timeouts, the minimum body rate, header size, connection cap.
-	srv := rap.NewHTTPServer(b, opts.Server.HTTP, opts.Server.Logger)
+	var so rap.ServerOptions
+	if opts.Server != nil {
+		so = *opts.Server
+	}
+	srv := rap.NewHTTPServer(b, so.HTTP, so.Logger)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(rap.LimitListener(ln, rap.DefaultMaxConns, opts.Server.Logger)) }()
+	go func() { serveErr <- srv.Serve(rap.LimitListener(ln, rap.DefaultMaxConns, so.Logger)) }()
 	base := "http://" + ln.Addr().String()
 	ts := b.Toolset(base + "/")
 	fmt.Fprintf(stdout, "rap bridge mcp: serving MCP server %q as a RAP tool server at %s\n", opts.Name, base)

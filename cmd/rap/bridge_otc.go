@@ -35,14 +35,14 @@ func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, lo
 		}
 		c.Secret = secret
 	}
-	return otc.New(ctx, otc.Options{
+	return otc.New(ctx, &otc.Options{
 		Name:        f.name,
 		Client:      c,
 		Secrets:     otc.EnvFileSecrets{Dir: f.secretsDir},
 		CallTimeout: f.callTimeout,
 		AuthTimeout: f.authTimeout,
 		Logger:      log,
-		Server:      rap.ServerOptions{BearerToken: bearer, Logger: log},
+		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log},
 	})
 }
 

@@ -45,7 +45,7 @@ func TestBridgeMCPURL(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	var out bytes.Buffer
-	opts := mcp.Options{Name: "echoer", URL: mcpURL, Headers: map[string]string{"X-Test": "1"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	opts := &mcp.Options{Name: "echoer", URL: mcpURL, Headers: map[string]string{"X-Test": "1"}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	go func() { done <- bridgeMCP(bctx, opts, "127.0.0.1:0", &out, func(u string) { ready <- u }) }()
 	var base string
 	select {

@@ -23,7 +23,7 @@ import (
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/runtime"
-	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store/sqlite"
 )
 
@@ -59,7 +59,7 @@ func startChatRuntime(t *testing.T, m model.Provider) (*runtime.Runtime, string)
 	}
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	rt, err := runtime.New(runtime.Config{Store: st, PublicURL: srv.URL, Secret: secret, Model: m,
+	rt, err := runtime.New(&runtime.Config{Store: st, PublicURL: srv.URL, Secret: secret, Model: m,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestChatInATerminal(t *testing.T) {
 	msgs, _ := rt.History(context.Background(), threads[0].ID)
 	var users []string
 	for _, m := range msgs {
-		if m.Role == store.RoleUser {
+		if m.Role == api.RoleUser {
 			users = append(users, m.Text)
 		}
 	}

@@ -1,6 +1,6 @@
 package main
 
-// "rap chat": the flags; the terminal client is internal/termchat.
+// "rap chat": the flags; the terminal client is termchat.
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/gorap/gorap/internal/termchat"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/gorap/gorap/termchat"
 )
 
 // envServer is the environment variable of rap chat's --server.

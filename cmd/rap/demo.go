@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/examples/gettime"
-	"github.com/gorap/gorap/internal/termchat"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/store/sqlite"
+	"github.com/gorap/gorap/termchat"
 )
 
 // demoScript is the scripted model's part of the demo conversation.
@@ -203,7 +203,7 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 		return fmt.Errorf("listen on a loopback port: %w", err)
 	}
 	rtURL := "http://" + ln.Addr().String()
-	rt, err := runtime.New(runtime.Config{
+	rt, err := runtime.New(&runtime.Config{
 		Store: st, Model: mdl, ToolServers: []string{toolURL}, PublicURL: rtURL,
 		Secret: secret, Logger: log, DisplayText: displayText,
 		System: "You are the gorap demo agent. Use the tools to answer; be brief.",
@@ -218,8 +218,8 @@ func demo(ctx context.Context, opts demoOptions, stdout, stderr io.Writer) (err 
 		st.Close()
 		return err
 	}
-	rtSrv := runtime.NewHTTPServer(rt.Handler(), runtime.ServerLimits{}, log)
-	go rtSrv.Serve(runtime.LimitListener(ln, runtime.ServerLimits{}))
+	rtSrv := runtime.NewHTTPServer(rt.Handler(), rap.HTTPLimits{}, log)
+	go rtSrv.Serve(rap.HTTPLimits{}.Listener(ln, nil))
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()

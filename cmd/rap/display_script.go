@@ -62,7 +62,7 @@ func runDisplayScript(ctx context.Context, a *app, toolName string, pos []string
 		fmt.Fprintf(stderr, "rap display-script: the script fell back to the default rendering: %v\n", reason)
 		return exitError{code: 1}
 	}
-	script, err := display.Compile(src)
+	script, err := display.Compile(src, nil)
 	if err != nil {
 		return fallback(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"github.com/gorap/gorap/model/wiretest"
 	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/client"
-	"github.com/gorap/gorap/runtime/store"
 )
 
 var (
@@ -160,7 +159,7 @@ func sendMessage(t testing.TB, base, thread, text string) {
 }
 
 // getHistory reads a thread's history over the client API.
-func getHistory(t testing.TB, base, thread string) []store.Message {
+func getHistory(t testing.TB, base, thread string) []api.Message {
 	t.Helper()
 	msgs, err := rapClient(t, base, "").History(context.Background(), thread)
 	if err != nil {
@@ -204,11 +203,11 @@ func TestServeAnthropicEndToEnd(t *testing.T) {
 	th.ID = createThread(t, p.URL)
 	sendMessage(t, p.URL, th.ID, "What time is it in Tokyo?")
 
-	var msgs []store.Message
+	var msgs []api.Message
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		msgs = getHistory(t, p.URL, th.ID)
-		if n := len(msgs); n > 0 && msgs[n-1].Role == store.RoleAssistant && strings.Contains(msgs[n-1].Text, "The tool answered") {
+		if n := len(msgs); n > 0 && msgs[n-1].Role == api.RoleAssistant && strings.Contains(msgs[n-1].Text, "The tool answered") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -218,8 +217,8 @@ func TestServeAnthropicEndToEnd(t *testing.T) {
 	}
 
 	// The model's tool call, the RAP tool's result, and the answer that quotes it.
-	var call *store.ToolCall
-	var result *store.ToolResult
+	var call *api.ToolCall
+	var result *api.ToolResult
 	for i := range msgs {
 		for j := range msgs[i].ToolCalls {
 			if msgs[i].ToolCalls[j].Name == "get_time_in_zone" {

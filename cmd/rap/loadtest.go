@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gorap/gorap/internal/loadtest"
+	"github.com/gorap/gorap/cmd/rap/internal/loadtest"
 )
 
 func newLoadtestCmd(a *app) *cobra.Command {

@@ -64,7 +64,7 @@ func parseModelSpec(spec string, getenv func(string) string) (modelSpec, error) 
 func newModel(spec modelSpec, hc *http.Client) (model.Provider, error) {
 	switch spec.Provider {
 	case "anthropic":
-		p, err := anthropic.New(anthropic.Options{Model: spec.Arg, HTTPClient: hc})
+		p, err := anthropic.New(&anthropic.Options{Model: spec.Arg, HTTPClient: hc})
 		if err != nil {
 			return nil, fmt.Errorf("model %s: %w", spec, err)
 		}
@@ -90,7 +90,7 @@ func describeModel(p model.Provider) string {
 func getenvOS(k string) string { return os.Getenv(k) }
 
 func newOpenAIModel(spec modelSpec, hc *http.Client) (model.Provider, error) {
-	p, err := openai.New(openai.Options{Model: spec.Arg, HTTPClient: hc})
+	p, err := openai.New(&openai.Options{Model: spec.Arg, HTTPClient: hc})
 	if err != nil {
 		return nil, fmt.Errorf("model %s: %w", spec, err)
 	}

@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/display"
+	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/internal/privfile"
+	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/clientauth"
 	"github.com/gorap/gorap/runtime/config"
@@ -144,10 +146,23 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 
 	var hc *http.Client
 	if s.ToolToken != "" {
-		hc = &http.Client{Transport: bearerTransport{token: s.ToolToken, next: runtime.NewTransport()}}
+		hc = &http.Client{Transport: bearer.Transport(s.ToolToken, runtime.NewTransport())}
 	}
 	hc = hosts.client(hc) // reaches the bridges served in process
-	rt, err := runtime.New(runtime.Config{
+	// The client API's tokens: the runtime's handler puts the API behind
+	// them (without any, it answers this machine only, or everyone with
+	// --insecure).
+	var clientAuth func(http.Handler) http.Handler
+	var auth *clientauth.Authenticator
+	if s.Token != "" || s.TokensFile != "" {
+		var err error
+		if auth, err = clientauth.New(s.Token, s.TokensFile, log); err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		defer auth.Close()
+		clientAuth = auth.Handler
+	}
+	rt, err := runtime.New(&runtime.Config{
 		Store:                     st,
 		Model:                     mdl,
 		ToolServers:               toolServers,
@@ -173,6 +188,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ConfirmDestructive:        confirmExternalActions(s, dir),
 		AllowedHosts:              allowedHosts(s),
 		AllowedOrigins:            s.AllowedOrigins,
+		ClientAuth:                clientAuth,
+		InsecureClientAPI:         s.Insecure,
 	})
 	if err != nil {
 		return err
@@ -182,14 +199,6 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 
 	handler := rt.Handler()
-	var auth *clientauth.Authenticator
-	if s.Token != "" || s.TokensFile != "" {
-		if auth, err = clientauth.New(s.Token, s.TokensFile, log); err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		defer auth.Close()
-		handler = auth.Handler(handler)
-	}
 	// The web UI at "/": static assets, no token; the
 	// page sends the token on its API requests.
 	handler = webui.WithAPI(handler, rt.WebGuard)
@@ -197,7 +206,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	handler = rt.WithHealth(handler)
 	// Read, write and idle timeouts, a header limit and a connection cap;
 	// event streams set their own write deadlines.
-	var limits runtime.ServerLimits
+	var limits rap.HTTPLimits
 	srv := runtime.NewHTTPServer(handler, limits, log)
 	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	srv.TLSConfig = tlsConfig
@@ -207,7 +216,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 	serveErr := make(chan error, 1)
 	go func() {
-		lln := runtime.LimitListener(ln, limits)
+		lln := limits.Listener(ln, log)
 		if srv.TLSConfig != nil {
 			serveErr <- srv.ServeTLS(lln, "", "")
 			return
@@ -281,19 +290,6 @@ func allowedHosts(s config.Settings) []string {
 		hosts = append(hosts, h)
 	}
 	return hosts
-}
-
-// bearerTransport adds "Authorization: Bearer TOKEN" to every request: the
-// runtime's credentials towards its tool servers (RAP TR-8).
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+t.token)
-	return t.next.RoundTrip(req)
 }
 
 // requireToken protects the client API with one admin bearer token (see

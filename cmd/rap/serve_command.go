@@ -1,7 +1,7 @@
 package main
 
 // "rap serve" starts the toolset_command entries of its
-// config with internal/toolsetcmd and serves each under a stable
+// config with cmd/rap/internal/toolsetcmd and serves each under a stable
 // in-process name (inProcessHosts).
 
 import (
@@ -12,7 +12,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/gorap/gorap/internal/toolsetcmd"
+	"github.com/gorap/gorap/cmd/rap/internal/toolsetcmd"
 	"github.com/gorap/gorap/runtime/config"
 )
 

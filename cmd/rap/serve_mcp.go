@@ -15,6 +15,7 @@ import (
 	"github.com/gorap/gorap/bridge/mcp"
 	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/rap/durable"
 	"github.com/gorap/gorap/runtime/config"
 )
@@ -74,8 +75,8 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 
 // mcpEntryOptions are the bridge options a config entry sets directly;
 // a zero call_timeout leaves the bridge's default.
-func mcpEntryOptions(c *config.MCPServer, sampler model.Provider, log *slog.Logger) mcp.Options {
-	opts := mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.Prefix, Logger: log, SamplingModel: sampler,
+func mcpEntryOptions(c *config.MCPServer, sampler model.Provider, log *slog.Logger) *mcp.Options {
+	opts := &mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.Prefix, Logger: log, SamplingModel: sampler,
 		CallTimeout: time.Duration(c.CallTimeout)}
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
@@ -114,7 +115,7 @@ func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampl
 				_ = st.Close()
 			}
 		}()
-		opts.Server.Store = st
+		opts.Server = &rap.ServerOptions{Store: st}
 	}
 	b, err := mcp.New(opts)
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/config"
-	"github.com/gorap/gorap/runtime/store"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
@@ -123,12 +123,12 @@ func baseSettings(t *testing.T, model string, cfg string) config.Settings {
 
 // waitAnswer polls the history until the last message is an assistant
 // text containing want.
-func waitAnswer(t *testing.T, base, thread, want string) []store.Message {
+func waitAnswer(t *testing.T, base, thread, want string) []api.Message {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		msgs := getHistoryAuth(t, base, thread, "")
-		if n := len(msgs); n > 0 && msgs[n-1].Role == store.RoleAssistant && strings.Contains(msgs[n-1].Text, want) {
+		if n := len(msgs); n > 0 && msgs[n-1].Role == api.RoleAssistant && strings.Contains(msgs[n-1].Text, want) {
 			return msgs
 		}
 		if time.Now().After(deadline) {
@@ -138,7 +138,7 @@ func waitAnswer(t *testing.T, base, thread, want string) []store.Message {
 	}
 }
 
-func getHistoryAuth(t *testing.T, base, thread, token string) []store.Message {
+func getHistoryAuth(t *testing.T, base, thread, token string) []api.Message {
 	t.Helper()
 	msgs, err := rapClient(t, base, token).History(context.Background(), thread)
 	if err != nil {

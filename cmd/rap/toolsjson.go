@@ -61,7 +61,7 @@ func (f *toolsJSONFlags) resolver() toolsjson.SecretResolver {
 // toolsJSONServer loads a bundle and builds its server, with traces and
 // audit records under dataDir. close releases the audit and trace files.
 func toolsJSONServer(bundle string, f toolsJSONFlags, log *slog.Logger, replay *toolsjson.Replay, out io.Writer) (*toolsjson.Server, *toolsjson.Bundle, func(), error) {
-	b, err := toolsjson.Load(bundle, toolsjson.LoadOptions{AllowUnsigned: f.allowUnsigned})
+	b, err := toolsjson.Load(bundle, &toolsjson.LoadOptions{AllowUnsigned: f.allowUnsigned})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -79,7 +79,7 @@ func toolsJSONServer(bundle string, f toolsJSONFlags, log *slog.Logger, replay *
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open the audit log: %w", err)
 	}
-	opts := toolsjson.Options{
+	opts := &toolsjson.Options{
 		Secrets:   f.resolver(),
 		Audit:     audit,
 		TraceDir:  filepath.Join(dir, "traces"),
@@ -189,7 +189,7 @@ func isToolsJSON(src string) bool {
 // validateToolsJSON prints every violation of a bundle, then its warnings;
 // it exits 1 when there is any violation.
 func validateToolsJSON(src string, allowUnsigned bool, stdout io.Writer) error {
-	vs, ws, err := toolsjson.Validate(src, toolsjson.LoadOptions{AllowUnsigned: allowUnsigned})
+	vs, ws, err := toolsjson.Validate(src, &toolsjson.LoadOptions{AllowUnsigned: allowUnsigned})
 	if err != nil {
 		return err
 	}

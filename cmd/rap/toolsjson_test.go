@@ -18,7 +18,7 @@ import (
 	"github.com/gorap/gorap/bridge/toolsjson"
 	"github.com/gorap/gorap/examples/toolsjson/weatherapi/api"
 	"github.com/gorap/gorap/raptest"
-	"github.com/gorap/gorap/runtime/store"
+	apitypes "github.com/gorap/gorap/runtime/api"
 )
 
 const demoKey = "wk-7f3e0c9a-secret-value"
@@ -273,7 +273,7 @@ func TestServeToolsJSONEntry(t *testing.T) {
 	th.ID = createThread(t, info.URL)
 	answer := func(selected int, want string) {
 		sendMessage(t, info.URL, th.ID, "weather in Paris?")
-		var choices []store.Choice
+		var choices []apitypes.Choice
 		deadline := time.Now().Add(30 * time.Second)
 		for len(choices) == 0 {
 			if time.Now().After(deadline) {

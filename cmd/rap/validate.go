@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/gorap/gorap/display"
+	"github.com/gorap/gorap/internal/bearer"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/spf13/cobra"
@@ -70,7 +70,7 @@ func runValidate(ctx context.Context, a *app, tokenFlag string, allowUnsignedFla
 		base = strings.TrimSuffix(strings.TrimRight(src, "/"), rap.WellKnownPath)
 		fctx, cancel := context.WithTimeout(ctx, validateFetchTimeout)
 		defer cancel()
-		ts, raw, err = rap.FetchToolset(fctx, bearerClient(*token, validateFetchTimeout), base)
+		ts, raw, err = rap.FetchToolset(fctx, bearer.Client(*token, validateFetchTimeout), base)
 	} else {
 		raw, err = readManifest(src)
 		if err != nil {
@@ -155,24 +155,6 @@ func readManifest(path string) ([]byte, error) {
 	return data, nil
 }
 
-// bearerClient returns an HTTP client that sends "Authorization: Bearer
-// token" when token is set.
-func bearerClient(token string, timeout time.Duration) *http.Client {
-	c := &http.Client{Timeout: timeout}
-	if token != "" {
-		c.Transport = bearerRoundTripper{token: token}
-	}
-	return c
-}
-
-type bearerRoundTripper struct{ token string }
-
-func (b bearerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // plural formats a count with a noun: "1 tool", "3 tools".
 func plural(n int, noun string) string {
 	if n == 1 {
@@ -190,7 +172,7 @@ func displayScriptWarnings(ts *rap.Toolset) []rap.Violation {
 		if t.DisplayScript == "" {
 			continue
 		}
-		if _, err := display.Compile(t.DisplayScript); err != nil {
+		if _, err := display.Compile(t.DisplayScript, nil); err != nil {
 			out = append(out, rap.Violation{
 				Path:    fmt.Sprintf("tools[%d].displayScript", i),
 				Message: fmt.Sprintf("does not compile (%v); frontends will show %s(args) instead; try it with 'rap display-script'", err, t.Name),

@@ -88,9 +88,15 @@ type Provider struct {
 
 var _ model.Provider = (*Provider)(nil)
 
-// New returns a Provider configured by opts and the environment. It fails
+// New returns a Provider configured by the options and the environment;
+// nil options take every default (the API key then comes from
+// $ANTHROPIC_API_KEY). New does not change the caller's Options. It fails
 // when no API key is configured or the base URL is not an http(s) URL.
-func New(opts Options) (*Provider, error) {
+func New(o *Options) (*Provider, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
 	key := opts.APIKey
 	if key == "" {
 		key = os.Getenv(EnvAPIKey)

@@ -21,7 +21,7 @@ import (
 var harness = wiretest.Harness{
 	Start: wiretest.NewAnthropic,
 	New: func(tb testing.TB, srv *wiretest.Server, images bool) model.Provider {
-		p, err := anthropic.New(anthropic.Options{APIKey: "test-key", BaseURL: srv.URL, SupportsImages: &images})
+		p, err := anthropic.New(&anthropic.Options{APIKey: "test-key", BaseURL: srv.URL, SupportsImages: &images})
 		if err != nil {
 			tb.Fatalf("New: %v", err)
 		}
@@ -38,7 +38,7 @@ func newProvider(t *testing.T, srv *wiretest.Server, opts anthropic.Options) *an
 		opts.APIKey = "test-key"
 	}
 	opts.BaseURL = srv.URL
-	p, err := anthropic.New(opts)
+	p, err := anthropic.New(&opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -376,7 +376,7 @@ func TestHTTPErrors(t *testing.T) {
 		srv := wiretest.NewAnthropic(nil)
 		url := srv.URL
 		srv.Close()
-		p, err := anthropic.New(anthropic.Options{APIKey: "k", BaseURL: url})
+		p, err := anthropic.New(&anthropic.Options{APIKey: "k", BaseURL: url})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -426,13 +426,13 @@ func TestBadInput(t *testing.T) {
 func TestNew(t *testing.T) {
 	t.Setenv(anthropic.EnvAPIKey, "")
 	t.Setenv(anthropic.EnvBaseURL, "")
-	if _, err := anthropic.New(anthropic.Options{}); err == nil || !strings.Contains(err.Error(), "set ANTHROPIC_API_KEY") {
+	if _, err := anthropic.New(nil); err == nil || !strings.Contains(err.Error(), "set ANTHROPIC_API_KEY") {
 		t.Errorf("missing key: error = %v", err)
 	}
-	if _, err := anthropic.New(anthropic.Options{APIKey: "k", BaseURL: "ftp://x"}); err == nil || !strings.Contains(err.Error(), "ftp://x") {
+	if _, err := anthropic.New(&anthropic.Options{APIKey: "k", BaseURL: "ftp://x"}); err == nil || !strings.Contains(err.Error(), "ftp://x") {
 		t.Errorf("bad base URL: error = %v", err)
 	}
-	if _, err := anthropic.New(anthropic.Options{APIKey: "k", MaxTokens: -1}); err == nil || !strings.Contains(err.Error(), "MaxTokens is -1") {
+	if _, err := anthropic.New(&anthropic.Options{APIKey: "k", MaxTokens: -1}); err == nil || !strings.Contains(err.Error(), "MaxTokens is -1") {
 		t.Errorf("negative MaxTokens: error = %v", err)
 	}
 
@@ -440,7 +440,7 @@ func TestNew(t *testing.T) {
 	defer srv.Close()
 	t.Setenv(anthropic.EnvAPIKey, "from-env")
 	t.Setenv(anthropic.EnvBaseURL, srv.URL)
-	p, err := anthropic.New(anthropic.Options{})
+	p, err := anthropic.New(nil)
 	if err != nil {
 		t.Fatalf("New from the environment: %v", err)
 	}
@@ -459,7 +459,7 @@ func TestNew(t *testing.T) {
 // completions reuse their connections.
 func TestDefaultClientReusesConnections(t *testing.T) {
 	wiretest.CheckConnectionReuse(t, wiretest.AnthropicAPI(nil), func(base string) model.Provider {
-		p, err := anthropic.New(anthropic.Options{APIKey: "test-key", BaseURL: base})
+		p, err := anthropic.New(&anthropic.Options{APIKey: "test-key", BaseURL: base})
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}

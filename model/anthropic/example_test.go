@@ -23,7 +23,7 @@ func Example() {
 	srv := wiretest.NewAnthropic(wiretest.Replies(wiretest.Reply{Text: "Hello! How can I help?"}))
 	defer srv.Close()
 
-	p, err := anthropic.New(anthropic.Options{
+	p, err := anthropic.New(&anthropic.Options{
 		APIKey:  "test-key",
 		BaseURL: srv.URL,
 		Model:   "claude-sonnet-4-5",
@@ -50,7 +50,7 @@ func Example() {
 func ExampleProvider_Complete_toolUse() {
 	srv := wiretest.NewAnthropic(wiretest.CallToolThenAnswer("get_time", json.RawMessage(`{"zone":"UTC"}`)))
 	defer srv.Close()
-	p, err := anthropic.New(anthropic.Options{APIKey: "test-key", BaseURL: srv.URL})
+	p, err := anthropic.New(&anthropic.Options{APIKey: "test-key", BaseURL: srv.URL})
 	if err != nil {
 		log.Fatal(err)
 	}

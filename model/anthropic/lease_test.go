@@ -17,7 +17,7 @@ import (
 // (Shown to fail when the buffer of a failed request is reused.)
 func TestErrorKeepsItsRequestBody(t *testing.T) {
 	wiretest.CheckErrorKeepsRequestBody(t, wiretest.NewAnthropic, func(srv *wiretest.Server) model.Provider {
-		p, err := New(Options{APIKey: "k", BaseURL: srv.URL})
+		p, err := New(&Options{APIKey: "k", BaseURL: srv.URL})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +35,7 @@ func TestErrorKeepsItsRequestBody(t *testing.T) {
 }
 
 func TestCustomTransportDoesNotLease(t *testing.T) {
-	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1", HTTPClient: &http.Client{Transport: roundTripFunc(nil)}})
+	p, err := New(&Options{APIKey: "k", BaseURL: "http://127.0.0.1:1", HTTPClient: &http.Client{Transport: roundTripFunc(nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}

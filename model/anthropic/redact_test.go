@@ -19,7 +19,7 @@ func TestErrorNeverCarriesTheAPIKey(t *testing.T) {
 		return wiretest.Reply{Status: http.StatusBadRequest, Error: "invalid request for key " + key}
 	})
 	defer srv.Close()
-	p, err := anthropic.New(anthropic.Options{APIKey: key, BaseURL: srv.URL})
+	p, err := anthropic.New(&anthropic.Options{APIKey: key, BaseURL: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func Example() {
 	srv := wiretest.NewOpenAI(wiretest.Replies(wiretest.Reply{Text: "Hello! How can I help?"}))
 	defer srv.Close()
 
-	p, err := openai.New(openai.Options{
+	p, err := openai.New(&openai.Options{
 		APIKey:  "test-key",
 		BaseURL: srv.URL + "/v1",
 		Model:   "gpt-4o",
@@ -50,7 +50,7 @@ func Example() {
 func ExampleProvider_Complete_toolUse() {
 	srv := wiretest.NewOpenAI(wiretest.CallToolThenAnswer("get_time", json.RawMessage(`{"zone":"UTC"}`)))
 	defer srv.Close()
-	p, err := openai.New(openai.Options{APIKey: "test-key", BaseURL: srv.URL + "/v1"})
+	p, err := openai.New(&openai.Options{APIKey: "test-key", BaseURL: srv.URL + "/v1"})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // (Shown to fail when the buffer of a failed request is reused.)
 func TestErrorKeepsItsRequestBody(t *testing.T) {
 	wiretest.CheckErrorKeepsRequestBody(t, wiretest.NewOpenAI, func(srv *wiretest.Server) model.Provider {
-		p, err := New(Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
+		p, err := New(&Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +40,7 @@ func TestErrorKeepsItsRequestBody(t *testing.T) {
 }
 
 func TestCustomTransportDoesNotLease(t *testing.T) {
-	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1", HTTPClient: &http.Client{Transport: roundTripFunc(nil)}})
+	p, err := New(&Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1", HTTPClient: &http.Client{Transport: roundTripFunc(nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func TestLeasedBodiesConcurrently(t *testing.T) {
 	srv := wiretest.NewOpenAI(func(wiretest.Request) wiretest.Reply { return wiretest.Reply{Text: "ok"} })
 	defer srv.Close()
-	p, err := New(Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
+	p, err := New(&Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestReplacedDefaultTransportDoesNotLease(t *testing.T) {
 	saved := http.DefaultTransport
 	t.Cleanup(func() { http.DefaultTransport = saved })
 	http.DefaultTransport = roundTripFunc(nil)
-	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1", HTTPClient: &http.Client{}})
+	p, err := New(&Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1", HTTPClient: &http.Client{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestAuthorizationHeader(t *testing.T) {
 	t.Setenv(EnvAPIKey, "")
 	t.Setenv("OPENAI_ADMIN_KEY", "ADMIN-SECRET")
 	for _, c := range []struct{ key, want string }{{"k1", "Bearer k1"}, {"", ""}} {
-		p, err := New(Options{APIKey: c.key, BaseURL: srv.URL + "/v1"})
+		p, err := New(&Options{APIKey: c.key, BaseURL: srv.URL + "/v1"})
 		if err != nil {
 			t.Fatal(err)
 		}

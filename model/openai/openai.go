@@ -105,10 +105,16 @@ var _ model.Provider = (*Provider)(nil)
 // visionFamilies are OpenAI model id prefixes that accept image input.
 var visionFamilies = []string{"gpt-4o", "gpt-4.1", "gpt-4-turbo", "gpt-5", "o3", "o4"}
 
-// New returns a Provider configured by opts and the environment. It fails
-// when the public endpoint is used without an API key or the base URL is
-// not an http(s) URL.
-func New(opts Options) (*Provider, error) {
+// New returns a Provider configured by the options and the environment;
+// nil options take every default (the API key and base URL then come from
+// $OPENAI_API_KEY and $OPENAI_BASE_URL). New does not change the caller's
+// Options. It fails when the public endpoint is used without an API key or
+// the base URL is not an http(s) URL.
+func New(o *Options) (*Provider, error) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
 	key := opts.APIKey
 	if key == "" {
 		key = os.Getenv(EnvAPIKey)

@@ -23,7 +23,7 @@ import (
 var harness = wiretest.Harness{
 	Start: wiretest.NewOpenAI,
 	New: func(tb testing.TB, srv *wiretest.Server, images bool) model.Provider {
-		p, err := openai.New(openai.Options{BaseURL: srv.URL + "/v1", SupportsImages: &images})
+		p, err := openai.New(&openai.Options{BaseURL: srv.URL + "/v1", SupportsImages: &images})
 		if err != nil {
 			tb.Fatalf("New: %v", err)
 		}
@@ -37,7 +37,7 @@ func TestConformance(t *testing.T) { wiretest.TestProvider(t, harness) }
 func newProvider(t *testing.T, srv *wiretest.Server, opts openai.Options) *openai.Provider {
 	t.Helper()
 	opts.BaseURL = srv.URL + "/v1"
-	p, err := openai.New(opts)
+	p, err := openai.New(&opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -182,7 +182,7 @@ func TestToolCallsFromQuirkyServer(t *testing.T) {
 		}
 	}))
 	defer ts.Close()
-	p, err := openai.New(openai.Options{BaseURL: ts.URL})
+	p, err := openai.New(&openai.Options{BaseURL: ts.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +387,7 @@ func TestTruncatedStream(t *testing.T) {
 		fmt.Fprint(w, `data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"half an ans"},"finish_reason":null}]}`+"\n\n")
 	}))
 	defer ts.Close()
-	p, err := openai.New(openai.Options{BaseURL: ts.URL})
+	p, err := openai.New(&openai.Options{BaseURL: ts.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,13 +431,13 @@ func TestBadInput(t *testing.T) {
 func TestNew(t *testing.T) {
 	t.Setenv(openai.EnvAPIKey, "")
 	t.Setenv(openai.EnvBaseURL, "")
-	if _, err := openai.New(openai.Options{}); err == nil || !strings.Contains(err.Error(), "set OPENAI_API_KEY") {
+	if _, err := openai.New(nil); err == nil || !strings.Contains(err.Error(), "set OPENAI_API_KEY") {
 		t.Errorf("public endpoint without key: error = %v", err)
 	}
-	if _, err := openai.New(openai.Options{BaseURL: "localhost:11434"}); err == nil || !strings.Contains(err.Error(), "not an http(s) URL") {
+	if _, err := openai.New(&openai.Options{BaseURL: "localhost:11434"}); err == nil || !strings.Contains(err.Error(), "not an http(s) URL") {
 		t.Errorf("bad base URL: error = %v", err)
 	}
-	p, err := openai.New(openai.Options{APIKey: "k"})
+	p, err := openai.New(&openai.Options{APIKey: "k"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +449,7 @@ func TestNew(t *testing.T) {
 	defer srv.Close()
 	t.Setenv(openai.EnvAPIKey, "from-env")
 	t.Setenv(openai.EnvBaseURL, srv.URL+"/v1")
-	p, err = openai.New(openai.Options{Model: "qwen2.5"})
+	p, err = openai.New(&openai.Options{Model: "qwen2.5"})
 	if err != nil {
 		t.Fatalf("New from the environment: %v", err)
 	}
@@ -502,7 +502,7 @@ func TestLongToolNames(t *testing.T) {
 // completions reuse their connections.
 func TestDefaultClientReusesConnections(t *testing.T) {
 	wiretest.CheckConnectionReuse(t, wiretest.OpenAIAPI(nil), func(base string) model.Provider {
-		p, err := openai.New(openai.Options{APIKey: "test-key", BaseURL: base + "/v1"})
+		p, err := openai.New(&openai.Options{APIKey: "test-key", BaseURL: base + "/v1"})
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}

@@ -19,7 +19,7 @@ func TestErrorNeverCarriesTheAPIKey(t *testing.T) {
 		return wiretest.Reply{Status: http.StatusBadRequest, Error: "invalid request for key " + key}
 	})
 	defer srv.Close()
-	p, err := openai.New(openai.Options{APIKey: key, BaseURL: srv.URL + "/v1"})
+	p, err := openai.New(&openai.Options{APIKey: key, BaseURL: srv.URL + "/v1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestWireCacheSendsFromScratchBytes(t *testing.T) {
 			msgs = wiretest.Awkward(msgs)
 		}
 		images := seed%5 != 4
-		p, err := New(Options{APIKey: "k", BaseURL: srv.URL + "/v1", SupportsImages: &images})
+		p, err := New(&Options{APIKey: "k", BaseURL: srv.URL + "/v1", SupportsImages: &images})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,8 +88,8 @@ func TestWireCacheSendsFromScratchBytes(t *testing.T) {
 // A cache filled under another provider configuration, or for a longer
 // settled prefix than the request's, is not read.
 func TestWireCacheKeyAndShrink(t *testing.T) {
-	p, _ := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1", Model: "a"})
-	q, _ := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1", Model: "b"})
+	p, _ := New(&Options{APIKey: "k", BaseURL: "http://127.0.0.1:1", Model: "a"})
+	q, _ := New(&Options{APIKey: "k", BaseURL: "http://127.0.0.1:1", Model: "b"})
 	msgs := wiretest.Conversation([]byte{0, 2, 3, 2, 3, 2, 3, 2, 3, 0})
 	w := &model.WireCache{}
 	req := model.Request{Messages: msgs, Settled: len(msgs) - 1, SettledSeq: 9, Wire: w}
@@ -126,7 +126,7 @@ func TestWireCacheKeyAndShrink(t *testing.T) {
 func TestUsageReportsCachedPromptTokens(t *testing.T) {
 	srv := wiretest.NewOpenAI(func(wiretest.Request) wiretest.Reply { return wiretest.Reply{Text: "ok"} })
 	defer srv.Close()
-	p, err := New(Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
+	p, err := New(&Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestUsageReportsCachedPromptTokens(t *testing.T) {
 // time: the system prompt differs (it names the thread), the tools do not,
 // and there is no wire cache yet.
 func BenchmarkBodyNewThread(b *testing.B) {
-	p, err := New(Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1"})
+	p, err := New(&Options{APIKey: "k", BaseURL: "http://127.0.0.1:1/v1"})
 	if err != nil {
 		b.Fatal(err)
 	}

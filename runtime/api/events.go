@@ -1,7 +1,8 @@
 // Package api holds the types of gorap's client API (/v1, see docs/api.md):
 // the bodies of its requests and answers and the payloads of its events.
 // The runtime serves them and the Go client (runtime/client) reads them, so
-// both agree by construction. It imports only the store's record types.
+// both agree by construction. It does not depend on how the runtime stores
+// its records (runtime/store): the runtime converts them into these types.
 package api
 
 import (

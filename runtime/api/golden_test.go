@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/rap"
-	"github.com/gorap/gorap/runtime/store"
 )
 
 // updateGolden rewrites testdata/golden: go test ./runtime/api -run TestWireGolden -update
@@ -31,20 +30,20 @@ var (
 )
 
 // wireRoot and wireChild are fully populated threads: every field of
-// store.Thread is set.
+// Thread is set.
 var (
 	wireRoot = Thread{
-		ID: "thr-root", RootID: "thr-root", Status: store.ThreadActive, Created: t0, UserID: "ada",
+		ID: "thr-root", RootID: "thr-root", Status: ThreadStatusActive, Created: t0, UserID: "ada",
 	}
 	wireChild = Thread{
-		ID: "thr-child", ParentID: "thr-root", RootID: "thr-root", Status: store.ThreadClosed, Created: t1,
+		ID: "thr-child", ParentID: "thr-root", RootID: "thr-root", Status: ThreadStatusClosed, Created: t1,
 		OriginCallID: "call-sub", OriginTool: "subscribe_clock", OriginArgs: json.RawMessage(`{"interval_seconds":1}`),
 		InheritSeq: 4, UserID: "ada",
 	}
 )
 
-// wireHistory is a history with every field of store.Message,
-// store.ToolCall and store.ToolResult set somewhere: text, tool calls with
+// wireHistory is a history with every field of Message,
+// ToolCall and ToolResult set somewhere: text, tool calls with
 // arguments and display, results with content items (text and image),
 // display_as segments (text, diff, image), an error and a subscription
 // confirmation.
@@ -68,7 +67,7 @@ var wireHistory = []Message{
 
 var wireChoice = Choice{
 	ThreadID: "thr-root", CallID: "call-choice", ToolName: "pick_one", Prompt: "Which branch?",
-	Choices: []string{"main", "dev"}, Default: 1, ResponseURL: "http://tool.example/answer", Created: t1,
+	Choices: []string{"main", "dev"}, Default: 1, Created: t1,
 }
 
 var wireUsage = Usage{InputTokens: 1200, CachedInputTokens: 1000, UncachedInputTokens: 150, CacheWriteInputTokens: 50, OutputTokens: 80}
@@ -79,10 +78,10 @@ var wireThreadInfo = ThreadInfo{
 	Thread: wireRoot,
 	PendingCalls: []Call{{
 		ThreadID: "thr-root", CallID: "call-sub", ToolName: "subscribe_clock", Arguments: json.RawMessage(`{"interval_seconds":1}`),
-		Toolset: "gettime", Endpoint: "http://127.0.0.1:3001", TurnSeq: 2, State: store.CallDispatched,
+		Toolset: "gettime", Endpoint: "http://127.0.0.1:3001", TurnSeq: 2, State: CallDispatched,
 		Deadline: t2, Created: t0, Updated: t1,
 	}},
-	Subscriptions: []Subscription{{ThreadID: "thr-root", CallID: "call-sub", ToolName: "subscribe_clock", State: store.SubscriptionActive, Created: t1}},
+	Subscriptions: []Subscription{{ThreadID: "thr-root", CallID: "call-sub", ToolName: "subscribe_clock", State: SubscriptionActive, Created: t1}},
 	Queued:        2, LastSeq: 4,
 	Children:           []string{"thr-child"},
 	ChildrenNextCursor: "cursor-children-2",
@@ -98,7 +97,7 @@ var wireResponses = map[string]any{
 	"create_thread_response": CreateThreadResponse{ID: "thr-root", Toolsets: &Toolsets{Loaded: []string{"gettime"}, Errors: []string{"http://127.0.0.1:3002: connection refused"}}},
 	"thread_page":            ThreadPage{Threads: []Thread{wireRoot, wireChild}, NextCursor: "cursor-2"},
 	"thread_info":            wireThreadInfo,
-	"thread_info_minimal":    ThreadInfo{Thread: Thread{ID: "thr-root", RootID: "thr-root", Status: store.ThreadActive, Created: t0}, PendingCalls: []Call{}, Subscriptions: []Subscription{}, Children: []string{}, Choices: []Choice{}},
+	"thread_info_minimal":    ThreadInfo{Thread: Thread{ID: "thr-root", RootID: "thr-root", Status: ThreadStatusActive, Created: t0}, PendingCalls: []Call{}, Subscriptions: []Subscription{}, Children: []string{}, Choices: []Choice{}},
 	"post_message_request":   PostMessageRequest{Text: new("What time is it in Tokyo?")},
 	"post_message_response":  PostMessageResponse{Status: MessageQueued},
 	"history_response":       HistoryResponse{Messages: wireHistory},
@@ -136,9 +135,7 @@ var wireEvents = map[string]any{
 
 // TestWireGolden pins the JSON of the client API (/v1): every request and
 // answer body and every event payload, fully populated, marshals exactly
-// as testdata/golden/<name>.json says. Many of these types are the store's
-// records (Thread = store.Thread, ...), so renaming a field or a JSON tag
-// there changes the public API too.
+// as testdata/golden/<name>.json says.
 //
 // A failure means the public API changed: clients written against the
 // released JSON would break. Fix the code so the JSON stays the same. Only

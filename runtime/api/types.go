@@ -1,34 +1,5 @@
 package api
 
-import "github.com/gorap/gorap/runtime/store"
-
-// Records of the store as the API shows them.
-type (
-	// Thread is one thread, as GET /v1/threads lists it.
-	Thread = store.Thread
-	// Message is one message of a history.
-	Message = store.Message
-	// ToolCall is one tool call of an assistant message.
-	ToolCall = store.ToolCall
-	// ToolResult is one tool result of a tool message.
-	ToolResult = store.ToolResult
-	// Call is a pending tool call.
-	Call = store.Call
-	// Subscription is a thread's subscription (RAP SU-3).
-	Subscription = store.Subscription
-	// Choice is a user choice waiting for an answer (RAP UC-1).
-	Choice = store.Choice
-	// Role is a message's role.
-	Role = store.Role
-)
-
-// Roles of a Message.
-const (
-	RoleUser      = store.RoleUser
-	RoleAssistant = store.RoleAssistant
-	RoleTool      = store.RoleTool
-)
-
 // CreateThreadRequest is the body of POST /v1/threads.
 type CreateThreadRequest struct {
 	// UserID is the session's end user; empty means the
@@ -38,7 +9,9 @@ type CreateThreadRequest struct {
 
 // CreateThreadResponse is the answer of POST /v1/threads.
 type CreateThreadResponse struct {
-	ID       string    `json:"id"`
+	// ID is the new root thread's id.
+	ID string `json:"id"`
+	// Toolsets is what discovery loaded for the new session.
 	Toolsets *Toolsets `json:"toolsets,omitempty"`
 }
 
@@ -53,9 +26,14 @@ type ThreadPage struct {
 // EventThread.
 type ThreadInfo struct {
 	Thread
-	PendingCalls  []Call         `json:"pending_calls"`
+	// PendingCalls are the thread's tool calls waiting for their results,
+	// oldest first.
+	PendingCalls []Call `json:"pending_calls"`
+	// Subscriptions are the thread's subscriptions, whatever their state.
 	Subscriptions []Subscription `json:"subscriptions"`
-	Queued        int            `json:"queued"`
+	// Queued is how many inputs (user messages, tool results, events)
+	// wait in the thread's inbox.
+	Queued int `json:"queued"`
 	// LastSeq is the Seq of the thread's last saved message.
 	LastSeq int64 `json:"last_seq"`
 	// Children are the ids of the thread's child threads, oldest first;

@@ -128,7 +128,7 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 		return nil, fmt.Errorf("listen for the runtime: %w", err)
 	}
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
-	rt, err := runtime.New(runtime.Config{
+	rt, err := runtime.New(&runtime.Config{
 		Store: st, Model: prov, ToolServers: []string{toolsURL},
 		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, KeysFromStore: storeURL != "", Logger: log,
 		HTTPClient: e.client,
@@ -144,8 +144,8 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 		return nil, err
 	}
 	e.rt = rt
-	e.rtSrv = runtime.NewHTTPServer(rt.Handler(), runtime.ServerLimits{}, nil)
-	go e.rtSrv.Serve(runtime.LimitListener(rtLn, runtime.ServerLimits{}))
+	e.rtSrv = runtime.NewHTTPServer(rt.Handler(), rap.HTTPLimits{}, nil)
+	go e.rtSrv.Serve(rap.HTTPLimits{}.Listener(rtLn, nil))
 	return e, nil
 }
 

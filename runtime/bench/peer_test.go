@@ -60,7 +60,7 @@ func TestRunCyclesWithPeer(t *testing.T) {
 	if peer.ModelURL == "" {
 		t.Fatal("the peer named no model server")
 	}
-	prov, err := anthropic.New(anthropic.Options{APIKey: "k", BaseURL: peer.ModelURL})
+	prov, err := anthropic.New(&anthropic.Options{APIKey: "k", BaseURL: peer.ModelURL})
 	if err != nil {
 		t.Fatal(err)
 	}

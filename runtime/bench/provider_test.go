@@ -35,10 +35,10 @@ func TestRunCyclesThroughProviders(t *testing.T) {
 			)
 			if api == "anthropic" {
 				srv = wiretest.NewAnthropic(script)
-				prov, err = anthropic.New(anthropic.Options{APIKey: "k", BaseURL: srv.URL})
+				prov, err = anthropic.New(&anthropic.Options{APIKey: "k", BaseURL: srv.URL})
 			} else {
 				srv = wiretest.NewOpenAI(script)
-				prov, err = openai.New(openai.Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
+				prov, err = openai.New(&openai.Options{APIKey: "k", BaseURL: srv.URL + "/v1"})
 			}
 			if err != nil {
 				t.Fatal(err)

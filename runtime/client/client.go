@@ -26,6 +26,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/runtime/api"
 )
 
@@ -158,7 +159,7 @@ func (c *Client) request(ctx context.Context, method, path string, body any) (*h
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		bearer.Set(req.Header, c.token)
 	}
 	return req, nil
 }

@@ -67,7 +67,7 @@ func startRuntime(m model.Provider, token string) *testRuntime {
 		}
 		h.ServeHTTP(w, r)
 	}))
-	rt, err := runtime.New(runtime.Config{
+	rt, err := runtime.New(&runtime.Config{
 		Store:     st,
 		Model:     m,
 		PublicURL: srv.URL,

@@ -39,6 +39,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/runtime"
 )
 
@@ -177,11 +178,11 @@ func (a *Authenticator) Authenticate(header string) (runtime.Caller, bool) {
 // the set that knew it (nil for the admin token, which never changes).
 func (a *Authenticator) authenticate(header string) (runtime.Caller, [32]byte, *tokenSet, bool) {
 	a.maybeReload()
-	scheme, tok, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	tok, ok := bearer.Token(header)
+	if !ok {
 		return runtime.Caller{}, [32]byte{}, nil, false
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	sum := sha256.Sum256([]byte(tok))
 	isAdmin := subtle.ConstantTimeCompare(sum[:], a.admin[:]) == 1
 	if a.hasAdmin && isAdmin {
 		return runtime.Caller{Admin: true}, sum, nil, true
@@ -239,7 +240,7 @@ func (a *Authenticator) Handler(next http.Handler) http.Handler {
 		c, sum, ts, ok := a.authenticate(r.Header.Get("Authorization"))
 		if !ok {
 			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("WWW-Authenticate", `Bearer realm="rap"`)
+			bearer.Challenge(w.Header(), "rap")
 			w.WriteHeader(http.StatusUnauthorized)
 			_ = json.NewEncoder(w).Encode(map[string]string{"error": "missing or wrong bearer token: send Authorization: Bearer TOKEN with your client token (rap chat reads it from RAP_TOKEN)"})
 			return

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/gorap/gorap/rap"
 )
 
 // PinFirstUse is the "pin" value of a toolset_server entry whose discovery
@@ -19,7 +21,7 @@ const PinFirstUse = "first_use"
 func checkPin(ts *ToolSet, name, path string) error {
 	if ts.SHA256 != "" {
 		ts.SHA256 = strings.ToLower(ts.SHA256)
-		if !isSHA256Hex(ts.SHA256) {
+		if !rap.IsToolsetDigest(ts.SHA256) {
 			return &Error{File: name, Path: path + ".sha256", Problem: fmt.Sprintf("%q is not a SHA-256 digest; want 64 lowercase hex digits, as printed by 'rap validate %s'", ts.SHA256, orURL(ts.ServerURL))}
 		}
 	}
@@ -40,19 +42,6 @@ func orURL(u string) string {
 		return "URL"
 	}
 	return u
-}
-
-// isSHA256Hex reports whether s is 64 lowercase hex digits.
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // refusePinOnOtherTypes rejects "sha256" and "pin" on entries other than

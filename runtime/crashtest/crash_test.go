@@ -25,7 +25,6 @@ import (
 	"github.com/gorap/gorap/rap"
 	apitypes "github.com/gorap/gorap/runtime/api"
 	rapclient "github.com/gorap/gorap/runtime/client"
-	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
@@ -383,7 +382,7 @@ func crashWorkload(t *testing.T, n int, env []string) {
 	}
 
 	seen, invocations := tools.snapshot()
-	histories := map[string][]store.Message{}
+	histories := map[string][]apitypes.Message{}
 	redispatched := 0
 	for _, n := range seen {
 		if n > 1 {
@@ -452,7 +451,7 @@ func crashWorkload(t *testing.T, n int, env []string) {
 	procMu.Unlock()
 }
 
-func hasCall(msgs []store.Message, id string) bool {
+func hasCall(msgs []apitypes.Message, id string) bool {
 	for _, m := range msgs {
 		for _, c := range m.ToolCalls {
 			if c.ID == id {
@@ -464,7 +463,7 @@ func hasCall(msgs []store.Message, id string) bool {
 }
 
 // checkThread asserts the invariants of one settled thread.
-func checkThread(t *testing.T, id string, msgs []store.Message, l *threadLog, invoked map[string]int) {
+func checkThread(t *testing.T, id string, msgs []apitypes.Message, l *threadLog, invoked map[string]int) {
 	t.Helper()
 	users := map[string]int{}
 	calls := map[string]int{}
@@ -474,9 +473,9 @@ func checkThread(t *testing.T, id string, msgs []store.Message, l *threadLog, in
 			t.Errorf("thread %s: message %d has seq %d (gap or reorder)", id, i, m.Seq)
 		}
 		switch m.Role {
-		case store.RoleUser:
+		case apitypes.RoleUser:
 			users[m.Text]++
-		case store.RoleAssistant:
+		case apitypes.RoleAssistant:
 			// No half-written turn: the text is either empty (a call) or
 			// the whole scripted answer.
 			if m.Text != "" && m.Text != "done" {

@@ -235,14 +235,14 @@ func TestSIGKILLWhileHoldingLeaseFailsOver(t *testing.T) {
 		}
 		return errors.Is(err, store.ErrNotFound)
 	})
-	var history []store.Message
+	var history []api.Message
 	waitUntil(t, bound+30*time.Second, "the reply from a surviving replica", func() bool {
 		info, err := c.Thread(ctx, th.ID)
 		if err != nil || info.Queued != 0 {
 			return false
 		}
 		history, err = c.History(ctx, th.ID)
-		return err == nil && len(history) > 0 && history[len(history)-1].Role == store.RoleAssistant
+		return err == nil && len(history) > 0 && history[len(history)-1].Role == api.RoleAssistant
 	})
 	// The survivor hands the lease back once the thread is idle: after
 	// that nothing can ask the model again.
@@ -291,9 +291,9 @@ func TestSIGKILLWhileHoldingLeaseFailsOver(t *testing.T) {
 			t.Errorf("the half-streamed answer of the killed process is in the history: %+v", m)
 		}
 		switch m.Role {
-		case store.RoleUser:
+		case api.RoleUser:
 			users[m.Text]++
-		case store.RoleAssistant:
+		case api.RoleAssistant:
 			replies = append(replies, m.Text)
 		}
 	}

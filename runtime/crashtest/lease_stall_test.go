@@ -18,7 +18,6 @@ import (
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/wiretest"
 	apitypes "github.com/gorap/gorap/runtime/api"
-	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
@@ -294,7 +293,7 @@ func TestStalledProcessNeverAsksTheModelForLostThreads(t *testing.T) {
 	l.inflight.Wait()
 
 	// Every posted message answered; the histories read once settled.
-	histories := make([][]store.Message, stallThreads)
+	histories := make([][]apitypes.Message, stallThreads)
 	for i, id := range l.ids {
 		c := apiClient(t, l.bases[(i+1)%replicas])
 		waitUntil(t, 60*time.Second, fmt.Sprintf("thread %d settled", i), func() bool {
@@ -303,7 +302,7 @@ func TestStalledProcessNeverAsksTheModelForLostThreads(t *testing.T) {
 				return false
 			}
 			h, err := c.History(ctx, id)
-			if err != nil || len(h) == 0 || h[len(h)-1].Role != store.RoleAssistant {
+			if err != nil || len(h) == 0 || h[len(h)-1].Role != apitypes.RoleAssistant {
 				return false
 			}
 			histories[i] = h
@@ -411,10 +410,10 @@ func TestStalledProcessNeverAsksTheModelForLostThreads(t *testing.T) {
 			if m.Seq != int64(j+1) {
 				t.Errorf("thread %d: message %d has seq %d (gap or reorder)", i, j, m.Seq)
 			}
-			if m.Role == store.RoleUser {
+			if m.Role == apitypes.RoleUser {
 				texts[m.Text]++
 			}
-			if j > 0 && m.Role == store.RoleAssistant && h[j-1].Role == store.RoleAssistant {
+			if j > 0 && m.Role == apitypes.RoleAssistant && h[j-1].Role == apitypes.RoleAssistant {
 				t.Errorf("thread %d: two answers in a row at %d", i, j)
 			}
 		}

@@ -108,7 +108,7 @@ func TestSIGKILLWhileModelCallRetries(t *testing.T) {
 	llm.failsLeft = 3
 	llm.mu.Unlock()
 	proc, _ = startServeWith(t, bin, listen, dataDir, cfg, modelSpec, env, logPath)
-	var history []store.Message
+	var history []api.Message
 	waitUntil(t, 60*time.Second, "the answer after the restart", func() bool {
 		info, err := c.Thread(ctx, th.ID)
 		if err != nil || info.Queued != 0 {

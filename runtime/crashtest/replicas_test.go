@@ -20,7 +20,6 @@ import (
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/wiretest"
 	apitypes "github.com/gorap/gorap/runtime/api"
-	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
@@ -196,17 +195,17 @@ func TestReplicasNoDoubleProcessing(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	histories := make([][]store.Message, threads)
+	histories := make([][]apitypes.Message, threads)
 	for i, id := range ids {
 		c := apiClient(t, bases[(i+2)%replicas])
 		waitUntil(t, 60*time.Second, fmt.Sprintf("thread %d answered", i), func() bool {
 			h, err := c.History(ctx, id)
-			if err != nil || len(h) == 0 || h[len(h)-1].Role != store.RoleAssistant {
+			if err != nil || len(h) == 0 || h[len(h)-1].Role != apitypes.RoleAssistant {
 				return false
 			}
 			users := 0
 			for _, m := range h {
-				if m.Role == store.RoleUser {
+				if m.Role == apitypes.RoleUser {
 					users++
 				}
 			}
@@ -246,10 +245,10 @@ func TestReplicasNoDoubleProcessing(t *testing.T) {
 		texts := map[string]int{}
 		h := histories[i]
 		for j, m := range h {
-			if m.Role == store.RoleUser {
+			if m.Role == apitypes.RoleUser {
 				texts[m.Text]++
 			}
-			if j > 0 && m.Role == store.RoleAssistant && h[j-1].Role == store.RoleAssistant {
+			if j > 0 && m.Role == apitypes.RoleAssistant && h[j-1].Role == apitypes.RoleAssistant {
 				t.Errorf("thread %d: two answers in a row: %+v", i, h)
 			}
 		}

@@ -186,7 +186,7 @@ func TestSIGKILLedSleepWakesOnceOnAnotherProcess(t *testing.T) {
 	// Ask a survivor for the history.
 	survivor := (victim + 1) % replicas
 	c = apiClient(t, bases[survivor])
-	var history []store.Message
+	var history []api.Message
 	bound := sleepSeconds*time.Second + failoverLeaseTTL + failoverSweep
 	waitUntil(t, bound+30*time.Second, "the reply after the sleep", func() bool {
 		info, err := c.Thread(ctx, th.ID)
@@ -194,7 +194,7 @@ func TestSIGKILLedSleepWakesOnceOnAnotherProcess(t *testing.T) {
 			return false
 		}
 		history, err = c.History(ctx, th.ID)
-		return err == nil && len(history) > 0 && history[len(history)-1].Role == store.RoleAssistant &&
+		return err == nil && len(history) > 0 && history[len(history)-1].Role == api.RoleAssistant &&
 			len(history[len(history)-1].ToolCalls) == 0
 	})
 	t.Logf("woke and answered %v after the kill (expected bound %v)", time.Since(killed).Round(time.Millisecond), bound)
@@ -209,7 +209,7 @@ func TestSIGKILLedSleepWakesOnceOnAnotherProcess(t *testing.T) {
 			}
 			results++
 		}
-		if m.Role == store.RoleAssistant && len(m.ToolCalls) == 0 {
+		if m.Role == api.RoleAssistant && len(m.ToolCalls) == 0 {
 			replies++
 			reply = m.Text
 		}

@@ -2,21 +2,21 @@ package postgres
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
 )
 
 // Held subscription events and call status checks.
 
 // HoldEvent implements store.HeldEvents.
 func (t *tx) HoldEvent(e store.HeldEvent) error {
-	if e.ThreadID == "" || e.CallID == "" || len(e.Payload) == 0 {
-		return errors.New("hold subscription event: thread id, call id and payload are required")
+	if err := backend.CheckHeldEvent(e); err != nil {
+		return err
 	}
 	if _, err := t.exec(`INSERT INTO held_events (thread_id, call_id, payload, created) VALUES ($1, $2, $3, $4)`,
 		e.ThreadID, e.CallID, []byte(e.Payload), t.stamp(e.Created)); err != nil {
@@ -57,7 +57,7 @@ func (t *tx) EndedHeldCalls() ([]store.Call, error) {
 		`SELECT c.thread_id, c.call_id, c.tool_name, c.arguments, c.toolset, c.endpoint, c.turn_seq, c.state, c.deadline, c.created, c.updated
 		FROM (SELECT DISTINCT thread_id, call_id FROM held_events) h
 		JOIN calls c ON c.thread_id = h.thread_id AND c.call_id = h.call_id
-		WHERE c.state NOT IN ('new', 'dispatched')
+		WHERE NOT `+pendingCalls+`
 		ORDER BY c.created, c.call_id`)
 }
 

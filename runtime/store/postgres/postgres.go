@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
 )
 
 // Store is a store.Store backed by a PostgreSQL database.
@@ -446,7 +447,7 @@ var migrations = []string{
 // WHERE clause implies this condition at planning time, which a parameter
 // (state = $1) does not; so every query for pending calls is written with
 // it.
-const pendingCalls = `state IN ('new', 'dispatched')`
+const pendingCalls = backend.PendingCondition
 
 // The queries for pending calls, each with the partial indexes' condition
 // (TestPendingCallQueriesUseThePartialIndexes).

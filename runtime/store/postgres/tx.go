@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
 )
 
 // tx implements store.Tx on one pgx transaction.
@@ -113,12 +114,8 @@ func utcPtr(t *time.Time) time.Time {
 	return utc(*t)
 }
 
-func (t *tx) stamp(v time.Time) time.Time {
-	if v.IsZero() {
-		return t.now
-	}
-	return v
-}
+// stamp returns v, or the transaction's time when v is zero.
+func (t *tx) stamp(v time.Time) time.Time { return backend.Stamp(v, t.now) }
 
 func notFound(what string, id ...string) error {
 	return fmt.Errorf("%s %s: %w", what, strings.Join(id, "/"), store.ErrNotFound)
@@ -128,41 +125,16 @@ func notFound(what string, id ...string) error {
 
 // CreateThread implements store.Threads.
 func (t *tx) CreateThread(th store.Thread) error {
-	if th.ID == "" {
-		return errors.New("create thread: empty id")
-	}
-	root, user := th.RootID, th.UserID
-	if (root == "" || user == "") && th.ParentID != "" {
-		var parentRoot, parentUser string
-		if err := t.queryRow(`SELECT root_id, user_id FROM threads WHERE id = $1`, th.ParentID).Scan(&parentRoot, &parentUser); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("create thread %s: parent %w", th.ID, notFound("thread", th.ParentID))
-			}
-			return fmt.Errorf("create thread %s: read parent %s: %w", th.ID, th.ParentID, err)
-		}
-		if root == "" {
-			root = parentRoot
-		}
-		if user == "" {
-			user = parentUser
-		}
-	}
-	if root == "" {
-		root = th.ID
-	}
-	status := th.Status
-	if status == "" {
-		status = store.ThreadActive
+	th, err := backend.NewThread(th, t.now, t)
+	if err != nil {
+		return err
 	}
 	var parent any
 	if th.ParentID != "" {
 		parent = th.ParentID
 	}
-	if th.InheritSeq < 0 || (th.InheritSeq > 0 && th.ParentID == "") {
-		return fmt.Errorf("create thread %s: inherit_seq %d needs a parent and must not be negative", th.ID, th.InheritSeq)
-	}
-	_, err := t.exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		th.ID, parent, root, string(status), t.stamp(th.Created), th.OriginCallID, th.OriginTool, binOrNull(th.OriginArgs), th.InheritSeq, user)
+	_, err = t.exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		th.ID, parent, th.RootID, string(th.Status), th.Created, th.OriginCallID, th.OriginTool, binOrNull(th.OriginArgs), th.InheritSeq, th.UserID)
 	if err != nil {
 		return fmt.Errorf("create thread %s: %w", th.ID, err)
 	}
@@ -248,13 +220,6 @@ func (t *tx) UserThreadsPage(userID string, after store.ThreadCursor, limit int)
 
 // Messages
 
-func marshalOrNull(v any, empty bool) ([]byte, error) {
-	if empty {
-		return nil, nil
-	}
-	return json.Marshal(v)
-}
-
 // LastSeq implements store.Messages.
 func (t *tx) LastSeq(threadID string) (int64, error) {
 	var last, inherit int64
@@ -266,31 +231,20 @@ func (t *tx) LastSeq(threadID string) (int64, error) {
 	return max(last, inherit), nil
 }
 
-// AppendMessages implements store.Messages, with one statement.
+// AppendMessages implements store.Messages.
 func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Message, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	last, err := t.LastSeq(threadID)
-	if err != nil {
-		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
-	}
-	out := make([]store.Message, len(msgs))
+	return backend.AppendMessages(t, threadID, msgs, t.now)
+}
+
+// InsertMessages implements backend.MessageWriter, with one statement.
+func (t *tx) InsertMessages(threadID string, msgs []store.Message) error {
 	args := make([]any, 0, 7*len(msgs))
 	var q strings.Builder
 	q.WriteString(`INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created) VALUES `)
 	for i, m := range msgs {
-		last++
-		m.ThreadID = threadID
-		m.Seq = last
-		m.Created = t.stamp(m.Created)
-		calls, err := marshalOrNull(m.ToolCalls, len(m.ToolCalls) == 0)
+		calls, results, err := backend.EncodeMessage(m)
 		if err != nil {
-			return nil, fmt.Errorf("append to thread %s: encode tool calls: %w", threadID, err)
-		}
-		results, err := marshalOrNull(m.ToolResults, len(m.ToolResults) == 0)
-		if err != nil {
-			return nil, fmt.Errorf("append to thread %s: encode tool results: %w", threadID, err)
+			return err
 		}
 		if i > 0 {
 			q.WriteString(", ")
@@ -298,75 +252,24 @@ func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Mess
 		n := len(args)
 		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
 		args = append(args, threadID, m.Seq, string(m.Role), bin(m.Text), calls, results, m.Created)
-		out[i] = m
 	}
-	if _, err := t.exec(q.String(), args...); err != nil {
-		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
-	}
-	return out, nil
+	_, err := t.exec(q.String(), args...)
+	return err
 }
 
-// maxInheritDepth bounds the ancestor chain History follows.
-const maxInheritDepth = 1000
-
-// History implements store.Messages.
+// History implements store.Messages with the shared history walk.
 func (t *tx) History(threadID string) ([]store.Message, error) {
-	return t.history(threadID, -1, 0)
+	return backend.History(t, threadID)
 }
 
-// HistorySince implements store.Messages.
+// HistorySince implements store.Messages with the shared history walk.
 func (t *tx) HistorySince(threadID string, after int64) ([]store.Message, error) {
-	own, err := t.ownHistory(threadID, after, -1)
-	if err != nil || (len(own) > 0 && own[0].Seq == after+1) {
-		return own, err
-	}
-	var inherit int64
-	err = t.queryRow(`SELECT inherit_seq FROM threads WHERE id = $1`, threadID).Scan(&inherit)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
-	}
-	if after >= inherit {
-		return own, nil
-	}
-	all, err := t.History(threadID)
-	if err != nil {
-		return nil, err
-	}
-	i := 0
-	for i < len(all) && all[i].Seq <= after {
-		i++
-	}
-	return all[i:], nil
+	return backend.HistorySince(t, threadID, after)
 }
 
-func (t *tx) history(threadID string, upTo int64, depth int) ([]store.Message, error) {
-	if depth > maxInheritDepth {
-		return nil, fmt.Errorf("read history of thread %s: more than %d inherited levels (a cycle in the store?)", threadID, maxInheritDepth)
-	}
-	var parent string
-	var inherit int64
-	err := t.queryRow(`SELECT COALESCE(parent_id, ''), inherit_seq FROM threads WHERE id = $1`, threadID).Scan(&parent, &inherit)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
-	}
-	var out []store.Message
-	if parent != "" && inherit > 0 {
-		limit := inherit
-		if upTo >= 0 {
-			limit = min(limit, upTo)
-		}
-		if out, err = t.history(parent, limit, depth+1); err != nil {
-			return nil, err
-		}
-	}
-	own, err := t.ownHistory(threadID, 0, upTo)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, own...), nil
-}
-
-func (t *tx) ownHistory(threadID string, after, upTo int64) ([]store.Message, error) {
+// OwnMessages implements backend.HistoryReader: the thread's own messages
+// with after < seq <= upTo (no upper bound when upTo is negative).
+func (t *tx) OwnMessages(threadID string, after, upTo int64) ([]store.Message, error) {
 	if upTo < 0 {
 		upTo = 1<<63 - 1
 	}
@@ -379,15 +282,8 @@ func (t *tx) ownHistory(threadID string, after, upTo int64) ([]store.Message, er
 			return m, err
 		}
 		m.Role, m.Text, m.Created = store.Role(role), string(text), utc(m.Created)
-		if calls != nil {
-			if err := json.Unmarshal(calls, &m.ToolCalls); err != nil {
-				return m, fmt.Errorf("message %d: tool calls: %w", m.Seq, err)
-			}
-		}
-		if results != nil {
-			if err := json.Unmarshal(results, &m.ToolResults); err != nil {
-				return m, fmt.Errorf("message %d: tool results: %w", m.Seq, err)
-			}
+		if err := backend.DecodeMessage(&m, calls, results); err != nil {
+			return m, fmt.Errorf("message %d: %w", m.Seq, err)
 		}
 		return m, nil
 	}, `SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq`, threadID, after, upTo)
@@ -419,24 +315,16 @@ func (t *tx) SeenKey(key string) (bool, error) {
 
 // Enqueue implements store.Inbox.
 func (t *tx) Enqueue(item store.InboxItem) (bool, error) {
-	if item.ThreadID == "" || item.Kind == "" || item.DedupKey == "" {
-		return false, fmt.Errorf("enqueue: thread id, kind and dedup key are required (got %q, %q, %q)", item.ThreadID, item.Kind, item.DedupKey)
-	}
-	if !item.Once {
-		added, err := t.MarkKeySeen(item.ThreadID, item.DedupKey)
-		if err != nil || !added {
-			return false, err
-		}
-	}
-	payload := []byte(item.Payload)
-	if len(payload) == 0 {
-		payload = []byte("null")
-	}
-	// The NOTIFY goes out when the transaction commits (wakeups.go).
+	return backend.Enqueue(t, item, t.now)
+}
+
+// InsertInboxItem implements backend.Queue. The NOTIFY that wakes the
+// thread's processes goes out when the transaction commits (wakeups.go).
+func (t *tx) InsertInboxItem(item store.InboxItem) (bool, error) {
 	tag, err := t.exec(`WITH ins AS (INSERT INTO inbox (thread_id, kind, payload, dedup_key, created) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (dedup_key) DO NOTHING RETURNING thread_id)
 		SELECT pg_notify($6, $7) FROM ins`,
-		item.ThreadID, string(item.Kind), payload, bin(item.DedupKey), t.stamp(item.Created), t.s.wakeChannel, t.s.wakePayload(item.ThreadID))
+		item.ThreadID, string(item.Kind), []byte(item.Payload), bin(item.DedupKey), item.Created, t.s.wakeChannel, t.s.wakePayload(item.ThreadID))
 	if err != nil {
 		return false, fmt.Errorf("enqueue %s for thread %s: %w", item.Kind, item.ThreadID, err)
 	}
@@ -498,17 +386,10 @@ func scanCallRows(rows pgx.Rows) (store.Call, error) { return scanCall(rows) }
 // PutCalls implements store.Calls.
 func (t *tx) PutCalls(calls []store.Call) error {
 	for _, c := range calls {
-		state := c.State
-		if state == "" {
-			state = store.CallNew
-		}
-		args := []byte(c.Arguments)
-		if len(args) == 0 {
-			args = []byte("{}")
-		}
+		c = backend.NewCall(c, t.now)
 		if _, err := t.exec(`INSERT INTO calls (thread_id, call_id, tool_name, arguments, toolset, endpoint, turn_seq, state, deadline, created, updated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			c.ThreadID, c.CallID, c.ToolName, args, c.Toolset, c.Endpoint, c.TurnSeq, string(state),
-			nullTime(c.Deadline), t.stamp(c.Created), t.now); err != nil {
+			c.ThreadID, c.CallID, c.ToolName, []byte(c.Arguments), c.Toolset, c.Endpoint, c.TurnSeq, string(c.State),
+			nullTime(c.Deadline), c.Created, c.Updated); err != nil {
 			return fmt.Errorf("record call %s of thread %s: %w", c.CallID, c.ThreadID, err)
 		}
 	}
@@ -745,9 +626,9 @@ func (t *tx) TrustToolset(rootID, baseURL, sha256 string) (string, error) {
 
 // PutChoice implements store.Choices.
 func (t *tx) PutChoice(c store.Choice) error {
-	choices, err := json.Marshal(c.Choices)
+	choices, err := backend.EncodeChoices(c.Choices)
 	if err != nil {
-		return fmt.Errorf("store user choice %s of thread %s: encode choices: %w", c.CallID, c.ThreadID, err)
+		return fmt.Errorf("store user choice %s of thread %s: %w", c.CallID, c.ThreadID, err)
 	}
 	_, err = t.exec(`INSERT INTO choices (thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, prompt = excluded.prompt, choices = excluded.choices,
@@ -768,8 +649,9 @@ func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
 		return c, err
 	}
 	c.Prompt, c.ResponseURL, c.Created = string(prompt), string(url), utc(c.Created)
-	if err := json.Unmarshal(choices, &c.Choices); err != nil {
-		return c, fmt.Errorf("choices of call %s: %w", c.CallID, err)
+	var err error
+	if c.Choices, err = backend.DecodeChoices(choices); err != nil {
+		return c, fmt.Errorf("user choice %s: %w", c.CallID, err)
 	}
 	return c, nil
 }

@@ -3,19 +3,19 @@ package sqlite
 import (
 	"cmp"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
 )
 
 // Held subscription events (migration 5).
 
 // HoldEvent implements store.HeldEvents.
 func (t *tx) HoldEvent(e store.HeldEvent) error {
-	if e.ThreadID == "" || e.CallID == "" || len(e.Payload) == 0 {
-		return errors.New("hold subscription event: thread id, call id and payload are required")
+	if err := backend.CheckHeldEvent(e); err != nil {
+		return err
 	}
 	if _, err := t.tx.Exec(`INSERT INTO held_events (thread_id, call_id, payload, created) VALUES (?, ?, ?, ?)`,
 		e.ThreadID, e.CallID, string(e.Payload), nanos(t.stamp(e.Created))); err != nil {
@@ -74,5 +74,5 @@ func (t *tx) EndedHeldCalls() ([]store.Call, error) {
 const endedHeldCallsSQL = `SELECT c.thread_id, c.call_id, c.tool_name, c.arguments, c.toolset, c.endpoint, c.turn_seq, c.state, COALESCE(c.deadline, 0), c.created, c.updated
 	FROM (SELECT DISTINCT thread_id, call_id FROM held_events) h
 	CROSS JOIN calls c ON c.thread_id = h.thread_id AND c.call_id = h.call_id
-	WHERE c.state NOT IN ('new', 'dispatched')
+	WHERE NOT ` + pendingCalls + `
 	ORDER BY c.created, c.call_id`

@@ -30,6 +30,7 @@ import (
 
 	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -441,10 +442,10 @@ var migrations = []string{
 }
 
 // pendingCalls is the condition of the partial indexes on calls
-// (migration 11). SQLite uses such an index only for a query whose WHERE
-// clause has this very term, so every query for pending calls is written
-// with it.
-const pendingCalls = `state IN ('new', 'dispatched')`
+// (migration 11), the one every store shares. SQLite uses such an index
+// only for a query whose WHERE clause has this very term, so every query
+// for pending calls is written with it.
+const pendingCalls = backend.PendingCondition
 
 // The queries for pending calls, each with the partial indexes'
 // condition (TestPendingCallQueriesUseThePartialIndexes checks their plans).

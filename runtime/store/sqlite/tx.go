@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
 )
 
 // tx implements store.Tx on one database/sql transaction.
@@ -46,12 +47,8 @@ func nullable(t time.Time) any {
 	return t.UnixNano()
 }
 
-func (t *tx) stamp(v time.Time) time.Time {
-	if v.IsZero() {
-		return t.now
-	}
-	return v
-}
+// stamp returns v, or the transaction's time when v is zero.
+func (t *tx) stamp(v time.Time) time.Time { return backend.Stamp(v, t.now) }
 
 func notFound(what string, id ...string) error {
 	return fmt.Errorf("%s %s: %w", what, strings.Join(id, "/"), store.ErrNotFound)
@@ -61,32 +58,9 @@ func notFound(what string, id ...string) error {
 
 // CreateThread implements store.Threads.
 func (t *tx) CreateThread(th store.Thread) error {
-	if th.ID == "" {
-		return errors.New("create thread: empty id")
-	}
-	root, user := th.RootID, th.UserID
-	if (root == "" || user == "") && th.ParentID != "" {
-		// A child belongs to its parent's session, and to its user.
-		var parentRoot, parentUser string
-		if err := t.tx.QueryRow(`SELECT root_id, user_id FROM threads WHERE id = ?`, th.ParentID).Scan(&parentRoot, &parentUser); err != nil {
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("create thread %s: parent %w", th.ID, notFound("thread", th.ParentID))
-			}
-			return fmt.Errorf("create thread %s: read parent %s: %w", th.ID, th.ParentID, err)
-		}
-		if root == "" {
-			root = parentRoot
-		}
-		if user == "" {
-			user = parentUser
-		}
-	}
-	if root == "" {
-		root = th.ID
-	}
-	status := th.Status
-	if status == "" {
-		status = store.ThreadActive
+	th, err := backend.NewThread(th, t.now, t)
+	if err != nil {
+		return err
 	}
 	var parent any
 	if th.ParentID != "" {
@@ -96,14 +70,11 @@ func (t *tx) CreateThread(th store.Thread) error {
 	if len(th.OriginArgs) > 0 {
 		originArgs = string(th.OriginArgs)
 	}
-	if th.InheritSeq < 0 || (th.InheritSeq > 0 && th.ParentID == "") {
-		return fmt.Errorf("create thread %s: inherit_seq %d needs a parent and must not be negative", th.ID, th.InheritSeq)
-	}
 	if t.tx.rows != nil {
 		t.tx.overlay.forget(th.ID)
 	}
-	_, err := t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		th.ID, parent, root, string(status), nanos(t.stamp(th.Created)), th.OriginCallID, th.OriginTool, originArgs, th.InheritSeq, user)
+	_, err = t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		th.ID, parent, th.RootID, string(th.Status), nanos(th.Created), th.OriginCallID, th.OriginTool, originArgs, th.InheritSeq, th.UserID)
 	if err != nil {
 		return fmt.Errorf("create thread %s: %w", th.ID, err)
 	}
@@ -179,15 +150,12 @@ func (t *tx) SetThreadStatus(id string, s store.ThreadStatus) error {
 
 // Messages
 
-func marshalOrNull(v any, empty bool) (any, error) {
-	if empty {
-		return nil, nil
+// textOrNull is b as a nullable TEXT parameter: NULL when nil.
+func textOrNull(b []byte) any {
+	if b == nil {
+		return nil
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
+	return string(b)
 }
 
 // LastSeq implements store.Messages.
@@ -209,44 +177,31 @@ func (t *tx) LastSeq(threadID string) (int64, error) {
 	return max(last, inherit), nil
 }
 
-// AppendMessages implements store.Messages. The messages are inserted with
-// one statement.
+// AppendMessages implements store.Messages.
 func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Message, error) {
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	last, err := t.LastSeq(threadID)
-	if err != nil {
-		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
-	}
-	out := make([]store.Message, len(msgs))
+	return backend.AppendMessages(t, threadID, msgs, t.now)
+}
+
+// InsertMessages implements backend.MessageWriter, with one statement.
+func (t *tx) InsertMessages(threadID string, msgs []store.Message) error {
 	args := make([]any, 0, 7*len(msgs))
-	for i, m := range msgs {
-		last++
-		m.ThreadID = threadID
-		m.Seq = last
-		m.Created = t.stamp(m.Created)
-		calls, err := marshalOrNull(m.ToolCalls, len(m.ToolCalls) == 0)
+	for _, m := range msgs {
+		calls, results, err := backend.EncodeMessage(m)
 		if err != nil {
-			return nil, fmt.Errorf("append to thread %s: encode tool calls: %w", threadID, err)
+			return err
 		}
-		results, err := marshalOrNull(m.ToolResults, len(m.ToolResults) == 0)
-		if err != nil {
-			return nil, fmt.Errorf("append to thread %s: encode tool results: %w", threadID, err)
-		}
-		args = append(args, threadID, m.Seq, string(m.Role), m.Text, calls, results, nanos(m.Created))
-		out[i] = m
+		args = append(args, threadID, m.Seq, string(m.Role), m.Text, textOrNull(calls), textOrNull(results), nanos(m.Created))
 	}
 	if _, err := t.tx.Exec(insertMessagesSQL(len(msgs)), args...); err != nil {
 		if t.tx.rows != nil {
 			t.tx.overlay.forget(threadID)
 		}
-		return nil, fmt.Errorf("append to thread %s: %w", threadID, err)
+		return err
 	}
 	if t.tx.rows != nil {
-		t.tx.overlay.setLast(threadID, last)
+		t.tx.overlay.setLast(threadID, msgs[len(msgs)-1].Seq)
 	}
-	return out, nil
+	return nil
 }
 
 // insertMessagesSQL returns the statement inserting n messages; the texts
@@ -271,19 +226,12 @@ func buildInsertMessages(n int) string {
 		strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?), `, n), ", ")
 }
 
-// maxInheritDepth bounds the ancestor chain History follows.
-const maxInheritDepth = 1000
-
-// History implements store.Messages: the inherited prefix (the parent's
-// history up to inherit_seq, recursively), then the thread's own messages.
+// History implements store.Messages with the shared history walk.
 func (t *tx) History(threadID string) ([]store.Message, error) {
-	return t.history(threadID, -1, 0)
+	return backend.History(t, threadID)
 }
 
-// HistorySince implements store.Messages. The thread's own rows after
-// `after` are read first through the (thread_id, seq) key; only when they
-// do not start right after `after` can inherited messages be missing, and
-// only then is the thread's inherited prefix consulted.
+// HistorySince implements store.Messages with the shared history walk.
 func (t *tx) HistorySince(threadID string, after int64) ([]store.Message, error) {
 	if t.tx.rows != nil {
 		// Nothing, own or inherited, comes after the thread's last seq:
@@ -292,61 +240,13 @@ func (t *tx) HistorySince(threadID string, after int64) ([]store.Message, error)
 			return nil, nil
 		}
 	}
-	own, err := t.ownHistory(threadID, after, -1)
-	if err != nil || (len(own) > 0 && own[0].Seq == after+1) {
-		return own, err
-	}
-	var inherit int64
-	err = t.tx.QueryRow(`SELECT inherit_seq FROM threads WHERE id = ?`, threadID).Scan(&inherit)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
-	}
-	if after >= inherit {
-		return own, nil
-	}
-	all, err := t.History(threadID)
-	if err != nil {
-		return nil, err
-	}
-	i := 0
-	for i < len(all) && all[i].Seq <= after {
-		i++
-	}
-	return all[i:], nil
+	return backend.HistorySince(t, threadID, after)
 }
 
-// history returns the thread's messages with seq <= upTo (all when upTo
-// is negative).
-func (t *tx) history(threadID string, upTo int64, depth int) ([]store.Message, error) {
-	if depth > maxInheritDepth {
-		return nil, fmt.Errorf("read history of thread %s: more than %d inherited levels (a cycle in the store?)", threadID, maxInheritDepth)
-	}
-	var parent string
-	var inherit int64
-	err := t.tx.QueryRow(`SELECT COALESCE(parent_id, ''), inherit_seq FROM threads WHERE id = ?`, threadID).Scan(&parent, &inherit)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
-	}
-	var out []store.Message
-	if parent != "" && inherit > 0 {
-		limit := inherit
-		if upTo >= 0 {
-			limit = min(limit, upTo)
-		}
-		if out, err = t.history(parent, limit, depth+1); err != nil {
-			return nil, err
-		}
-	}
-	own, err := t.ownHistory(threadID, 0, upTo)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, own...), nil
-}
-
-// ownHistory returns the thread's own messages with after < seq <= upTo
-// (no upper bound when upTo is negative).
-func (t *tx) ownHistory(threadID string, after, upTo int64) ([]store.Message, error) {
+// OwnMessages implements backend.HistoryReader: the thread's own messages
+// with after < seq <= upTo (no upper bound when upTo is negative), through
+// the (thread_id, seq) key.
+func (t *tx) OwnMessages(threadID string, after, upTo int64) ([]store.Message, error) {
 	if upTo < 0 {
 		upTo = 1<<63 - 1
 	}
@@ -358,21 +258,14 @@ func (t *tx) ownHistory(threadID string, after, upTo int64) ([]store.Message, er
 	var out []store.Message
 	for rows.Next() {
 		m := store.Message{ThreadID: threadID}
-		var calls, results sql.NullString
+		var calls, results []byte
 		var created int64
 		if err := rows.Scan(&m.Seq, &m.Role, &m.Text, &calls, &results, &created); err != nil {
 			return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
 		}
 		m.Created = fromNanos(created)
-		if calls.Valid {
-			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
-				return nil, fmt.Errorf("read history of thread %s: message %d: tool calls: %w", threadID, m.Seq, err)
-			}
-		}
-		if results.Valid {
-			if err := json.Unmarshal([]byte(results.String), &m.ToolResults); err != nil {
-				return nil, fmt.Errorf("read history of thread %s: message %d: tool results: %w", threadID, m.Seq, err)
-			}
+		if err := backend.DecodeMessage(&m, calls, results); err != nil {
+			return nil, fmt.Errorf("read history of thread %s: message %d: %w", threadID, m.Seq, err)
 		}
 		out = append(out, m)
 	}
@@ -410,21 +303,13 @@ func (t *tx) SeenKey(key string) (bool, error) {
 
 // Enqueue implements store.Inbox.
 func (t *tx) Enqueue(item store.InboxItem) (bool, error) {
-	if item.ThreadID == "" || item.Kind == "" || item.DedupKey == "" {
-		return false, fmt.Errorf("enqueue: thread id, kind and dedup key are required (got %q, %q, %q)", item.ThreadID, item.Kind, item.DedupKey)
-	}
-	if !item.Once {
-		added, err := t.MarkKeySeen(item.ThreadID, item.DedupKey)
-		if err != nil || !added {
-			return false, err
-		}
-	}
-	payload := item.Payload
-	if len(payload) == 0 {
-		payload = json.RawMessage("null")
-	}
+	return backend.Enqueue(t, item, t.now)
+}
+
+// InsertInboxItem implements backend.Queue.
+func (t *tx) InsertInboxItem(item store.InboxItem) (bool, error) {
 	res, err := t.tx.Exec(`INSERT INTO inbox (thread_id, kind, payload, dedup_key, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT (dedup_key) DO NOTHING`,
-		item.ThreadID, string(item.Kind), string(payload), item.DedupKey, nanos(t.stamp(item.Created)))
+		item.ThreadID, string(item.Kind), string(item.Payload), item.DedupKey, nanos(item.Created))
 	if err != nil {
 		return false, fmt.Errorf("enqueue %s for thread %s: %w", item.Kind, item.ThreadID, err)
 	}
@@ -532,26 +417,17 @@ func (t *tx) queryCallsOf(q string, args ...any) ([]store.Call, error) {
 // PutCalls implements store.Calls.
 func (t *tx) PutCalls(calls []store.Call) error {
 	for _, c := range calls {
-		state := c.State
-		if state == "" {
-			state = store.CallNew
-		}
-		args := c.Arguments
-		if len(args) == 0 {
-			args = json.RawMessage("{}")
-		}
-		created := t.stamp(c.Created)
+		c = backend.NewCall(c, t.now)
 		if _, err := t.tx.Exec(`INSERT INTO calls (thread_id, call_id, tool_name, arguments, toolset, endpoint, turn_seq, state, deadline, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			c.ThreadID, c.CallID, c.ToolName, string(args), c.Toolset, c.Endpoint, c.TurnSeq, string(state),
-			nullable(c.Deadline), nanos(created), nanos(t.now)); err != nil {
+			c.ThreadID, c.CallID, c.ToolName, string(c.Arguments), c.Toolset, c.Endpoint, c.TurnSeq, string(c.State),
+			nullable(c.Deadline), nanos(c.Created), nanos(c.Updated)); err != nil {
 			return fmt.Errorf("record call %s of thread %s: %w", c.CallID, c.ThreadID, err)
 		}
 		if t.tx.rows != nil {
 			// The row as Call would read it back.
-			c.Arguments, c.State = args, state
-			c.Deadline, c.Created, c.Updated = fromNanos(nanos(c.Deadline)), fromNanos(nanos(created)), fromNanos(nanos(t.now))
+			c.Deadline, c.Created, c.Updated = fromNanos(nanos(c.Deadline)), fromNanos(nanos(c.Created)), fromNanos(nanos(c.Updated))
 			t.tx.overlay.setCall(c)
-			t.tx.overlay.notePending(t.tx.rows, c.ThreadID, c.CallID, state.Pending())
+			t.tx.overlay.notePending(t.tx.rows, c.ThreadID, c.CallID, c.State.Pending())
 		}
 	}
 	return nil
@@ -938,9 +814,9 @@ func (t *tx) TrustToolset(rootID, baseURL, sha256 string) (string, error) {
 // PutChoice implements store.Choices.
 func (t *tx) PutChoice(c store.Choice) error {
 	t.choices.Store(true) // before the insert: a rollback leaves it true, which is safe
-	choices, err := json.Marshal(c.Choices)
+	choices, err := backend.EncodeChoices(c.Choices)
 	if err != nil {
-		return fmt.Errorf("store user choice %s of thread %s: encode choices: %w", c.CallID, c.ThreadID, err)
+		return fmt.Errorf("store user choice %s of thread %s: %w", c.CallID, c.ThreadID, err)
 	}
 	_, err = t.tx.Exec(`INSERT INTO choices (thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, prompt = excluded.prompt, choices = excluded.choices,
@@ -962,8 +838,9 @@ func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
 		return c, err
 	}
 	c.Created = fromNanos(created)
-	if err := json.Unmarshal([]byte(choices), &c.Choices); err != nil {
-		return c, fmt.Errorf("choices of call %s: %w", c.CallID, err)
+	var err error
+	if c.Choices, err = backend.DecodeChoices([]byte(choices)); err != nil {
+		return c, fmt.Errorf("user choice %s: %w", c.CallID, err)
 	}
 	return c, nil
 }

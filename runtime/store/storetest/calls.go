@@ -177,3 +177,68 @@ func testSubscriptions(t *testing.T, s store.Store) {
 		return nil
 	})
 }
+
+// testPendingStates: a call is pending (store.CallState.Pending) exactly
+// while it is new or dispatched, and every query for pending calls agrees:
+// PendingCalls, CallsInState, DueCalls and NextDeadline see the new and
+// dispatched calls and never a done or cancelled one, and EndedHeldCalls
+// sees only the done and cancelled ones.
+func testPendingStates(t *testing.T, s store.Store) {
+	createThreads(t, s, "a")
+	states := []store.CallState{store.CallNew, store.CallDispatched, store.CallDone, store.CallCancelled}
+	var calls []store.Call
+	var pending, ended []string
+	for i, st := range states {
+		id := "c-" + string(st)
+		// The ended calls have the earlier deadlines: a query that let
+		// them through would see them first.
+		deadline := at(time.Hour - time.Duration(i)*time.Minute)
+		calls = append(calls, store.Call{ThreadID: "a", CallID: id, ToolName: "watch", Arguments: json.RawMessage(`{}`),
+			State: st, Deadline: deadline, Created: at(time.Duration(i) * time.Second)})
+		if st.Pending() {
+			pending = append(pending, id)
+		} else {
+			ended = append(ended, id)
+		}
+	}
+	if !slices.Equal(pending, []string{"c-new", "c-dispatched"}) {
+		t.Fatalf("CallState.Pending holds for %v; this case expects new and dispatched", pending)
+	}
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.PutCalls(calls); err != nil {
+			return err
+		}
+		for _, c := range calls {
+			if err := tx.HoldEvent(store.HeldEvent{ThreadID: "a", CallID: c.CallID, Payload: json.RawMessage(`{"event_id":"e"}`), Created: at(time.Minute)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	view(t, s, func(tx store.Tx) error {
+		sorted := func(cs []store.Call) []string {
+			ids := callIDs(cs)
+			slices.Sort(ids)
+			return ids
+		}
+		wantPending := slices.Sorted(slices.Values(pending))
+		if got, err := tx.PendingCalls("a"); err != nil || !slices.Equal(sorted(got), wantPending) {
+			t.Errorf("PendingCalls = %v, %v; want %v", callIDs(got), err, wantPending)
+		}
+		if got, err := tx.DueCalls(at(2 * time.Hour)); err != nil || !slices.Equal(sorted(got), wantPending) {
+			t.Errorf("DueCalls after every deadline = %v, %v; want %v", callIDs(got), err, wantPending)
+		}
+		if d, ok, err := tx.NextDeadline(); err != nil || !ok || !d.Equal(calls[1].Deadline) {
+			t.Errorf("NextDeadline = %v, %v, %v; want the dispatched call's %v", d, ok, err, calls[1].Deadline)
+		}
+		for _, st := range states {
+			if got, err := tx.CallsInState(st); err != nil || !slices.Equal(callIDs(got), []string{"c-" + string(st)}) {
+				t.Errorf("CallsInState(%s) = %v, %v; want [c-%s]", st, callIDs(got), err, st)
+			}
+		}
+		if got, err := tx.EndedHeldCalls(); err != nil || !slices.Equal(sorted(got), slices.Sorted(slices.Values(ended))) {
+			t.Errorf("EndedHeldCalls = %v, %v; want %v", callIDs(got), err, ended)
+		}
+		return nil
+	})
+}

@@ -37,7 +37,8 @@
 // JSON payloads (arguments, inbox payloads, view contents, manifests) are
 // compared as JSON values, not as bytes, except where the contract counts
 // payload bytes (HeldEventStats), where the stored bytes must be the ones
-// written.
+// written, and in StoredRecordsReadBack, whose compact documents must read
+// back byte for byte.
 package storetest
 
 import (
@@ -84,10 +85,12 @@ var cases = []struct {
 	{"Messages", testMessages},
 	{"InheritedHistory", testInheritedHistory},
 	{"AwkwardText", testAwkwardText},
+	{"StoredRecordsReadBack", testStoredRecordsReadBack},
 	{"Inbox", testInbox},
 	{"InboxDedupKeys", testInboxDedupKeys},
 	{"InboxOnce", testInboxOnce},
 	{"Calls", testCalls},
+	{"PendingStates", testPendingStates},
 	{"Subscriptions", testSubscriptions},
 	{"Views", testViews},
 	{"Timers", testTimers},
