@@ -19,7 +19,7 @@ import (
 // on a store, "db-N" and "db-N.K" on a shared one) had none. SOURCE names
 // what numbered the event: "p" and a random epoch of the runtime process,
 // for a runtime alone on its store, whose events live in its memory; "s"
-// and the store's id (store.Shared.StoreID), for runtimes sharing a store,
+// and the store's id (its StoreID), for runtimes sharing a store,
 // which numbers each thread's events. N is the event's number: in the
 // process, or the thread's stored event number. K numbers an event a
 // process sends without storing it (a text delta, a replay_done marker)
