@@ -1,7 +1,7 @@
 package runtime
 
 // This file owns the seam between the two ways a runtime runs: as the only
-// process on its store (SQLite: coord_local.go) or as one of several
+// process on its store (SQLite: coord_local*.go) or as one of several
 // processes sharing a store (PostgreSQL: coord_shared*.go). New picks the
 // implementation once, from the store; the engine (the worker loop of
 // claim.go, slice.go, timers.go, the event stream) calls the seam and never

@@ -12,9 +12,9 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 )
 
-// startSharedEvents starts the writer, the tailer, its listener, the
-// pruner and the text delta relay (coord_shared_deltas.go) of a runtime
-// on a shared store.
+// start starts the writer, the tailer, its listener, the pruner and the
+// text delta relay (coord_shared_deltas.go) of a runtime on a shared
+// store.
 func (se *sharedEvents) start() {
 	r := se.r
 	r.wg.Add(3)
