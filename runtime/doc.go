@@ -95,6 +95,23 @@
 // that the clients of any process follow them. The engine calls the seam
 // and never asks which mode it runs in.
 //
+// # Packages around the engine
+//
+// Each package under runtime/ owns one thing, and imports point one way
+// (docs/packages.md draws them; internal/archtest enforces them):
+//
+//   - runtime/api: the client API's types, its own structs apart from
+//     the stored records, pinned by golden files.
+//   - runtime/client: a Go client of the client API; it imports api only.
+//   - runtime/clientauth: bearer tokens for the client API, given to the
+//     engine as Config.ClientAuth.
+//   - runtime/config: rap serve's settings and the tool-server files.
+//   - runtime/store: the store interfaces and records; store/backend, the
+//     logic of a store that is not SQL, written once; store/sqlite and
+//     store/postgres, the SQL; store/storetest, the conformance suite.
+//   - runtime/bench and runtime/crashtest: the load harness and the
+//     SIGKILL tests.
+//
 // # Files
 //
 // Each file begins with a comment saying what it owns. By concern:
@@ -105,9 +122,12 @@
 //   - Inputs from clients: threadapi.go (create a thread, post a message,
 //     history, Idle), close.go (closing a thread), choices.go (answering a
 //     user choice), confirm.go (the runtime's confirmation of destructive
-//     tools), userid.go (session user ids); over HTTP api.go and
-//     api_events.go, with jsondup.go. What they return is runtime/api's
-//     types: apiconv.go converts store records into them.
+//     tools), userid.go (session user ids), caller.go (a Caller sees only
+//     its user's threads, in the Go API and over HTTP); over HTTP api.go
+//     and api_events.go, with jsondup.go, behind apiaccess.go (client
+//     authentication, or loopback only) and webguard.go (what web pages
+//     could send). What they return is runtime/api's types: apiconv.go
+//     converts store records into them.
 //   - Inputs from tools: callback.go (the callback endpoint and applying
 //     a callback), callbackkeys.go (callback tokens and their keys),
 //     callback_events.go (subscription events), callback_urls.go (URLs a
