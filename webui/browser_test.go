@@ -44,8 +44,10 @@ func demoTools(t *testing.T, authorized <-chan struct{}) string {
 		})
 	rap.AddTool(s, &rap.Tool{Name: "deploy", Description: "Deploys the service."},
 		func(ctx context.Context, c *rap.Call, _ struct{}) (*rap.Reply, error) {
-			choices := []string{"staging", "production"}
-			i, err := c.AskUser(ctx, "Deploy where?", choices, 0, waitFor)
+			// The default is not the first choice: Enter must answer the
+			// default, not the first button.
+			choices := []string{"production", "staging"}
+			i, err := c.AskUser(ctx, "Deploy where?", choices, 1, waitFor)
 			if err != nil {
 				return nil, err
 			}
@@ -162,6 +164,11 @@ func TestBrowserConversation(t *testing.T) {
 	b := newBrowser(t, 1280, 860)
 
 	b.run("open the page", chromedp.Navigate(st.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#new-thread")))
+	// With no thread open there is no message box to type into (what
+	// was typed there went nowhere).
+	if eval[bool](b, `document.getElementById('input').checkVisibility()`) {
+		t.Error("at / with no thread open the message box is shown")
+	}
 	b.run("start a thread", chromedp.Click(chromedp.CSS("#new-thread")))
 	b.wait("the thread is open, replayed and live", `!document.getElementById('thread').hidden && document.getElementById('conn').dataset.state === 'live' && document.getElementById('conn').dataset.mode === 'replay'`)
 	root := eval[string](b, `decodeURIComponent(location.hash.slice(4))`)
@@ -169,6 +176,12 @@ func TestBrowserConversation(t *testing.T) {
 		t.Fatal("the page did not open the new thread")
 	}
 	b.wait("the tree lists the thread", fmt.Sprintf(`!!document.querySelector('#thread-tree a[data-thread=%s]')`, jsString(root)))
+	// The skip link moves the focus to the message box and leaves the
+	// address, which names the thread, as it is.
+	eval[bool](b, `document.getElementById('new-thread').focus(); document.querySelector('a.skip').click(); true`)
+	if hash, focused := eval[string](b, `location.hash`), eval[string](b, `document.activeElement.id`); hash != "#/t/"+root || focused != "input" {
+		t.Errorf("after the skip link: address %q, focus on #%s; want #/t/%s and the message box", hash, focused, root)
+	}
 
 	// A tool call with its display text (RAP DS-2), its result's diff and
 	// image, the progress view, and the reply. The user's text is shown
@@ -187,8 +200,8 @@ func TestBrowserConversation(t *testing.T) {
 	}
 	b.screenshot("webui-tool-result")
 
-	// A user choice, answered with the keyboard: the default choice has
-	// the focus, Enter picks it.
+	// A user choice, answered with the keyboard: the default choice (the
+	// second button) has the focus, Enter picks it.
 	b.say("deploy it")
 	b.wait("the choice picker", contains(`.choice .prompt`, "Deploy where?"))
 	b.wait("the default choice has the focus", `document.activeElement && document.activeElement.closest('.choice') && document.activeElement.textContent.startsWith('staging')`)

@@ -147,6 +147,13 @@ function setMenu(open) {
 
 function init() {
   $('new-thread').addEventListener('click', newThread);
+  // The skip link moves the focus without touching the address, which
+  // names the open thread: to the message box when a thread is open,
+  // else to the button that starts one.
+  document.querySelector('a.skip').addEventListener('click', (ev) => {
+    ev.preventDefault();
+    ($('thread').hidden ? $('new-thread') : $('input')).focus();
+  });
   $('menu').addEventListener('click', () => setMenu(!document.body.classList.contains('menu-open')));
   $('refresh').addEventListener('click', loadThreads);
   document.addEventListener('keydown', (ev) => {

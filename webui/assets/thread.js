@@ -324,7 +324,9 @@ export class ThreadView {
     // the person is writing a message or answering another choice.
     const active = document.activeElement;
     const busy = (active === $('input') && $('input').value !== '') || active?.closest('.choice');
-    if (!busy) box.querySelector('button.default, button')?.focus({ preventScroll: true });
+    // (A selector list matches in document order: ask for the default
+    // first, and only without one for the first button.)
+    if (!busy) (box.querySelector('button.default') || box.querySelector('button'))?.focus({ preventScroll: true });
   }
 
   async answer(callID, selected, box) {
