@@ -89,7 +89,8 @@ func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, worker
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", listen, err)
 	}
-	fmt.Fprintf(stdout, "rap bridge otc: serving %d tools of the %s worker at %s on http://%s\n", len(b.Tools()), b.Dialect(), pos[0], ln.Addr())
+	url, _ := listenURLs("http", ln.Addr())
+	fmt.Fprintf(stdout, "rap bridge otc: serving %s of the %s worker at %s on %s\n", plural(len(b.Tools()), "tool"), b.Dialect(), pos[0], url)
 	for _, p := range b.Problems() {
 		fmt.Fprintf(stdout, "  left out %s: %v\n", p.Tool, p.Err)
 	}

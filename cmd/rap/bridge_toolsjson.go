@@ -49,7 +49,8 @@ func runBridgeToolsJSON(ctx context.Context, a *app, f toolsJSONFlags, listen, b
 		ln.Close()
 		return fmt.Errorf("%w: refusing to serve a bundle's tools on %s without --tool-token: anyone who reaches it could run them; listen on loopback or set --tool-token (or $%s)", errUsage, ln.Addr(), config.EnvToolToken)
 	}
-	fmt.Fprintf(stdout, "rap bridge toolsjson: serving %d tools of %s on http://%s\n", len(b.Tools), b.Dir, ln.Addr())
+	url, _ := listenURLs("http", ln.Addr())
+	fmt.Fprintf(stdout, "rap bridge toolsjson: serving %s of %s on %s\n", plural(len(b.Tools), "tool"), b.Dir, url)
 	for _, t := range b.Tools {
 		fmt.Fprintf(stdout, "  %-28s %s (%s)\n", t.Name, t.ID, t.Transport.Kind)
 	}

@@ -74,6 +74,19 @@ func TestVersion(t *testing.T) {
 	if got := versionString(nil); !strings.Contains(got, "unknown version") {
 		t.Errorf("without build info: %q", got)
 	}
+	// "rap version" says the same as "rap --version".
+	if code, verb, _ := runVerb(t, context.Background(), "version"); code != 0 || verb != out {
+		t.Errorf("rap version: exit %d, output %q; want rap --version's %q", code, verb, out)
+	}
+}
+
+// rap invoke reports an unreachable tool server in its own words, without
+// the prefix of the library it is built on.
+func TestInvokeErrorHasNoLibraryPrefix(t *testing.T) {
+	code, _, errOut := runVerb(t, context.Background(), "invoke", "http://127.0.0.1:1", "get_time")
+	if code != 1 || strings.Contains(errOut, "raptest") || !strings.Contains(errOut, "check the base URL") {
+		t.Errorf("rap invoke of an unreachable server: exit %d, stderr %q", code, errOut)
+	}
 }
 
 // Shell completion scripts for the four shells.

@@ -104,7 +104,7 @@ func runInvoke(ctx context.Context, a *app, f invokeFlags, pos []string) error {
 
 	ts, err := rt.Discover(ctx, base)
 	if err != nil {
-		return err
+		return withoutLibraryPrefix(err)
 	}
 	fmt.Fprintf(stderr, "rap invoke: toolset %q at %s: %s\n", ts.Name, ts.Endpoint, plural(len(ts.Tools), "tool"))
 	cat, _ := rap.NewCatalog([]*rap.Toolset{ts}) // Discover already validated it
@@ -136,7 +136,7 @@ func runInvoke(ctx context.Context, a *app, f invokeFlags, pos []string) error {
 	}
 	call, err := rt.Invoke(ctx, base, op, rawArgs, invOpts...)
 	if err != nil {
-		return err
+		return withoutLibraryPrefix(err)
 	}
 	fmt.Fprintf(stderr, "rap invoke: sent %s (id %s, thread %s); waiting for callbacks\n", op, call.Invocation.ID, call.Invocation.GroupID)
 	return followCall(ctx, rt, call, *wait, *timeout, *choose, stdout, stderr)
@@ -226,4 +226,14 @@ func cancelSubscription(call *raptest.Call, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "rap invoke: /cancel_tool_call failed: %v\n", err)
 	}
 	return nil
+}
+
+// withoutLibraryPrefix drops the "raptest: " that the library puts before
+// its errors: the user ran rap invoke, not raptest, and the rest of the
+// message says what went wrong and what to do.
+func withoutLibraryPrefix(err error) error {
+	if msg, ok := strings.CutPrefix(err.Error(), "raptest: "); ok {
+		return errors.New(msg)
+	}
+	return err
 }

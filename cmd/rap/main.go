@@ -155,6 +155,7 @@ arguments). Every verb takes --log-level and --log-format.`,
 		newTokenCmd(a),
 		newToolsJSONCmd(a),
 		newValidateCmd(a),
+		newVersionCmd(a),
 		newGenDocsCmd(a),
 	)
 	root.SetHelpCommand(newHelpCmd(root))

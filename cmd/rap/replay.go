@@ -50,6 +50,7 @@ func runReplay(ctx context.Context, a *app, f toolsJSONFlags, bundleFlag, listen
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (pass --listen ADDR to use another address)", *listen, err)
 	}
-	fmt.Fprintf(stdout, "rap replay: serving %d tools of %s from %s on http://%s (REPLAY: nothing runs)\n", len(b.Tools), b.Dir, pos[0], ln.Addr())
+	url, _ := listenURLs("http", ln.Addr())
+	fmt.Fprintf(stdout, "rap replay: serving %s of %s from %s on %s (REPLAY: nothing runs)\n", plural(len(b.Tools), "tool"), b.Dir, pos[0], url)
 	return serveToolsJSON(ctx, s, ln)
 }

@@ -224,9 +224,12 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		serveErr <- srv.Serve(lln)
 	}()
 
-	listenURL := scheme + "://" + ln.Addr().String()
+	listenURL, elsewhere := listenURLs(scheme, ln.Addr())
 	info := &server{Runtime: rt, URL: listenURL, PublicURL: publicURL, Model: describeModel(mdl), HTTP: srv}
 	fmt.Fprintf(stdout, "rap serve: listening on %s\n", listenURL)
+	if len(elsewhere) > 0 {
+		fmt.Fprintf(stdout, "  from other machines: %s (listening on every address)\n", strings.Join(elsewhere, ", "))
+	}
 	fmt.Fprintf(stdout, "  model:        %s\n", info.Model)
 	fmt.Fprintf(stdout, "  callbacks:    %s/rap/callback/…\n", publicURL)
 	fmt.Fprintf(stdout, "  web UI:       %s/\n", listenURL)

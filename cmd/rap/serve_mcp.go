@@ -65,7 +65,7 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 		m.byHost[host] = b
 		m.urls = append(m.urls, "http://"+host)
 		n := len(b.Toolset("http://" + host + "/").Tools)
-		fmt.Fprintf(stdout, "rap serve: MCP server %q bridged in process: %d tools\n", e.MCP.Name, n)
+		fmt.Fprintf(stdout, "rap serve: MCP server %q bridged in process: %s\n", e.MCP.Name, plural(n, "tool"))
 		for _, p := range b.Skipped() {
 			fmt.Fprintf(stdout, "  %s\n", p)
 		}

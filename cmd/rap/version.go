@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
 
 // readBuildInfo returns the binary's build information, or nil when it has
@@ -55,4 +57,22 @@ func versionString(bi *debug.BuildInfo) string {
 		fmt.Fprintf(&b, "\nbuilt with %s", bi.GoVersion)
 	}
 	return b.String()
+}
+
+// newVersionCmd is "rap version": the same as "rap --version", for people
+// who try the verb first.
+func newVersionCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print rap's version and the commit it was built from (as rap --version)",
+		Long: `version prints rap's module version and the commit it was built from, as
+rap --version does. Quote it in a bug report.`,
+		Example: `  rap version
+  rap --version`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(a.stdout, cmd.Root().Version)
+			return err
+		},
+	}
 }
