@@ -221,7 +221,11 @@ func Parse(data []byte, name string) (*File, error) {
 		return nil, &Error{File: name, Line: lineOf(data, int(dec.InputOffset())), Problem: "unexpected data after the JSON object"}
 	}
 	if raw.ToolSets == nil {
-		return nil, &Error{File: name, Path: "tool_sets", Problem: `missing; want {"tool_sets": [{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}]}`}
+		problem := `missing; want {"tool_sets": [{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}]}`
+		if misses := nearMisses(data, []string{"tool_sets", "security"}); len(misses) > 0 {
+			problem += "; the file has " + strings.Join(misses, ", ")
+		}
+		return nil, &Error{File: name, Path: "tool_sets", Problem: problem}
 	}
 	f := &File{}
 	if raw.Security != nil {
@@ -285,7 +289,11 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 		return ToolSet{}, &Error{File: name, Path: path, Problem: err.Error()}
 	}
 	if err := checkServerURL(ts.ServerURL); err != nil {
-		return ToolSet{}, &Error{File: name, Path: path + ".server_url", Problem: err.Error()}
+		problem := err.Error()
+		if misses := nearMisses(item, toolsetServerKeys); len(misses) > 0 {
+			problem += "; the entry has " + strings.Join(misses, ", ")
+		}
+		return ToolSet{}, &Error{File: name, Path: path + ".server_url", Problem: problem}
 	}
 	if err := checkPin(&ts, name, path); err != nil {
 		return ToolSet{}, err

@@ -1,0 +1,63 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// toolsetServerKeys are the members a toolset_server entry may have.
+var toolsetServerKeys = []string{"type", "server_url", "id", "sha256", "pin"}
+
+// nearMisses returns, for each member of the JSON object item that is not
+// one of known but is spelled like one (the same letters without case,
+// "_" or "-", or one or two typing slips away), a note naming both:
+// `"serverurl" (did you mean "server_url"?)`. Other unknown members are
+// left alone: the reference runtime ignores them, and so does gorap.
+func nearMisses(item json.RawMessage, known []string) []string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(item, &obj) != nil {
+		return nil
+	}
+	var notes []string
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		if slices.Contains(known, k) {
+			continue
+		}
+		for _, want := range known {
+			if squash(k) == squash(want) || editDistance(k, want) <= 2 {
+				notes = append(notes, fmt.Sprintf("%q (did you mean %q?)", k, want))
+				break
+			}
+		}
+	}
+	return notes
+}
+
+// squash is s in lower case without "_" and "-".
+func squash(s string) string {
+	return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
