@@ -183,9 +183,9 @@
 //     timeout does the same, so the first of them wins: resultDedupKey in
 //     dispatch.go).
 //     After the commit it runs the callback's effects (apply, effects.go).
-//  3. DeliverCallback calls wake (claim.go) before serveCallback answers
-//     200. On a
-//     shared store the row's commit also notifies the other processes
+//  3. DeliverCallback calls wake (claim.go), and then serveCallback
+//     answers 200. On a shared store the row's commit also notifies the
+//     other processes
 //     (coord_shared_wakeups.go); the sweep (coord_shared_sweep.go)
 //     catches a missed notification.
 //  4. wake gives the thread a worker, or tells the running one to look
