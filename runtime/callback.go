@@ -1,7 +1,8 @@
 package runtime
 
-// This file owns accepting a callback (RAP TR-5 to TR-7, RE-6): the
-// endpoint under CallbackPath checks the token (callbackkeys.go), applies
+// This file owns accepting a callback (RAP TR-5 to TR-7, RE-6):
+// DeliverCallback, which runtime/httpapi calls for a POST under
+// CallbackPath, checks the token (callbackkeys.go), applies
 // the message to the call in one transaction — a result or a subscription
 // event becomes an inbox row of the thread, an oauth link or a user
 // choice is shown to clients — and wakes the thread (claim.go).
@@ -14,19 +15,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/httpapi"
 	"github.com/gorap/gorap/runtime/store"
 )
 
 // CallbackPath is the path prefix of callback URLs; the token follows it.
-const CallbackPath = "/rap/callback/"
+const CallbackPath = httpapi.CallbackPath
 
 // callbackOutcome is what handling a callback did, for the answer and logs.
 type callbackOutcome struct {
@@ -49,30 +49,37 @@ type callbackOutcome struct {
 // errRollback makes a callback's transaction roll back without an error.
 var errRollback = errors.New("callback refused: roll back")
 
-// serveCallback is the callback endpoint: POST /rap/callback/{token}.
-//
-// Answers: 200 accepted (or a duplicate, or ignored); 400 an invalid
-// message; 403 a forged token or a body for another call; 404 a call the
-// runtime never had (RAP RE-5); 410 a subscription or thread that ended,
-// or a view of a closed thread; 413 a body over MaxCallbackBytes; 503 with
-// Retry-After when an early event cannot be held now (retry later).
-func (r *Runtime) serveCallback(w http.ResponseWriter, req *http.Request) {
-	threadID, callID, err := r.verifyToken(req.PathValue("token"))
+// errTokenRefused is the answer to a callback whose token the runtime did not
+// issue (or whose key it no longer accepts).
+var errTokenRefused = errors.New("invalid callback token; use the callback_url of the invocation unchanged")
+
+// CheckCallbackToken returns nil when token (the last segment of a
+// callback URL) is one this runtime issued and still accepts, else an
+// error whose text is the answer to the tool. The callback endpoint checks
+// it before it reads the body.
+func (r *Runtime) CheckCallbackToken(token string) error {
+	if _, _, err := r.verifyToken(token); err != nil {
+		return errTokenRefused
+	}
+	return nil
+}
+
+// DeliverCallback applies a callback message (RAP TR-5 to TR-7) that a
+// tool sent to the callback URL with token, with the Idempotency-Key
+// header idempotencyKey ("" for none), and wakes the thread when the
+// message gave it work. The result is the answer to the tool: 200 accepted
+// (or a duplicate, or ignored); 400 an invalid message; 403 a forged token
+// or a body for another call; 404 a call the runtime never had (RAP RE-5);
+// 410 a subscription or thread that ended, or a view of a closed thread;
+// 503 with RetryAfter when an early event cannot be held now (retry
+// later); 500 when the store failed. It does not bound body: the caller
+// reads at most MaxCallbackBytes.
+func (r *Runtime) DeliverCallback(ctx context.Context, token string, body []byte, idempotencyKey string) api.CallbackResult {
+	threadID, callID, err := r.verifyToken(token)
 	if err != nil {
 		// RAP RE-5, TR-7: forged or mangled tokens change nothing.
-		r.log.Warn("callback refused: invalid token", "remote", req.RemoteAddr)
-		writeError(w, http.StatusForbidden, "invalid callback token; use the callback_url of the invocation unchanged")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, MaxCallbackBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("callback body is larger than %d bytes", MaxCallbackBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "reading the callback body: "+err.Error())
-		return
+		r.log.Warn("callback refused: invalid token")
+		return api.CallbackResult{Status: http.StatusForbidden, Message: errTokenRefused.Error()}
 	}
 	msg, err := rap.DecodeCallback(body)
 	if err == nil {
@@ -81,21 +88,13 @@ func (r *Runtime) serveCallback(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		// RAP TR-5: the body must be a valid callback message.
 		r.log.Warn("callback refused: invalid body", "thread", threadID, "call_id", callID, "err", err)
-		writeError(w, http.StatusBadRequest, "invalid callback message: "+err.Error())
-		return
+		return api.CallbackResult{Status: http.StatusBadRequest, Message: "invalid callback message: " + err.Error()}
 	}
-	out := r.handleCallback(req.Context(), threadID, callID, msg, req.Header.Get(rap.IdempotencyKeyHeader))
+	out := r.handleCallback(ctx, threadID, callID, msg, idempotencyKey)
 	if out.wake {
 		r.wake(threadID)
 	}
-	if out.status != http.StatusOK {
-		if out.retryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(out.retryAfter))
-		}
-		writeError(w, out.status, out.msg)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": out.msg})
+	return api.CallbackResult{Status: out.status, Message: out.msg, RetryAfter: out.retryAfter}
 }
 
 // handleCallback routes an authenticated, decoded callback.

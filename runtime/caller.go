@@ -1,59 +1,40 @@
 package runtime
 
-// This file scopes the client API to the user a request comes from: an
-// authenticating front (rap serve's client tokens) says who the caller is,
-// and a caller bound to a user sees and drives only that user's sessions.
+// This file scopes the Go API and the client API to the user a request
+// comes from: an authenticating front (rap serve's client tokens) says who
+// the caller is, and a caller bound to a user sees and drives only that
+// user's sessions.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
 // Caller is who a client API request comes from, as the front that
-// authenticated it decided.
-type Caller struct {
-	// UserID is the user the caller acts for. A caller with a user id
-	// sees only the sessions of that user, and the sessions it creates
-	// belong to that user whatever the request says.
-	UserID string
-	// Admin callers see and drive every session, as requests without a
-	// Caller do.
-	Admin bool
-}
+// authenticated it decided (see api.Caller).
+type Caller = api.Caller
 
-type callerKey struct{}
-
-// WithCaller returns ctx carrying c: the client API then answers the
-// request for c (see Caller). A front that authenticates requests sets it
-// before Handler sees them; without one every request acts as an admin.
+// WithCaller returns ctx carrying c: the runtime's thread methods and the
+// client API then answer for c (see Caller). A front that authenticates
+// requests sets it before Handler sees them; without one every request
+// acts as an admin.
 func WithCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
+	return api.WithCaller(ctx, c)
 }
 
 // CallerFrom returns the Caller of ctx, if a front set one.
 func CallerFrom(ctx context.Context) (Caller, bool) {
-	c, ok := ctx.Value(callerKey{}).(Caller)
-	return c, ok
-}
-
-// scopedUser returns the user a request is restricted to, and whether it
-// is restricted at all.
-func scopedUser(req *http.Request) (string, bool) {
-	return callerUser(req.Context())
+	return api.CallerFrom(ctx)
 }
 
 // callerUser returns the user the Caller of ctx is restricted to, and
 // whether it is restricted at all (no Caller, or an admin, is not).
 func callerUser(ctx context.Context) (string, bool) {
-	c, ok := CallerFrom(ctx)
-	if !ok || c.Admin {
-		return "", false
-	}
-	return c.UserID, true
+	return api.ScopedUser(ctx)
 }
 
 // visibleThread reads the thread id for the Caller of ctx: a thread that
@@ -73,30 +54,12 @@ func visibleThread(ctx context.Context, tx store.Tx, id string) (store.Thread, e
 	return th, nil
 }
 
-// owned wraps a handler of a route with a thread {id}: a caller bound to
-// a user gets 404, as for a thread that does not exist, when the thread
-// belongs to another user's session.
-func (r *Runtime) owned(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, req *http.Request) {
-		user, scoped := scopedUser(req)
-		if !scoped {
-			h(w, req)
-			return
-		}
-		id := req.PathValue("id")
-		var th store.Thread
-		err := r.store.View(req.Context(), func(tx store.Tx) error {
-			var err error
-			th, err = tx.Thread(id)
-			return err
-		})
-		switch {
-		case errors.Is(err, store.ErrNotFound) || (err == nil && th.UserID != user):
-			writeError(w, http.StatusNotFound, fmt.Sprintf("%v %q", ErrUnknownThread, id))
-		case err != nil:
-			r.writeStoreError(w, err)
-		default:
-			h(w, req)
-		}
-	}
+// CheckThread returns nil when the thread exists and the Caller of ctx
+// may see it, else an error wrapping ErrUnknownThread (or the store's
+// error). The client API checks it first on every route of one thread.
+func (r *Runtime) CheckThread(ctx context.Context, threadID string) error {
+	return r.store.View(ctx, func(tx store.Tx) error {
+		_, err := visibleThread(ctx, tx, threadID)
+		return err
+	})
 }

@@ -20,11 +20,11 @@ import (
 
 // ErrNoChoice is returned (wrapped) by AnswerChoice when the thread has no
 // user choice waiting for that call.
-var ErrNoChoice = errors.New("no user choice is waiting for this call")
+var ErrNoChoice = api.ErrNoChoice
 
 // ErrChoiceDelivery is returned (wrapped) by AnswerChoice when the tool
 // did not accept the answer; the choice stays open.
-var ErrChoiceDelivery = errors.New("the tool did not accept the answer")
+var ErrChoiceDelivery = api.ErrChoiceDelivery
 
 // PendingChoices returns the user choices of the thread that wait for an
 // answer (RAP UC-1), as the client API shows them.

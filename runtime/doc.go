@@ -101,7 +101,14 @@
 // (docs/packages.md draws them; internal/archtest enforces them):
 //
 //   - runtime/api: the client API's types, its own structs apart from
-//     the stored records, pinned by golden files.
+//     the stored records, pinned by golden files; also what the engine and
+//     its HTTP surface share (Caller, the errors, EventStream).
+//   - runtime/httpapi: the HTTP surface — the client API under /v1 and
+//     its event stream, the callback endpoint, the browser checks, the
+//     client-auth gate, the health endpoints and NewHTTPServer. It does
+//     not import runtime: it drives httpapi.Engine, which *Runtime
+//     implements with exported methods only (http.go: Handler), so a Go
+//     program can do whatever the HTTP API does.
 //   - runtime/client: a Go client of the client API; it imports api only.
 //   - runtime/clientauth: bearer tokens for the client API, given to the
 //     engine as Config.ClientAuth.
@@ -116,20 +123,23 @@
 //
 // Each file begins with a comment saying what it owns. By concern:
 //
-//   - The Runtime: runtime.go (Config, New, Start, Shutdown), serving.go
-//     (HTTP server limits), health.go (health endpoints), gopool.go (the
-//     goroutine pool of workers and dispatches).
+//   - The Runtime: runtime.go (Config, New, Start, Shutdown),
+//     streamlimits.go (the bounds of event streams), health.go
+//     (readiness), http.go (Handler and the forwarders to
+//     runtime/httpapi), gopool.go (the goroutine pool of workers and
+//     dispatches).
 //   - Inputs from clients: threadapi.go (create a thread, post a message,
 //     history, Idle), close.go (closing a thread), choices.go (answering a
 //     user choice), confirm.go (the runtime's confirmation of destructive
 //     tools), userid.go (session user ids), caller.go (a Caller sees only
-//     its user's threads, in the Go API and over HTTP); over HTTP api.go
-//     and api_events.go, with jsondup.go, behind apiaccess.go (client
-//     authentication, or loopback only) and webguard.go (what web pages
-//     could send). What they return is runtime/api's types: apiconv.go
-//     converts store records into them.
-//   - Inputs from tools: callback.go (the callback endpoint and applying
-//     a callback), callbackkeys.go (callback tokens and their keys),
+//     its user's threads, in the Go API and over HTTP), threadpage.go
+//     (the answers the client API sends as they are: a new session, a page
+//     of threads, a thread's state), events_follow.go (a client's stream of
+//     a thread's events: replay or resume, then live). runtime/httpapi
+//     serves them over HTTP. What they return is runtime/api's types:
+//     apiconv.go converts store records into them.
+//   - Inputs from tools: callback.go (DeliverCallback: checking and
+//     applying a callback), callbackkeys.go (callback tokens and their keys),
 //     callback_events.go (subscription events), callback_urls.go (URLs a
 //     tool hands over).
 //   - One process or several: coord.go (the seam), coord_local.go and
@@ -162,17 +172,20 @@
 //
 // A tool POSTs a tool_result to the callback URL of its call:
 //
-//  1. Handler (api.go) routes POST /rap/callback/{token} to serveCallback
-//     (callback.go), which checks the token (verifyToken, callbackkeys.go)
-//     and decodes the body.
+//  1. Handler (http.go: httpapi.New) routes POST /rap/callback/{token}
+//     to httpapi's serveCallback, which checks the token
+//     (CheckCallbackToken: verifyToken, callbackkeys.go), reads the
+//     bounded body and hands it to DeliverCallback (callback.go), which
+//     decodes it.
 //  2. handleCallback (callback.go), in one store transaction, moves the
 //     call from pending to done and, if it moved, enqueues the result as
 //     an inbox row of the thread (applyCallback; a failed dispatch or a
 //     timeout does the same, so the first of them wins: resultDedupKey in
 //     dispatch.go).
 //     After the commit it runs the callback's effects (apply, effects.go).
-//  3. serveCallback calls wake (claim.go) before it answers 200. On a
-//     shared store the row's commit also notifies the other processes
+//  3. DeliverCallback calls wake (claim.go), and then serveCallback
+//     answers 200. On a shared store the row's commit also notifies the
+//     other processes
 //     (coord_shared_wakeups.go); the sweep (coord_shared_sweep.go)
 //     catches a missed notification.
 //  4. wake gives the thread a worker, or tells the running one to look
@@ -199,6 +212,6 @@
 //     the turn was answered at once the model runs again (step 6).
 //  9. Events reach clients through the hub (hub.go; numbered and kept by
 //     the seam: in memory, coord_local_events.go, or on a shared store
-//     through the store, coord_shared_events.go) and the event stream of
-//     api_events.go.
+//     through the store, coord_shared_events.go) and FollowEvents
+//     (events_follow.go), which httpapi's event stream writes out.
 package runtime

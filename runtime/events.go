@@ -60,7 +60,7 @@ type Event struct {
 // channel is also closed at Shutdown, or when the subscriber falls more
 // than StreamLimits.BufferBytes behind (it can subscribe again and read the
 // history). It replays nothing: clients of the HTTP event stream get the
-// replay and resume by id (see serveEvents).
+// replay and resume by id (see FollowEvents).
 func (r *Runtime) Subscribe(threadID string) (events <-chan Event, cancel func()) {
 	s, stop, _, err := r.coord.attach(r.baseCtx, threadID, "")
 	if err != nil {

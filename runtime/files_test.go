@@ -73,20 +73,3 @@ func TestAPIDuplicateMembers(t *testing.T) {
 		t.Errorf("a valid post answered %d", resp.StatusCode)
 	}
 }
-
-func TestDuplicateMember(t *testing.T) {
-	for in, want := range map[string]string{
-		`{"a":1,"b":2}`:                 "",
-		`{"a":{"x":1},"b":{"x":1}}`:     "",
-		`[{"a":1},{"a":1}]`:             "",
-		`{"a":1,"a":1}`:                 "a",
-		`{"a":[1,{"k":"v","k":"w"}]}`:   "a[1].k",
-		`{"a":"x","b":{"c":{},"c":{}}}`: "b.c",
-		`{"a":`:                         "",
-		`"just a string"`:               "",
-	} {
-		if got := duplicateMember([]byte(in)); got != want {
-			t.Errorf("duplicateMember(%s) = %q, want %q", in, got, want)
-		}
-	}
-}

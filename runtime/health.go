@@ -1,11 +1,8 @@
 package runtime
 
-// This file owns the health endpoints a load balancer or an orchestrator
-// probes: GET /healthz answers 200 while the process
-// serves HTTP at all (liveness), GET /readyz answers 200 only when the
-// runtime has started, is not shutting down, and its store answers
-// (readiness), 503 otherwise. Neither needs the client token, and neither
-// says more than "ok" or a short reason.
+// This file owns readiness: Ready answers 200 on GET /readyz (served by
+// runtime/httpapi, WithHealth) only when the runtime has started, is not
+// shutting down, and its store answers.
 
 import (
 	"context"
@@ -13,13 +10,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gorap/gorap/runtime/httpapi"
 	"github.com/gorap/gorap/runtime/store"
 )
 
 // Paths of the health endpoints.
 const (
-	HealthzPath = "/healthz"
-	ReadyzPath  = "/readyz"
+	HealthzPath = httpapi.HealthzPath
+	ReadyzPath  = httpapi.ReadyzPath
 )
 
 // readyTimeout bounds the store check of one readiness probe.
@@ -54,24 +52,10 @@ func (r *Runtime) Ready(ctx context.Context) error {
 	return nil
 }
 
-// WithHealth serves the health endpoints (HealthzPath, ReadyzPath) and
-// hands every other request to next. Mount it outside any authentication:
-// probes carry no token, and the answers say nothing about threads.
+// WithHealth serves the health endpoints (HealthzPath, ReadyzPath, see
+// Ready) and hands every other request to next; it is
+// httpapi.WithHealth(r, next). Mount it outside any authentication: probes
+// carry no token, and the answers say nothing about threads.
 func (r *Runtime) WithHealth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		switch req.URL.Path {
-		case HealthzPath:
-			w.Header().Set("Cache-Control", "no-store")
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		case ReadyzPath:
-			w.Header().Set("Cache-Control", "no-store")
-			if err := r.Ready(req.Context()); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
-				return
-			}
-			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-		default:
-			next.ServeHTTP(w, req)
-		}
-	})
+	return httpapi.WithHealth(r, next)
 }

@@ -9,11 +9,12 @@ package runtime
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gorap/gorap/runtime/api"
 )
 
 // hub fans events out to the subscribers of each thread. Every subscriber
@@ -190,23 +191,27 @@ func newHub(l StreamLimits) *hub {
 		turns: map[string]*turnText{}}
 }
 
-// errTooManyStreams and errStreamsFull are the refusals of openStream.
-var (
-	errTooManyStreams = errors.New("too many event streams on this thread")
-	errStreamsFull    = errors.New("too many event streams on this runtime")
-)
+// streamsError is a refusal of openStream: it wraps api.ErrTooManyStreams
+// or api.ErrStreamsFull, and its text is the answer to the client.
+type streamsError struct {
+	kind error
+	msg  string
+}
+
+func (e *streamsError) Error() string { return e.msg }
+func (e *streamsError) Unwrap() error { return e.kind }
 
 // openStream counts one more event stream of the thread, or refuses it
-// past the per-thread (errTooManyStreams) or total (errStreamsFull) limit.
-// The returned function gives the slot back.
+// past the per-thread (api.ErrTooManyStreams) or total
+// (api.ErrStreamsFull) limit. The returned function gives the slot back.
 func (h *hub) openStream(threadID string) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.streams[threadID] >= h.limits.PerThread {
-		return nil, errTooManyStreams
+		return nil, &streamsError{api.ErrTooManyStreams, fmt.Sprintf("thread %q already has its maximum of %d event streams; close one or retry later", threadID, h.limits.PerThread)}
 	}
 	if h.total >= h.limits.Total {
-		return nil, errStreamsFull
+		return nil, &streamsError{api.ErrStreamsFull, fmt.Sprintf("the runtime serves its maximum of %d event streams; retry later", h.limits.Total)}
 	}
 	h.streams[threadID]++
 	h.total++

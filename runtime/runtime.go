@@ -17,16 +17,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gorap/gorap/internal/webguard"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
 // Limits on what the runtime accepts.
 const (
 	// MaxMessageBytes bounds the text of one user message.
-	MaxMessageBytes = 256 << 10
+	MaxMessageBytes = api.MaxMessageBytes
 	// MaxCallbackBytes bounds a callback body (RAP TR-5); larger bodies get
 	// 413. It is the SDK's limit, so a gorap tool never sends what the
 	// runtime refuses.
@@ -236,7 +236,6 @@ type Runtime struct {
 	retry RetryPolicy
 	hub   *hub
 	hist  *historyCache
-	web   *webguard.Policy // the client API's browser checks (webguard.go)
 	// retries knows which threads may have a model retry timer (modelcall.go).
 	retries retryTimers
 
@@ -334,7 +333,6 @@ func New(opts *Config) (*Runtime, error) {
 		retry:     cfg.DispatchRetry.withDefaults(),
 		hub:       newHub(cfg.Streams),
 		hist:      newHistoryCache(cfg.HistoryCacheThreads),
-		web:       newWebPolicy(cfg),
 		threads:   map[string]*threadState{},
 		inflight:  map[string]int{},
 		failed:    map[string]error{},

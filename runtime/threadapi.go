@@ -1,7 +1,7 @@
 package runtime
 
-// This file owns the Go API on threads that the client API (api.go) and
-// embedders call: create a thread, post a user message (its inbox row, then
+// This file owns the Go API on threads that the client API
+// (runtime/httpapi) and embedders call: create a thread, post a user message (its inbox row, then
 // wake: claim.go), read its history, list threads, wait until a thread is
 // idle. Closing is in close.go, user choices in choices.go, live events in
 // events.go.
@@ -9,7 +9,6 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -54,19 +53,22 @@ func (r *Runtime) CreateThreadFor(ctx context.Context, userID string) (string, e
 // returns once the message is durable; the thread processes it
 // asynchronously (at once, even while tool calls are pending: RAP RT-3).
 func (r *Runtime) PostMessage(ctx context.Context, threadID, text string) error {
-	_, err := r.postMessage(ctx, threadID, text, "")
+	_, err := r.PostMessageWithKey(ctx, threadID, text, "")
 	return err
 }
 
-// ErrUnknownThread is returned (wrapped) for a thread id that does not exist.
-var ErrUnknownThread = errors.New("unknown thread")
+// ErrUnknownThread is returned (wrapped) for a thread id that does not
+// exist, or that the Caller of the context may not see.
+var ErrUnknownThread = api.ErrUnknownThread
 
 // ErrBadInput is returned (wrapped) for input the runtime refuses.
-var ErrBadInput = errors.New("bad input")
+var ErrBadInput = api.ErrBadInput
 
-// postMessage enqueues a user message; with a non-empty idempotency key a
-// repeated key adds nothing and reports added=false.
-func (r *Runtime) postMessage(ctx context.Context, threadID, text, idemKey string) (added bool, err error) {
+// PostMessageWithKey is PostMessage with an idempotency key, as POST
+// /v1/threads/{id}/messages takes it (Idempotency-Key): a message whose
+// non-empty key the thread saw already adds nothing and reports
+// added=false. An empty key adds the message every time.
+func (r *Runtime) PostMessageWithKey(ctx context.Context, threadID, text, idemKey string) (added bool, err error) {
 	if strings.TrimSpace(text) == "" {
 		return false, fmt.Errorf("%w: message text is empty; send {\"text\": \"...\"}", ErrBadInput)
 	}

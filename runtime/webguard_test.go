@@ -164,21 +164,3 @@ func (e *env) srvPort() string {
 	u, _ := url.Parse(e.srv.URL)
 	return u.Port()
 }
-
-// Only a callback URL's own path escapes the client API's checks: a path
-// that starts like one but leads elsewhere does not.
-func TestIsCallbackPath(t *testing.T) {
-	for p, want := range map[string]bool{
-		CallbackPath + "abc":              true,
-		CallbackPath:                      false,
-		CallbackPath + "abc/":             false,
-		CallbackPath + "../../v1/threads": false,
-		CallbackPath + "./abc":            false,
-		CallbackPath + "a//b":             false,
-		"/v1/threads":                     false,
-	} {
-		if got := IsCallbackPath(p); got != want {
-			t.Errorf("IsCallbackPath(%q) = %v, want %v", p, got, want)
-		}
-	}
-}

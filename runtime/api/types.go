@@ -15,6 +15,12 @@ type CreateThreadResponse struct {
 	Toolsets *Toolsets `json:"toolsets,omitempty"`
 }
 
+// Page sizes of GET /v1/threads: the default and the most one page holds.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
 // ThreadPage is the answer of GET /v1/threads.
 type ThreadPage struct {
 	Threads []Thread `json:"threads"`

@@ -1,6 +1,6 @@
-package runtime
+package httpapi
 
-// This file owns who may use the client API of Handler: the configured
+// This file owns who may use the client API: the configured
 // authentication, or by default only clients on this machine.
 
 import (
@@ -15,14 +15,14 @@ const errNoClientAuth = "this runtime has no client token configured, so its cli
 	"give it a client token (rap serve: RAP_TOKEN or a tokens file; a Go program: Config.ClientAuth) and send it as Authorization: Bearer TOKEN"
 
 // clientAuth returns next (the whole handler, callbacks included) with the
-// client API behind Config.ClientAuth, or, without one, refused to
-// non-loopback addresses unless Config.InsecureClientAPI.
-func (r *Runtime) clientAuth(next http.Handler) http.Handler {
+// client API behind Options.ClientAuth, or, without one, refused to
+// non-loopback addresses unless Options.InsecureClientAPI.
+func (s *server) clientAuth(next http.Handler) http.Handler {
 	var api http.Handler
 	switch {
-	case r.cfg.ClientAuth != nil:
-		api = r.cfg.ClientAuth(next)
-	case r.cfg.InsecureClientAPI:
+	case s.opts.ClientAuth != nil:
+		api = s.opts.ClientAuth(next)
+	case s.opts.InsecureClientAPI:
 		return next
 	default:
 		api = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

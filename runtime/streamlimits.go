@@ -1,16 +1,12 @@
 package runtime
 
-// This file owns the HTTP server settings: StreamLimits with their
-// defaults, and NewHTTPServer (rap.HTTPLimits bound its connections).
+// This file owns the bounds of the event streams (StreamLimits) with their
+// defaults; the HTTP server itself is runtime/httpapi's (NewHTTPServer).
 
 import (
-	"context"
-	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
-	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/httpapi"
 )
 
 // StreamLimits bounds the client API's event streams (GET
@@ -49,7 +45,7 @@ type StreamLimits struct {
 const (
 	DefaultStreamBufferBytes  = 4 << 20
 	DefaultStreamTotalBytes   = 256 << 20
-	DefaultStreamWriteTimeout = 30 * time.Second
+	DefaultStreamWriteTimeout = httpapi.DefaultStreamWriteTimeout
 	DefaultStreamsPerThread   = 64
 	DefaultStreamsTotal       = 1536
 	DefaultResumeBytes        = 1 << 20
@@ -79,51 +75,4 @@ func (l StreamLimits) withDefaults() StreamLimits {
 		l.ResumeTotalBytes = DefaultResumeTotalBytes
 	}
 	return l
-}
-
-// NewHTTPServer returns the rap package's server (rap.NewHTTPServer) for h
-// with the limits of l (zero fields take rap's defaults, the same for tool
-// servers and the runtime): timeouts, the minimum body rate and the header
-// limit. Serve it on l.Listener(ln, log) to cap its connections. log
-// receives the server's own errors at warning level; nil means
-// slog.Default().
-func NewHTTPServer(h http.Handler, l rap.HTTPLimits, log *slog.Logger) *http.Server {
-	srv := rap.NewHTTPServer(h, l, log)
-	// Event streams shrink their connection's kernel send buffer (see
-	// streamSendBuffer); they find the connection in the request context.
-	trackConn := srv.ConnContext
-	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
-		return context.WithValue(trackConn(ctx, c), connKey{}, c)
-	}
-	return srv
-}
-
-// connKey is the request context key of the connection, set by the
-// servers NewHTTPServer makes.
-type connKey struct{}
-
-// streamSendBuffer is the kernel send buffer of an event stream's TCP
-// connection. Without a bound, the kernel accepts megabytes for a client
-// that does not read (on loopback, as much as it has to spare), which
-// counts against the machine's TCP memory and, with a thousand stuck
-// clients, slows every other connection of the process; the runtime's own
-// queue (StreamLimits.BufferBytes) is where a stream's backlog belongs.
-const streamSendBuffer = 64 << 10
-
-// limitSendBuffer bounds the kernel send buffer of the connection that
-// serves req, when the server made the connection reachable (NewHTTPServer
-// does).
-func limitSendBuffer(req *http.Request) {
-	c, _ := req.Context().Value(connKey{}).(net.Conn)
-	for c != nil {
-		if tc, ok := c.(interface{ SetWriteBuffer(int) error }); ok {
-			_ = tc.SetWriteBuffer(streamSendBuffer)
-			return
-		}
-		w, ok := c.(interface{ NetConn() net.Conn })
-		if !ok {
-			return
-		}
-		c = w.NetConn()
-	}
 }

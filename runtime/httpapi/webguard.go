@@ -1,4 +1,4 @@
-package runtime
+package httpapi
 
 // This file keeps web pages from driving the runtime: the client API and
 // the web UI refuse foreign Host headers, cross-site requests and
@@ -14,17 +14,17 @@ import (
 	"github.com/gorap/gorap/internal/webguard"
 )
 
-// newWebPolicy returns the browser policy of cfg: its allowed hosts and
+// webPolicy returns the browser policy of o: its allowed hosts and
 // origins, with PublicURL's host allowed too.
-func newWebPolicy(cfg Config) *webguard.Policy {
+func webPolicy(o *Options) *webguard.Policy {
 	p := &webguard.Policy{
-		Hosts:   append([]string(nil), cfg.AllowedHosts...),
-		Origins: append([]string(nil), cfg.AllowedOrigins...),
+		Hosts:   append([]string(nil), o.AllowedHosts...),
+		Origins: append([]string(nil), o.AllowedOrigins...),
 		HostAdvice: "if this runtime is meant to answer to that name (behind a proxy, in a cluster), " +
 			"start it with --allowed-hosts NAME (or RAP_ALLOWED_HOSTS)",
 		OriginAdvice: "if that page is meant to use this runtime, start it with --allowed-origins ORIGIN (or RAP_ALLOWED_ORIGINS)",
 	}
-	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Host != "" {
+	if u, err := url.Parse(o.PublicURL); err == nil && u.Host != "" {
 		p.Hosts = append(p.Hosts, u.Host)
 	}
 	return p
@@ -39,31 +39,40 @@ func IsCallbackPath(p string) bool {
 	return ok && token != "" && !strings.Contains(token, "/") && path.Clean(p) == p
 }
 
-// WebGuard returns next guarded against web pages: requests whose Host
-// header is not an allowed one (see Config.AllowedHosts), requests made by
-// another site's page (Origin or Sec-Fetch-Site; a navigation to a page is
-// allowed), and state-changing requests without
-// "Content-Type: application/json" get 403 or 415 with a JSON error. The
-// callback endpoint is not guarded: tools reach it by any name, and each
-// callback URL carries its own signed token. Handler applies WebGuard to
-// the client API; a program that serves pages of its own beside it (as
-// rap serve does with the web UI) wraps them in WebGuard too.
-func (r *Runtime) WebGuard(next http.Handler) http.Handler {
+// WebGuard returns next guarded against web pages under the hosts and
+// origins of opts (nil: loopback only): requests whose Host header is not
+// an allowed one, requests made by another site's page (Origin or
+// Sec-Fetch-Site; a navigation to a page is allowed), and state-changing
+// requests without "Content-Type: application/json" get 403 or 415 with a
+// JSON error. The callback endpoint is not guarded: tools reach it by any
+// name, and each callback URL carries its own signed token. New applies
+// WebGuard to the client API; a program that serves pages of its own
+// beside it (as rap serve does with the web UI) wraps them in WebGuard
+// too.
+func WebGuard(opts *Options, next http.Handler) http.Handler {
+	o := opts.withDefaults()
+	return webGuard(&o, next)
+}
+
+// webGuard is WebGuard with the defaults filled in.
+func webGuard(o *Options, next http.Handler) http.Handler {
+	web := webPolicy(o)
+	log := o.Log
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if IsCallbackPath(req.URL.Path) {
 			next.ServeHTTP(w, req)
 			return
 		}
 		api := req.URL.Path == "/v1" || strings.HasPrefix(req.URL.Path, "/v1/")
-		ref := r.web.CheckHost(req)
+		ref := web.CheckHost(req)
 		if ref == nil {
-			ref = r.web.CheckCrossSite(req, !api)
+			ref = web.CheckCrossSite(req, !api)
 		}
 		if ref == nil {
 			ref = webguard.CheckJSON(req)
 		}
 		if ref != nil {
-			r.log.Debug("client API request refused", "method", req.Method, "path", req.URL.Path, "status", ref.Status, "reason", ref.Message)
+			log.Debug("client API request refused", "method", req.Method, "path", req.URL.Path, "status", ref.Status, "reason", ref.Message)
 			writeError(w, ref.Status, ref.Message)
 			return
 		}

@@ -1,0 +1,54 @@
+package httpapi
+
+// This file owns the callback endpoint tools post to (RAP TR-5 to TR-7):
+// it checks the token before reading the bounded body, and answers what
+// the Engine made of the message.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/gorap/gorap/rap"
+)
+
+// CallbackPath is the path prefix of callback URLs; the token follows it.
+const CallbackPath = "/rap/callback/"
+
+// serveCallback is the callback endpoint: POST /rap/callback/{token}.
+//
+// Answers: 200 accepted (or a duplicate, or ignored); 400 an invalid
+// message; 403 a forged token or a body for another call; 404 a call the
+// runtime never had (RAP RE-5); 410 a subscription or thread that ended,
+// or a view of a closed thread; 413 a body over rap.MaxCallbackBytes; 503
+// with Retry-After when an early event cannot be held now (retry later).
+func (s *server) serveCallback(w http.ResponseWriter, req *http.Request) {
+	token := req.PathValue("token")
+	if err := s.e.CheckCallbackToken(token); err != nil {
+		// RAP RE-5, TR-7: forged or mangled tokens change nothing.
+		s.opts.Log.Warn("callback refused: invalid token", "remote", req.RemoteAddr)
+		writeError(w, http.StatusForbidden, err.Error())
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, rap.MaxCallbackBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("callback body is larger than %d bytes", rap.MaxCallbackBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading the callback body: "+err.Error())
+		return
+	}
+	out := s.e.DeliverCallback(req.Context(), token, body, req.Header.Get(rap.IdempotencyKeyHeader))
+	if out.Status != http.StatusOK {
+		if out.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(out.RetryAfter))
+		}
+		writeError(w, out.Status, out.Message)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": out.Message})
+}

@@ -1,0 +1,174 @@
+// Package httpapi serves the runtime over HTTP: the client API under /v1
+// (docs/api.md) with its event stream, the callback endpoint tools post
+// to, the browser checks and client authentication in front of them, the
+// health endpoints and the HTTP server's limits. It does not import the
+// runtime: it drives an Engine, the runtime's exported Go API, so that a Go
+// program embedding the runtime can do whatever the HTTP API does.
+package httpapi
+
+// This file owns the Engine the handlers drive, the Options, New (the
+// routes behind the browser checks and the client-auth gate) and the
+// answers every handler writes.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gorap/gorap/runtime/api"
+)
+
+// Engine is what the HTTP surface needs of the runtime; *runtime.Runtime
+// implements it. Every thread method answers for the api.Caller of its
+// context: a thread of another user is api.ErrUnknownThread.
+type Engine interface {
+	// CreateSession creates a root thread for userID ("" is the
+	// runtime's default user) and returns its id and toolsets.
+	CreateSession(ctx context.Context, userID string) (api.CreateThreadResponse, error)
+	// ThreadsPage returns up to limit threads after cursor, the children
+	// of parentID when it is not "".
+	ThreadsPage(ctx context.Context, parentID, cursor string, limit int) (api.ThreadPage, error)
+	// CheckThread returns nil when the thread exists and ctx's Caller may
+	// see it, else an error wrapping api.ErrUnknownThread.
+	CheckThread(ctx context.Context, threadID string) error
+	// ThreadInfo returns the thread's state.
+	ThreadInfo(ctx context.Context, threadID string) (api.ThreadInfo, error)
+	// PostMessageWithKey queues a user message; a repeated non-empty
+	// idempotencyKey adds nothing and reports added=false.
+	PostMessageWithKey(ctx context.Context, threadID, text, idempotencyKey string) (added bool, err error)
+	// History returns the thread's messages.
+	History(ctx context.Context, threadID string) ([]api.Message, error)
+	// CloseThread closes the thread.
+	CloseThread(ctx context.Context, threadID string) error
+	// PendingChoices returns the user choices waiting for an answer.
+	PendingChoices(ctx context.Context, threadID string) ([]api.Choice, error)
+	// AnswerChoice answers a user choice (nil selected dismisses it) and
+	// returns the index sent.
+	AnswerChoice(ctx context.Context, threadID, callID string, selected *int) (int, error)
+	// FollowEvents opens a stream of the thread's events for a client
+	// that last saw lastEventID ("" for none).
+	FollowEvents(ctx context.Context, threadID, lastEventID string) (api.EventStream, error)
+	// CheckCallbackToken returns nil for a callback token the runtime
+	// issued, else an error whose text is the answer to the tool.
+	CheckCallbackToken(token string) error
+	// DeliverCallback applies the callback body a tool sent with token.
+	DeliverCallback(ctx context.Context, token string, body []byte, idempotencyKey string) api.CallbackResult
+}
+
+// Options configure New. The zero value (or nil) answers the client API
+// to this machine only, under the host names localhost and loopback
+// addresses.
+type Options struct {
+	// Log receives the handlers' logs; nil means slog.Default().
+	Log *slog.Logger
+	// PublicURL is the runtime's base URL; its host is an allowed host.
+	PublicURL string
+	// AllowedHosts and AllowedOrigins are the host names and page origins
+	// the browser checks allow beside loopback (see WebGuard).
+	AllowedHosts   []string
+	AllowedOrigins []string
+	// ClientAuth, when set, guards the client API: it authenticates a
+	// request and sets its api.Caller, or answers it itself.
+	ClientAuth func(next http.Handler) http.Handler
+	// InsecureClientAPI, when true and ClientAuth is nil, serves the
+	// client API to every address; without either only loopback
+	// addresses are answered.
+	InsecureClientAPI bool
+	// StreamWriteTimeout bounds each write of an event to a stream's
+	// client; default 30 s.
+	StreamWriteTimeout time.Duration
+}
+
+// DefaultStreamWriteTimeout is Options.StreamWriteTimeout's default.
+const DefaultStreamWriteTimeout = 30 * time.Second
+
+// withDefaults returns a copy of o (nil: the zero Options) with defaults
+// filled in; o itself is never changed.
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.StreamWriteTimeout <= 0 {
+		c.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	c.AllowedHosts = append([]string(nil), c.AllowedHosts...)
+	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
+	return c
+}
+
+// server holds what the handlers share.
+type server struct {
+	e    Engine
+	opts Options
+}
+
+// New returns the runtime's HTTP handler for e: the client API under /v1
+// and the callback endpoint under CallbackPath (see docs/api.md). The
+// client API refuses what web pages could send it (see WebGuard), and is
+// guarded by opts.ClientAuth, or without it answers loopback addresses
+// only (see Options.InsecureClientAPI). A nil opts takes the defaults.
+func New(e Engine, opts *Options) http.Handler {
+	s := &server{e: e, opts: opts.withDefaults()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/threads", s.serveCreateThread)
+	mux.HandleFunc("GET /v1/threads", s.serveListThreads)
+	mux.HandleFunc("GET /v1/threads/{id}", s.owned(s.serveThread))
+	mux.HandleFunc("POST /v1/threads/{id}/messages", s.owned(s.servePostMessage))
+	mux.HandleFunc("GET /v1/threads/{id}/messages", s.owned(s.serveHistory))
+	mux.HandleFunc("GET /v1/threads/{id}/events", s.owned(s.serveEvents))
+	mux.HandleFunc("POST /v1/threads/{id}/close", s.owned(s.serveClose))
+	mux.HandleFunc("GET /v1/threads/{id}/choices", s.owned(s.serveChoices))
+	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", s.owned(s.serveAnswerChoice))
+	mux.HandleFunc("POST "+CallbackPath+"{token}", s.serveCallback)
+	return webGuard(&s.opts, s.clientAuth(mux))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// writeEngineError maps the engine's errors to HTTP answers.
+func (s *server) writeEngineError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, api.ErrUnknownThread), errors.Is(err, api.ErrNoChoice):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, api.ErrChoiceDelivery):
+		writeError(w, http.StatusBadGateway, err.Error())
+	case errors.Is(err, api.ErrBadInput):
+		writeError(w, http.StatusBadRequest, err.Error())
+	default:
+		s.opts.Log.Error("client API request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error; see the runtime log")
+	}
+}
+
+// owned wraps a handler of a route with a thread {id}: a caller bound to
+// a user gets 404, as for a thread that does not exist, when the thread
+// belongs to another user's session, before anything of the request is
+// read.
+func (s *server) owned(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
+		if _, scoped := api.ScopedUser(req.Context()); !scoped {
+			h(w, req)
+			return
+		}
+		if err := s.e.CheckThread(req.Context(), req.PathValue("id")); err != nil {
+			s.writeEngineError(w, err)
+			return
+		}
+		h(w, req)
+	}
+}

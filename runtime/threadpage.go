@@ -1,0 +1,185 @@
+package runtime
+
+// This file owns the Go API's answers that the client API sends as they
+// are: a new session with its toolsets (POST /v1/threads), a page of
+// threads with its cursor (GET /v1/threads) and a thread's state (GET
+// /v1/threads/{id}).
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// CreateSession is CreateThreadFor that also returns the toolsets
+// discovery loaded for the new session, as POST /v1/threads answers.
+func (r *Runtime) CreateSession(ctx context.Context, userID string) (api.CreateThreadResponse, error) {
+	id, err := r.CreateThreadFor(ctx, userID)
+	if err != nil {
+		return api.CreateThreadResponse{}, err
+	}
+	resp := api.CreateThreadResponse{ID: id}
+	r.mu.Lock()
+	if s := r.catalogs[id]; s != nil {
+		resp.Toolsets = s.toolsets()
+	}
+	r.mu.Unlock()
+	return resp, nil
+}
+
+// ThreadsPage returns one page of threads, oldest first, as GET
+// /v1/threads answers it: up to limit threads (below 1:
+// api.DefaultPageLimit; at most api.MaxPageLimit) after cursor (the
+// NextCursor of the previous page, "" to start), only the children of
+// parentID when it is not "". NextCursor is empty on the last page. For a
+// Caller bound to a user (WithCaller) only that user's threads are listed;
+// the children of another user's thread, as of an unknown one, are none.
+// A cursor this runtime did not make wraps ErrBadInput.
+func (r *Runtime) ThreadsPage(ctx context.Context, parentID, cursor string, limit int) (api.ThreadPage, error) {
+	if limit < 1 {
+		limit = api.DefaultPageLimit
+	}
+	limit = min(limit, api.MaxPageLimit)
+	var resp api.ThreadPage
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return resp, err
+	}
+	user, scoped := callerUser(ctx)
+	var page []store.Thread
+	err = r.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		switch {
+		case parentID != "" && scoped:
+			// Children belong to their parent's user: a foreign parent
+			// lists nothing, as an unknown one does.
+			p, err := tx.Thread(parentID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && p.UserID != user) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			page, err = tx.ChildThreads(parentID, after, limit+1)
+			return err
+		case parentID != "":
+			page, err = tx.ChildThreads(parentID, after, limit+1)
+		case scoped:
+			page, err = tx.UserThreadsPage(user, after, limit+1)
+		default:
+			page, err = tx.ThreadsPage(after, limit+1)
+		}
+		return err
+	})
+	if err != nil {
+		return resp, err
+	}
+	if len(page) > limit {
+		page = page[:limit]
+		resp.NextCursor = encodeCursor(store.CursorOf(page[limit-1]))
+	}
+	resp.Threads = apiSlice(page, apiThread)
+	if resp.Threads == nil {
+		resp.Threads = []api.Thread{}
+	}
+	return resp, nil
+}
+
+// maxStatusChildren is how many children GET /v1/threads/{id} lists; past
+// it the answer has children_next_cursor, to read the rest from
+// GET /v1/threads?parent_id={id}&cursor=.
+const maxStatusChildren = 1000
+
+// encodeCursor makes an opaque page cursor of c.
+func encodeCursor(c store.ThreadCursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.Created.UnixNano(), 10) + ":" + c.ID))
+}
+
+// inputError is input the runtime refuses (it wraps ErrBadInput) whose
+// text is its message alone.
+type inputError string
+
+func (e inputError) Error() string        { return string(e) }
+func (e inputError) Is(target error) bool { return target == ErrBadInput }
+
+// decodeCursor reads a cursor made by encodeCursor; "" is the start.
+func decodeCursor(s string) (store.ThreadCursor, error) {
+	if s == "" {
+		return store.ThreadCursor{}, nil
+	}
+	bad := inputError(fmt.Sprintf("cursor %q is not one this runtime gave: pass the next_cursor of the previous page, or no cursor to start over", s))
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return store.ThreadCursor{}, bad
+	}
+	ns, id, ok := strings.Cut(string(b), ":")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return store.ThreadCursor{}, bad
+	}
+	return store.ThreadCursor{Created: time.Unix(0, n).UTC(), ID: id}, nil
+}
+
+// readThreadInfo reads the answer of GET /v1/threads/{id}.
+func (r *Runtime) readThreadInfo(tx store.Tx, id string) (api.ThreadInfo, error) {
+	info := api.ThreadInfo{PendingCalls: []api.Call{}, Subscriptions: []api.Subscription{}, Children: []string{}, Choices: []api.Choice{}}
+	th, err := tx.Thread(id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return info, fmt.Errorf("%w %q", ErrUnknownThread, id)
+		}
+		return info, err
+	}
+	info.Thread = apiThread(th)
+	// Every read below is an indexed lookup of this thread's rows:
+	// no scan of all threads.
+	calls, err := tx.PendingCalls(id)
+	if err != nil {
+		return info, err
+	}
+	for _, c := range calls {
+		info.PendingCalls = append(info.PendingCalls, apiCall(c))
+	}
+	subs, err := tx.ThreadSubscriptions(id)
+	if err != nil {
+		return info, err
+	}
+	for _, s := range subs {
+		info.Subscriptions = append(info.Subscriptions, apiSubscription(s))
+	}
+	kids, err := tx.ChildThreads(id, store.ThreadCursor{}, maxStatusChildren+1)
+	if err != nil {
+		return info, err
+	}
+	if len(kids) > maxStatusChildren {
+		kids = kids[:maxStatusChildren]
+		info.ChildrenNextCursor = encodeCursor(store.CursorOf(kids[len(kids)-1]))
+	}
+	for _, k := range kids {
+		info.Children = append(info.Children, k.ID)
+	}
+	choices, err := tx.ThreadChoices(id)
+	if err != nil {
+		return info, err
+	}
+	for _, c := range choices {
+		info.Choices = append(info.Choices, apiChoice(c))
+	}
+	q, err := tx.Queued(id)
+	if err != nil {
+		return info, err
+	}
+	info.Queued = len(q)
+	if info.LastSeq, err = tx.LastSeq(id); err != nil {
+		return info, err
+	}
+	info.Usage = r.usage.get(id)
+	return info, nil
+}
