@@ -38,7 +38,7 @@ func TestServeMCPEntries(t *testing.T) {
 	info, stdout, _, _ := runningServe(t, s)
 	wantLines(t, stdout.String(),
 		`rap serve: MCP server "ghost" (`+cfg+`: tool_sets[0]) skipped: cannot start MCP server "ghost"`,
-		`rap serve: MCP server "echoer" bridged in process: 1 tools`,
+		`rap serve: MCP server "echoer" bridged in process: 1 tool`,
 		// In process: a host that never resolves, no port opened.
 		"tool servers: http://echoer.mcp.rap.invalid (from")
 
@@ -109,7 +109,7 @@ func TestServeMCPOAuthEntry(t *testing.T) {
 	}
 	s := baseSettings(t, "scripted:"+writeScript(t, dir, mcpEchoScript), cfg)
 	_, stdout, _, _ := runningServe(t, s)
-	wantLines(t, stdout.String(), `rap serve: MCP server "linear" bridged in process: 1 tools`)
+	wantLines(t, stdout.String(), `rap serve: MCP server "linear" bridged in process: 1 tool`)
 	for _, c := range []struct {
 		o       config.MCPOAuth
 		listen  string
