@@ -10,6 +10,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -174,4 +175,11 @@ func CheckHeldEvent(e store.HeldEvent) error {
 		return errors.New("hold subscription event: thread id, call id and payload are required")
 	}
 	return nil
+}
+
+// NotFound is the error of a record that does not exist: what it is and
+// its id (the parts of a composite id joined by "/"), wrapping
+// store.ErrNotFound.
+func NotFound(what string, id ...string) error {
+	return fmt.Errorf("%s %s: %w", what, strings.Join(id, "/"), store.ErrNotFound)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
 )
 
 // Leases, callback keys and oauth links (migration 2).
@@ -42,7 +43,7 @@ func (t *tx) ThreadLease(threadID string) (string, time.Time, error) {
 	var until time.Time
 	err := t.queryRow(`SELECT owner, until FROM thread_leases WHERE thread_id = $1`, threadID).Scan(&owner, &until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", time.Time{}, notFound("thread lease", threadID)
+		return "", time.Time{}, backend.NotFound("thread lease", threadID)
 	}
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("read the lease of thread %s: %w", threadID, err)
@@ -66,7 +67,7 @@ func (t *tx) CallbackKeys() (store.CallbackKeys, error) {
 	var until *time.Time
 	err := t.queryRow(`SELECT current, previous, previous_until FROM callback_keys WHERE id = 1`).Scan(&k.Current, &k.Previous, &until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return k, notFound("callback key", "current")
+		return k, backend.NotFound("callback key", "current")
 	}
 	if err != nil {
 		return k, fmt.Errorf("read the callback keys: %w", err)

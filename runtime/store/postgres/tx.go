@@ -117,10 +117,6 @@ func utcPtr(t *time.Time) time.Time {
 // stamp returns v, or the transaction's time when v is zero.
 func (t *tx) stamp(v time.Time) time.Time { return backend.Stamp(v, t.now) }
 
-func notFound(what string, id ...string) error {
-	return fmt.Errorf("%s %s: %w", what, strings.Join(id, "/"), store.ErrNotFound)
-}
-
 // Threads
 
 // CreateThread implements store.Threads.
@@ -162,7 +158,7 @@ func scanThreadRows(rows pgx.Rows) (store.Thread, error) { return scanThread(row
 func (t *tx) Thread(id string) (store.Thread, error) {
 	th, err := scanThread(t.queryRow(`SELECT `+threadCols+` FROM threads WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return th, notFound("thread", id)
+		return th, backend.NotFound("thread", id)
 	}
 	if err != nil {
 		return th, fmt.Errorf("read thread %s: %w", id, err)
@@ -182,7 +178,7 @@ func (t *tx) SetThreadStatus(id string, s store.ThreadStatus) error {
 		return fmt.Errorf("set status of thread %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return notFound("thread", id)
+		return backend.NotFound("thread", id)
 	}
 	return nil
 }
@@ -400,7 +396,7 @@ func (t *tx) PutCalls(calls []store.Call) error {
 func (t *tx) Call(threadID, callID string) (store.Call, error) {
 	c, err := scanCall(t.queryRow(`SELECT `+callCols+` FROM calls WHERE thread_id = $1 AND call_id = $2`, threadID, callID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, notFound("call", threadID, callID)
+		return c, backend.NotFound("call", threadID, callID)
 	}
 	if err != nil {
 		return c, fmt.Errorf("read call %s of thread %s: %w", callID, threadID, err)
@@ -486,7 +482,7 @@ func scanSubscription(sc interface{ Scan(...any) error }) (store.Subscription, e
 func (t *tx) Subscription(threadID, callID string) (store.Subscription, error) {
 	s, err := scanSubscription(t.queryRow(`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = $1 AND call_id = $2`, threadID, callID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s, notFound("subscription", threadID, callID)
+		return s, backend.NotFound("subscription", threadID, callID)
 	}
 	if err != nil {
 		return s, fmt.Errorf("read subscription %s of thread %s: %w", callID, threadID, err)
@@ -600,7 +596,7 @@ func (t *tx) LatestToolset(baseURL string) (store.CachedToolset, error) {
 	err := t.queryRow(`SELECT root_id, manifest, fetched FROM toolset_cache WHERE base_url = $1 ORDER BY fetched DESC LIMIT 1`, baseURL).
 		Scan(&c.RootID, &manifest, &c.Fetched)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, notFound("cached toolset", baseURL)
+		return c, backend.NotFound("cached toolset", baseURL)
 	}
 	if err != nil {
 		return c, fmt.Errorf("read latest cached toolset of %s: %w", baseURL, err)
@@ -660,7 +656,7 @@ func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
 func (t *tx) TakeChoice(threadID, callID string) (store.Choice, error) {
 	c, err := scanChoice(t.queryRow(`DELETE FROM choices WHERE thread_id = $1 AND call_id = $2 RETURNING `+choiceCols, threadID, callID))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, notFound("user choice", threadID, callID)
+		return c, backend.NotFound("user choice", threadID, callID)
 	}
 	if err != nil {
 		return c, fmt.Errorf("take user choice %s of thread %s: %w", callID, threadID, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
 )
 
 // Callback keys and oauth links (migration 9). One process holds a SQLite
@@ -21,7 +22,7 @@ func (t *tx) CallbackKeys() (store.CallbackKeys, error) {
 	var until int64
 	err := t.tx.QueryRow(`SELECT current, previous, previous_until FROM callback_keys WHERE id = 1`).Scan(&k.Current, &k.Previous, &until)
 	if errors.Is(err, sql.ErrNoRows) {
-		return k, notFound("callback key", "current")
+		return k, backend.NotFound("callback key", "current")
 	}
 	if err != nil {
 		return k, fmt.Errorf("read the callback keys: %w", err)

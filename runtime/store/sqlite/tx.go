@@ -50,10 +50,6 @@ func nullable(t time.Time) any {
 // stamp returns v, or the transaction's time when v is zero.
 func (t *tx) stamp(v time.Time) time.Time { return backend.Stamp(v, t.now) }
 
-func notFound(what string, id ...string) error {
-	return fmt.Errorf("%s %s: %w", what, strings.Join(id, "/"), store.ErrNotFound)
-}
-
 // Threads
 
 // CreateThread implements store.Threads.
@@ -107,7 +103,7 @@ func (t *tx) Thread(id string) (store.Thread, error) {
 		t.tx.overlay.setThread(id, th)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return th, notFound("thread", id)
+		return th, backend.NotFound("thread", id)
 	}
 	if err != nil {
 		return th, fmt.Errorf("read thread %s: %w", id, err)
@@ -143,7 +139,7 @@ func (t *tx) SetThreadStatus(id string, s store.ThreadStatus) error {
 		return fmt.Errorf("set status of thread %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return notFound("thread", id)
+		return backend.NotFound("thread", id)
 	}
 	return nil
 }
@@ -442,7 +438,7 @@ func (t *tx) Call(threadID, callID string) (store.Call, error) {
 	}
 	c, err := scanCall(t.tx.QueryRow(`SELECT `+callCols+` FROM calls WHERE thread_id = ? AND call_id = ?`, threadID, callID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return c, notFound("call", threadID, callID)
+		return c, backend.NotFound("call", threadID, callID)
 	}
 	if err != nil {
 		return c, fmt.Errorf("read call %s of thread %s: %w", callID, threadID, err)
@@ -623,7 +619,7 @@ func scanSubscription(sc interface{ Scan(...any) error }) (store.Subscription, e
 func (t *tx) Subscription(threadID, callID string) (store.Subscription, error) {
 	s, err := scanSubscription(t.tx.QueryRow(`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = ? AND call_id = ?`, threadID, callID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return s, notFound("subscription", threadID, callID)
+		return s, backend.NotFound("subscription", threadID, callID)
 	}
 	if err != nil {
 		return s, fmt.Errorf("read subscription %s of thread %s: %w", callID, threadID, err)
@@ -787,7 +783,7 @@ func (t *tx) LatestToolset(baseURL string) (store.CachedToolset, error) {
 	err := t.tx.QueryRow(`SELECT root_id, manifest, fetched FROM toolset_cache WHERE base_url = ? ORDER BY fetched DESC LIMIT 1`, baseURL).
 		Scan(&c.RootID, &manifest, &fetched)
 	if errors.Is(err, sql.ErrNoRows) {
-		return c, notFound("cached toolset", baseURL)
+		return c, backend.NotFound("cached toolset", baseURL)
 	}
 	if err != nil {
 		return c, fmt.Errorf("read latest cached toolset of %s: %w", baseURL, err)
@@ -848,13 +844,13 @@ func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
 // TakeChoice implements store.Choices.
 func (t *tx) TakeChoice(threadID, callID string) (store.Choice, error) {
 	if !t.choices.Load() {
-		return store.Choice{}, notFound("user choice", threadID, callID)
+		return store.Choice{}, backend.NotFound("user choice", threadID, callID)
 	}
 	// One statement: SQLite makes the deletion in the first step and
 	// returns the deleted row.
 	c, err := scanChoice(t.tx.QueryRow(`DELETE FROM choices WHERE thread_id = ? AND call_id = ? RETURNING `+choiceCols, threadID, callID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return c, notFound("user choice", threadID, callID)
+		return c, backend.NotFound("user choice", threadID, callID)
 	}
 	if err != nil {
 		return c, fmt.Errorf("take user choice %s of thread %s: %w", callID, threadID, err)
