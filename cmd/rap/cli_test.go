@@ -89,6 +89,15 @@ func TestInvokeErrorHasNoLibraryPrefix(t *testing.T) {
 	}
 }
 
+// Completion descriptions show a flag's usage as the shell prints it:
+// without the backquotes that name its argument in --help.
+func TestCompletionDescriptionsHaveNoBackquotes(t *testing.T) {
+	code, out, _ := runVerb(t, context.Background(), "__complete", "serve", "--tls")
+	if code != 0 || !strings.Contains(out, "--tls-cert\t") || !strings.Contains(out, "PEM FILE") || strings.Contains(out, "`") {
+		t.Errorf("rap __complete serve --tls: exit %d, output:\n%s", code, out)
+	}
+}
+
 // Shell completion scripts for the four shells.
 func TestCompletionScripts(t *testing.T) {
 	for shell, want := range map[string]string{

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -62,8 +63,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr, getenv: os.Getenv}
 	root := newRootCmd(a)
 	root.SetArgs(args)
+	if len(args) > 0 && (args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd) {
+		// Flag usages mark their argument's name with backquotes for
+		// --help (`FILE`); a shell shows completion descriptions as they
+		// are, so the marks go.
+		root.SetOut(withoutBackquotes{stdout})
+	}
 	cmd, err := root.ExecuteContextC(ctx)
 	return a.exitCode(cmd, err)
+}
+
+// withoutBackquotes writes what it is given without its backquotes.
+type withoutBackquotes struct{ w io.Writer }
+
+func (b withoutBackquotes) Write(p []byte) (int, error) {
+	if _, err := b.w.Write(bytes.ReplaceAll(p, []byte("`"), nil)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // exitCode prints err, when there is one, and returns rap's exit status
