@@ -38,7 +38,7 @@ func TestServeMCPEntries(t *testing.T) {
 	info, stdout, _, _ := runningServe(t, s)
 	wantLines(t, stdout.String(),
 		`rap serve: MCP server "ghost" (`+cfg+`: tool_sets[0]) skipped: cannot start MCP server "ghost"`,
-		`rap serve: MCP server "echoer" bridged in process: 1 tools`,
+		`rap serve: MCP server "echoer" bridged in process: 1 tool`,
 		// In process: a host that never resolves, no port opened.
 		"tool servers: http://echoer.mcp.rap.invalid (from")
 
@@ -66,17 +66,7 @@ const everythingSumScript = `{"turns": [
 // as an mcp_server entry with a prefix, and the model's call of one of its
 // tools gets the server's answer.
 func TestServeMCPEverything(t *testing.T) {
-	script, err := filepath.Abs(filepath.Join("..", "..", "bridge", "mcp", "testdata", "everything", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skip("@modelcontextprotocol/server-everything is not installed; run `npm ci` in bridge/mcp/testdata/everything (.ci/run does) to run this end-to-end test")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH; install Node.js to run this end-to-end test")
-	}
+	node, script := npmMCPServer(t, "server-everything")
 	clearRAPEnv(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "rap.json")
@@ -109,7 +99,7 @@ func TestServeMCPOAuthEntry(t *testing.T) {
 	}
 	s := baseSettings(t, "scripted:"+writeScript(t, dir, mcpEchoScript), cfg)
 	_, stdout, _, _ := runningServe(t, s)
-	wantLines(t, stdout.String(), `rap serve: MCP server "linear" bridged in process: 1 tools`)
+	wantLines(t, stdout.String(), `rap serve: MCP server "linear" bridged in process: 1 tool`)
 	for _, c := range []struct {
 		o       config.MCPOAuth
 		listen  string
@@ -153,4 +143,31 @@ func TestMCPEntryCallTimeout(t *testing.T) {
 	if got := mcpEntryOptions(ms[1].MCP, nil, nil).CallTimeout; got != 0 {
 		t.Errorf("no call_timeout reached the bridge as %v; want 0 (the bridge's default)", got)
 	}
+}
+
+// npmMCPServer returns the node binary and the entry point of the npm
+// package @modelcontextprotocol/PKG installed in
+// bridge/mcp/testdata/everything. When either is missing the test skips,
+// or fails under GORAP_REQUIRE_NPM=1 (as .ci/run sets).
+func npmMCPServer(t *testing.T, pkg string) (node, script string) {
+	t.Helper()
+	skip := func(why string) {
+		t.Helper()
+		if os.Getenv("GORAP_REQUIRE_NPM") == "1" {
+			t.Fatal(why + ", and GORAP_REQUIRE_NPM=1 (CI) requires the npm end-to-end tests to run")
+		}
+		t.Skip(why)
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "bridge", "mcp", "testdata", "everything", "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		skip("@modelcontextprotocol/" + pkg + " is not installed; run `npm ci` in bridge/mcp/testdata/everything (.ci/run does) to run this end-to-end test")
+	}
+	node, err = exec.LookPath("node")
+	if err != nil {
+		skip("node is not on PATH; install Node.js to run this end-to-end test")
+	}
+	return node, script
 }
