@@ -92,7 +92,9 @@ type Options struct {
 	// RAP user_id; nil means none. See OAuthOptions.
 	OAuth *OAuthOptions
 	// Prefix is prepended to every MCP tool name, to avoid collisions
-	// between servers ("fs_" makes "read_file" "fs_read_file").
+	// between servers ("fs_" makes "read_file" "fs_read_file"). The
+	// tools the bridge adds itself are named after Name instead (see
+	// OwnToolName). Empty means none.
 	Prefix string
 	// Mode is ModeDirect (the default when empty) or ModeProxy.
 	Mode string
@@ -419,6 +421,13 @@ func (b *Bridge) Skipped() []Problem {
 
 // Name returns the MCP server's name.
 func (b *Bridge) Name() string { return b.opts.Name }
+
+// OwnToolName is the name of a tool the bridge adds itself (not one of
+// the MCP server's): the server's name, "_" and base, whatever the
+// Prefix, as the proxy tools {name}_list_tools and {name}_invoke_tool
+// are. Bridges of different names never serve the same such tool, so no
+// collision in a runtime's catalog (RAP TS-6) takes them away.
+func (b *Bridge) OwnToolName(base string) string { return b.opts.Name + "_" + base }
 
 // Shutdown stops serving RAP (calls in flight get ctx's deadline to
 // finish, see rap.Server.Shutdown) and stops the MCP server.

@@ -57,7 +57,7 @@ Then: rap validate http://127.0.0.1:3001 and rap invoke http://127.0.0.1:3001 TO
 	fs.Var(&f.headers, "header", "`K=V` header sent to the --url server (repeatable), such as Authorization=Bearer xyz")
 	fs.Var(&f.env, "env", "`K=V` environment variable for the MCP server command (repeatable)")
 	fs.StringVar(&f.name, "name", "", "`NAME` of the MCP server: the toolset name and the name in error results (default: the command's base name or the URL's host)")
-	fs.StringVar(&f.prefix, "prefix", "", "`PREFIX` added to every tool name, to avoid collisions between servers")
+	fs.StringVar(&f.prefix, "prefix", "", "`PREFIX` added to every MCP tool name, to avoid collisions between servers (default none; the bridge's own tools, such as NAME_subscribe_resource, are named after --name)")
 	fs.StringVar(&f.mode, "mode", mcp.ModeDirect, "`MODE` direct: one RAP tool per MCP tool; proxy: two tools, NAME_list_tools and NAME_invoke_tool")
 	addToolTokenFlag(fs, &f.token, "bearer `TOKEN` the RAP runtime must send (empty: none)")
 	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` the runtime reaches this bridge at, when a proxy rewrites the host")

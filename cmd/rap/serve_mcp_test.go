@@ -13,13 +13,14 @@ import (
 )
 
 const mcpEchoScript = `{"turns": [
-  {"after_user": "Echo", "tool_calls": [{"name": "echo", "arguments": {"text": "hello from MCP"}}]},
+  {"after_user": "Echo", "tool_calls": [{"name": "echoer_echo", "arguments": {"text": "hello from MCP"}}]},
   {"when": {"last_input": "tool_result"}, "text": "Result: {{last_result}}"},
   {"text": "ok", "repeat": true}
 ]}`
 
 // rap serve bridges http_mcp_server and mcp_server
-// entries in process; a tool of the MCP server is called by the model and
+// entries in process; a tool of the MCP server, named after the entry
+// ("echoer_echo"), is called by the model and
 // its result reaches the model; an entry whose server cannot start is
 // reported and skipped while the others load (RAP CF-1).
 func TestServeMCPEntries(t *testing.T) {
@@ -83,6 +84,45 @@ func TestServeMCPEverything(t *testing.T) {
 	th.ID = createThread(t, info.URL)
 	sendMessage(t, info.URL, th.ID, "Sum please")
 	waitAnswer(t, info.URL, th.ID, "Result: The sum of 2 and 40 is 42.")
+}
+
+const twoMemoriesScript = `{"turns": [
+  {"after_user": "Remember", "tool_calls": [
+    {"name": "notes_create_entities", "arguments": {"entities": [{"name": "Ada", "entityType": "person", "observations": ["wrote programs"]}]}},
+    {"name": "people_create_entities", "arguments": {"entities": [{"name": "Bob", "entityType": "person", "observations": ["builds bridges"]}]}}
+  ]},
+  {"when": {"last_input": "tool_result"}, "tool_calls": [{"name": "notes_read_graph", "arguments": {}}]},
+  {"when": {"last_result_contains": "wrote programs"}, "tool_calls": [{"name": "people_read_graph", "arguments": {}}]},
+  {"when": {"last_result_contains": "builds bridges"}, "text": "People: {{last_result}}"},
+  {"text": "ok", "repeat": true}
+]}`
+
+// End to end: two mcp_server entries of the same MCP server
+// (@modelcontextprotocol/server-memory) named "notes" and "people" serve
+// their tools under their own names (notes_create_entities,
+// people_create_entities...), so none collides in the runtime's catalog
+// and each keeps its own data.
+func TestServeTwoEntriesOfOneMCPServer(t *testing.T) {
+	node, script := npmMCPServer(t, "server-memory")
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "rap.json")
+	data := fmt.Sprintf(`{"tool_sets": [
+		{"type": "mcp_server", "name": "notes", "command": [%q, %q], "env": {"MEMORY_FILE_PATH": %q}},
+		{"type": "mcp_server", "name": "people", "command": [%q, %q], "env": {"MEMORY_FILE_PATH": %q}}
+	]}`, node, script, filepath.Join(dir, "notes.jsonl"), node, script, filepath.Join(dir, "people.jsonl"))
+	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := baseSettings(t, "scripted:"+writeScript(t, dir, twoMemoriesScript), cfg)
+	info, stdout, _, _ := runningServe(t, s)
+	wantLines(t, stdout.String(), `rap serve: MCP server "notes" bridged in process:`, `rap serve: MCP server "people" bridged in process:`)
+	th := createThread(t, info.URL)
+	sendMessage(t, info.URL, th, "Remember them")
+	msgs := waitAnswer(t, info.URL, th, "People: ")
+	if last := msgs[len(msgs)-1].Text; !strings.Contains(last, "Bob") || strings.Contains(last, "Ada") {
+		t.Errorf("people_read_graph answered %q, want Bob's entry only", last)
+	}
 }
 
 // An http_mcp_server entry with "oauth" is bridged with

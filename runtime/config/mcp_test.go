@@ -26,7 +26,7 @@ func TestParseMCPEntries(t *testing.T) {
 	if e.Name != "everything" || strings.Join(e.Command, " ") != "npx -y srv" || e.Env["A"] != "1" || ms[0].ID != "e" || ms[0].Source != "rap.json: tool_sets[0]" {
 		t.Errorf("mcp_server = %+v (%+v)", e, ms[0])
 	}
-	if r.URL != "https://mcp.example.com/mcp" || r.Headers["X-Key"] != "k" || r.Mode != "proxy" || r.Prefix != "r_" || time.Duration(r.CallTimeout) != 30*time.Minute {
+	if r.URL != "https://mcp.example.com/mcp" || r.Headers["X-Key"] != "k" || r.Mode != "proxy" || r.ToolPrefix() != "r_" || time.Duration(r.CallTimeout) != 30*time.Minute {
 		t.Errorf("http_mcp_server = %+v", r)
 	}
 	if e.CallTimeout != 0 {
@@ -34,6 +34,25 @@ func TestParseMCPEntries(t *testing.T) {
 	}
 	if got := f.ServerURLs(); len(got) != 1 {
 		t.Errorf("ServerURLs() = %v; MCP entries are not URLs", got)
+	}
+}
+
+// An entry's MCP tools are prefixed with its name and "_" unless it sets
+// "prefix"; an explicit "prefix": "" means none.
+func TestMCPToolPrefix(t *testing.T) {
+	f, err := Parse([]byte(`{"tool_sets": [
+		{"type": "mcp_server", "name": "notes", "command": ["srv"]},
+		{"type": "mcp_server", "name": "people", "command": ["srv"], "prefix": "p_"},
+		{"type": "mcp_server", "name": "plain", "command": ["srv"], "prefix": ""}
+	]}`), "rap.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := f.MCPServers()
+	for i, want := range []string{"notes_", "p_", ""} {
+		if got := ms[i].MCP.ToolPrefix(); got != want {
+			t.Errorf("%s: ToolPrefix() = %q, want %q", ms[i].MCP.Name, got, want)
+		}
 	}
 }
 
