@@ -166,11 +166,12 @@ func TestServeMCPOAuthEntry(t *testing.T) {
 	}
 }
 
-// An entry's call_timeout reaches the bridge; without one the bridge's
-// default (mcp.DefaultCallTimeout) applies.
+// An entry's call_timeout, startup_timeout and prefix reach the bridge;
+// without them the bridge's defaults apply (mcp.DefaultCallTimeout, the
+// start-up limit for the command) and the tools are prefixed NAME_.
 func TestMCPEntryCallTimeout(t *testing.T) {
 	f, err := config.Parse([]byte(`{"tool_sets": [
-		{"type": "mcp_server", "name": "slow", "command": ["srv"], "call_timeout": "45m"},
+		{"type": "mcp_server", "name": "slow", "command": ["srv"], "call_timeout": "45m", "startup_timeout": "3m", "prefix": ""},
 		{"type": "mcp_server", "name": "plain", "command": ["srv"]}
 	]}`), "rap.json")
 	if err != nil {
@@ -182,6 +183,12 @@ func TestMCPEntryCallTimeout(t *testing.T) {
 	}
 	if got := mcpEntryOptions(ms[1].MCP, nil, nil).CallTimeout; got != 0 {
 		t.Errorf("no call_timeout reached the bridge as %v; want 0 (the bridge's default)", got)
+	}
+	if o := mcpEntryOptions(ms[0].MCP, nil, nil); o.ConnectTimeout != 3*time.Minute || o.Prefix != "" {
+		t.Errorf("startup_timeout 3m and prefix \"\" reached the bridge as %v and %q", o.ConnectTimeout, o.Prefix)
+	}
+	if o := mcpEntryOptions(ms[1].MCP, nil, nil); o.ConnectTimeout != 0 || o.Prefix != "plain_" {
+		t.Errorf("no startup_timeout and no prefix reached the bridge as %v and %q; want 0 (the bridge's default) and \"plain_\"", o.ConnectTimeout, o.Prefix)
 	}
 }
 

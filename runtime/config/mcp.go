@@ -41,6 +41,11 @@ type MCPServer struct {
 	// (default 5m, gorap extension); calls the server runs as MCP tasks
 	// are not bounded by it.
 	CallTimeout Duration `json:"call_timeout,omitempty"`
+	// StartupTimeout is the start-up limit: how long the server may take
+	// to start and answer MCP's initialize, such as "5m" (default 30s,
+	// or 2m for a command run by npx, uvx and other package launchers,
+	// whose first start downloads the package; gorap extension).
+	StartupTimeout Duration `json:"startup_timeout,omitempty"`
 }
 
 // MCPOAuth configures the MCP authorization flow of an http_mcp_server
@@ -135,9 +140,9 @@ func parseMCPEntry(item json.RawMessage, typ, name, path string) (ToolSet, error
 
 func mcpFields(typ string) string {
 	if typ == TypeMCPServer {
-		return "name, command, env, and optionally id, mode, prefix, call_timeout"
+		return "name, command, env, and optionally id, mode, prefix, call_timeout, startup_timeout"
 	}
-	return "name, url, headers, and optionally id, mode, prefix, oauth, call_timeout"
+	return "name, url, headers, and optionally id, mode, prefix, oauth, call_timeout, startup_timeout"
 }
 
 // MCPServers returns the mcp_server and http_mcp_server entries in order,

@@ -10,7 +10,7 @@ import (
 // into MCPServer settings.
 func TestParseMCPEntries(t *testing.T) {
 	f, err := Parse([]byte(`{"tool_sets": [
-		{"type": "mcp_server", "name": "everything", "command": ["npx", "-y", "srv"], "env": {"A": "1"}, "id": "e"},
+		{"type": "mcp_server", "name": "everything", "command": ["npx", "-y", "srv"], "env": {"A": "1"}, "id": "e", "startup_timeout": "4m"},
 		{"type": "http_mcp_server", "name": "remote", "url": "https://mcp.example.com/mcp", "headers": {"X-Key": "k"}, "mode": "proxy", "prefix": "r_", "call_timeout": "30m"},
 		{"type": "mcp_server", "name": "everything", "command": ["other"]},
 		{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}
@@ -28,6 +28,9 @@ func TestParseMCPEntries(t *testing.T) {
 	}
 	if r.URL != "https://mcp.example.com/mcp" || r.Headers["X-Key"] != "k" || r.Mode != "proxy" || r.ToolPrefix() != "r_" || time.Duration(r.CallTimeout) != 30*time.Minute {
 		t.Errorf("http_mcp_server = %+v", r)
+	}
+	if time.Duration(e.StartupTimeout) != 4*time.Minute || r.StartupTimeout != 0 {
+		t.Errorf("startup_timeout: %v and %v, want 4m and 0 (the bridge's default)", time.Duration(e.StartupTimeout), time.Duration(r.StartupTimeout))
 	}
 	if e.CallTimeout != 0 {
 		t.Errorf("mcp_server without call_timeout has %v; want 0 (the bridge's default)", time.Duration(e.CallTimeout))
@@ -72,6 +75,7 @@ func TestParseMCPEntryErrors(t *testing.T) {
 		{`{"type":"http_mcp_server","name":"x","url":"https://h","oauth":{"port":1}}`, `unknown field "port"`},
 		{`{"type":"mcp_server","name":"x","command":["x"],"call_timeout":"soon"}`, `"soon" is not a duration`},
 		{`{"type":"mcp_server","name":"x","command":["x"],"call_timeout":300}`, `must be a duration string`},
+		{`{"type":"mcp_server","name":"x","command":["x"],"startup_timeout":"long"}`, `"long" is not a duration`},
 	} {
 		_, err := Parse([]byte(`{"tool_sets": [`+c.data+`]}`), "")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
