@@ -174,6 +174,9 @@ type Bridge struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
+	// stillStartingAfter: see the package variable of that name.
+	stillStartingAfter time.Duration
+
 	oauth      *oauthState // nil without Options.OAuth
 	elicitDone elicitWaiters
 	tasks      taskState
@@ -282,6 +285,8 @@ func New(o *Options) (*Bridge, error) {
 		refresh:   make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		oauth:     oauth,
+
+		stillStartingAfter: stillStartingAfter,
 	}
 	b.progress.m = map[string]*progressSink{}
 	b.client = sdk.NewClient(&sdk.Implementation{Name: "gorap-mcp-bridge", Version: "1"}, &sdk.ClientOptions{

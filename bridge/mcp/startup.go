@@ -29,7 +29,7 @@ const stderrTailBytes = 2 << 10
 
 // stillStartingAfter is how long a start runs before the bridge logs
 // that the server is still starting, and then how often it logs it
-// again; tests shorten it.
+// again; New copies it into the bridge, and tests shorten it.
 var stillStartingAfter = 5 * time.Second
 
 // IsPackageLauncher reports whether command runs its program through a
@@ -230,11 +230,11 @@ func (b *Bridge) startFailure(ctx context.Context, err error, tail *stderrTail) 
 // errStartupTimeout is the cause of a start that passed its limit.
 var errStartupTimeout = errors.New("start-up limit passed")
 
-// reportSlowStart logs, from stillStartingAfter on and then at that
+// reportSlowStart logs, from b.stillStartingAfter on and then at that
 // interval, that the server is still starting, until stop is closed.
 func (b *Bridge) reportSlowStart(stop <-chan struct{}) {
 	started := time.Now()
-	t := time.NewTicker(stillStartingAfter)
+	t := time.NewTicker(b.stillStartingAfter)
 	defer t.Stop()
 	for {
 		select {

@@ -63,3 +63,19 @@ func TestNoSubscribeToolWithoutSupport(t *testing.T) {
 		t.Errorf("%s offered by a server without resources.subscribe", name)
 	}
 }
+
+// Two bridges of resource-subscribing servers, with no prefix, serve
+// their subscription tools under different names, so a runtime that
+// uses both keeps both (a collision would drop both, RAP TS-6).
+func TestSubscribeToolsOfTwoServersDiffer(t *testing.T) {
+	a := startHTTP(t, func(o *Options) { o.Name = "notes" })
+	b := startHTTP(t, func(o *Options) { o.Name = "people" })
+	for _, c := range []struct {
+		f    *fixture
+		want string
+	}{{a, "notes_subscribe_resource"}, {b, "people_subscribe_resource"}} {
+		if toolByName(c.f.bridge.Toolset("http://x/"), c.want) == nil {
+			t.Errorf("no %s among %v", c.want, names(c.f.bridge.Toolset("http://x/")))
+		}
+	}
+}
