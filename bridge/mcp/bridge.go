@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -48,7 +49,8 @@ const (
 	DefaultMinBackoff = 200 * time.Millisecond
 	DefaultMaxBackoff = 30 * time.Second
 	// DefaultConnectTimeout bounds starting the MCP server and its
-	// initialize handshake.
+	// initialize handshake (see Options.ConnectTimeout and
+	// DefaultLauncherConnectTimeout).
 	DefaultConnectTimeout = 30 * time.Second
 	// DefaultRestartWait bounds how long a call waits for a server that
 	// is being restarted before it ends with an error result.
@@ -92,7 +94,9 @@ type Options struct {
 	// RAP user_id; nil means none. See OAuthOptions.
 	OAuth *OAuthOptions
 	// Prefix is prepended to every MCP tool name, to avoid collisions
-	// between servers ("fs_" makes "read_file" "fs_read_file").
+	// between servers ("fs_" makes "read_file" "fs_read_file"). The
+	// tools the bridge adds itself are named after Name instead (see
+	// OwnToolName). Empty means none.
 	Prefix string
 	// Mode is ModeDirect (the default when empty) or ModeProxy.
 	Mode string
@@ -105,7 +109,11 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the delay before restarting an MCP
 	// server that exited; zero means the defaults.
 	MinBackoff, MaxBackoff time.Duration
-	// ConnectTimeout bounds one start of the MCP server; zero means
+	// ConnectTimeout is the start-up limit: it bounds one start of the
+	// MCP server up to the end of the initialize handshake (and one
+	// tools/list). Zero means DefaultLauncherConnectTimeout for a
+	// command run by a package launcher (IsPackageLauncher: npx, uvx...,
+	// whose first start downloads the package), else
 	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// RestartWait is how long a call made while the server is being
@@ -120,7 +128,8 @@ type Options struct {
 	// requests; nil declines them with an error saying how to enable it.
 	SamplingModel model.Provider
 	// Stderr receives a stdio server's standard error; nil means the
-	// bridge's own standard error.
+	// bridge's own standard error. Its last 2 KiB are quoted in the
+	// error of a failed start.
 	Stderr *os.File
 	// TaskTimeout bounds an MCP task (a tools/call the server runs as a
 	// task, see docs/mcp.md): past it the bridge sends tasks/cancel and
@@ -164,6 +173,9 @@ type Bridge struct {
 	refresh chan struct{} // a tools/list_changed arrived
 	cancel  context.CancelFunc
 	done    chan struct{}
+
+	// stillStartingAfter: see the package variable of that name.
+	stillStartingAfter time.Duration
 
 	oauth      *oauthState // nil without Options.OAuth
 	elicitDone elicitWaiters
@@ -220,7 +232,7 @@ func New(o *Options) (*Bridge, error) {
 		opts.MaxBackoff = opts.MinBackoff
 	}
 	if opts.ConnectTimeout <= 0 {
-		opts.ConnectTimeout = DefaultConnectTimeout
+		opts.ConnectTimeout = defaultConnectTimeout(opts.Command)
 	}
 	if opts.TerminateWait <= 0 {
 		opts.TerminateWait = DefaultTerminateWait
@@ -273,6 +285,8 @@ func New(o *Options) (*Bridge, error) {
 		refresh:   make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		oauth:     oauth,
+
+		stillStartingAfter: stillStartingAfter,
 	}
 	b.progress.m = map[string]*progressSink{}
 	b.client = sdk.NewClient(&sdk.Implementation{Name: "gorap-mcp-bridge", Version: "1"}, &sdk.ClientOptions{
@@ -420,6 +434,13 @@ func (b *Bridge) Skipped() []Problem {
 // Name returns the MCP server's name.
 func (b *Bridge) Name() string { return b.opts.Name }
 
+// OwnToolName is the name of a tool the bridge adds itself (not one of
+// the MCP server's): the server's name, "_" and base, whatever the
+// Prefix, as the proxy tools {name}_list_tools and {name}_invoke_tool
+// are. Bridges of different names never serve the same such tool, so no
+// collision in a runtime's catalog (RAP TS-6) takes them away.
+func (b *Bridge) OwnToolName(base string) string { return b.opts.Name + "_" + base }
+
 // Shutdown stops serving RAP (calls in flight get ctx's deadline to
 // finish, see rap.Server.Shutdown) and stops the MCP server.
 func (b *Bridge) Shutdown(ctx context.Context) error {
@@ -449,12 +470,11 @@ func (b *Bridge) transport() sdk.Transport {
 		cmd.Env = append(os.Environ(), b.opts.Env...)
 		cmd.Dir = b.opts.Dir
 		setDeathSignal(cmd)
+		var stderr io.Writer = os.Stderr
 		if b.opts.Stderr != nil {
-			cmd.Stderr = b.opts.Stderr
-		} else {
-			cmd.Stderr = os.Stderr
+			stderr = b.opts.Stderr
 		}
-		return &stdioTransport{cmd: cmd, deliver: b.progress.deliver, terminateWait: b.opts.TerminateWait, status: b.tasks.statusUpdate}
+		return &stdioTransport{cmd: cmd, stderr: stderr, deliver: b.progress.deliver, terminateWait: b.opts.TerminateWait, status: b.tasks.statusUpdate}
 	}
 	var h auth.OAuthHandler
 	if b.oauth != nil {
@@ -495,23 +515,29 @@ func (b *Bridge) describe() string {
 	return fmt.Sprintf("MCP server %q (%s)", b.opts.Name, b.opts.URL)
 }
 
-// connect starts the MCP server and runs the initialize handshake.
+// connect starts the MCP server and runs the initialize handshake,
+// within the start-up limit (Options.ConnectTimeout). A start that takes
+// long is logged while it runs; a failed one is a *startError.
 func (b *Bridge) connect(ctx context.Context) (*sdk.ClientSession, error) {
-	cctx, cancel := context.WithTimeout(ctx, b.opts.ConnectTimeout)
+	cctx, cancel := context.WithTimeoutCause(ctx, b.opts.ConnectTimeout, errStartupTimeout)
 	defer cancel()
 	t := b.transport()
+	slow := make(chan struct{})
+	go b.reportSlowStart(slow)
 	cs, err := b.client.Connect(cctx, t, nil)
+	close(slow)
 	if st, ok := t.(*stdioTransport); ok && err == nil && st.conn != nil {
 		b.tasks.conns.Store(cs, st.conn)
 	} else if err == nil && b.opts.URL != "" && b.oauth == nil {
 		b.tasks.conns.Store(cs, &httpTaskConn{url: b.opts.URL, client: b.httpClient(), cs: cs, elicit: b.elicit})
 	}
 	if err != nil {
-		hint := "check the URL and headers, and that the server is running"
-		if len(b.opts.Command) > 0 {
-			hint = "check that the command exists, runs and speaks MCP on standard input and output (its standard error is shown above)"
+		var tail *stderrTail
+		if st, ok := t.(*stdioTransport); ok && st.stdin != nil { // the server ran
+			st.close() // a server still starting is stopped
+			tail = &st.tail
 		}
-		return nil, fmt.Errorf("cannot start %s: %v; %s", b.describe(), err, hint)
+		return nil, b.startFailure(cctx, err, tail)
 	}
 	return cs, nil
 }
@@ -620,7 +646,7 @@ func (b *Bridge) supervise(ctx context.Context, cs *sdk.ClientSession) {
 			if err != nil {
 				waitErr = err
 				b.mu.Lock()
-				b.lastErr = err
+				b.lastErr = shortError(err) // reaches error results: not the server's standard error
 				b.mu.Unlock()
 				continue
 			}

@@ -123,8 +123,9 @@ func (b *Bridge) callError(tool string, err error) error {
 // mapResult maps an MCP CallToolResult to a RAP reply (see docs/mcp.md):
 // text stays text, images become image content, audio and blobs are
 // summarised for the model, resource links and text resources become
-// text the model can read, structuredContent is added as JSON text, and
-// isError becomes an "Error: ..." result.
+// text the model can read, structuredContent is added as JSON text unless
+// the text blocks already carry its data (structuredCovered), and isError
+// becomes an "Error: ..." result.
 func mapResult(server, tool string, res *sdk.CallToolResult) *rap.Reply {
 	rep := &rap.Reply{}
 	var texts []string
@@ -161,7 +162,7 @@ func mapResult(server, tool string, res *sdk.CallToolResult) *rap.Reply {
 	}
 	if res.StructuredContent != nil {
 		raw, err := json.Marshal(res.StructuredContent)
-		if err == nil && !containsJSON(texts, raw) {
+		if err == nil && !structuredCovered(texts, raw) {
 			rep.Content = append(rep.Content, rap.TextContent(string(raw)))
 			texts = append(texts, string(raw))
 		}
@@ -182,26 +183,6 @@ func mapResult(server, tool string, res *sdk.CallToolResult) *rap.Reply {
 		}
 	}
 	return rep
-}
-
-// containsJSON reports whether one of texts is JSON equal to raw (MCP
-// servers often repeat structuredContent as a text item).
-func containsJSON(texts []string, raw []byte) bool {
-	var want any
-	if json.Unmarshal(raw, &want) != nil {
-		return false
-	}
-	wantNorm, _ := json.Marshal(want)
-	for _, t := range texts {
-		var got any
-		if json.Unmarshal([]byte(t), &got) != nil {
-			continue
-		}
-		if norm, _ := json.Marshal(got); string(norm) == string(wantNorm) {
-			return true
-		}
-	}
-	return false
 }
 
 func resourceLinkText(l *sdk.ResourceLink) string {

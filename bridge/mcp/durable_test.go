@@ -75,7 +75,7 @@ func TestResourceSubscriptionSurvivesBridgeRestart(t *testing.T) {
 	}
 
 	url, stop := start()
-	c, err := rt.Invoke(ctx, url, "subscribe_resource", map[string]any{"uri": "mem://counter"})
+	c, err := rt.Invoke(ctx, url, "test_subscribe_resource", map[string]any{"uri": "mem://counter"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,27 +16,46 @@ import (
 	"github.com/gorap/gorap/raptest"
 )
 
-// End-to-end tests against the MCP reference test server,
-// @modelcontextprotocol/server-everything from the npm registry, pinned by
-// testdata/everything/package.json and package-lock.json. .ci/run installs
-// it with "npm ci"; without it these tests skip and say how to install it.
+// End-to-end tests against the MCP reference servers from the npm
+// registry (server-everything, server-filesystem, server-memory), pinned
+// by testdata/everything/package.json and package-lock.json. .ci/run
+// installs them with "npm ci"; without them these tests skip and say how
+// to install them, or fail when GORAP_REQUIRE_NPM=1 (as .ci/run sets).
 
-// everythingServer returns the node binary and the server's entry point,
-// or skips the test.
+// everythingServer returns the node binary and server-everything's entry
+// point, or skips the test.
 func everythingServer(t *testing.T) (node, script string) {
 	t.Helper()
-	script, err := filepath.Abs(filepath.Join("testdata", "everything", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	return npmServer(t, "server-everything")
+}
+
+// npmServer returns the node binary and the entry point of the npm
+// package @modelcontextprotocol/PKG installed in testdata/everything. When
+// either is missing the test skips, or fails under GORAP_REQUIRE_NPM=1.
+func npmServer(t *testing.T, pkg string) (node, script string) {
+	t.Helper()
+	script, err := filepath.Abs(filepath.Join("testdata", "everything", "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(script); err != nil {
-		t.Skip("@modelcontextprotocol/server-everything is not installed; run `npm ci` in bridge/mcp/testdata/everything (.ci/run does) to run this end-to-end test")
+		skipNoNPM(t, "@modelcontextprotocol/"+pkg+" is not installed; run `npm ci` in bridge/mcp/testdata/everything (.ci/run does) to run this end-to-end test")
 	}
 	node, err = exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not on PATH; install Node.js to run the server-everything end-to-end tests")
+		skipNoNPM(t, "node is not on PATH; install Node.js to run the MCP npm servers' end-to-end tests")
 	}
 	return node, script
+}
+
+// skipNoNPM skips the test for why, or fails it when GORAP_REQUIRE_NPM=1:
+// CI must run the end-to-end tests, not skip them.
+func skipNoNPM(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv("GORAP_REQUIRE_NPM") == "1" {
+		t.Fatal(why + ", and GORAP_REQUIRE_NPM=1 (CI) requires the npm end-to-end tests to run")
+	}
+	t.Skip(why)
 }
 
 // Through the bridge over stdio, each content

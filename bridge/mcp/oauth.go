@@ -40,7 +40,7 @@ import (
 //     client registration needed to refresh it (see tokenStore).
 //
 // Before any user has signed in the bridge cannot list the server's
-// tools; it then serves one tool, {prefix}sign_in, whose call runs the
+// tools; it then serves one tool, {name}_sign_in, whose call runs the
 // flow for its user and brings the server's tools in.
 
 // CallbackPath is the path of the bridge's OAuth redirect endpoint, on
@@ -353,7 +353,7 @@ func (b *Bridge) startOAuth(ctx context.Context) (*sdk.ClientSession, error) {
 }
 
 // signInToolName is the name of the tool served until a user signs in.
-func (b *Bridge) signInToolName() string { return b.opts.Prefix + "sign_in" }
+func (b *Bridge) signInToolName() string { return b.OwnToolName("sign_in") }
 
 func (b *Bridge) addSignInTool() {
 	b.srv.AddRawTool(&rap.Tool{

@@ -299,10 +299,10 @@ func TestOAuthSignInPerUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(ts); len(got) != 1 || got[0] != "sign_in" {
-		t.Fatalf("tools before any sign-in = %v, want only sign_in", got)
+	if got := names(ts); len(got) != 1 || got[0] != "protected_sign_in" {
+		t.Fatalf("tools before any sign-in = %v, want only protected_sign_in", got)
 	}
-	c, err := f.rt.Invoke(ctx, f.url, "sign_in", map[string]any{}, raptest.WithUserID("alice"))
+	c, err := f.rt.Invoke(ctx, f.url, "protected_sign_in", map[string]any{}, raptest.WithUserID("alice"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestOAuthTokensSurviveRestartAndRefresh(t *testing.T) {
 	dir := t.TempDir()
 	f := startOAuthBridge(t, mcpURL, dir)
 	ctx := ctxT(t)
-	c, err := f.rt.Invoke(ctx, f.url, "sign_in", map[string]any{}, raptest.WithUserID("alice"))
+	c, err := f.rt.Invoke(ctx, f.url, "protected_sign_in", map[string]any{}, raptest.WithUserID("alice"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +446,7 @@ func TestOAuthRevokedSignInAsksAgain(t *testing.T) {
 	dir := t.TempDir()
 	f := startOAuthBridge(t, mcpURL, dir)
 	ctx := ctxT(t)
-	c, err := f.rt.Invoke(ctx, f.url, "sign_in", map[string]any{}, raptest.WithUserID("alice"))
+	c, err := f.rt.Invoke(ctx, f.url, "protected_sign_in", map[string]any{}, raptest.WithUserID("alice"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,8 +466,8 @@ func TestOAuthRevokedSignInAsksAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(ts); len(got) != 1 || got[0] != "sign_in" {
-		t.Fatalf("tools with a revoked sign-in = %v, want only sign_in", got)
+	if got := names(ts); len(got) != 1 || got[0] != "protected_sign_in" {
+		t.Fatalf("tools with a revoked sign-in = %v, want only protected_sign_in", got)
 	}
 }
 
@@ -499,7 +499,7 @@ func TestOAuthOwnCallbackListener(t *testing.T) {
 	mcpURL := protectedMCPServer(t, a)
 	f := startOAuthBridgeWith(t, mcpURL, t.TempDir(), func(o *OAuthOptions) { o.RedirectURL, o.CallbackListen = "", "127.0.0.1:0" })
 	ctx := ctxT(t)
-	c, err := f.rt.Invoke(ctx, f.url, "sign_in", map[string]any{}, raptest.WithUserID("carol"))
+	c, err := f.rt.Invoke(ctx, f.url, "protected_sign_in", map[string]any{}, raptest.WithUserID("carol"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,14 +13,16 @@ import (
 
 // Resource subscriptions (first part): for an MCP server
 // that advertises resources.subscribe, the bridge adds the tool
-// {prefix}subscribe_resource. A call of it is a RAP subscription (RAP
+// {name}_subscribe_resource. A call of it is a RAP subscription (RAP
 // SU-1): each notifications/resources/updated for its URI becomes a
 // subscription event carrying the re-read resource, and cancelling the
 // subscription unsubscribes. Not yet: surviving a restart of the bridge
 // itself (the bridge keeps no durable store).
 
-// SubscribeToolName is the name of the subscription tool, after the
-// prefix.
+// SubscribeToolName is the name of the subscription tool after the
+// server's name and "_": the bridge of server "files" serves
+// "files_subscribe_resource", so that two bridged servers never offer
+// the same name (see Bridge.OwnToolName).
 const SubscribeToolName = "subscribe_resource"
 
 // maxInlineResource bounds the text of a resource carried in an event;
@@ -75,7 +77,7 @@ func (w *watchers) updated(uri string) {
 	}
 }
 
-// addSubscribeTool registers {prefix}subscribe_resource when the server
+// addSubscribeTool registers {name}_subscribe_resource when the server
 // supports resource subscriptions, no MCP tool has that name, and the
 // mode is direct (proxy mode serves exactly the two CF-2 tools).
 func (b *Bridge) addSubscribeTool(cs *sdk.ClientSession) {
@@ -83,7 +85,7 @@ func (b *Bridge) addSubscribeTool(cs *sdk.ClientSession) {
 	if b.opts.Mode == ModeProxy || ir == nil || ir.Capabilities == nil || ir.Capabilities.Resources == nil || !ir.Capabilities.Resources.Subscribe {
 		return
 	}
-	name := b.opts.Prefix + SubscribeToolName
+	name := b.OwnToolName(SubscribeToolName)
 	b.mu.Lock()
 	_, taken := b.tools[name]
 	b.mu.Unlock()

@@ -9,7 +9,8 @@ import (
 )
 
 // A server with resources.subscribe gets a
-// subscribe_resource tool; its call is a RAP subscription (RAP SU-1): each
+// {name}_subscribe_resource tool, named after the server whatever the
+// prefix; its call is a RAP subscription (RAP SU-1): each
 // notifications/resources/updated becomes a subscription_event with the
 // re-read contents, and cancelling it unsubscribes at the MCP server.
 func TestResourceSubscription(t *testing.T) {
@@ -19,10 +20,10 @@ func TestResourceSubscription(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if toolByName(ts, "t_subscribe_resource") == nil {
-		t.Fatalf("no t_subscribe_resource among %v", names(ts))
+	if toolByName(ts, "test_subscribe_resource") == nil {
+		t.Fatalf("no test_subscribe_resource among %v", names(ts))
 	}
-	c, err := f.rt.Invoke(ctx, f.url, "t_subscribe_resource", map[string]any{"uri": "mem://counter"})
+	c, err := f.rt.Invoke(ctx, f.url, "test_subscribe_resource", map[string]any{"uri": "mem://counter"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,23 @@ func TestResourceSubscription(t *testing.T) {
 // tools), nor for a server without resources.subscribe.
 func TestNoSubscribeToolWithoutSupport(t *testing.T) {
 	f := startStdio(t, nil) // the stdio test server has no subscribe handler
-	if toolByName(f.bridge.Toolset("http://x/"), SubscribeToolName) != nil {
-		t.Error("subscribe_resource offered by a server without resources.subscribe")
+	if name := f.bridge.OwnToolName(SubscribeToolName); toolByName(f.bridge.Toolset("http://x/"), name) != nil {
+		t.Errorf("%s offered by a server without resources.subscribe", name)
+	}
+}
+
+// Two bridges of resource-subscribing servers, with no prefix, serve
+// their subscription tools under different names, so a runtime that
+// uses both keeps both (a collision would drop both, RAP TS-6).
+func TestSubscribeToolsOfTwoServersDiffer(t *testing.T) {
+	a := startHTTP(t, func(o *Options) { o.Name = "notes" })
+	b := startHTTP(t, func(o *Options) { o.Name = "people" })
+	for _, c := range []struct {
+		f    *fixture
+		want string
+	}{{a, "notes_subscribe_resource"}, {b, "people_subscribe_resource"}} {
+		if toolByName(c.f.bridge.Toolset("http://x/"), c.want) == nil {
+			t.Errorf("no %s among %v", c.want, names(c.f.bridge.Toolset("http://x/")))
+		}
 	}
 }

@@ -96,10 +96,13 @@ func (t *progressTap) inspect(line []byte) {
 // output.
 type stdioTransport struct {
 	cmd           *exec.Cmd
+	stderr        io.Writer // where the server's standard error goes
+	tail          stderrTail
 	deliver       func(*sdk.ProgressNotificationParams)
 	terminateWait time.Duration
 	status        func(taskInfo) // notifications/tasks/status
 	conn          *taskConn      // set by Connect
+	stdin         *processStdin  // set by Connect once the server runs
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -111,12 +114,20 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.cmd.Start(); err != nil {
+	errw, err := t.tail.pipe(t.stderr)
+	if err != nil {
 		return nil, err
 	}
+	t.cmd.Stderr = errw
+	err = t.cmd.Start()
+	errw.Close() // the server holds its own copy
+	if err != nil {
+		return nil, err
+	}
+	t.stdin = &processStdin{cmd: t.cmd, stdin: stdin, wait: t.terminateWait}
 	io := &sdk.IOTransport{
 		Reader: readNopCloser{&progressTap{r: stdout, deliver: t.deliver}},
-		Writer: &processStdin{cmd: t.cmd, stdin: stdin, wait: t.terminateWait},
+		Writer: t.stdin,
 	}
 	c, err := io.Connect(ctx)
 	if err != nil {
@@ -124,6 +135,14 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	}
 	t.conn = newTaskConn(c, t.status) // MCP tasks, see taskconn.go
 	return t.conn, nil
+}
+
+// close stops the server if it was started (a start that failed);
+// stopping it twice is harmless.
+func (t *stdioTransport) close() {
+	if t.stdin != nil {
+		_ = t.stdin.Close()
+	}
 }
 
 // readNopCloser: the connection is closed by closing the server's stdin.

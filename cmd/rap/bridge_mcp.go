@@ -23,7 +23,7 @@ type bridgeMCPFlags struct {
 	listen, url, name, prefix, mode, token, publicURL, samplingModel string
 	dataDir, oauthDir, oauthRedirect                                 string
 	headers, env                                                     multiFlag
-	callTimeout                                                      time.Duration
+	callTimeout, startupTimeout                                      time.Duration
 }
 
 func newBridgeMCPCmd(a *app) *cobra.Command {
@@ -57,7 +57,7 @@ Then: rap validate http://127.0.0.1:3001 and rap invoke http://127.0.0.1:3001 TO
 	fs.Var(&f.headers, "header", "`K=V` header sent to the --url server (repeatable), such as Authorization=Bearer xyz")
 	fs.Var(&f.env, "env", "`K=V` environment variable for the MCP server command (repeatable)")
 	fs.StringVar(&f.name, "name", "", "`NAME` of the MCP server: the toolset name and the name in error results (default: the command's base name or the URL's host)")
-	fs.StringVar(&f.prefix, "prefix", "", "`PREFIX` added to every tool name, to avoid collisions between servers")
+	fs.StringVar(&f.prefix, "prefix", "", "`PREFIX` added to every MCP tool name, to avoid collisions between servers (default none; the bridge's own tools, such as NAME_subscribe_resource, are named after --name)")
 	fs.StringVar(&f.mode, "mode", mcp.ModeDirect, "`MODE` direct: one RAP tool per MCP tool; proxy: two tools, NAME_list_tools and NAME_invoke_tool")
 	addToolTokenFlag(fs, &f.token, "bearer `TOKEN` the RAP runtime must send (empty: none)")
 	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` the runtime reaches this bridge at, when a proxy rewrites the host")
@@ -65,6 +65,7 @@ Then: rap validate http://127.0.0.1:3001 and rap invoke http://127.0.0.1:3001 TO
 	fs.StringVar(&f.dataDir, "data-dir", "", "`DIR` of a durable store (DIR/NAME.db) so that resource subscriptions and undelivered callbacks survive a restart (default: in memory)")
 	fs.StringVar(&f.oauthDir, "oauth-dir", "", "enable MCP OAuth for the --url server: `DIR` of the per-user token files (0600)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcp.DefaultCallTimeout, "give up on a tools/call the MCP server has not answered after this long (the RAP call ends with an Error: result); calls the server runs as MCP tasks are not bounded by it")
+	fs.DurationVar(&f.startupTimeout, "startup-timeout", 0, "start-up limit: how long the MCP server may take to start and answer MCP's initialize (0: "+mcp.DefaultConnectTimeout.String()+", or "+mcp.DefaultLauncherConnectTimeout.String()+" for a command run by npx, uvx and other package launchers, whose first start downloads the package)")
 	fs.StringVar(&f.oauthRedirect, "oauth-redirect-url", "", "`URL` where the user's browser reaches this bridge's "+mcp.CallbackPath+" (default: http://LISTEN"+mcp.CallbackPath+")")
 	return cmd
 }
@@ -77,6 +78,9 @@ func runBridgeMCP(ctx context.Context, a *app, f bridgeMCPFlags, pos []string) e
 	}
 	if f.callTimeout <= 0 {
 		return fmt.Errorf("%w: --call-timeout %v: want a positive duration such as 90s or 30m", errUsage, f.callTimeout)
+	}
+	if f.startupTimeout < 0 {
+		return fmt.Errorf("%w: --startup-timeout %v: want a positive duration such as 5m, or 0 for the default", errUsage, f.startupTimeout)
 	}
 	if len(headers) > 0 && *url == "" {
 		return fmt.Errorf("%w: --header is for --url servers; pass a command's settings with --env", errUsage)
@@ -91,7 +95,7 @@ func runBridgeMCP(ctx context.Context, a *app, f bridgeMCPFlags, pos []string) e
 	}
 	opts := &mcp.Options{
 		Name: *name, Command: pos, Env: env, URL: *url, Headers: hdr, Prefix: *prefix, Mode: *mode,
-		Logger: a.log, CallTimeout: f.callTimeout,
+		Logger: a.log, CallTimeout: f.callTimeout, ConnectTimeout: f.startupTimeout,
 		Server: &rap.ServerOptions{BearerToken: *token, PublicURL: *publicURL},
 	}
 	if f.oauthDir != "" {

@@ -100,6 +100,7 @@ func TestBridgeUsageErrors(t *testing.T) {
 		{"bridge", "mcp", "stray", "--", "cmd"},
 		{"bridge", "mcp", "--sampling-model", "llama:7b", "--", "cmd"},
 		{"bridge", "mcp", "--call-timeout", "0s", "--", "cmd"},
+		{"bridge", "mcp", "--startup-timeout", "-1s", "--", "cmd"},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(ctx, args, &out, &errOut); code != 2 {

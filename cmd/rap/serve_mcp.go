@@ -74,10 +74,11 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 }
 
 // mcpEntryOptions are the bridge options a config entry sets directly;
-// a zero call_timeout leaves the bridge's default.
+// a zero call_timeout or startup_timeout leaves the bridge's default, and an entry without
+// "prefix" prefixes its tools with its name and "_".
 func mcpEntryOptions(c *config.MCPServer, sampler model.Provider, log *slog.Logger) *mcp.Options {
-	opts := &mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.Prefix, Logger: log, SamplingModel: sampler,
-		CallTimeout: time.Duration(c.CallTimeout)}
+	opts := &mcp.Options{Name: c.Name, Command: c.Command, URL: c.URL, Headers: c.Headers, Mode: c.Mode, Prefix: c.ToolPrefix(), Logger: log, SamplingModel: sampler,
+		CallTimeout: time.Duration(c.CallTimeout), ConnectTimeout: time.Duration(c.StartupTimeout)}
 	keys := make([]string, 0, len(c.Env))
 	for k := range c.Env {
 		keys = append(keys, k)

@@ -13,13 +13,14 @@ import (
 )
 
 const mcpEchoScript = `{"turns": [
-  {"after_user": "Echo", "tool_calls": [{"name": "echo", "arguments": {"text": "hello from MCP"}}]},
+  {"after_user": "Echo", "tool_calls": [{"name": "echoer_echo", "arguments": {"text": "hello from MCP"}}]},
   {"when": {"last_input": "tool_result"}, "text": "Result: {{last_result}}"},
   {"text": "ok", "repeat": true}
 ]}`
 
 // rap serve bridges http_mcp_server and mcp_server
-// entries in process; a tool of the MCP server is called by the model and
+// entries in process; a tool of the MCP server, named after the entry
+// ("echoer_echo"), is called by the model and
 // its result reaches the model; an entry whose server cannot start is
 // reported and skipped while the others load (RAP CF-1).
 func TestServeMCPEntries(t *testing.T) {
@@ -66,17 +67,7 @@ const everythingSumScript = `{"turns": [
 // as an mcp_server entry with a prefix, and the model's call of one of its
 // tools gets the server's answer.
 func TestServeMCPEverything(t *testing.T) {
-	script, err := filepath.Abs(filepath.Join("..", "..", "bridge", "mcp", "testdata", "everything", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skip("@modelcontextprotocol/server-everything is not installed; run `npm ci` in bridge/mcp/testdata/everything (.ci/run does) to run this end-to-end test")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH; install Node.js to run this end-to-end test")
-	}
+	node, script := npmMCPServer(t, "server-everything")
 	clearRAPEnv(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "rap.json")
@@ -93,6 +84,45 @@ func TestServeMCPEverything(t *testing.T) {
 	th.ID = createThread(t, info.URL)
 	sendMessage(t, info.URL, th.ID, "Sum please")
 	waitAnswer(t, info.URL, th.ID, "Result: The sum of 2 and 40 is 42.")
+}
+
+const twoMemoriesScript = `{"turns": [
+  {"after_user": "Remember", "tool_calls": [
+    {"name": "notes_create_entities", "arguments": {"entities": [{"name": "Ada", "entityType": "person", "observations": ["wrote programs"]}]}},
+    {"name": "people_create_entities", "arguments": {"entities": [{"name": "Bob", "entityType": "person", "observations": ["builds bridges"]}]}}
+  ]},
+  {"when": {"last_input": "tool_result"}, "tool_calls": [{"name": "notes_read_graph", "arguments": {}}]},
+  {"when": {"last_result_contains": "wrote programs"}, "tool_calls": [{"name": "people_read_graph", "arguments": {}}]},
+  {"when": {"last_result_contains": "builds bridges"}, "text": "People: {{last_result}}"},
+  {"text": "ok", "repeat": true}
+]}`
+
+// End to end: two mcp_server entries of the same MCP server
+// (@modelcontextprotocol/server-memory) named "notes" and "people" serve
+// their tools under their own names (notes_create_entities,
+// people_create_entities...), so none collides in the runtime's catalog
+// and each keeps its own data.
+func TestServeTwoEntriesOfOneMCPServer(t *testing.T) {
+	node, script := npmMCPServer(t, "server-memory")
+	clearRAPEnv(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "rap.json")
+	data := fmt.Sprintf(`{"tool_sets": [
+		{"type": "mcp_server", "name": "notes", "command": [%q, %q], "env": {"MEMORY_FILE_PATH": %q}},
+		{"type": "mcp_server", "name": "people", "command": [%q, %q], "env": {"MEMORY_FILE_PATH": %q}}
+	]}`, node, script, filepath.Join(dir, "notes.jsonl"), node, script, filepath.Join(dir, "people.jsonl"))
+	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := baseSettings(t, "scripted:"+writeScript(t, dir, twoMemoriesScript), cfg)
+	info, stdout, _, _ := runningServe(t, s)
+	wantLines(t, stdout.String(), `rap serve: MCP server "notes" bridged in process:`, `rap serve: MCP server "people" bridged in process:`)
+	th := createThread(t, info.URL)
+	sendMessage(t, info.URL, th, "Remember them")
+	msgs := waitAnswer(t, info.URL, th, "People: ")
+	if last := msgs[len(msgs)-1].Text; !strings.Contains(last, "Bob") || strings.Contains(last, "Ada") {
+		t.Errorf("people_read_graph answered %q, want Bob's entry only", last)
+	}
 }
 
 // An http_mcp_server entry with "oauth" is bridged with
@@ -136,11 +166,12 @@ func TestServeMCPOAuthEntry(t *testing.T) {
 	}
 }
 
-// An entry's call_timeout reaches the bridge; without one the bridge's
-// default (mcp.DefaultCallTimeout) applies.
+// An entry's call_timeout, startup_timeout and prefix reach the bridge;
+// without them the bridge's defaults apply (mcp.DefaultCallTimeout, the
+// start-up limit for the command) and the tools are prefixed NAME_.
 func TestMCPEntryCallTimeout(t *testing.T) {
 	f, err := config.Parse([]byte(`{"tool_sets": [
-		{"type": "mcp_server", "name": "slow", "command": ["srv"], "call_timeout": "45m"},
+		{"type": "mcp_server", "name": "slow", "command": ["srv"], "call_timeout": "45m", "startup_timeout": "3m", "prefix": ""},
 		{"type": "mcp_server", "name": "plain", "command": ["srv"]}
 	]}`), "rap.json")
 	if err != nil {
@@ -153,4 +184,37 @@ func TestMCPEntryCallTimeout(t *testing.T) {
 	if got := mcpEntryOptions(ms[1].MCP, nil, nil).CallTimeout; got != 0 {
 		t.Errorf("no call_timeout reached the bridge as %v; want 0 (the bridge's default)", got)
 	}
+	if o := mcpEntryOptions(ms[0].MCP, nil, nil); o.ConnectTimeout != 3*time.Minute || o.Prefix != "" {
+		t.Errorf("startup_timeout 3m and prefix \"\" reached the bridge as %v and %q", o.ConnectTimeout, o.Prefix)
+	}
+	if o := mcpEntryOptions(ms[1].MCP, nil, nil); o.ConnectTimeout != 0 || o.Prefix != "plain_" {
+		t.Errorf("no startup_timeout and no prefix reached the bridge as %v and %q; want 0 (the bridge's default) and \"plain_\"", o.ConnectTimeout, o.Prefix)
+	}
+}
+
+// npmMCPServer returns the node binary and the entry point of the npm
+// package @modelcontextprotocol/PKG installed in
+// bridge/mcp/testdata/everything. When either is missing the test skips,
+// or fails under GORAP_REQUIRE_NPM=1 (as .ci/run sets).
+func npmMCPServer(t *testing.T, pkg string) (node, script string) {
+	t.Helper()
+	skip := func(why string) {
+		t.Helper()
+		if os.Getenv("GORAP_REQUIRE_NPM") == "1" {
+			t.Fatal(why + ", and GORAP_REQUIRE_NPM=1 (CI) requires the npm end-to-end tests to run")
+		}
+		t.Skip(why)
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "bridge", "mcp", "testdata", "everything", "node_modules", "@modelcontextprotocol", pkg, "dist", "index.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(script); err != nil {
+		skip("@modelcontextprotocol/" + pkg + " is not installed; run `npm ci` in bridge/mcp/testdata/everything (.ci/run does) to run this end-to-end test")
+	}
+	node, err = exec.LookPath("node")
+	if err != nil {
+		skip("node is not on PATH; install Node.js to run this end-to-end test")
+	}
+	return node, script
 }

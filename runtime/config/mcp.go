@@ -29,8 +29,11 @@ type MCPServer struct {
 	// Mode is "direct" (default: one RAP tool per MCP tool) or "proxy"
 	// (two tools, {name}_list_tools and {name}_invoke_tool, RAP CF-2).
 	Mode string `json:"mode,omitempty"`
-	// Prefix is prepended to every tool name (gorap extension).
-	Prefix string `json:"prefix,omitempty"`
+	// Prefix is prepended to every MCP tool name (gorap extension); nil
+	// (no "prefix" member) means the entry's name and "_", so that two
+	// entries never serve the same tool name, and an explicit "" means
+	// none. ToolPrefix resolves it.
+	Prefix *string `json:"prefix,omitempty"`
 	// OAuth enables the MCP authorization flow for an http_mcp_server
 	// (gorap extension); nil means none.
 	OAuth *MCPOAuth `json:"oauth,omitempty"`
@@ -38,6 +41,11 @@ type MCPServer struct {
 	// (default 5m, gorap extension); calls the server runs as MCP tasks
 	// are not bounded by it.
 	CallTimeout Duration `json:"call_timeout,omitempty"`
+	// StartupTimeout is the start-up limit: how long the server may take
+	// to start and answer MCP's initialize, such as "5m" (default 30s,
+	// or 2m for a command run by npx, uvx and other package launchers,
+	// whose first start downloads the package; gorap extension).
+	StartupTimeout Duration `json:"startup_timeout,omitempty"`
 }
 
 // MCPOAuth configures the MCP authorization flow of an http_mcp_server
@@ -51,6 +59,16 @@ type MCPOAuth struct {
 	// means the host and port of a loopback RedirectURL, else
 	// 127.0.0.1 on a free port.
 	Listen string `json:"listen,omitempty"`
+}
+
+// ToolPrefix is the prefix of the entry's MCP tool names: Prefix when
+// the entry sets one (even ""), else Name and "_" ("notes" serves
+// server-memory's create_entities as notes_create_entities).
+func (m *MCPServer) ToolPrefix() string {
+	if m.Prefix != nil {
+		return *m.Prefix
+	}
+	return m.Name + "_"
 }
 
 var mcpNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -122,9 +140,9 @@ func parseMCPEntry(item json.RawMessage, typ, name, path string) (ToolSet, error
 
 func mcpFields(typ string) string {
 	if typ == TypeMCPServer {
-		return "name, command, env, and optionally id, mode, prefix, call_timeout"
+		return "name, command, env, and optionally id, mode, prefix, call_timeout, startup_timeout"
 	}
-	return "name, url, headers, and optionally id, mode, prefix, oauth, call_timeout"
+	return "name, url, headers, and optionally id, mode, prefix, oauth, call_timeout, startup_timeout"
 }
 
 // MCPServers returns the mcp_server and http_mcp_server entries in order,

@@ -10,7 +10,7 @@ import (
 // into MCPServer settings.
 func TestParseMCPEntries(t *testing.T) {
 	f, err := Parse([]byte(`{"tool_sets": [
-		{"type": "mcp_server", "name": "everything", "command": ["npx", "-y", "srv"], "env": {"A": "1"}, "id": "e"},
+		{"type": "mcp_server", "name": "everything", "command": ["npx", "-y", "srv"], "env": {"A": "1"}, "id": "e", "startup_timeout": "4m"},
 		{"type": "http_mcp_server", "name": "remote", "url": "https://mcp.example.com/mcp", "headers": {"X-Key": "k"}, "mode": "proxy", "prefix": "r_", "call_timeout": "30m"},
 		{"type": "mcp_server", "name": "everything", "command": ["other"]},
 		{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}
@@ -26,14 +26,36 @@ func TestParseMCPEntries(t *testing.T) {
 	if e.Name != "everything" || strings.Join(e.Command, " ") != "npx -y srv" || e.Env["A"] != "1" || ms[0].ID != "e" || ms[0].Source != "rap.json: tool_sets[0]" {
 		t.Errorf("mcp_server = %+v (%+v)", e, ms[0])
 	}
-	if r.URL != "https://mcp.example.com/mcp" || r.Headers["X-Key"] != "k" || r.Mode != "proxy" || r.Prefix != "r_" || time.Duration(r.CallTimeout) != 30*time.Minute {
+	if r.URL != "https://mcp.example.com/mcp" || r.Headers["X-Key"] != "k" || r.Mode != "proxy" || r.ToolPrefix() != "r_" || time.Duration(r.CallTimeout) != 30*time.Minute {
 		t.Errorf("http_mcp_server = %+v", r)
+	}
+	if time.Duration(e.StartupTimeout) != 4*time.Minute || r.StartupTimeout != 0 {
+		t.Errorf("startup_timeout: %v and %v, want 4m and 0 (the bridge's default)", time.Duration(e.StartupTimeout), time.Duration(r.StartupTimeout))
 	}
 	if e.CallTimeout != 0 {
 		t.Errorf("mcp_server without call_timeout has %v; want 0 (the bridge's default)", time.Duration(e.CallTimeout))
 	}
 	if got := f.ServerURLs(); len(got) != 1 {
 		t.Errorf("ServerURLs() = %v; MCP entries are not URLs", got)
+	}
+}
+
+// An entry's MCP tools are prefixed with its name and "_" unless it sets
+// "prefix"; an explicit "prefix": "" means none.
+func TestMCPToolPrefix(t *testing.T) {
+	f, err := Parse([]byte(`{"tool_sets": [
+		{"type": "mcp_server", "name": "notes", "command": ["srv"]},
+		{"type": "mcp_server", "name": "people", "command": ["srv"], "prefix": "p_"},
+		{"type": "mcp_server", "name": "plain", "command": ["srv"], "prefix": ""}
+	]}`), "rap.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := f.MCPServers()
+	for i, want := range []string{"notes_", "p_", ""} {
+		if got := ms[i].MCP.ToolPrefix(); got != want {
+			t.Errorf("%s: ToolPrefix() = %q, want %q", ms[i].MCP.Name, got, want)
+		}
 	}
 }
 
@@ -53,6 +75,7 @@ func TestParseMCPEntryErrors(t *testing.T) {
 		{`{"type":"http_mcp_server","name":"x","url":"https://h","oauth":{"port":1}}`, `unknown field "port"`},
 		{`{"type":"mcp_server","name":"x","command":["x"],"call_timeout":"soon"}`, `"soon" is not a duration`},
 		{`{"type":"mcp_server","name":"x","command":["x"],"call_timeout":300}`, `must be a duration string`},
+		{`{"type":"mcp_server","name":"x","command":["x"],"startup_timeout":"long"}`, `"long" is not a duration`},
 	} {
 		_, err := Parse([]byte(`{"tool_sets": [`+c.data+`]}`), "")
 		if err == nil || !strings.Contains(err.Error(), c.want) {
