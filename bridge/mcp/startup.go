@@ -219,7 +219,7 @@ func (b *Bridge) startFailure(ctx context.Context, err error, tail *stderrTail) 
 	}
 	if tail != nil {
 		if s := tail.text(time.Second); s != "" {
-			se.stderr = s
+			se.stderr = redactEnv(s, b.opts.Env)
 		} else if len(b.opts.Command) > 0 {
 			se.hint += "; it wrote nothing to its standard error"
 		}
@@ -248,4 +248,17 @@ func (b *Bridge) reportSlowStart(stop <-chan struct{}) {
 			b.log.Info("mcp bridge: the MCP server is still starting", attrs...)
 		}
 	}
+}
+
+// redactEnv replaces in s every value of env (KEY=VALUE entries, the
+// secrets a config gives the server) of 8 bytes or more with
+// "[redacted]": a server that prints its settings to its standard error
+// must not put them into the bridge's errors and logs.
+func redactEnv(s string, env []string) string {
+	for _, kv := range env {
+		if _, v, ok := strings.Cut(kv, "="); ok && len(v) >= 8 {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
 }

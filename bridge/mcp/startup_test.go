@@ -105,6 +105,25 @@ func TestStartFailureQuotesStderr(t *testing.T) {
 	}
 }
 
+// The quoted standard error of a failed start never shows the values the
+// config gives the server in its environment (its secrets).
+func TestStartFailureRedactsTheServersEnv(t *testing.T) {
+	sh := shell(t)
+	const secret = "sk-live-0123456789abcdef"
+	b, err := New(&Options{Name: "leaky", Command: []string{sh, "-c", `echo "using key $API_KEY" >&2; exit 3`},
+		Env: []string{"API_KEY=" + secret}, Logger: quietLogger(), Stderr: devNull(t), TerminateWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Start(context.Background())
+	if err == nil {
+		t.Fatal("a server that exits at once started")
+	}
+	if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "using key [redacted]") {
+		t.Errorf("start error shows the env value or not the redacted line:\n%v", err)
+	}
+}
+
 // A server that does not finish starting within its limit fails with an
 // error that names the limit and how to raise it and quotes only the
 // end (at most 2 KiB) of its standard error; while it starts, the bridge
