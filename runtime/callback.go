@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -53,35 +54,35 @@ var errRollback = errors.New("callback refused: roll back")
 // issue (or whose key it no longer accepts).
 var errTokenRefused = errors.New("invalid callback token; use the callback_url of the invocation unchanged")
 
-// CheckCallbackToken returns nil when token (the last segment of a
-// callback URL) is one this runtime issued and still accepts, else an
-// error whose text is the answer to the tool. The callback endpoint checks
-// it before it reads the body.
-func (r *Runtime) CheckCallbackToken(token string) error {
-	if _, _, err := r.verifyToken(token); err != nil {
-		return errTokenRefused
-	}
-	return nil
-}
-
 // DeliverCallback applies a callback message (RAP TR-5 to TR-7) that a
 // tool sent to the callback URL with token, with the Idempotency-Key
 // header idempotencyKey ("" for none), and wakes the thread when the
-// message gave it work. The result is the answer to the tool: 200 accepted
-// (or a duplicate, or ignored); 400 an invalid message; 403 a forged token
-// or a body for another call; 404 a call the runtime never had (RAP RE-5);
-// 410 a subscription or thread that ended, or a view of a closed thread;
+// message gave it work. The token is checked before body is read, so a
+// forged token costs no read: the result then has TokenRefused set. body
+// is read up to MaxCallbackBytes; pass an http.MaxBytesReader of that
+// size to have an HTTP server stop reading there too. The result is the
+// answer to the tool: 200 accepted (or a duplicate, or ignored); 400 an
+// invalid message; 403 a forged token or a body for another call; 404 a
+// call the runtime never had (RAP RE-5); 410 a subscription or thread that
+// ended, or a view of a closed thread; 413 a body over MaxCallbackBytes;
 // 503 with RetryAfter when an early event cannot be held now (retry
-// later); 500 when the store failed. It does not bound body: the caller
-// reads at most MaxCallbackBytes.
-func (r *Runtime) DeliverCallback(ctx context.Context, token string, body []byte, idempotencyKey string) api.CallbackResult {
+// later); 500 when the store failed.
+func (r *Runtime) DeliverCallback(ctx context.Context, token string, body io.Reader, idempotencyKey string) api.CallbackResult {
 	threadID, callID, err := r.verifyToken(token)
 	if err != nil {
-		// RAP RE-5, TR-7: forged or mangled tokens change nothing.
-		r.log.Warn("callback refused: invalid token")
-		return api.CallbackResult{Status: http.StatusForbidden, Message: errTokenRefused.Error()}
+		// RAP RE-5, TR-7: forged or mangled tokens change nothing. The
+		// caller logs the refusal, with where it came from.
+		return api.CallbackResult{Status: http.StatusForbidden, Message: errTokenRefused.Error(), TokenRefused: true}
 	}
-	msg, err := rap.DecodeCallback(body)
+	data, err := io.ReadAll(io.LimitReader(body, MaxCallbackBytes+1))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe) || (err == nil && len(data) > MaxCallbackBytes):
+		return api.CallbackResult{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("callback body is larger than %d bytes", MaxCallbackBytes)}
+	case err != nil:
+		return api.CallbackResult{Status: http.StatusBadRequest, Message: "reading the callback body: " + err.Error()}
+	}
+	msg, err := rap.DecodeCallback(data)
 	if err == nil {
 		err = checkEventID(msg)
 	}

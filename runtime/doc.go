@@ -173,9 +173,9 @@
 // A tool POSTs a tool_result to the callback URL of its call:
 //
 //  1. Handler (http.go: httpapi.New) routes POST /rap/callback/{token}
-//     to httpapi's serveCallback, which checks the token
-//     (CheckCallbackToken: verifyToken, callbackkeys.go), reads the
-//     bounded body and hands it to DeliverCallback (callback.go), which
+//     to httpapi's serveCallback, which hands the token and the bounded
+//     body to DeliverCallback (callback.go). It checks the token
+//     (verifyToken, callbackkeys.go) before it reads the body, then
 //     decodes it.
 //  2. handleCallback (callback.go), in one store transaction, moves the
 //     call from pending to done and, if it moved, enqueues the result as

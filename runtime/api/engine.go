@@ -123,4 +123,9 @@ type CallbackResult struct {
 	// RetryAfter, when positive, is sent as Retry-After (seconds): the
 	// tool should send the same message again later.
 	RetryAfter int
+	// TokenRefused says the callback URL's token is not one the runtime
+	// issued (or still accepts): the body was not read, and nothing
+	// changed. The runtime does not log it; the caller logs it with where
+	// the request came from.
+	TokenRefused bool
 }

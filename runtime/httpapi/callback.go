@@ -5,9 +5,6 @@ package httpapi
 // the Engine made of the message.
 
 import (
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 
@@ -25,24 +22,12 @@ const CallbackPath = "/rap/callback/"
 // or a view of a closed thread; 413 a body over rap.MaxCallbackBytes; 503
 // with Retry-After when an early event cannot be held now (retry later).
 func (s *server) serveCallback(w http.ResponseWriter, req *http.Request) {
-	token := req.PathValue("token")
-	if err := s.e.CheckCallbackToken(token); err != nil {
+	body := http.MaxBytesReader(w, req.Body, rap.MaxCallbackBytes)
+	out := s.e.DeliverCallback(req.Context(), req.PathValue("token"), body, req.Header.Get(rap.IdempotencyKeyHeader))
+	if out.TokenRefused {
 		// RAP RE-5, TR-7: forged or mangled tokens change nothing.
 		s.opts.Log.Warn("callback refused: invalid token", "remote", req.RemoteAddr)
-		writeError(w, http.StatusForbidden, err.Error())
-		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, rap.MaxCallbackBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("callback body is larger than %d bytes", rap.MaxCallbackBytes))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "reading the callback body: "+err.Error())
-		return
-	}
-	out := s.e.DeliverCallback(req.Context(), token, body, req.Header.Get(rap.IdempotencyKeyHeader))
 	if out.Status != http.StatusOK {
 		if out.RetryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(out.RetryAfter))

@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -51,11 +52,9 @@ type Engine interface {
 	// FollowEvents opens a stream of the thread's events for a client
 	// that last saw lastEventID ("" for none).
 	FollowEvents(ctx context.Context, threadID, lastEventID string) (api.EventStream, error)
-	// CheckCallbackToken returns nil for a callback token the runtime
-	// issued, else an error whose text is the answer to the tool.
-	CheckCallbackToken(token string) error
-	// DeliverCallback applies the callback body a tool sent with token.
-	DeliverCallback(ctx context.Context, token string, body []byte, idempotencyKey string) api.CallbackResult
+	// DeliverCallback checks the token of a callback URL, and only when
+	// it is valid reads and applies the callback body a tool sent.
+	DeliverCallback(ctx context.Context, token string, body io.Reader, idempotencyKey string) api.CallbackResult
 }
 
 // Options configure New. The zero value (or nil) answers the client API

@@ -2,8 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -46,14 +46,13 @@ func (f *fakeEngine) FollowEvents(ctx context.Context, id, lastID string) (api.E
 	return f.stream, nil
 }
 
-func (f *fakeEngine) CheckCallbackToken(token string) error {
+func (f *fakeEngine) DeliverCallback(ctx context.Context, token string, body io.Reader, key string) api.CallbackResult {
 	if token != "good" {
-		return errors.New("invalid callback token")
+		return api.CallbackResult{Status: http.StatusForbidden, Message: "invalid callback token", TokenRefused: true}
 	}
-	return nil
-}
-
-func (f *fakeEngine) DeliverCallback(ctx context.Context, token string, body []byte, key string) api.CallbackResult {
+	if _, err := io.ReadAll(body); err != nil {
+		return api.CallbackResult{Status: http.StatusRequestEntityTooLarge, Message: err.Error()}
+	}
 	return api.CallbackResult{Status: http.StatusServiceUnavailable, Message: "later", RetryAfter: 7}
 }
 
