@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gorap/gorap/internal/spelling"
 	"github.com/gorap/gorap/runtime/config"
 )
 
@@ -163,39 +164,18 @@ func suggestFlags(cmd *cobra.Command, typed string) []string {
 // edits away, a prefix of it, or one edit away from one of its words (as
 // "tokn" from "tool-token").
 func closeFlagName(typed, name string) bool {
-	if editDistance(typed, name) <= 2 || (len(typed) >= 3 && strings.HasPrefix(name, typed)) {
+	if spelling.Distance(typed, name) <= 2 || (len(typed) >= 3 && strings.HasPrefix(name, typed)) {
 		return true
 	}
 	if len(typed) < 4 || !strings.Contains(name, "-") {
 		return false
 	}
 	for _, w := range strings.Split(name, "-") {
-		if editDistance(typed, w) <= 1 {
+		if spelling.Distance(typed, w) <= 1 {
 			return true
 		}
 	}
 	return false
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // enumValue is a string flag restricted to a few values.

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/gorap/gorap/internal/spelling"
 )
 
 // toolsetServerKeys are the members a toolset_server entry may have.
@@ -27,7 +29,7 @@ func nearMisses(item json.RawMessage, known []string) []string {
 			continue
 		}
 		for _, want := range known {
-			if squash(k) == squash(want) || editDistance(k, want) <= 2 {
+			if squash(k) == squash(want) || spelling.Distance(k, want) <= 2 {
 				notes = append(notes, fmt.Sprintf("%q (did you mean %q?)", k, want))
 				break
 			}
@@ -39,25 +41,4 @@ func nearMisses(item json.RawMessage, known []string) []string {
 // squash is s in lower case without "_" and "-".
 func squash(s string) string {
 	return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
