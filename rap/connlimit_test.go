@@ -101,24 +101,53 @@ func TestFullListenerShedsNotYetSending(t *testing.T) {
 // When no connection waits for headers, the one whose body is furthest
 // behind the minimum rate makes room; a body ahead of it is read whole.
 func TestFullListenerShedsSlowestBody(t *testing.T) {
-	entered := make(chan struct{}, 2)
+	// Each handler reports how many bytes of its body it has read so far,
+	// so that the test knows the server has seen both bodies' progress
+	// before a new client arrives, however slowly the machine runs.
+	progress := make(chan int, 1024)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != http.NoBody {
-			entered <- struct{}{}
-			if _, err := io.ReadAll(r.Body); err != nil {
-				http.Error(w, err.Error(), http.StatusBadRequest)
+		if r.Body == http.NoBody {
+			return
+		}
+		buf := make([]byte, 1000)
+		n := 0
+		for n < len(buf) {
+			m, err := r.Body.Read(buf[n:])
+			n += m
+			if m > 0 {
+				progress <- n
+			}
+			if err != nil {
+				if err != io.EOF {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+				}
+				return
 			}
 		}
 	})
 	// A rate so low and a grace so long that no body here is late.
 	addr := serveHandler(t, h, rap.HTTPLimits{MaxConns: 2, MinBodyRate: 1, BodyRateGrace: time.Minute})
 	post := "POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n"
+	waitRead := func(atLeast int) {
+		t.Helper()
+		deadline := time.After(sdkWait)
+		for {
+			select {
+			case n := <-progress:
+				if n >= atLeast {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("the server did not read %d bytes of a body in time", atLeast)
+			}
+		}
+	}
 	slow := dialed(t, addr)
 	fmt.Fprint(slow, post+"x") // 1 byte of 1,000
-	<-entered
+	waitRead(1)
 	ahead := dialed(t, addr)
 	fmt.Fprint(ahead, post+strings.Repeat("x", 900)) // 900 bytes of 1,000
-	<-entered
+	waitRead(900)
 	getServed(t, addr) // while the listener is full of slow bodies
 	if !isClosed(slow) {
 		t.Fatal("the body furthest behind was not closed to make room")
