@@ -29,6 +29,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorap/gorap/model"
 )
@@ -76,7 +77,14 @@ type When struct {
 // script is the file format.
 type script struct {
 	Turns []Turn `json:"turns"`
+	// StreamDelay, a Go duration such as "30ms", streams each reply a
+	// word at a time with this pause between words, so that a person
+	// watching a client sees the reply stream in as from a real model.
+	StreamDelay string `json:"stream_delay,omitempty"`
 }
+
+// maxStreamDelay bounds a script's stream_delay.
+const maxStreamDelay = 2 * time.Second
 
 // Model plays a script. It is safe for concurrent use.
 type Model struct {
@@ -85,6 +93,7 @@ type Model struct {
 	images bool
 	calls  atomic.Int64
 	allRep bool
+	delay  time.Duration // between streamed words; 0 streams at once
 }
 
 var _ model.Provider = (*Model)(nil)
@@ -107,11 +116,18 @@ func Load(path string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scripted model: %w", err)
 	}
-	turns, err := Parse(data)
+	sc, err := parseScript(data)
 	if err != nil {
 		return nil, fmt.Errorf("scripted model: %s: %w", path, err)
 	}
-	m := New(turns)
+	m := New(sc.Turns)
+	if sc.StreamDelay != "" {
+		d, err := time.ParseDuration(sc.StreamDelay)
+		if err != nil || d < 0 || d > maxStreamDelay {
+			return nil, fmt.Errorf("scripted model: %s: stream_delay %q: want a duration from 0 to %v, such as \"30ms\"", path, sc.StreamDelay, maxStreamDelay)
+		}
+		m.SetStreamDelay(d)
+	}
 	m.name = "scripted:" + filepath.Base(path) + " (scripted test model — not a real LLM)"
 	return m, nil
 }
@@ -119,6 +135,12 @@ func Load(path string) (*Model, error) {
 // Parse reads a script: an object {"turns": [...]} or a bare array of
 // turns. Unknown members are errors, so a typo does not go unnoticed.
 func Parse(data []byte) ([]Turn, error) {
+	s, err := parseScript(data)
+	return s.Turns, err
+}
+
+// parseScript reads and checks a script file's whole contents.
+func parseScript(data []byte) (script, error) {
 	trimmed := strings.TrimSpace(string(data))
 	var s script
 	dec := json.NewDecoder(strings.NewReader(trimmed))
@@ -130,28 +152,28 @@ func Parse(data []byte) ([]Turn, error) {
 		err = dec.Decode(&s)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("not a valid script (want {\"turns\": [{\"text\": ..., \"tool_calls\": [...]}]}): %w", err)
+		return script{}, fmt.Errorf("not a valid script (want {\"turns\": [{\"text\": ..., \"tool_calls\": [...]}]}): %w", err)
 	}
 	if len(s.Turns) == 0 {
-		return nil, errors.New(`script has no turns; add at least one, such as {"text": "hello", "repeat": true}`)
+		return script{}, errors.New(`script has no turns; add at least one, such as {"text": "hello", "repeat": true}`)
 	}
 	for i, t := range s.Turns {
 		if t.Text == "" && len(t.ToolCalls) == 0 && t.Error == "" {
-			return nil, fmt.Errorf("turns[%d]: needs text, tool_calls or error", i)
+			return script{}, fmt.Errorf("turns[%d]: needs text, tool_calls or error", i)
 		}
 		for j, c := range t.ToolCalls {
 			if c.Name == "" {
-				return nil, fmt.Errorf("turns[%d].tool_calls[%d].name: missing", i, j)
+				return script{}, fmt.Errorf("turns[%d].tool_calls[%d].name: missing", i, j)
 			}
 			if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
-				return nil, fmt.Errorf("turns[%d].tool_calls[%d].arguments: not valid JSON", i, j)
+				return script{}, fmt.Errorf("turns[%d].tool_calls[%d].arguments: not valid JSON", i, j)
 			}
 		}
 		if t.When != nil && t.When.LastInput != "" && t.When.LastInput != "user" && t.When.LastInput != "tool_result" {
-			return nil, fmt.Errorf("turns[%d].when.last_input: %q; want \"user\" or \"tool_result\"", i, t.When.LastInput)
+			return script{}, fmt.Errorf("turns[%d].when.last_input: %q; want \"user\" or \"tool_result\"", i, t.When.LastInput)
 		}
 	}
-	return s.Turns, nil
+	return s, nil
 }
 
 // New returns a model that plays turns.
@@ -164,6 +186,12 @@ func New(turns []Turn) *Model {
 	}
 	return m
 }
+
+// SetStreamDelay makes the model stream each reply a word at a time with
+// d between words (as a script's "stream_delay" does); 0, the default,
+// streams a reply in three deltas at once. Set it before the model is
+// used.
+func (m *Model) SetStreamDelay(d time.Duration) { m.delay = d }
 
 // Name implements model.Provider.
 func (m *Model) Name() string { return m.name }
@@ -264,7 +292,9 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 	i := m.pick(used, in)
 	if i < 0 {
 		text := "(scripted model: no turn of the script matches this point of the conversation)"
-		stream(s, text)
+		if err := m.stream(ctx, s, text); err != nil {
+			return nil, err
+		}
 		return &model.Response{Text: text, StopReason: "end_turn"}, nil
 	}
 	t := m.turns[i]
@@ -275,7 +305,9 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 	if strings.Contains(text, "{{") {
 		text = strings.NewReplacer("{{last_result}}", in.lastResult, "{{last_user}}", in.lastUser).Replace(text)
 	}
-	stream(s, text)
+	if err := m.stream(ctx, s, text); err != nil {
+		return nil, err
+	}
 	resp := &model.Response{Text: text, StopReason: "end_turn"}
 	n := len(req.Messages)
 	id, stack := threadOf(req.System)
@@ -358,14 +390,29 @@ func injectedOnly(msg model.Message) bool {
 	return true
 }
 
-// stream sends text in a few deltas, splitting at spaces.
-func stream(s model.Stream, text string) {
+// stream sends text in deltas, splitting at spaces: three at once, or,
+// with a stream delay, a word at a time with the delay between words. It
+// returns ctx's error when ctx ends while it waits.
+func (m *Model) stream(ctx context.Context, s model.Stream, text string) error {
 	if s == nil || text == "" {
-		return
+		return nil
 	}
 	words := strings.SplitAfter(text, " ")
 	per := max(1, (len(words)+2)/3)
+	if m.delay > 0 {
+		per = 1
+	}
 	for i := 0; i < len(words); i += per {
+		if i > 0 && m.delay > 0 {
+			t := time.NewTimer(m.delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
 		s.TextDelta(strings.Join(words[i:min(i+per, len(words))], ""))
 	}
+	return nil
 }

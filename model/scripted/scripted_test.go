@@ -2,10 +2,13 @@ package scripted
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorap/gorap/model"
 )
@@ -251,6 +254,73 @@ func TestInputOf(t *testing.T) {
 	for _, c := range cases {
 		if got := inputOf(c.msgs); got != c.want {
 			t.Errorf("%s: got %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// deltaRecorder records the text deltas of a completion.
+type deltaRecorder struct {
+	mu     sync.Mutex
+	deltas []string
+}
+
+func (d *deltaRecorder) TextDelta(s string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.deltas = append(d.deltas, s)
+}
+
+// A script's stream_delay streams each reply a word at a time with the
+// delay between words, and a completion whose context ends while it
+// streams stops at once with the context's error.
+func TestStreamDelay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(path, []byte(`{"stream_delay": "20ms", "turns": [{"text": "one two three four five", "repeat": true}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []model.Message{{Role: model.RoleUser, Text: "hi"}}
+	rec := &deltaRecorder{}
+	start := time.Now()
+	r, err := m.Complete(context.Background(), model.Request{Messages: msgs}, rec)
+	if err != nil || r.Text != "one two three four five" {
+		t.Fatalf("Complete = %+v, %v", r, err)
+	}
+	if elapsed := time.Since(start); elapsed < 4*20*time.Millisecond {
+		t.Errorf("5 words streamed in %v; want at least 4 pauses of 20ms", elapsed)
+	}
+	if got := strings.Join(rec.deltas, "|"); got != "one |two |three |four |five" {
+		t.Errorf("deltas %q; want a word each", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	slow := New([]Turn{{Text: strings.Repeat("word ", 100), Repeat: true}})
+	slow.SetStreamDelay(time.Hour)
+	cancelled := &deltaRecorder{}
+	done := make(chan error, 1)
+	go func() {
+		_, err := slow.Complete(ctx, model.Request{Messages: msgs}, cancelled)
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled completion: err = %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a cancelled completion kept streaming")
+	}
+
+	for _, bad := range []string{`"soon"`, `"-1s"`, `"1h"`} {
+		if err := os.WriteFile(path, []byte(`{"stream_delay": `+bad+`, "turns": [{"text": "x"}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "stream_delay") {
+			t.Errorf("stream_delay %s: err = %v; want one naming stream_delay", bad, err)
 		}
 	}
 }
