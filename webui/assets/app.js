@@ -145,8 +145,28 @@ function setMenu(open) {
   if (open) $('sidebar').querySelector('a, button')?.focus();
 }
 
+// closeThread asks, then closes the open thread (POST .../close).
+function closeThread() {
+  const dialog = $('close-dialog');
+  const id = current?.id;
+  if (!id) return;
+  dialog.returnValue = '';
+  dialog.addEventListener('close', async () => {
+    if (dialog.returnValue !== 'close' || current?.id !== id) return;
+    try {
+      await api.close(id);
+      current?.refreshStatus();
+      reloadThreads();
+    } catch (err) {
+      toast('Could not close the thread: ' + err.message);
+    }
+  }, { once: true });
+  dialog.showModal();
+}
+
 function init() {
   $('new-thread').addEventListener('click', newThread);
+  $('close-thread').addEventListener('click', closeThread);
   // The skip link moves the focus without touching the address, which
   // names the open thread: to the message box when a thread is open,
   // else to the button that starts one.

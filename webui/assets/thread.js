@@ -408,6 +408,7 @@ export class ThreadView {
       $('thread-info').replaceChildren(...info);
     }
     $('composer').hidden = s.status === 'closed';
+    $('close-thread').hidden = s.status === 'closed';
     for (const c of s.choices || []) this.choice({ call_id: c.call_id, name: c.tool_name, prompt: c.prompt, choices: c.choices, default: c.default });
     if (children.some((id) => !threads.has(id))) this.app.reloadThreads();
   }
