@@ -340,10 +340,13 @@ func (f *follower) waitQuiet(ctx context.Context, root *followedThread, errsBefo
 	defer deadline.Stop()
 	for {
 		busy, err := f.busyThreads(ctx, root, errsBefore)
-		if err != nil {
+		switch {
+		case unreachable(ctx, err):
+			// The runtime restarts: ask again at the next poll.
+			busy = []string{"the runtime is not reachable (" + err.Error() + ")"}
+		case err != nil:
 			return err
-		}
-		if len(busy) == 0 {
+		case len(busy) == 0:
 			return nil
 		}
 		select {

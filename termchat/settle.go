@@ -39,6 +39,7 @@ func waitSettled(ctx context.Context, a API, w *threadWatch, threadID string, g 
 	poll := time.NewTicker(time.Second)
 	defer poll.Stop()
 	var last *ThreadStatus
+	var down error // the runtime is unreachable since this error
 	for {
 		ws := w.snapshot()
 		if ws.closed || ws.errs > g.errsBefore && !ws.running {
@@ -54,10 +55,22 @@ func waitSettled(ctx context.Context, a API, w *threadWatch, threadID string, g 
 		}
 		if ready {
 			st, err := a.Status(ctx, threadID)
-			if err != nil {
+			switch {
+			case unreachable(ctx, err):
+				// The runtime restarts: wait for it (the poll below).
+				down = err
+				st = nil
+			case err != nil:
 				return err
+			default:
+				down = nil
 			}
-			last = st
+			if st != nil {
+				last = st
+			}
+		}
+		if ready && last != nil && down == nil {
+			st := last
 			if st.Status == string(api.ThreadStatusClosed) {
 				return nil
 			}
@@ -69,10 +82,12 @@ func waitSettled(ctx context.Context, a API, w *threadWatch, threadID string, g 
 					return nil
 				}
 				msgs, err := a.History(ctx, threadID)
-				if err != nil {
+				switch {
+				case unreachable(ctx, err):
+					down = err
+				case err != nil:
 					return err
-				}
-				if settledIn(msgs, g.text, g.countBefore) {
+				case settledIn(msgs, g.text, g.countBefore):
 					return nil
 				}
 			}
@@ -83,6 +98,9 @@ func waitSettled(ctx context.Context, a API, w *threadWatch, threadID string, g 
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
+			if down != nil {
+				return fmt.Errorf("gave up waiting after %v: the runtime has not been reachable since: %w", wait, down)
+			}
 			if last != nil && len(last.PendingCalls) > 0 {
 				names := make([]string, 0, len(last.PendingCalls))
 				for _, c := range last.PendingCalls {
