@@ -1,0 +1,85 @@
+package webui_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+)
+
+// axeSource is axe-core, the accessibility checker, from the npm package
+// pinned in testdata/axe (npm ci there installs it; CI does).
+func axeSource(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "axe", "node_modules", "axe-core", "axe.min.js"))
+	if err != nil {
+		if os.Getenv("GORAP_REQUIRE_NPM") != "" {
+			t.Fatalf("axe-core is not installed (run npm ci in webui/testdata/axe): %v", err)
+		}
+		t.Skipf("axe-core is not installed (run npm ci in webui/testdata/axe): %v", err)
+	}
+	return string(b)
+}
+
+// axeFindings runs axe-core on the page as it is and returns its serious
+// and critical findings, one line each: rule, impact, help, and the first
+// elements concerned.
+func (b *browser) axeFindings(src string) []string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, waitFor)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](src+";true")); err != nil {
+		b.t.Fatalf("load axe-core: %v", err)
+	}
+	const run = `axe.run(document, {resultTypes: ['violations']}).then(r => r.violations
+	  .filter(v => v.impact === 'serious' || v.impact === 'critical')
+	  .map(v => v.id + ' (' + v.impact + '): ' + v.help + ' — ' + v.nodes.slice(0, 3).map(n => n.target.join(' ')).join(', ')))`
+	found, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](run, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("run axe-core: %v", err)
+	}
+	return found
+}
+
+// The page has no serious or critical accessibility finding (axe-core's
+// WCAG rules) in the states a person meets first: the empty page, a
+// conversation with tool calls and results, a user choice, and the
+// dialog that confirms closing a thread; in light and in dark mode.
+func TestBrowserAccessibility(t *testing.T) {
+	src := axeSource(t)
+	st := newDemoStack(t, nil, "")
+	id := converse(t, st, "please edit main.go")
+	for _, dark := range []bool{false, true} {
+		b := newBrowser(t, 1280, 860)
+		if dark {
+			b.run("dark mode", chromedp.Func(func(ctx context.Context, target *chromedp.Target) error {
+				_, err := cdp.Call(ctx, target, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+					Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+				})
+				return err
+			}))
+		}
+		check := func(state string) {
+			t.Helper()
+			if found := b.axeFindings(src); len(found) > 0 {
+				t.Errorf("dark=%v, %s: %d serious accessibility finding(s):\n%s", dark, state, len(found), strings.Join(found, "\n"))
+			}
+		}
+		b.run("open the page", chromedp.Navigate(st.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#new-thread")))
+		check("the empty page")
+		b.run("open the conversation", chromedp.Navigate(st.URL+"/#/t/"+id))
+		b.wait("the conversation", contains(".msg.assistant", "Done: main.go now greets the world."))
+		check("a conversation")
+		b.say("deploy it")
+		b.wait("the choice picker", contains(`.choice .prompt`, "Deploy where?"))
+		check("a user choice")
+		b.run("ask to close", chromedp.Click(chromedp.CSS("#close-thread")))
+		b.wait("the confirmation", `document.getElementById('close-dialog').open`)
+		check("the close confirmation")
+	}
+}
