@@ -31,12 +31,6 @@ func CallerFrom(ctx context.Context) (Caller, bool) {
 	return api.CallerFrom(ctx)
 }
 
-// callerUser returns the user the Caller of ctx is restricted to, and
-// whether it is restricted at all (no Caller, or an admin, is not).
-func callerUser(ctx context.Context) (string, bool) {
-	return api.ScopedUser(ctx)
-}
-
 // visibleThread reads the thread id for the Caller of ctx: a thread that
 // does not exist, or belongs to another user's session when the caller is
 // bound to a user, is ErrUnknownThread alike.
@@ -48,7 +42,7 @@ func visibleThread(ctx context.Context, tx store.Tx, id string) (store.Thread, e
 	if err != nil {
 		return th, err
 	}
-	if user, scoped := callerUser(ctx); scoped && th.UserID != user {
+	if user, scoped := api.ScopedUser(ctx); scoped && th.UserID != user {
 		return store.Thread{}, fmt.Errorf("%w %q", ErrUnknownThread, id)
 	}
 	return th, nil
@@ -56,7 +50,7 @@ func visibleThread(ctx context.Context, tx store.Tx, id string) (store.Thread, e
 
 // CheckThread returns nil when the thread exists and the Caller of ctx
 // may see it, else an error wrapping ErrUnknownThread (or the store's
-// error). The client API checks it first on every route of one thread.
+// error). The client API checks it before it reads a request's body.
 func (r *Runtime) CheckThread(ctx context.Context, threadID string) error {
 	return r.store.View(ctx, func(tx store.Tx) error {
 		_, err := visibleThread(ctx, tx, threadID)

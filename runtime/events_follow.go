@@ -31,7 +31,7 @@ const LastEventIDParam = api.LastEventIDParam
 // StreamLimits.BufferBytes behind is dropped. Close the stream when done.
 // Like the other thread methods it answers for the Caller of ctx.
 func (r *Runtime) FollowEvents(ctx context.Context, threadID, lastEventID string) (api.EventStream, error) {
-	if _, scoped := callerUser(ctx); scoped {
+	if _, scoped := api.ScopedUser(ctx); scoped {
 		if err := r.CheckThread(ctx, threadID); err != nil {
 			return nil, err
 		}
@@ -134,8 +134,11 @@ func (r *Runtime) replayEvents(ctx context.Context, id string, att attachment) (
 	var history []store.Message
 	var views []store.View
 	err := r.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		if info, err = r.readThreadInfo(tx, id); err != nil {
+		th, err := visibleThread(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if info, err = r.readThreadInfo(tx, th); err != nil {
 			return err
 		}
 		if history, err = tx.History(id); err != nil {

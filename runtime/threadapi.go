@@ -121,7 +121,7 @@ func (r *Runtime) Threads(ctx context.Context) ([]api.Thread, error) {
 	var out []api.Thread
 	err := r.store.View(ctx, func(tx store.Tx) error {
 		threads, err := tx.ListThreads()
-		if user, scoped := callerUser(ctx); scoped {
+		if user, scoped := api.ScopedUser(ctx); scoped {
 			threads = slices.DeleteFunc(threads, func(th store.Thread) bool { return th.UserID != user })
 		}
 		out = apiSlice(threads, apiThread)
@@ -138,11 +138,11 @@ func (r *Runtime) Threads(ctx context.Context) ([]api.Thread, error) {
 func (r *Runtime) ThreadInfo(ctx context.Context, threadID string) (api.ThreadInfo, error) {
 	var info api.ThreadInfo
 	err := r.store.View(ctx, func(tx store.Tx) error {
-		if _, err := visibleThread(ctx, tx, threadID); err != nil {
+		th, err := visibleThread(ctx, tx, threadID)
+		if err != nil {
 			return err
 		}
-		var err error
-		info, err = r.readThreadInfo(tx, threadID)
+		info, err = r.readThreadInfo(tx, th)
 		return err
 	})
 	return info, err

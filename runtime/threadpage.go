@@ -52,7 +52,7 @@ func (r *Runtime) ThreadsPage(ctx context.Context, parentID, cursor string, limi
 	if err != nil {
 		return resp, err
 	}
-	user, scoped := callerUser(ctx)
+	user, scoped := api.ScopedUser(ctx)
 	var page []store.Thread
 	err = r.store.View(ctx, func(tx store.Tx) error {
 		var err error
@@ -127,16 +127,11 @@ func decodeCursor(s string) (store.ThreadCursor, error) {
 	return store.ThreadCursor{Created: time.Unix(0, n).UTC(), ID: id}, nil
 }
 
-// readThreadInfo reads the answer of GET /v1/threads/{id}.
-func (r *Runtime) readThreadInfo(tx store.Tx, id string) (api.ThreadInfo, error) {
+// readThreadInfo reads the answer of GET /v1/threads/{id} for th, the
+// thread's record read in tx (by visibleThread).
+func (r *Runtime) readThreadInfo(tx store.Tx, th store.Thread) (api.ThreadInfo, error) {
 	info := api.ThreadInfo{PendingCalls: []api.Call{}, Subscriptions: []api.Subscription{}, Children: []string{}, Choices: []api.Choice{}}
-	th, err := tx.Thread(id)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return info, fmt.Errorf("%w %q", ErrUnknownThread, id)
-		}
-		return info, err
-	}
+	id := th.ID
 	info.Thread = apiThread(th)
 	// Every read below is an indexed lookup of this thread's rows:
 	// no scan of all threads.

@@ -198,7 +198,7 @@ func bridgeMCP(ctx context.Context, opts *mcp.Options, listen string, stdout io.
 	srv := rap.NewHTTPServer(b, so.HTTP, so.Logger)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(rap.LimitListener(ln, rap.DefaultMaxConns, so.Logger)) }()
-	base := "http://" + ln.Addr().String()
+	base, _ := listenURLs("http", ln.Addr())
 	ts := b.Toolset(base + "/")
 	fmt.Fprintf(stdout, "rap bridge mcp: serving MCP server %q as a RAP tool server at %s\n", opts.Name, base)
 	fmt.Fprintf(stdout, "  tools (%d):", len(ts.Tools))

@@ -143,7 +143,7 @@ func runExample(ctx context.Context, a *app, f exampleFlags, pos []string) error
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(rap.LimitListener(ln, rap.DefaultMaxConns, opts.Logger)) }()
 
-	base := "http://" + ln.Addr().String()
+	base, _ := listenURLs("http", ln.Addr())
 	if embedded {
 		fmt.Fprintf(stdout, "{\"port\": %d}\n", ln.Addr().(*net.TCPAddr).Port)
 	}

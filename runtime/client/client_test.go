@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -211,5 +212,27 @@ func TestThreadsAndHistory(t *testing.T) {
 	}
 	if _, err := c.PostMessage(ctx, th.ID, "more"); !errors.Is(err, client.ErrBadRequest) || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("post to a closed thread: %v", err)
+	}
+}
+
+// Temporary tells failures worth sending again later (no answer, 429,
+// 5xx) from refusals (other 4xx) and success.
+func TestTemporary(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
+		{&client.Error{Status: http.StatusServiceUnavailable}, true},
+		{&client.Error{Status: http.StatusBadGateway}, true},
+		{&client.Error{Status: http.StatusTooManyRequests}, true},
+		{&client.Error{Status: http.StatusNotFound}, false},
+		{&client.Error{Status: http.StatusUnauthorized}, false},
+		{fmt.Errorf("wrapped: %w", &client.Error{Status: http.StatusBadRequest}), false},
+	} {
+		if got := client.Temporary(tc.err); got != tc.want {
+			t.Errorf("Temporary(%v) = %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

@@ -127,12 +127,22 @@ func (s *Stream) connect() (retryAfter time.Duration, err error) {
 
 // final reports whether a failure to connect is not worth retrying: the
 // runtime answered, and not that it is busy or failing.
-func final(err error) bool {
-	var e *Error
-	if !errors.As(err, &e) {
+func final(err error) bool { return !Temporary(err) }
+
+// Temporary reports whether err, from a Client method, may go away when
+// the request is sent again later: the runtime could not be reached, or it
+// answered 429 or a 5xx (it is busy, restarting, or behind a proxy with no
+// backend for a moment). A refusal (any other 4xx) is not. The event
+// stream retries exactly these failures by itself.
+func Temporary(err error) bool {
+	if err == nil {
 		return false
 	}
-	return e.Status < 500 && e.Status != http.StatusTooManyRequests
+	var e *Error
+	if !errors.As(err, &e) {
+		return true
+	}
+	return e.Status >= 500 || e.Status == http.StatusTooManyRequests
 }
 
 // Next returns the stream's next event, waiting for it. After a
