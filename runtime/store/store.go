@@ -73,6 +73,8 @@ type Tx interface {
 	CallbackKeyStore
 	OAuthLinks
 	ThreadEvents
+	Sessions
+	Moves
 }
 
 // ThreadStatus is the lifecycle state of a thread.

@@ -183,3 +183,34 @@ func CheckHeldEvent(e store.HeldEvent) error {
 func NotFound(what string, id ...string) error {
 	return fmt.Errorf("%s %s: %w", what, strings.Join(id, "/"), store.ErrNotFound)
 }
+
+// ParentsFirst orders the threads of one session so that every thread
+// comes after its parent, keeping their order otherwise: a child made in
+// the same instant as its parent may sort before it by time alone.
+func ParentsFirst(threads []store.Thread) []store.Thread {
+	placed := make(map[string]bool, len(threads))
+	present := make(map[string]bool, len(threads))
+	for _, th := range threads {
+		present[th.ID] = true
+	}
+	out := make([]store.Thread, 0, len(threads))
+	for len(out) < len(threads) {
+		progress := false
+		for _, th := range threads {
+			if placed[th.ID] || (th.ParentID != "" && present[th.ParentID] && !placed[th.ParentID]) {
+				continue
+			}
+			placed[th.ID], progress = true, true
+			out = append(out, th)
+		}
+		if !progress { // a cycle, which CreateThread cannot make
+			for _, th := range threads {
+				if !placed[th.ID] {
+					out = append(out, th)
+				}
+			}
+			break
+		}
+	}
+	return out
+}

@@ -440,6 +440,23 @@ var migrations = []string{
 	);`,
 	// 6: SQLite's migration 13: one user's threads listed by page.
 	`CREATE INDEX threads_user_created ON threads(user_id, created, id);`,
+	// 7: SQLite's migration 14: whole sessions read and deleted, and the
+	// moves of sessions between runtimes.
+	`CREATE INDEX threads_root_created ON threads(root_id, created, id);
+	CREATE INDEX seen_keys_thread ON seen_keys(thread_id);
+	CREATE TABLE session_moves (
+		root_id TEXT NOT NULL,
+		direction TEXT NOT NULL,
+		id TEXT NOT NULL,
+		state TEXT NOT NULL,
+		peer TEXT NOT NULL,
+		secret TEXT NOT NULL DEFAULT '',
+		data BYTEA,
+		created TIMESTAMPTZ NOT NULL,
+		updated TIMESTAMPTZ NOT NULL,
+		expires TIMESTAMPTZ,
+		PRIMARY KEY (root_id, direction)
+	);`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -439,6 +439,23 @@ var migrations = []string{
 	// 13: one user's threads are listed by page, in order, for a client
 	// token bound to that user.
 	`CREATE INDEX threads_user_created ON threads(user_id, created, id);`,
+	// 14: whole sessions are read and deleted (store.Sessions), and the
+	// moves of sessions between runtimes are recorded (store.Moves).
+	`CREATE INDEX threads_root_created ON threads(root_id, created, id);
+	CREATE INDEX seen_keys_thread ON seen_keys(thread_id);
+	CREATE TABLE session_moves (
+		root_id TEXT NOT NULL,
+		direction TEXT NOT NULL,
+		id TEXT NOT NULL,
+		state TEXT NOT NULL,
+		peer TEXT NOT NULL,
+		secret TEXT NOT NULL DEFAULT '',
+		data TEXT,
+		created INTEGER NOT NULL,
+		updated INTEGER NOT NULL,
+		expires INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (root_id, direction)
+	);`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -114,6 +114,8 @@ var cases = []struct {
 	{"ThreadEventIDs", testThreadEventIDs},
 	{"OAuthLinks", testOAuthLinks},
 	{"SharedCallbackKey", testSharedCallbackKey},
+	{"Sessions", testSessions},
+	{"Moves", testMoves},
 }
 
 // testClosed: after Close, Update, View and QuickView fail with

@@ -1,0 +1,253 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"database/sql"
+
+	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/backend"
+)
+
+// SessionThreads implements store.Sessions.
+func (t *tx) SessionThreads(rootID string) ([]store.Thread, error) {
+	rows, err := t.tx.Query(`SELECT `+threadCols+` FROM threads WHERE root_id = ? ORDER BY created, id`, rootID)
+	if err != nil {
+		return nil, fmt.Errorf("list the threads of session %s: %w", rootID, err)
+	}
+	defer rows.Close()
+	var out []store.Thread
+	for rows.Next() {
+		th, err := scanThread(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list the threads of session %s: %w", rootID, err)
+		}
+		out = append(out, th)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the threads of session %s: %w", rootID, err)
+	}
+	return backend.ParentsFirst(out), nil
+}
+
+// ThreadTimers implements store.Sessions.
+func (t *tx) ThreadTimers(threadID string) ([]store.Timer, error) {
+	rows, err := t.tx.Query(`SELECT id, thread_id, kind, COALESCE(payload, ''), due, created FROM timers WHERE thread_id = ? ORDER BY due, id`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("list the timers of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.Timer
+	for rows.Next() {
+		var tm store.Timer
+		var payload string
+		var due, created int64
+		if err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &due, &created); err != nil {
+			return nil, err
+		}
+		if payload != "" {
+			tm.Payload = json.RawMessage(payload)
+		}
+		tm.Due, tm.Created = fromNanos(due), fromNanos(created)
+		out = append(out, tm)
+	}
+	return out, rows.Err()
+}
+
+// ThreadSeenKeys implements store.Sessions.
+func (t *tx) ThreadSeenKeys(threadID string) ([]string, error) {
+	rows, err := t.tx.Query(`SELECT key FROM seen_keys WHERE thread_id = ?`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("list the seen keys of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// ThreadHeldEvents implements store.Sessions.
+func (t *tx) ThreadHeldEvents(threadID string) ([]store.HeldEvent, error) {
+	rows, err := t.tx.Query(`SELECT id, call_id, payload, created FROM held_events WHERE thread_id = ? ORDER BY id`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("list the held events of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.HeldEvent
+	for rows.Next() {
+		e := store.HeldEvent{ThreadID: threadID}
+		var payload string
+		var created int64
+		if err := rows.Scan(&e.ID, &e.CallID, &payload, &created); err != nil {
+			return nil, err
+		}
+		e.Payload, e.Created = json.RawMessage(payload), fromNanos(created)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// ThreadCallChecks implements store.Sessions.
+func (t *tx) ThreadCallChecks(threadID string) ([]store.CallCheck, error) {
+	rows, err := t.tx.Query(`SELECT call_id, due, failures FROM call_checks WHERE thread_id = ? ORDER BY due, call_id`, threadID)
+	if err != nil {
+		return nil, fmt.Errorf("list the call checks of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	var out []store.CallCheck
+	for rows.Next() {
+		c := store.CallCheck{ThreadID: threadID}
+		var due int64
+		if err := rows.Scan(&c.CallID, &due, &c.Failures); err != nil {
+			return nil, err
+		}
+		c.Due = fromNanos(due)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// SessionTrust implements store.Sessions.
+func (t *tx) SessionTrust(rootID string) (map[string]string, error) {
+	rows, err := t.tx.Query(`SELECT base_url, sha256 FROM toolset_trust WHERE root_id = ?`, rootID)
+	if err != nil {
+		return nil, fmt.Errorf("list the trusted toolsets of session %s: %w", rootID, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var u, d string
+		if err := rows.Scan(&u, &d); err != nil {
+			return nil, err
+		}
+		out[u] = d
+	}
+	return out, rows.Err()
+}
+
+// sessionTables are the tables that keep records of a thread by its
+// thread_id, deleted with the session before its threads.
+var sessionTables = []string{
+	"messages", "inbox", "seen_keys", "calls", "subscriptions", "views", "timers",
+	"choices", "held_events", "call_checks", "thread_leases", "oauth_links",
+	"thread_event_heads", "thread_events",
+}
+
+// DeleteSession implements store.Sessions.
+func (t *tx) DeleteSession(rootID string) (int, error) {
+	threads, err := t.SessionThreads(rootID)
+	if err != nil || len(threads) == 0 {
+		return 0, err
+	}
+	if t.tx.rows != nil {
+		// The row cache must not answer for what is deleted here.
+		for _, th := range threads {
+			calls, err := t.ThreadCalls(th.ID)
+			if err != nil {
+				return 0, err
+			}
+			for _, c := range calls {
+				t.tx.overlay.forgetCall(callKey{c.ThreadID, c.CallID})
+			}
+			t.tx.overlay.forget(th.ID)
+			t.tx.overlay.pending.forget(th.ID)
+		}
+	}
+	for _, table := range sessionTables {
+		if _, err := t.tx.Exec(`DELETE FROM `+table+` WHERE thread_id IN (SELECT id FROM threads WHERE root_id = ?)`, rootID); err != nil {
+			return 0, fmt.Errorf("delete session %s (%s): %w", rootID, table, err)
+		}
+	}
+	for _, table := range []string{"toolset_cache", "toolset_trust"} {
+		if _, err := t.tx.Exec(`DELETE FROM `+table+` WHERE root_id = ?`, rootID); err != nil {
+			return 0, fmt.Errorf("delete session %s (%s): %w", rootID, table, err)
+		}
+	}
+	// Children before parents: parent_id references threads(id).
+	for i := len(threads) - 1; i >= 0; i-- {
+		if _, err := t.tx.Exec(`DELETE FROM threads WHERE id = ?`, threads[i].ID); err != nil {
+			return 0, fmt.Errorf("delete thread %s of session %s: %w", threads[i].ID, rootID, err)
+		}
+	}
+	return len(threads), nil
+}
+
+// Moves
+
+// PutMove implements store.Moves.
+func (t *tx) PutMove(m store.Move) error {
+	var data any
+	if len(m.Data) > 0 {
+		data = string(m.Data)
+	}
+	_, err := t.tx.Exec(`INSERT INTO session_moves (root_id, direction, id, state, peer, secret, data, created, updated, expires)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (root_id, direction) DO UPDATE SET id = excluded.id, state = excluded.state, peer = excluded.peer,
+		secret = excluded.secret, data = excluded.data, updated = excluded.updated, expires = excluded.expires`,
+		m.RootID, string(m.Direction), m.ID, string(m.State), m.Peer, m.Secret, data,
+		nanos(t.stamp(m.Created)), nanos(t.now), nanos(m.Expires))
+	if err != nil {
+		return fmt.Errorf("record the move of session %s: %w", m.RootID, err)
+	}
+	return nil
+}
+
+const moveCols = `root_id, direction, id, state, peer, secret, COALESCE(data, ''), created, updated, expires`
+
+func scanMove(sc interface{ Scan(...any) error }) (store.Move, error) {
+	var m store.Move
+	var data string
+	var created, updated, expires int64
+	err := sc.Scan(&m.RootID, &m.Direction, &m.ID, &m.State, &m.Peer, &m.Secret, &data, &created, &updated, &expires)
+	if data != "" {
+		m.Data = json.RawMessage(data)
+	}
+	m.Created, m.Updated, m.Expires = fromNanos(created), fromNanos(updated), fromNanos(expires)
+	return m, err
+}
+
+// SessionMove implements store.Moves.
+func (t *tx) SessionMove(rootID string, dir store.MoveDirection) (store.Move, error) {
+	m, err := scanMove(t.tx.QueryRow(`SELECT `+moveCols+` FROM session_moves WHERE root_id = ? AND direction = ?`, rootID, string(dir)))
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, backend.NotFound("move of session", rootID)
+	}
+	if err != nil {
+		return m, fmt.Errorf("read the move of session %s: %w", rootID, err)
+	}
+	return m, nil
+}
+
+// ListMoves implements store.Moves.
+func (t *tx) ListMoves() ([]store.Move, error) {
+	rows, err := t.tx.Query(`SELECT ` + moveCols + ` FROM session_moves ORDER BY created, root_id, direction`)
+	if err != nil {
+		return nil, fmt.Errorf("list the moves of sessions: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Move
+	for rows.Next() {
+		m, err := scanMove(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list the moves of sessions: %w", err)
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// DeleteMove implements store.Moves.
+func (t *tx) DeleteMove(rootID string, dir store.MoveDirection) error {
+	if _, err := t.tx.Exec(`DELETE FROM session_moves WHERE root_id = ? AND direction = ?`, rootID, string(dir)); err != nil {
+		return fmt.Errorf("delete the move of session %s: %w", rootID, err)
+	}
+	return nil
+}
