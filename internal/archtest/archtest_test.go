@@ -30,7 +30,7 @@ var layers = []struct {
 		"runtime/api", "runtime/store", "runtime/config", "bridge/mcp", "bridge/otc", "bridge/toolsjson",
 		"examples/exec", "examples/fswatch", "examples/gettime", "examples/toolsjson/weatherapi"}},
 	{"what the stores share", []string{"runtime/store/backend"}},
-	{"stores and the client", []string{"runtime/store/sqlite", "runtime/store/postgres", "runtime/store/storetest", "runtime/client"}},
+	{"stores, the client and the session archive", []string{"runtime/store/sqlite", "runtime/store/postgres", "runtime/store/storetest", "runtime/client", "runtime/archive"}},
 	{"built on the client and the stores", []string{"runtime/store/postgres/pgtest", "termchat"}},
 	{"the runtime's HTTP surface", []string{"runtime/httpapi"}},
 	{"the runtime engine", []string{"runtime"}},

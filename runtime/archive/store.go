@@ -1,0 +1,268 @@
+package archive
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// ErrExists is returned (wrapped) by WriteSession when a thread of the
+// session already exists in the store. Test for it with errors.Is.
+var ErrExists = errors.New("the session's threads already exist here")
+
+// ReadSession reads the session whose root thread is root from a store
+// transaction, with every record the runtime keeps of it except the
+// short-lived ones (oauth links, the client event log) and thread leases.
+// A session that does not exist is an error wrapping store.ErrNotFound.
+func ReadSession(tx store.Tx, root string) (*Session, error) {
+	threads, err := tx.SessionThreads(root)
+	if err != nil {
+		return nil, err
+	}
+	if len(threads) == 0 || threads[0].ID != root {
+		return nil, fmt.Errorf("session %s: %w", root, store.ErrNotFound)
+	}
+	s := &Session{Root: root}
+	for _, th := range threads {
+		s.Threads = append(s.Threads, Thread{ID: th.ID, ParentID: th.ParentID, Status: string(th.Status), Created: th.Created,
+			OriginCallID: th.OriginCallID, OriginTool: th.OriginTool, OriginArgs: th.OriginArgs, InheritSeq: th.InheritSeq, UserID: th.UserID})
+		if err := readThread(tx, th, s); err != nil {
+			return nil, fmt.Errorf("read thread %s of session %s: %w", th.ID, root, err)
+		}
+	}
+	toolsets, err := tx.SessionToolsets(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range toolsets {
+		s.Toolsets = append(s.Toolsets, Toolset{BaseURL: c.BaseURL, Manifest: c.Manifest, Fetched: c.Fetched})
+	}
+	trust, err := tx.SessionTrust(root)
+	if err != nil {
+		return nil, err
+	}
+	for u, d := range trust {
+		s.Trust = append(s.Trust, Trust{BaseURL: u, SHA256: d})
+	}
+	sort.Slice(s.Trust, func(i, j int) bool { return s.Trust[i].BaseURL < s.Trust[j].BaseURL })
+	return s, nil
+}
+
+func readThread(tx store.Tx, th store.Thread, s *Session) error {
+	hist, err := tx.HistorySince(th.ID, th.InheritSeq)
+	if err != nil {
+		return err
+	}
+	for _, m := range hist {
+		if m.ThreadID != th.ID {
+			continue // inherited: the parent's own
+		}
+		am := Message{Thread: th.ID, Seq: m.Seq, Role: string(m.Role), Text: m.Text, Created: m.Created}
+		for _, c := range m.ToolCalls {
+			am.ToolCalls = append(am.ToolCalls, ToolCall(c))
+		}
+		for _, r := range m.ToolResults {
+			am.ToolResults = append(am.ToolResults, ToolResult(r))
+		}
+		s.Messages = append(s.Messages, am)
+	}
+	queued, err := tx.Queued(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, it := range queued {
+		s.Inbox = append(s.Inbox, InboxItem{Thread: th.ID, Kind: string(it.Kind), Payload: it.Payload, DedupKey: it.DedupKey, Created: it.Created})
+	}
+	calls, err := tx.ThreadCalls(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, c := range calls {
+		s.Calls = append(s.Calls, Call{Thread: th.ID, CallID: c.CallID, ToolName: c.ToolName, Arguments: c.Arguments, Toolset: c.Toolset,
+			Endpoint: c.Endpoint, TurnSeq: c.TurnSeq, State: string(c.State), Deadline: c.Deadline, Created: c.Created, Updated: c.Updated})
+	}
+	subs, err := tx.ThreadSubscriptions(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, x := range subs {
+		s.Subscriptions = append(s.Subscriptions, Subscription{Thread: th.ID, CallID: x.CallID, ToolName: x.ToolName, State: string(x.State), Created: x.Created})
+	}
+	views, err := tx.ThreadViews(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, v := range views {
+		s.Views = append(s.Views, View{Thread: th.ID, ViewType: v.ViewType, Content: v.Content, Updated: v.Updated})
+	}
+	timers, err := tx.ThreadTimers(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, t := range timers {
+		s.Timers = append(s.Timers, Timer{ID: t.ID, Thread: th.ID, Kind: t.Kind, Payload: t.Payload, Due: t.Due, Created: t.Created})
+	}
+	choices, err := tx.ThreadChoices(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, c := range choices {
+		s.Choices = append(s.Choices, Choice{Thread: th.ID, CallID: c.CallID, ToolName: c.ToolName, Prompt: c.Prompt, Choices: c.Choices,
+			Default: c.Default, ResponseURL: c.ResponseURL, Created: c.Created})
+	}
+	held, err := tx.ThreadHeldEvents(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, e := range held {
+		s.HeldEvents = append(s.HeldEvents, HeldEvent{Thread: th.ID, CallID: e.CallID, Payload: e.Payload, Created: e.Created})
+	}
+	checks, err := tx.ThreadCallChecks(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, c := range checks {
+		s.CallChecks = append(s.CallChecks, CallCheck{Thread: th.ID, CallID: c.CallID, Due: c.Due, Failures: c.Failures})
+	}
+	keys, err := tx.ThreadSeenKeys(th.ID)
+	if err != nil {
+		return err
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s.SeenKeys = append(s.SeenKeys, SeenKey{Thread: th.ID, Key: k})
+	}
+	return nil
+}
+
+// WriteSession writes s into a store transaction: its threads, histories
+// (each message keeps its number), queued messages (in their order, with
+// new ids), calls, subscriptions, views, timers, cached toolsets, trusted
+// digests, user choices, held events, checks and seen keys. It validates
+// s first, and refuses a session any of whose thread ids exists in the
+// store with an error wrapping ErrExists; either way nothing is written
+// (the caller rolls the transaction back on an error).
+func WriteSession(tx store.Tx, s *Session) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	for _, th := range s.Threads {
+		_, err := tx.Thread(th.ID)
+		if err == nil {
+			return fmt.Errorf("session %s: thread %s: %w", s.Root, th.ID, ErrExists)
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	for _, th := range s.Threads {
+		if err := tx.CreateThread(store.Thread{ID: th.ID, ParentID: th.ParentID, RootID: s.Root, Status: store.ThreadStatus(th.Status),
+			Created: th.Created, OriginCallID: th.OriginCallID, OriginTool: th.OriginTool, OriginArgs: th.OriginArgs,
+			InheritSeq: th.InheritSeq, UserID: th.UserID}); err != nil {
+			return err
+		}
+	}
+	if err := writeMessages(tx, s); err != nil {
+		return err
+	}
+	for _, it := range s.Inbox {
+		if _, err := tx.Enqueue(store.InboxItem{ThreadID: it.Thread, Kind: store.InboxKind(it.Kind), Payload: it.Payload, DedupKey: it.DedupKey, Created: it.Created}); err != nil {
+			return err
+		}
+	}
+	var calls []store.Call
+	for _, c := range s.Calls {
+		calls = append(calls, store.Call{ThreadID: c.Thread, CallID: c.CallID, ToolName: c.ToolName, Arguments: c.Arguments, Toolset: c.Toolset,
+			Endpoint: c.Endpoint, TurnSeq: c.TurnSeq, State: store.CallState(c.State), Deadline: c.Deadline, Created: c.Created, Updated: c.Updated})
+	}
+	if len(calls) > 0 {
+		if err := tx.PutCalls(calls); err != nil {
+			return err
+		}
+	}
+	for _, x := range s.Subscriptions {
+		if err := tx.PutSubscription(store.Subscription{ThreadID: x.Thread, CallID: x.CallID, ToolName: x.ToolName, State: store.SubscriptionState(x.State), Created: x.Created}); err != nil {
+			return err
+		}
+	}
+	for _, v := range s.Views {
+		if err := tx.PutView(store.View{ThreadID: v.Thread, ViewType: v.ViewType, Content: v.Content, Updated: v.Updated}); err != nil {
+			return err
+		}
+	}
+	for _, t := range s.Timers {
+		if err := tx.PutTimer(store.Timer{ID: t.ID, ThreadID: t.Thread, Kind: t.Kind, Payload: t.Payload, Due: t.Due, Created: t.Created}); err != nil {
+			return err
+		}
+	}
+	for _, c := range s.Toolsets {
+		if err := tx.PutToolset(store.CachedToolset{RootID: s.Root, BaseURL: c.BaseURL, Manifest: c.Manifest, Fetched: c.Fetched}); err != nil {
+			return err
+		}
+	}
+	for _, t := range s.Trust {
+		if _, err := tx.TrustToolset(s.Root, t.BaseURL, t.SHA256); err != nil {
+			return err
+		}
+	}
+	for _, c := range s.Choices {
+		if err := tx.PutChoice(store.Choice{ThreadID: c.Thread, CallID: c.CallID, ToolName: c.ToolName, Prompt: c.Prompt, Choices: c.Choices,
+			Default: c.Default, ResponseURL: c.ResponseURL, Created: c.Created}); err != nil {
+			return err
+		}
+	}
+	for _, e := range s.HeldEvents {
+		if err := tx.HoldEvent(store.HeldEvent{ThreadID: e.Thread, CallID: e.CallID, Payload: e.Payload, Created: e.Created}); err != nil {
+			return err
+		}
+	}
+	for _, c := range s.CallChecks {
+		if err := tx.PutCallCheck(store.CallCheck{ThreadID: c.Thread, CallID: c.CallID, Due: c.Due, Failures: c.Failures}); err != nil {
+			return err
+		}
+	}
+	for _, k := range s.SeenKeys {
+		if _, err := tx.MarkKeySeen(k.Thread, k.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeMessages appends each thread's messages, checking that the store
+// numbered them as the archive does.
+func writeMessages(tx store.Tx, s *Session) error {
+	byThread := map[string][]store.Message{}
+	var order []string
+	for _, m := range s.Messages {
+		if _, ok := byThread[m.Thread]; !ok {
+			order = append(order, m.Thread)
+		}
+		sm := store.Message{ThreadID: m.Thread, Role: store.Role(m.Role), Text: m.Text, Created: m.Created}
+		for _, c := range m.ToolCalls {
+			sm.ToolCalls = append(sm.ToolCalls, store.ToolCall(c))
+		}
+		for _, r := range m.ToolResults {
+			sm.ToolResults = append(sm.ToolResults, store.ToolResult(r))
+		}
+		byThread[m.Thread] = append(byThread[m.Thread], sm)
+	}
+	first := map[string]int64{}
+	for _, m := range s.Messages {
+		if _, ok := first[m.Thread]; !ok {
+			first[m.Thread] = m.Seq
+		}
+	}
+	for _, id := range order {
+		got, err := tx.AppendMessages(id, byThread[id])
+		if err != nil {
+			return err
+		}
+		if len(got) > 0 && got[0].Seq != first[id] {
+			return fmt.Errorf("session %s: the store numbered the messages of thread %s from %d, the archive from %d", s.Root, id, got[0].Seq, first[id])
+		}
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package archive
+
+import (
+	"fmt"
+)
+
+// Validate checks that s is whole and consistent, so that importing it
+// cannot leave half a session: its root thread comes first and every
+// other thread's parent comes before it, thread ids are unique, every
+// record belongs to one of its threads, each thread's own messages are
+// numbered on from what it inherits without a gap, a call appears once,
+// and statuses, roles and states are ones the runtime knows.
+func (s *Session) Validate() error {
+	if s.Root == "" {
+		return fmt.Errorf("session without a root thread id")
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("session %s: %s", s.Root, fmt.Sprintf(format, args...))
+	}
+	if len(s.Threads) == 0 || s.Threads[0].ID != s.Root || s.Threads[0].ParentID != "" {
+		return bad("its first thread must be its root thread %s, without a parent", s.Root)
+	}
+	threads := make(map[string]Thread, len(s.Threads))
+	for _, th := range s.Threads {
+		if th.ID == "" {
+			return bad("a thread without an id")
+		}
+		if _, dup := threads[th.ID]; dup {
+			return bad("thread %s appears twice", th.ID)
+		}
+		if th.ID != s.Root {
+			if _, ok := threads[th.ParentID]; !ok {
+				return bad("thread %s comes before its parent %q, or its parent is not in the session", th.ID, th.ParentID)
+			}
+		}
+		if th.Status != "active" && th.Status != "closed" {
+			return bad("thread %s has status %q; want active or closed", th.ID, th.Status)
+		}
+		threads[th.ID] = th
+	}
+	in := func(kind, thread string) error {
+		if _, ok := threads[thread]; !ok {
+			return bad("a %s of thread %q, which is not in the session", kind, thread)
+		}
+		return nil
+	}
+	last := map[string]int64{}
+	for _, m := range s.Messages {
+		if err := in("message", m.Thread); err != nil {
+			return err
+		}
+		want := last[m.Thread] + 1
+		if _, seen := last[m.Thread]; !seen {
+			want = threads[m.Thread].InheritSeq + 1
+		}
+		if m.Seq != want {
+			return bad("message %d of thread %s should be number %d: a thread's messages are numbered on from what it inherits, without a gap", m.Seq, m.Thread, want)
+		}
+		switch m.Role {
+		case "user", "assistant", "tool":
+		default:
+			return bad("message %d of thread %s has role %q; want user, assistant or tool", m.Seq, m.Thread, m.Role)
+		}
+		last[m.Thread] = m.Seq
+	}
+	for _, it := range s.Inbox {
+		if err := in("queued message", it.Thread); err != nil {
+			return err
+		}
+		if it.DedupKey == "" || it.Kind == "" {
+			return bad("a queued message of thread %s without its kind or dedup_key", it.Thread)
+		}
+	}
+	type key struct{ thread, call string }
+	calls := map[key]bool{}
+	for _, c := range s.Calls {
+		if err := in("call", c.Thread); err != nil {
+			return err
+		}
+		if calls[key{c.Thread, c.CallID}] {
+			return bad("call %s of thread %s appears twice", c.CallID, c.Thread)
+		}
+		calls[key{c.Thread, c.CallID}] = true
+		switch c.State {
+		case "new", "dispatched", "done", "cancelled":
+		default:
+			return bad("call %s of thread %s has state %q", c.CallID, c.Thread, c.State)
+		}
+	}
+	for _, x := range s.Subscriptions {
+		if err := in("subscription", x.Thread); err != nil {
+			return err
+		}
+	}
+	for _, x := range s.Views {
+		if err := in("view", x.Thread); err != nil {
+			return err
+		}
+	}
+	for _, x := range s.Timers {
+		if err := in("timer", x.Thread); err != nil {
+			return err
+		}
+		if x.ID == "" {
+			return bad("a timer of thread %s without an id", x.Thread)
+		}
+	}
+	for _, x := range s.Choices {
+		if err := in("user choice", x.Thread); err != nil {
+			return err
+		}
+	}
+	for _, x := range s.HeldEvents {
+		if err := in("held event", x.Thread); err != nil {
+			return err
+		}
+	}
+	for _, x := range s.CallChecks {
+		if err := in("call check", x.Thread); err != nil {
+			return err
+		}
+	}
+	for _, x := range s.SeenKeys {
+		if err := in("seen key", x.Thread); err != nil {
+			return err
+		}
+	}
+	return nil
+}
