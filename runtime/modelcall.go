@@ -216,6 +216,21 @@ func (s *retryTimers) disarmed(threadID string) {
 	delete(s.threads, threadID)
 }
 
+// add adds the threads of timers written since load (an imported
+// session's).
+func (s *retryTimers) add(timers []store.Timer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.threads == nil {
+		s.threads = map[string]bool{}
+	}
+	for _, tm := range timers {
+		if tm.Kind == timerModelRetry {
+			s.threads[tm.ThreadID] = true
+		}
+	}
+}
+
 // load adds the threads of the stored timers; from then on only armed
 // threads may have one.
 func (s *retryTimers) load(timers []store.Timer) {

@@ -179,8 +179,9 @@ func splitPort(hostport, def string) (string, string) {
 }
 
 // CheckJSON refuses a state-changing request (any method but GET, HEAD
-// and OPTIONS) whose Content-Type is not application/json, bodyless ones
-// included.
+// and OPTIONS) whose Content-Type is not application/json, or
+// application/jsonl (a session archive), bodyless ones included. Neither
+// is a type an HTML form can send.
 func CheckJSON(r *http.Request) *Refusal {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -190,7 +191,7 @@ func CheckJSON(r *http.Request) *Refusal {
 	if ct == "application/json" {
 		return nil // what every client of ours sends: no parsing
 	}
-	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/json" {
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && (mt == "application/json" || mt == "application/jsonl") {
 		return nil
 	}
 	if ct == "" {

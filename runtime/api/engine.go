@@ -129,3 +129,13 @@ type CallbackResult struct {
 	// the request came from.
 	TokenRefused bool
 }
+
+// ErrNotAllowed is a request the Caller may not make: one that acts on
+// more than one user's sessions (importing sessions, moving them) from a
+// client token bound to one user. The client API answers it 403.
+var ErrNotAllowed = errors.New("not allowed with a client token bound to one user; use the runtime's own token")
+
+// ErrConflict is a request that the session's state does not allow now:
+// importing a session whose threads exist, acting on a session that is
+// moving to another runtime. The client API answers it 409.
+var ErrConflict = errors.New("conflicts with the session's state")

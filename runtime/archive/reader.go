@@ -30,16 +30,16 @@ func NewReader(r io.Reader) (*Reader, error) {
 	ar := &Reader{br: bufio.NewReaderSize(r, 64<<10)}
 	b, err := ar.next()
 	if errors.Is(err, io.EOF) {
-		return nil, errors.New("read the archive: the input is empty; give a file rap export wrote")
+		return nil, invalidf("read the archive: the input is empty; give a file rap export wrote")
 	}
 	if err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(b, &ar.Header); err != nil || ar.Header.Format != Format {
-		return nil, fmt.Errorf("read the archive: the input is not a gorap session archive (its first line does not say \"format\": %q); give a file rap export wrote", Format)
+		return nil, invalidf("read the archive: the input is not a gorap session archive (its first line does not say \"format\": %q); give a file rap export wrote", Format)
 	}
 	if ar.Header.Version < 1 || ar.Header.Version > Version {
-		return nil, fmt.Errorf("read the archive: it is version %d of the format, and this gorap reads versions 1 to %d; import it with a newer gorap", ar.Header.Version, Version)
+		return nil, invalidf("read the archive: it is version %d of the format, and this gorap reads versions 1 to %d; import it with a newer gorap", ar.Header.Version, Version)
 	}
 	return ar, nil
 }
@@ -52,7 +52,7 @@ func (r *Reader) next() ([]byte, error) {
 		chunk, err := r.br.ReadSlice('\n')
 		line = append(line, chunk...)
 		if len(line) > MaxLine+1 {
-			return nil, fmt.Errorf("read the archive: line %d is longer than %d bytes", r.line+1, MaxLine)
+			return nil, invalidf("read the archive: line %d is longer than %d bytes", r.line+1, MaxLine)
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
@@ -86,7 +86,7 @@ func (r *Reader) Next() (*Session, error) {
 	}
 	b, err := r.next()
 	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("read the archive: it ends after %d sessions without its end line; the file was cut short", r.count)
+		return nil, invalidf("read the archive: it ends after %d sessions without its end line; the file was cut short", r.count)
 	}
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func (r *Reader) Next() (*Session, error) {
 	for {
 		b, err := r.next()
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("read the archive: it ends inside session %s; the file was cut short", s.Root)
+			return nil, invalidf("read the archive: it ends inside session %s; the file was cut short", s.Root)
 		}
 		if err != nil {
 			return nil, err
@@ -148,7 +148,7 @@ func (r *Reader) Next() (*Session, error) {
 }
 
 func (r *Reader) fail(err error) error {
-	return fmt.Errorf("read the archive: line %d: %w", r.line, err)
+	return &invalid{msg: fmt.Sprintf("read the archive: line %d: %v", r.line, err)}
 }
 
 func lineType(b []byte) (string, error) {

@@ -1,6 +1,7 @@
 package archive
 
 import (
+	"errors"
 	"fmt"
 )
 
@@ -12,10 +13,10 @@ import (
 // and statuses, roles and states are ones the runtime knows.
 func (s *Session) Validate() error {
 	if s.Root == "" {
-		return fmt.Errorf("session without a root thread id")
+		return invalidf("session without a root thread id")
 	}
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("session %s: %s", s.Root, fmt.Sprintf(format, args...))
+		return invalidf("session %s: %s", s.Root, fmt.Sprintf(format, args...))
 	}
 	if len(s.Threads) == 0 || s.Threads[0].ID != s.Root || s.Threads[0].ParentID != "" {
 		return bad("its first thread must be its root thread %s, without a parent", s.Root)
@@ -126,4 +127,20 @@ func (s *Session) Validate() error {
 		}
 	}
 	return nil
+}
+
+// ErrInvalid is matched (errors.Is) by every error that says an archive
+// is not one this package can import: not an archive, a later version,
+// cut short, or inconsistent. Other errors come from the reader or store
+// underneath.
+var ErrInvalid = errors.New("invalid session archive")
+
+// invalid is an error about the archive's content; it matches ErrInvalid.
+type invalid struct{ msg string }
+
+func (e *invalid) Error() string        { return e.msg }
+func (e *invalid) Is(target error) bool { return target == ErrInvalid }
+
+func invalidf(format string, args ...any) error {
+	return &invalid{msg: fmt.Sprintf(format, args...)}
 }

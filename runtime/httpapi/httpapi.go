@@ -79,7 +79,13 @@ type Options struct {
 	// StreamWriteTimeout bounds each write of an event to a stream's
 	// client; default 30 s.
 	StreamWriteTimeout time.Duration
+	// MaxImportBytes bounds the body of POST /v1/import; zero means
+	// DefaultMaxImportBytes.
+	MaxImportBytes int64
 }
+
+// DefaultMaxImportBytes is Options.MaxImportBytes' default: 1 GiB.
+const DefaultMaxImportBytes = 1 << 30
 
 // DefaultStreamWriteTimeout is Options.StreamWriteTimeout's default.
 const DefaultStreamWriteTimeout = 30 * time.Second
@@ -96,6 +102,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.StreamWriteTimeout <= 0 {
 		c.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if c.MaxImportBytes <= 0 {
+		c.MaxImportBytes = DefaultMaxImportBytes
 	}
 	c.AllowedHosts = append([]string(nil), c.AllowedHosts...)
 	c.AllowedOrigins = append([]string(nil), c.AllowedOrigins...)
@@ -126,6 +135,9 @@ func New(e Engine, opts *Options) http.Handler {
 	mux.HandleFunc("GET /v1/threads/{id}/choices", s.serveChoices)
 	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", s.owned(s.serveAnswerChoice))
 	mux.HandleFunc("POST "+CallbackPath+"{token}", s.serveCallback)
+	if a, ok := e.(SessionArchiver); ok {
+		s.routeArchives(mux, a)
+	}
 	return webGuard(&s.opts, s.clientAuth(mux))
 }
 
@@ -148,6 +160,10 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadGateway, err.Error())
 	case errors.Is(err, api.ErrBadInput):
 		writeError(w, http.StatusBadRequest, err.Error())
+	case errors.Is(err, api.ErrNotAllowed):
+		writeError(w, http.StatusForbidden, err.Error())
+	case errors.Is(err, api.ErrConflict):
+		writeError(w, http.StatusConflict, err.Error())
 	default:
 		s.opts.Log.Error("client API request failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error; see the runtime log")

@@ -1,4 +1,4 @@
-package archive_test
+package archivestore_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/archive"
+	"github.com/gorap/gorap/runtime/archive/archivestore"
 	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 	"github.com/gorap/gorap/runtime/store/sqlite"
@@ -103,7 +104,7 @@ func read(t *testing.T, st store.Store, root string) *archive.Session {
 	var s *archive.Session
 	err := st.View(context.Background(), func(tx store.Tx) error {
 		var err error
-		s, err = archive.ReadSession(tx, root)
+		s, err = archivestore.ReadSession(tx, root)
 		return err
 	})
 	if err != nil {
@@ -113,7 +114,7 @@ func read(t *testing.T, st store.Store, root string) *archive.Session {
 }
 
 func write(st store.Store, s *archive.Session) error {
-	return st.Update(context.Background(), func(tx store.Tx) error { return archive.WriteSession(tx, s) })
+	return st.Update(context.Background(), func(tx store.Tx) error { return archivestore.WriteSession(tx, s) })
 }
 
 // roundTrip writes sessions to an archive and reads them back.
@@ -239,7 +240,7 @@ func TestWriteSessionRefusesExistingThreads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := write(dst, s); !errors.Is(err, archive.ErrExists) || !strings.Contains(err.Error(), "s1-child") {
+	if err := write(dst, s); !errors.Is(err, archivestore.ErrExists) || !strings.Contains(err.Error(), "s1-child") {
 		t.Fatalf("import over an existing thread: %v; want ErrExists naming s1-child", err)
 	}
 	err = dst.View(context.Background(), func(tx store.Tx) error {

@@ -1,10 +1,16 @@
-package archive
+// Package archivestore moves sessions between a runtime store and the
+// session archive (runtime/archive): ReadSession and WriteSession for one
+// session inside a store transaction, Export and Import for a whole store
+// or a stream. rap export and rap import use it on a store no process
+// holds; the runtime uses it behind its client API.
+package archivestore
 
 import (
 	"errors"
 	"fmt"
 	"sort"
 
+	"github.com/gorap/gorap/runtime/archive"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -16,7 +22,7 @@ var ErrExists = errors.New("the session's threads already exist here")
 // transaction, with every record the runtime keeps of it except the
 // short-lived ones (oauth links, the client event log) and thread leases.
 // A session that does not exist is an error wrapping store.ErrNotFound.
-func ReadSession(tx store.Tx, root string) (*Session, error) {
+func ReadSession(tx store.Tx, root string) (*archive.Session, error) {
 	threads, err := tx.SessionThreads(root)
 	if err != nil {
 		return nil, err
@@ -24,9 +30,9 @@ func ReadSession(tx store.Tx, root string) (*Session, error) {
 	if len(threads) == 0 || threads[0].ID != root {
 		return nil, fmt.Errorf("session %s: %w", root, store.ErrNotFound)
 	}
-	s := &Session{Root: root}
+	s := &archive.Session{Root: root}
 	for _, th := range threads {
-		s.Threads = append(s.Threads, Thread{ID: th.ID, ParentID: th.ParentID, Status: string(th.Status), Created: th.Created,
+		s.Threads = append(s.Threads, archive.Thread{ID: th.ID, ParentID: th.ParentID, Status: string(th.Status), Created: th.Created,
 			OriginCallID: th.OriginCallID, OriginTool: th.OriginTool, OriginArgs: th.OriginArgs, InheritSeq: th.InheritSeq, UserID: th.UserID})
 		if err := readThread(tx, th, s); err != nil {
 			return nil, fmt.Errorf("read thread %s of session %s: %w", th.ID, root, err)
@@ -37,20 +43,20 @@ func ReadSession(tx store.Tx, root string) (*Session, error) {
 		return nil, err
 	}
 	for _, c := range toolsets {
-		s.Toolsets = append(s.Toolsets, Toolset{BaseURL: c.BaseURL, Manifest: c.Manifest, Fetched: c.Fetched})
+		s.Toolsets = append(s.Toolsets, archive.Toolset{BaseURL: c.BaseURL, Manifest: c.Manifest, Fetched: c.Fetched})
 	}
 	trust, err := tx.SessionTrust(root)
 	if err != nil {
 		return nil, err
 	}
 	for u, d := range trust {
-		s.Trust = append(s.Trust, Trust{BaseURL: u, SHA256: d})
+		s.Trust = append(s.Trust, archive.Trust{BaseURL: u, SHA256: d})
 	}
 	sort.Slice(s.Trust, func(i, j int) bool { return s.Trust[i].BaseURL < s.Trust[j].BaseURL })
 	return s, nil
 }
 
-func readThread(tx store.Tx, th store.Thread, s *Session) error {
+func readThread(tx store.Tx, th store.Thread, s *archive.Session) error {
 	hist, err := tx.HistorySince(th.ID, th.InheritSeq)
 	if err != nil {
 		return err
@@ -59,12 +65,12 @@ func readThread(tx store.Tx, th store.Thread, s *Session) error {
 		if m.ThreadID != th.ID {
 			continue // inherited: the parent's own
 		}
-		am := Message{Thread: th.ID, Seq: m.Seq, Role: string(m.Role), Text: m.Text, Created: m.Created}
+		am := archive.Message{Thread: th.ID, Seq: m.Seq, Role: string(m.Role), Text: m.Text, Created: m.Created}
 		for _, c := range m.ToolCalls {
-			am.ToolCalls = append(am.ToolCalls, ToolCall(c))
+			am.ToolCalls = append(am.ToolCalls, archive.ToolCall(c))
 		}
 		for _, r := range m.ToolResults {
-			am.ToolResults = append(am.ToolResults, ToolResult(r))
+			am.ToolResults = append(am.ToolResults, archive.ToolResult(r))
 		}
 		s.Messages = append(s.Messages, am)
 	}
@@ -73,14 +79,14 @@ func readThread(tx store.Tx, th store.Thread, s *Session) error {
 		return err
 	}
 	for _, it := range queued {
-		s.Inbox = append(s.Inbox, InboxItem{Thread: th.ID, Kind: string(it.Kind), Payload: it.Payload, DedupKey: it.DedupKey, Created: it.Created})
+		s.Inbox = append(s.Inbox, archive.InboxItem{Thread: th.ID, Kind: string(it.Kind), Payload: it.Payload, DedupKey: it.DedupKey, Created: it.Created})
 	}
 	calls, err := tx.ThreadCalls(th.ID)
 	if err != nil {
 		return err
 	}
 	for _, c := range calls {
-		s.Calls = append(s.Calls, Call{Thread: th.ID, CallID: c.CallID, ToolName: c.ToolName, Arguments: c.Arguments, Toolset: c.Toolset,
+		s.Calls = append(s.Calls, archive.Call{Thread: th.ID, CallID: c.CallID, ToolName: c.ToolName, Arguments: c.Arguments, Toolset: c.Toolset,
 			Endpoint: c.Endpoint, TurnSeq: c.TurnSeq, State: string(c.State), Deadline: c.Deadline, Created: c.Created, Updated: c.Updated})
 	}
 	subs, err := tx.ThreadSubscriptions(th.ID)
@@ -88,28 +94,28 @@ func readThread(tx store.Tx, th store.Thread, s *Session) error {
 		return err
 	}
 	for _, x := range subs {
-		s.Subscriptions = append(s.Subscriptions, Subscription{Thread: th.ID, CallID: x.CallID, ToolName: x.ToolName, State: string(x.State), Created: x.Created})
+		s.Subscriptions = append(s.Subscriptions, archive.Subscription{Thread: th.ID, CallID: x.CallID, ToolName: x.ToolName, State: string(x.State), Created: x.Created})
 	}
 	views, err := tx.ThreadViews(th.ID)
 	if err != nil {
 		return err
 	}
 	for _, v := range views {
-		s.Views = append(s.Views, View{Thread: th.ID, ViewType: v.ViewType, Content: v.Content, Updated: v.Updated})
+		s.Views = append(s.Views, archive.View{Thread: th.ID, ViewType: v.ViewType, Content: v.Content, Updated: v.Updated})
 	}
 	timers, err := tx.ThreadTimers(th.ID)
 	if err != nil {
 		return err
 	}
 	for _, t := range timers {
-		s.Timers = append(s.Timers, Timer{ID: t.ID, Thread: th.ID, Kind: t.Kind, Payload: t.Payload, Due: t.Due, Created: t.Created})
+		s.Timers = append(s.Timers, archive.Timer{ID: t.ID, Thread: th.ID, Kind: t.Kind, Payload: t.Payload, Due: t.Due, Created: t.Created})
 	}
 	choices, err := tx.ThreadChoices(th.ID)
 	if err != nil {
 		return err
 	}
 	for _, c := range choices {
-		s.Choices = append(s.Choices, Choice{Thread: th.ID, CallID: c.CallID, ToolName: c.ToolName, Prompt: c.Prompt, Choices: c.Choices,
+		s.Choices = append(s.Choices, archive.Choice{Thread: th.ID, CallID: c.CallID, ToolName: c.ToolName, Prompt: c.Prompt, Choices: c.Choices,
 			Default: c.Default, ResponseURL: c.ResponseURL, Created: c.Created})
 	}
 	held, err := tx.ThreadHeldEvents(th.ID)
@@ -117,14 +123,14 @@ func readThread(tx store.Tx, th store.Thread, s *Session) error {
 		return err
 	}
 	for _, e := range held {
-		s.HeldEvents = append(s.HeldEvents, HeldEvent{Thread: th.ID, CallID: e.CallID, Payload: e.Payload, Created: e.Created})
+		s.HeldEvents = append(s.HeldEvents, archive.HeldEvent{Thread: th.ID, CallID: e.CallID, Payload: e.Payload, Created: e.Created})
 	}
 	checks, err := tx.ThreadCallChecks(th.ID)
 	if err != nil {
 		return err
 	}
 	for _, c := range checks {
-		s.CallChecks = append(s.CallChecks, CallCheck{Thread: th.ID, CallID: c.CallID, Due: c.Due, Failures: c.Failures})
+		s.CallChecks = append(s.CallChecks, archive.CallCheck{Thread: th.ID, CallID: c.CallID, Due: c.Due, Failures: c.Failures})
 	}
 	keys, err := tx.ThreadSeenKeys(th.ID)
 	if err != nil {
@@ -132,7 +138,7 @@ func readThread(tx store.Tx, th store.Thread, s *Session) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		s.SeenKeys = append(s.SeenKeys, SeenKey{Thread: th.ID, Key: k})
+		s.SeenKeys = append(s.SeenKeys, archive.SeenKey{Thread: th.ID, Key: k})
 	}
 	return nil
 }
@@ -144,7 +150,7 @@ func readThread(tx store.Tx, th store.Thread, s *Session) error {
 // s first, and refuses a session any of whose thread ids exists in the
 // store with an error wrapping ErrExists; either way nothing is written
 // (the caller rolls the transaction back on an error).
-func WriteSession(tx store.Tx, s *Session) error {
+func WriteSession(tx store.Tx, s *archive.Session) error {
 	if err := s.Validate(); err != nil {
 		return err
 	}
@@ -233,7 +239,7 @@ func WriteSession(tx store.Tx, s *Session) error {
 
 // writeMessages appends each thread's messages, checking that the store
 // numbered them as the archive does.
-func writeMessages(tx store.Tx, s *Session) error {
+func writeMessages(tx store.Tx, s *archive.Session) error {
 	byThread := map[string][]store.Message{}
 	var order []string
 	for _, m := range s.Messages {
