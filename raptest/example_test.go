@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/gorap/gorap/examples/gettime"
+	"github.com/gorap/gorap/examples/notes"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/raptest"
 )
@@ -71,4 +74,62 @@ func ExampleCall_Events() {
 	}
 	fmt.Println(res.Subscription, events[0].Final, events[1].Final)
 	// Output: true false true
+}
+
+// A tool server whose state moves with a session is tested with two real
+// servers: Migrate asks the source to move the session, as a runtime
+// moving it to another runtime does, and returns once the destination
+// holds it (RAP MI-1).
+func ExampleRuntime_Migrate() {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// Two notes servers, as the source and the destination runtime would
+	// run them, sharing the peer token that signs the notes they exchange.
+	dir, err := os.MkdirTemp("", "notes")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	start := func(name string) (*notes.Server, *httptest.Server) {
+		s, err := notes.New(&notes.Options{Dir: filepath.Join(dir, name), PeerToken: "shared-secret",
+			Server: &rap.ServerOptions{Logger: slog.New(slog.DiscardHandler)}})
+		if err != nil {
+			panic(err)
+		}
+		if err := s.Start(ctx); err != nil {
+			panic(err)
+		}
+		return s, httptest.NewServer(s)
+	}
+	srcTool, src := start("source")
+	defer srcTool.Shutdown(ctx)
+	defer src.Close()
+	dstTool, dst := start("destination")
+	defer dstTool.Shutdown(ctx)
+	defer dst.Close()
+
+	rt := raptest.NewRuntime(raptest.WithDefaultThread("session-1"))
+	defer rt.Close()
+	text := func(base, tool string, args any) string {
+		call, err := rt.Invoke(ctx, base, tool, args)
+		if err != nil {
+			panic(err)
+		}
+		res, err := call.Result(ctx)
+		if err != nil {
+			panic(err)
+		}
+		return res.Text
+	}
+	fmt.Println(text(src.URL, "add_note", map[string]string{"text": "the meeting is at noon"}))
+	if err := rt.Migrate(ctx, src.URL, "session-1", dst.URL); err != nil {
+		panic(err)
+	}
+	fmt.Println(text(dst.URL, "list_notes", nil))
+	fmt.Println(text(src.URL, "list_notes", nil))
+	// Output:
+	// noted (1 note in this session)
+	// the meeting is at noon
+	// no notes yet
 }

@@ -137,8 +137,8 @@ func WithAddr(addr string) Option { return func(c *config) { c.addr = addr } }
 func WithHTTPClient(client *http.Client) Option { return func(c *config) { c.client = client } }
 
 // WithBearerToken makes every request the runtime sends to tool servers
-// (discovery, invocations, /cancel_tool_call, /close_thread and user-choice
-// responses) carry "Authorization: Bearer token" (RAP TR-8, CA-3). The token
+// (discovery, invocations, /cancel_tool_call, /close_thread, /migrate and
+// user-choice responses) carry "Authorization: Bearer token" (RAP TR-8, CA-3). The token
 // is never logged.
 func WithBearerToken(token string) Option { return func(c *config) { c.bearer = token } }
 
@@ -434,6 +434,31 @@ func (rt *Runtime) post(ctx context.Context, url string, body []byte) error {
 func (rt *Runtime) CloseThread(ctx context.Context, baseURL, threadID string) error {
 	body, _ := json.Marshal(rap.CloseThreadRequest{ThreadID: threadID})
 	return rt.post(ctx, joinURL(baseURL, "/close_thread"), body)
+}
+
+// Migrate asks the tool server at baseURL to move a session's state to the
+// matching tool server at destinationURL, as a runtime moving the session
+// to another runtime does: it POSTs {session_id, destination_url} to
+// baseURL/migrate (RAP MI-1), with the bearer token of WithBearerToken,
+// and returns nil when the server answers 200, that is once the
+// destination holds the state. Any other answer is a *StatusError carrying
+// the status and the server's message.
+//
+// A runtime calls /migrate only on a toolset that says needsMigration:
+// true, so Migrate discovers the toolset first (unless this runtime
+// already has) and returns an error without sending anything when it does
+// not say so. sessionID is the session's root thread id; neither argument
+// is checked, so that a test can send what a server must refuse.
+func (rt *Runtime) Migrate(ctx context.Context, baseURL, sessionID, destinationURL string) error {
+	d, err := rt.toolset(ctx, baseURL)
+	if err != nil {
+		return err
+	}
+	if !d.ts.NeedsMigration {
+		return fmt.Errorf("raptest: toolset %q at %s does not say needsMigration: true, so a runtime never calls its /migrate (RAP MI-1); a Go tool server says it when rap.ServerOptions.Migrator is set", d.ts.Name, baseURL)
+	}
+	body, _ := json.Marshal(rap.MigrateRequest{SessionID: sessionID, DestinationURL: destinationURL})
+	return rt.post(ctx, joinURL(baseURL, rap.MigratePath), body)
 }
 
 // ToolCallStatus POSTs {thread_id, tool_call_id} to baseURL/tool_call_status

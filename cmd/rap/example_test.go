@@ -45,6 +45,14 @@ func (w *lineWriter) String() string {
 // returns the base URL it prints.
 func startExample(t *testing.T, args ...string) (url string, stderr *lineWriter, stop func() int) {
 	t.Helper()
+	url, _, stderr, stop = startExampleOut(t, args...)
+	return url, stderr, stop
+}
+
+// startExampleOut is startExample that also returns what it prints on
+// standard output.
+func startExampleOut(t *testing.T, args ...string) (url string, stdout, stderr *lineWriter, stop func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	urls := make(chan string, 1)
 	out := &lineWriter{urls: urls}
@@ -69,7 +77,7 @@ func startExample(t *testing.T, args ...string) (url string, stderr *lineWriter,
 		cancel()
 		t.Fatal("rap example printed no URL")
 	}
-	return url, errOut, stop
+	return url, out, errOut, stop
 }
 
 func TestExampleServesAndStops(t *testing.T) {
@@ -136,7 +144,86 @@ func TestExampleExecWarnsAndRefusesOpenAddress(t *testing.T) {
 		t.Errorf("bad log level: status %d, stderr:\n%s", code, errStr)
 	}
 	code, _, errStr = runVerb(t, context.Background(), "example", "nope")
-	if code != 2 || !strings.Contains(errStr, "exec, fswatch, get-time") {
+	if code != 2 || !strings.Contains(errStr, "exec, fswatch, get-time, notes") {
 		t.Errorf("unknown example: status %d, stderr:\n%s", code, errStr)
+	}
+}
+
+// rap example notes keeps the notes under --data-dir, reads --peer-token
+// from the flag or RAP_NOTES_PEER_TOKEN, and moves a session's notes to
+// another notes server when asked to migrate it (RAP MI-1).
+func TestExampleNotesMigrate(t *testing.T) {
+	t.Setenv(envNotesPeerToken, "shared-secret")
+	dirA, dirB := t.TempDir(), t.TempDir()
+	urlA, _, stopA := startExample(t, "notes", "--listen", "127.0.0.1:0", "--data-dir", dirA)
+	defer stopA()
+	urlB, _, stopB := startExample(t, "notes", "--listen", "127.0.0.1:0", "--data-dir", dirB, "--peer-token", "shared-secret")
+	defer stopB()
+	ctx := invokeContext(t)
+	rt := raptest.NewRuntime(raptest.WithDefaultThread("session-1"))
+	defer rt.Close()
+	result := func(url, tool string, args any) string {
+		t.Helper()
+		call, err := rt.Invoke(ctx, url, tool, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := call.Result(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Text
+	}
+	if got := result(urlA, "add_note", map[string]string{"text": "buy milk"}); got != "noted (1 note in this session)" {
+		t.Fatalf("add_note = %q", got)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dirA, "notes", "*.json")); len(files) != 1 {
+		t.Errorf("--data-dir holds %v, want the session's notes file under notes/", files)
+	}
+	if err := rt.Migrate(ctx, urlA, "session-1", urlB); err != nil {
+		t.Fatal(err)
+	}
+	if got := result(urlB, "list_notes", nil); got != "buy milk" {
+		t.Errorf("the destination lists %q", got)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dirA, "notes", "*.json")); len(files) != 0 {
+		t.Errorf("the source still holds %v", files)
+	}
+}
+
+// Without --data-dir the notes live in a temporary directory, removed at
+// the stop; --peer-token is refused on the other examples.
+func TestExampleNotesTemporaryDirectory(t *testing.T) {
+	t.Setenv(envNotesPeerToken, "")
+	url, out, errOut, stop := startExampleOut(t, "notes", "--listen", "127.0.0.1:0")
+	// The lines after the URL may still be on their way.
+	waitFor(t, "the notes lines on stdout", func() bool { return strings.Contains(out.String(), "no --peer-token") })
+	m := regexp.MustCompile(`notes in: (\S+) \(removed when it stops`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("stdout does not say where the notes are:\n%s", out)
+	}
+	ctx := invokeContext(t)
+	rt := raptest.NewRuntime()
+	defer rt.Close()
+	call, err := rt.Invoke(ctx, url, "add_note", map[string]string{"text": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call.Result(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(m[1]); err != nil {
+		t.Fatalf("the notes directory %s: %v", m[1], err)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, errOut)
+	}
+	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("the temporary notes directory is still there after the stop: %v", err)
+	}
+
+	code, _, errStr := runVerb(t, context.Background(), "example", "get-time", "--peer-token", "x")
+	if code != 2 || !strings.Contains(errStr, "--peer-token is for the notes example only") {
+		t.Errorf("--peer-token on get-time: status %d, stderr:\n%s", code, errStr)
 	}
 }

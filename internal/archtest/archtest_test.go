@@ -28,7 +28,7 @@ var layers = []struct {
 	{"protocol, model interface, display, web page", []string{"rap", "model", "display", "webui"}},
 	{"built on the protocol", []string{"rap/durable", "raptest", "model/anthropic", "model/openai", "model/scripted", "model/wiretest",
 		"runtime/api", "runtime/archive", "runtime/store", "runtime/config", "bridge/mcp", "bridge/otc", "bridge/toolsjson",
-		"examples/exec", "examples/fswatch", "examples/gettime", "examples/toolsjson/weatherapi"}},
+		"examples/exec", "examples/fswatch", "examples/gettime", "examples/notes", "examples/toolsjson/weatherapi"}},
 	{"what the stores share, and sessions in and out of a store", []string{"runtime/store/backend", "runtime/archive/archivestore"}},
 	{"stores and the client", []string{"runtime/store/sqlite", "runtime/store/postgres", "runtime/store/storetest", "runtime/client"}},
 	{"built on the client and the stores", []string{"runtime/store/postgres/pgtest", "termchat"}},
