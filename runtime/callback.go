@@ -74,6 +74,9 @@ func (r *Runtime) DeliverCallback(ctx context.Context, token string, body io.Rea
 		// caller logs the refusal, with where it came from.
 		return api.CallbackResult{Status: http.StatusForbidden, Message: errTokenRefused.Error(), TokenRefused: true}
 	}
+	if res, moved := r.movedCallback(ctx, threadID, callID, body, idempotencyKey); moved {
+		return res
+	}
 	data, err := io.ReadAll(io.LimitReader(body, MaxCallbackBytes+1))
 	var mbe *http.MaxBytesError
 	switch {

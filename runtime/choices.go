@@ -47,6 +47,9 @@ func (r *Runtime) PendingChoices(ctx context.Context, threadID string) ([]api.Ch
 // once: a second answer gets ErrNoChoice. If the tool refuses the answer
 // the choice stays open and the error wraps ErrChoiceDelivery.
 func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, selected *int) (int, error) {
+	if err := r.checkNotSending(threadID); err != nil {
+		return 0, err
+	}
 	var ch store.Choice
 	var confirmCall *store.Call // a runtime confirmation (confirm.go)
 	err := r.store.Update(ctx, func(tx store.Tx) error {

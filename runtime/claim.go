@@ -20,6 +20,9 @@ import (
 // of the thread was committed. If a worker is running it is told to look
 // again before it exits, so no wake-up is lost.
 func (r *Runtime) wake(threadID string) {
+	if r.moves.paused(threadID) {
+		return // the session is moving; its rows wait (move_out.go)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.started || r.stopping {

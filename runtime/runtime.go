@@ -197,6 +197,13 @@ type Config struct {
 	// loopback addresses (403 otherwise), so that a program embedding the
 	// runtime never exposes every conversation to the network by mistake.
 	InsecureClientAPI bool
+	// Remotes are runtimes sessions may move to by name (MoveSession,
+	// rap migrate --to NAME), with their client tokens.
+	Remotes map[string]Remote
+	// MoveForwardFor is how long the runtime keeps forwarding what still
+	// reaches it for a session that moved away (tools' results and events
+	// sent to the old callback URLs); zero means DefaultMoveForwardFor.
+	MoveForwardFor time.Duration
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -220,6 +227,10 @@ const DefaultMaxSubscriptionsPerThread = 32
 // use.
 type Runtime struct {
 	usage usageTotals // token usage per thread since start (usage.go)
+	// moves are the sessions moving away or gone (move_table.go);
+	// testMigrateTimeout, when set, replaces migrateTimeout.
+	moves              moveTable
+	testMigrateTimeout atomic.Int64
 	// keys are the callback keys read from the store (KeysFromStore), and
 	// keysRead when (Unix ns) they were last read (callbackkeys.go).
 	keys     atomic.Pointer[store.CallbackKeys]
@@ -377,6 +388,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 		}
 	}
 
+	if err := r.recoverMoves(ctx); err != nil {
+		return fmt.Errorf("runtime start: read the journal of moving sessions: %w", err)
+	}
 	var queued []string
 	var undispatched []store.Call
 	err := r.store.View(ctx, func(tx store.Tx) error {

@@ -75,6 +75,9 @@ func (r *Runtime) PostMessageWithKey(ctx context.Context, threadID, text, idemKe
 	if len(text) > MaxMessageBytes {
 		return false, fmt.Errorf("%w: message text has %d bytes, the limit is %d", ErrBadInput, len(text), MaxMessageBytes)
 	}
+	if err := r.checkNotSending(threadID); err != nil {
+		return false, err
+	}
 	key := "user:" + uuid.NewString()
 	if idemKey != "" {
 		key = "user:" + threadID + ":" + idemKey

@@ -34,7 +34,7 @@ func (s *server) clientAuth(next http.Handler) http.Handler {
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if IsCallbackPath(req.URL.Path) {
+		if isPeerPath(req.URL.Path) {
 			next.ServeHTTP(w, req)
 			return
 		}

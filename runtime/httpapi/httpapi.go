@@ -138,7 +138,12 @@ func New(e Engine, opts *Options) http.Handler {
 	if a, ok := e.(SessionArchiver); ok {
 		s.routeArchives(mux, a)
 	}
-	return webGuard(&s.opts, s.clientAuth(mux))
+	var h http.Handler = mux
+	if m, ok := e.(SessionMover); ok {
+		s.routeMoves(mux, m)
+		h = movedGate(m, mux)
+	}
+	return webGuard(&s.opts, s.clientAuth(h))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -153,6 +158,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 
 // writeEngineError maps the engine's errors to HTTP answers.
 func (s *server) writeEngineError(w http.ResponseWriter, err error) {
+	var moved *api.MovedError
 	switch {
 	case errors.Is(err, api.ErrUnknownThread), errors.Is(err, api.ErrNoChoice):
 		writeError(w, http.StatusNotFound, err.Error())
@@ -164,6 +170,14 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusForbidden, err.Error())
 	case errors.Is(err, api.ErrConflict):
 		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, api.ErrMoveFailed):
+		writeError(w, http.StatusBadGateway, err.Error())
+	case errors.Is(err, api.ErrMoving):
+		w.Header().Set("Retry-After", "2")
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.As(err, &moved):
+		w.Header().Set("Location", moved.To+"/v1/threads/"+moved.Session)
+		writeJSON(w, http.StatusPermanentRedirect, api.MovedResponse{Error: "moved", MovedTo: moved.To + "/v1/threads/" + moved.Session})
 	default:
 		s.opts.Log.Error("client API request failed", "err", err)
 		writeError(w, http.StatusInternalServerError, "internal error; see the runtime log")

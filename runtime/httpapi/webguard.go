@@ -39,6 +39,36 @@ func IsCallbackPath(p string) bool {
 	return ok && token != "" && !strings.Contains(token, "/") && path.Clean(p) == p
 }
 
+// MovePath is the prefix of the URLs of a session's move that the
+// destination runtime serves to the source runtime: MovePath +
+// "{session}/{move id}/commit", "/abort" and "/status". Like callback
+// URLs they are outside the client API: each request carries the move's
+// own secret.
+const MovePath = "/rap/migrations/"
+
+// isMovePath reports whether p is, in canonical form, the path of a
+// move's step.
+func isMovePath(p string) bool {
+	rest, ok := strings.CutPrefix(p, MovePath)
+	if !ok || path.Clean(p) != p {
+		return false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" {
+		return false
+	}
+	switch parts[2] {
+	case "commit", "abort", "status":
+		return true
+	}
+	return false
+}
+
+// isPeerPath reports whether p is reached by peers that authenticate
+// each request themselves (tools' callbacks, another runtime's move
+// steps) rather than with the client API's token.
+func isPeerPath(p string) bool { return IsCallbackPath(p) || isMovePath(p) }
+
 // WebGuard returns next guarded against web pages under the hosts and
 // origins of opts (nil: loopback only): requests whose Host header is not
 // an allowed one, requests made by another site's page (Origin or
@@ -59,7 +89,7 @@ func webGuard(o *Options, next http.Handler) http.Handler {
 	web := webPolicy(o)
 	log := o.Log
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if IsCallbackPath(req.URL.Path) {
+		if isPeerPath(req.URL.Path) {
 			next.ServeHTTP(w, req)
 			return
 		}

@@ -55,6 +55,10 @@ const (
 	// runtime that restarts with a session in this state asks the
 	// destination how the move ended and completes or undoes it.
 	MoveLeaving MoveState = "leaving"
+	// MoveSending (source): the session's records were sent to the
+	// destination, which may have committed them. Its inputs wait until
+	// the destination's answer, which a restart asks for again.
+	MoveSending MoveState = "sending"
 	// MoveGone (source): the destination holds the session; the source
 	// keeps only the record, to forward what still reaches it.
 	MoveGone MoveState = "gone"

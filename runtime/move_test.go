@@ -1,0 +1,161 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gorap/gorap/examples/notes"
+	"github.com/gorap/gorap/model/scripted"
+	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// startNotes serves a notes tool server (its toolset needs migration)
+// keeping its notes in dir.
+func startNotes(t *testing.T, dir string) string {
+	t.Helper()
+	s, err := notes.New(&notes.Options{Dir: dir, PeerToken: "peer-secret-for-tests"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s)
+	t.Cleanup(func() {
+		srv.Close()
+		s.Shutdown(context.Background())
+	})
+	return srv.URL
+}
+
+// moveTurns is the script both runtimes of a move run: the conversation
+// continues at the destination where it left off.
+var moveTurns = []scripted.Turn{
+	{When: &scripted.When{LastResultContains: "job done"}, Text: "the job finished"},
+	{When: &scripted.When{LastResultContains: "Woke up"}, Text: "rested"},
+	{AfterUser: "start", Text: "on it", ToolCalls: []scripted.Call{
+		call("add_note", `{"text":"remember the milk"}`),
+		call("slow_job", `{}`),
+		call(BuiltinSleep, `{"seconds": 4, "reason": "test"}`),
+	}},
+	{Text: "?", Repeat: true},
+}
+
+// postJSON posts body to url and returns the status and answer.
+func postJSON(t *testing.T, url string, body any) (int, []byte, http.Header) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, resp.Header
+}
+
+// RAP MI-1, MI-2: a session moves between two runtimes with its
+// pending calls and timer: the tool server whose toolset needs migration moves its state
+// to the destination's server of the same toolset (and is the only one
+// told /close_thread afterwards); a pending call's result and a repeat of
+// it, delivered to the source's old callback URL, reach the destination's
+// history once; the pending sleep fires at the destination; the source
+// answers for the session with 308 and where it went.
+func TestSessionMovesBetweenRuntimes(t *testing.T) {
+	notesA, notesB := t.TempDir(), t.TempDir()
+	jobsA := newToolServer(t, "jobs", tool("slow_job"))
+	jobsB := newToolServer(t, "jobs", tool("slow_job"))
+	var closesAtJobsA atomic.Int32
+	jobsA.onOther = func(r *http.Request, _ []byte) {
+		if r.URL.Path == rap.CloseThreadPath {
+			closesAtJobsA.Add(1)
+		}
+	}
+	a := newEnv(t, envOptions{turns: moveTurns, servers: []string{startNotes(t, notesA), jobsA.URL()}})
+	b := newEnv(t, envOptions{turns: moveTurns, servers: []string{startNotes(t, notesB), jobsB.URL()}})
+	th := a.newThread()
+	a.post(th, "start")
+	job := jobsA.next()
+	a.waitHistory(th, "the note's result", func(h []store.Message) bool { return countResults(h, "noted") == 1 })
+	a.idle(th)
+
+	status, body, _ := postJSON(t, a.srv.URL+"/v1/threads/"+th+"/migrate", api.MoveRequest{To: b.srv.URL})
+	if status != http.StatusOK {
+		t.Fatalf("move: %d %s", status, body)
+	}
+	var moved api.MoveResponse
+	json.Unmarshal(body, &moved)
+	if moved.MovedTo != b.srv.URL || len(moved.Migrated) != 1 || moved.Migrated[0] != "notes" {
+		t.Fatalf("move answer = %+v; want moved to %s with notes migrated", moved, b.srv.URL)
+	}
+	// The notes moved from A's notes server to B's.
+	h := sha256.Sum256([]byte(th))
+	file := hex.EncodeToString(h[:]) + ".json"
+	if _, err := os.Stat(filepath.Join(notesB, file)); err != nil {
+		t.Errorf("the destination's notes server has no notes of the session: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(notesA, file)); !os.IsNotExist(err) {
+		t.Errorf("the source's notes server still has the session's notes: %v", err)
+	}
+	// The history moved.
+	hist := b.history(th)
+	if !hasText(hist, store.RoleUser, "start") || countResults(hist, "noted") != 1 {
+		t.Fatalf("the destination's history lacks what came before the move:\n%s", dump(hist))
+	}
+	// The job's result goes to A's callback URL, twice (a tool retrying).
+	reply(t, job, "job done")
+	if status, body := callback(t, job.CallbackURL, rap.ToolResult{GroupID: job.GroupID, ID: job.ID, Text: "job done"}); status != http.StatusOK {
+		t.Fatalf("a repeated result sent to the old address: %d %s", status, body)
+	}
+	hist = b.waitHistory(th, "the job's result and the sleep's end at the destination", func(h []store.Message) bool {
+		return countResults(h, "job done") > 0 && countResults(h, "Woke up") > 0 &&
+			(hasText(h, store.RoleAssistant, "the job finished") || hasText(h, store.RoleAssistant, "rested"))
+	})
+	if n := countResults(hist, "job done"); n != 1 {
+		t.Errorf("the job's result is %d times in the destination's history; want once:\n%s", n, dump(hist))
+	}
+	b.idle(th)
+	if n := countResults(b.history(th), "Woke up"); n != 1 {
+		t.Errorf("the sleep woke the thread %d times at the destination; want once", n)
+	}
+	// The source answers for the session with where it went.
+	req, _ := http.NewRequest(http.MethodGet, a.srv.URL+"/v1/threads/"+th, nil)
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != b.srv.URL+"/v1/threads/"+th {
+		t.Errorf("GET the moved session at the source: %d, Location %q; want 308 to the destination", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// Following it reaches the session.
+	resp, err = http.Get(a.srv.URL + "/v1/threads/" + th)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("following the redirect: %d; want the session at the destination", resp.StatusCode)
+	}
+	if closesAtJobsA.Load() != 0 {
+		t.Errorf("the source told a tool server without needsMigration /close_thread; it may still owe the session a result")
+	}
+	if strings.Contains(a.logs.String(), "peer-secret") {
+		t.Errorf("a secret reached the source's log")
+	}
+}
