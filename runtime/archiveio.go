@@ -125,6 +125,11 @@ func (r *Runtime) admitSession(tx store.Tx, root string) error {
 // does after a restart: queued messages wake their threads, calls not yet
 // dispatched are dispatched, timers and checks are armed.
 func (r *Runtime) resumeImported(s *archive.Session) {
+	ids := make([]string, len(s.Threads))
+	for i, th := range s.Threads {
+		ids[i] = th.ID
+	}
+	r.hub.revive(ids)
 	var retry []store.Timer
 	for _, tm := range s.Timers {
 		retry = append(retry, store.Timer{ID: tm.ID, ThreadID: tm.Thread, Kind: tm.Kind})

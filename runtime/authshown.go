@@ -51,6 +51,14 @@ func (s *shownAuth) forget(thread, call string) {
 	}
 }
 
+// forgetThread drops the events of every call of thread.
+func (s *shownAuth) forgetThread(thread string) {
+	for _, el := range s.byThread[thread] {
+		s.order.Remove(el)
+	}
+	delete(s.byThread, thread)
+}
+
 // thread returns the events kept for thread, oldest first.
 func (s *shownAuth) thread(thread string) []Event {
 	calls := s.byThread[thread]

@@ -80,6 +80,12 @@ func (r *Runtime) work(threadID string) {
 			// queued, or slice queued a wake-up to resume the turn).
 			progressed, drained, err = false, false, nil
 		}
+		if err != nil && r.baseCtx.Err() == nil && r.threadDeleted(threadID) {
+			// Its session was deleted while the slice ran (delete.go):
+			// nothing is left to retry or to tell.
+			r.log.Info("slice dropped: its thread was deleted", "thread", threadID)
+			progressed, drained, err = false, false, nil
+		}
 		if err != nil && r.baseCtx.Err() == nil {
 			r.log.Error("slice failed", "thread", threadID, "err", r.redact(err.Error()))
 			r.emit(threadID, EventError, r.errorEvent(err))

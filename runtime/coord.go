@@ -105,7 +105,8 @@ type eventCoord interface {
 	// (att.reset says why).
 	attach(ctx context.Context, threadID, lastID string) (_ *subscriber, cancel func(), att attachment, _ error)
 	// forget drops what attach kept for a thread whose replay failed
-	// (one that does not exist).
+	// (one that does not exist) or that was deleted, and the oauth links
+	// kept in memory of it (local; shared: nothing, the store keeps them).
 	forget(threadID string)
 	// completionStarted and completionEnded bracket a completion of the
 	// thread streaming in this process. Shared: its text deltas are

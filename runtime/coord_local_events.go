@@ -227,15 +227,19 @@ func (l *localEvents) attach(_ context.Context, threadID, lastID string) (*subsc
 }
 
 // forget drops the log of a thread nobody streams (one that does not
-// exist, after a failed attach).
+// exist, after a failed attach, or one that was deleted), and the oauth
+// links kept of it.
 func (l *localEvents) forget(threadID string) {
 	h := l.h
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if log := l.logs[threadID]; log != nil && len(h.subs[threadID]) == 0 {
 		l.logBytes -= log.bytes
 		delete(l.logs, threadID)
 	}
+	h.mu.Unlock()
+	l.authMu.Lock()
+	defer l.authMu.Unlock()
+	l.shown.forgetThread(threadID)
 }
 
 // completionStarted does nothing: no other process streams the thread.

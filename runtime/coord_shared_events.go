@@ -128,13 +128,25 @@ func (se *sharedEvents) deltaLocked(threadID, text string) bool {
 	return len(se.h.subs[threadID]) > 0
 }
 
-// takePending returns the events waiting for the writer.
+// takePending returns the events waiting for the writer, less those of
+// threads deleted since they were published (never stored again).
 func (se *sharedEvents) takePending() []Event {
 	se.h.mu.Lock()
 	defer se.h.mu.Unlock()
 	evs := se.pending
 	se.pending = nil
-	return evs
+	if len(se.h.gone) == 0 {
+		return evs
+	}
+	kept := evs[:0]
+	for _, e := range evs {
+		if !se.h.goneLocked(e.ThreadID) {
+			kept = append(kept, e)
+		} else if se.relay.unstored[e.ThreadID]--; se.relay.unstored[e.ThreadID] <= 0 {
+			delete(se.relay.unstored, e.ThreadID)
+		}
+	}
+	return kept
 }
 
 // deliver queues stored events of one thread, in id order, on the

@@ -129,7 +129,9 @@
 //     runtime/httpapi), gopool.go (the goroutine pool of workers and
 //     dispatches).
 //   - Inputs from clients: threadapi.go (create a thread, post a message,
-//     history, Idle), close.go (closing a thread), choices.go (answering a
+//     history, Idle), close.go (closing a thread), delete.go (deleting a
+//     session) with delete_forget.go (forgetting it in memory) and
+//     retention.go (deleting old closed sessions), choices.go (answering a
 //     user choice), confirm.go (the runtime's confirmation of destructive
 //     tools), userid.go (session user ids), caller.go (a Caller sees only
 //     its user's threads, in the Go API and over HTTP), threadpage.go

@@ -42,6 +42,12 @@ type hub struct {
 	// ev numbers, keeps and brings the events (the seam's events half,
 	// set by the coord's constructor); hub.mu guards its state.
 	ev eventCoord
+
+	// gone holds the threads deleted (tombstones), whose events are
+	// dropped; graves keeps their order, to forget the oldest first
+	// (delete_forget.go).
+	gone   map[string]struct{}
+	graves []string
 }
 
 // subscriber is one consumer's queue of events.
@@ -52,6 +58,9 @@ type subscriber struct {
 	max    int // the queue's bound in bytes
 	peak   int // the most bytes the queue ever held (for tests)
 	closed bool
+	// ending: the queue holds the subscriber's last event (finish, in
+	// delete_forget.go); once it is taken the subscriber is closed.
+	ending bool
 	// dropped says why the subscriber was dropped; "" if it was not.
 	dropped string
 	// total is the hub's count of bytes queued over all subscribers.
@@ -118,7 +127,13 @@ func (s *subscriber) take() (events []Event, closed bool) {
 	s.total.Add(-int64(s.bytes))
 	events, s.queue, s.bytes = s.queue, nil, 0
 	if len(events) > 0 {
+		if s.ending {
+			s.signal() // the next take closes it
+		}
 		return events, false
+	}
+	if s.ending {
+		s.closed = true
 	}
 	return nil, s.closed
 }
@@ -246,10 +261,14 @@ func (h *hub) watched(threadID string) bool { return h.ev.watched(threadID) }
 // blocking (see eventCoord.publishLocked); a subscriber whose queue would
 // pass its bound is dropped and its memory freed. When the bytes queued
 // over all subscribers pass TotalBufferBytes, the subscribers furthest
-// behind are dropped until they no longer do.
+// behind are dropped until they no longer do. The events of a deleted
+// thread (a tombstone, delete_forget.go) are dropped.
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.goneLocked(e.ThreadID) {
+		return // its session was deleted
+	}
 	h.ev.publishLocked(e)
 }
 

@@ -1,30 +1,19 @@
 package runtime
 
-// This file owns the small pieces of forgetting a thread that is no longer
-// in this runtime's store (it moved away): its cached history and its
-// client streams.
+// This file owns what the engine's memory needs when a session's threads
+// come back after they were forgotten here (a session moved away and
+// moving back, a deleted session imported from its export).
 
-// forgetThread drops the thread's cached history.
-func (c *historyCache) forgetThread(thread string) {
-	if c == nil || c.max < 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.entries[thread]; ok {
-		c.lru.Remove(el)
-		delete(c.entries, thread)
-	}
-}
+// sessionMovedMessage is the text of the error event that ends the event
+// streams of a session that moved to another runtime.
+const sessionMovedMessage = "this session moved to another runtime: follow it there (the client API answers 308 with its address)"
 
-// end ends every client stream of the thread, saying why.
-func (h *hub) end(threadID, why string) {
+// revive makes the threads ids live again for the hub: their events are
+// published once more (see endThreads' tombstones).
+func (h *hub) revive(ids []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for s := range h.subs[threadID] {
-		s.mu.Lock()
-		s.dropLocked(why)
-		s.mu.Unlock()
-		h.remove(threadID, s)
+	for _, id := range ids {
+		delete(h.gone, id)
 	}
 }

@@ -537,7 +537,7 @@ func (r *Runtime) finishMove(ctx context.Context, mv *outMove, forward []api.For
 	}
 	mv.state = store.MoveGone
 	r.moves.set(goneEntry(mv.root, mv.id, mv.to, mv.threads, forward))
-	r.forgetSession(mv.root, mv.threads)
+	r.forgetThreadsSaying(mv.root, mv.threads, sessionMovedMessage)
 	return nil
 }
 
@@ -548,19 +548,6 @@ func goneEntry(root, id, to string, threads []string, forward []api.Forward) *mo
 		e.forward[moveCall{f.Thread, f.CallID}] = f.CallbackURL
 	}
 	return e
-}
-
-// forgetSession drops what the engine keeps in memory of a session that
-// is no longer here: its catalog and its threads' cached histories; client
-// streams of its threads end.
-func (r *Runtime) forgetSession(root string, threads []string) {
-	r.mu.Lock()
-	delete(r.catalogs, root)
-	r.mu.Unlock()
-	for _, t := range threads {
-		r.hist.forgetThread(t)
-		r.hub.end(t, "the session moved to another runtime")
-	}
 }
 
 // closeMovedAt tells the tool servers whose state moved that the

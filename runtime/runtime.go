@@ -191,6 +191,15 @@ type Config struct {
 	// (WithCaller). clientauth.Authenticator.Handler is one. The callback
 	// endpoint is never wrapped: each callback URL carries its own token.
 	ClientAuth func(next http.Handler) http.Handler
+	// Retention, when positive, deletes closed sessions nobody touched
+	// for that long: a session whose threads are all closed and whose
+	// newest last activity (the Created time of a thread's last message,
+	// or of the thread itself without one) is older than Retention is
+	// deleted as DeleteSession deletes it, by a sweep that runs every
+	// Retention/10 (at least every hour, at most every second). Zero
+	// keeps sessions for ever. rap serve sets it with --retention
+	// (RAP_RETENTION, rap.json "retention").
+	Retention time.Duration
 	// InsecureClientAPI, when true and ClientAuth is nil, serves the
 	// client API to every address that reaches it. By default a runtime
 	// without ClientAuth answers the client API only to requests from
@@ -318,6 +327,9 @@ func New(opts *Config) (*Runtime, error) {
 			problems = append(problems, fmt.Sprintf("ToolTimeouts[%q] is %v: must be positive (leave the tool out for no timeout)", name, d))
 		}
 	}
+	if cfg.Retention < 0 {
+		problems = append(problems, fmt.Sprintf("Retention is %v: must not be negative (0 keeps sessions for ever)", cfg.Retention))
+	}
 	if cfg.DefaultToolTimeout < 0 {
 		problems = append(problems, fmt.Sprintf("DefaultToolTimeout is %v: must not be negative", cfg.DefaultToolTimeout))
 	}
@@ -420,6 +432,10 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.wg.Add(1)
 	go r.timeoutLoop()
+	if r.cfg.Retention > 0 {
+		r.wg.Add(1)
+		go r.retentionLoop() // retention.go
+	}
 	r.coord.start()
 	return r.startCallStatus(ctx)
 }

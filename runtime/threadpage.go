@@ -92,6 +92,44 @@ func (r *Runtime) ThreadsPage(ctx context.Context, parentID, cursor string, limi
 	return resp, nil
 }
 
+// UserThreadsPage is ThreadsPage for the threads of one user's sessions
+// (roots and children), as GET /v1/threads?user_id= answers it: `rap
+// delete --user` finds a user's sessions with it. A Caller bound to
+// another user lists nothing. An empty userID wraps ErrBadInput.
+func (r *Runtime) UserThreadsPage(ctx context.Context, userID, cursor string, limit int) (api.ThreadPage, error) {
+	var resp api.ThreadPage
+	if userID == "" {
+		return resp, inputError("user id is empty: name the user whose threads to list")
+	}
+	if limit < 1 {
+		limit = api.DefaultPageLimit
+	}
+	limit = min(limit, api.MaxPageLimit)
+	after, err := decodeCursor(cursor)
+	if err != nil {
+		return resp, err
+	}
+	resp.Threads = []api.Thread{}
+	if user, scoped := api.ScopedUser(ctx); scoped && user != userID {
+		return resp, nil
+	}
+	var page []store.Thread
+	err = r.store.View(ctx, func(tx store.Tx) error {
+		var err error
+		page, err = tx.UserThreadsPage(userID, after, limit+1)
+		return err
+	})
+	if err != nil {
+		return resp, err
+	}
+	if len(page) > limit {
+		page = page[:limit]
+		resp.NextCursor = encodeCursor(store.CursorOf(page[limit-1]))
+	}
+	resp.Threads = append(resp.Threads, apiSlice(page, apiThread)...)
+	return resp, nil
+}
+
 // maxStatusChildren is how many children GET /v1/threads/{id} lists; past
 // it the answer has children_next_cursor, to read the rest from
 // GET /v1/threads?parent_id={id}&cursor=.

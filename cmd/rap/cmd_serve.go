@@ -89,6 +89,7 @@ var settingsEnv = map[string]string{
 	"tokens-file":          config.EnvTokensFile,
 	"tls-cert":             config.EnvTLSCert,
 	"tls-key":              config.EnvTLSKey,
+	"retention":            config.EnvRetention,
 }
 
 // settingsEnvSeparator is the item separator of the list settings'

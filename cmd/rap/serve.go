@@ -190,6 +190,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		AllowedOrigins:            s.AllowedOrigins,
 		ClientAuth:                clientAuth,
 		InsecureClientAPI:         s.Insecure,
+		Retention:                 s.EffectiveRetention(toolSets),
 	})
 	if err != nil {
 		return err
@@ -238,6 +239,9 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	if s.StoreIsPostgres() {
 		ttl, sweep := cmp.Or(s.LeaseTTL, runtime.DefaultLeaseTTL), cmp.Or(s.SweepEvery, runtime.DefaultSweepEvery)
 		fmt.Fprintf(stdout, "  leases:       %v, swept every %v (a killed process's threads resume elsewhere within %v)\n", ttl, sweep, ttl+sweep)
+	}
+	if d := s.EffectiveRetention(toolSets); d > 0 {
+		fmt.Fprintf(stdout, "  retention:    closed sessions are deleted %v after their last activity\n", d)
 	}
 	if len(used) == 0 {
 		fmt.Fprintf(stdout, "  tool servers: none (no config file found; see docs/config.md)\n")

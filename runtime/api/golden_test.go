@@ -93,19 +93,20 @@ var wireThreadInfo = ThreadInfo{
 // file each. thread_info_minimal is a new thread as GET /v1/threads/{id}
 // answers it.
 var wireResponses = map[string]any{
-	"create_thread_request":  CreateThreadRequest{UserID: "ada"},
-	"create_thread_response": CreateThreadResponse{ID: "thr-root", Toolsets: &Toolsets{Loaded: []string{"gettime"}, Errors: []string{"http://127.0.0.1:3002: connection refused"}}},
-	"thread_page":            ThreadPage{Threads: []Thread{wireRoot, wireChild}, NextCursor: "cursor-2"},
-	"thread_info":            wireThreadInfo,
-	"thread_info_minimal":    ThreadInfo{Thread: Thread{ID: "thr-root", RootID: "thr-root", Status: ThreadStatusActive, Created: t0}, PendingCalls: []Call{}, Subscriptions: []Subscription{}, Children: []string{}, Choices: []Choice{}},
-	"post_message_request":   PostMessageRequest{Text: new("What time is it in Tokyo?")},
-	"post_message_response":  PostMessageResponse{Status: MessageQueued},
-	"history_response":       HistoryResponse{Messages: wireHistory},
-	"choices_response":       ChoicesResponse{Choices: []Choice{wireChoice}},
-	"answer_choice_request":  AnswerChoiceRequest{Selected: new(1), Dismiss: false},
-	"answer_choice_response": AnswerChoiceResponse{Status: "answered", Selected: 1},
-	"close_response":         CloseResponse{Status: "closed"},
-	"error_response":         ErrorResponse{Error: "no thread thr-x: list the threads with GET /v1/threads"},
+	"create_thread_request":   CreateThreadRequest{UserID: "ada"},
+	"create_thread_response":  CreateThreadResponse{ID: "thr-root", Toolsets: &Toolsets{Loaded: []string{"gettime"}, Errors: []string{"http://127.0.0.1:3002: connection refused"}}},
+	"thread_page":             ThreadPage{Threads: []Thread{wireRoot, wireChild}, NextCursor: "cursor-2"},
+	"thread_info":             wireThreadInfo,
+	"thread_info_minimal":     ThreadInfo{Thread: Thread{ID: "thr-root", RootID: "thr-root", Status: ThreadStatusActive, Created: t0}, PendingCalls: []Call{}, Subscriptions: []Subscription{}, Children: []string{}, Choices: []Choice{}},
+	"post_message_request":    PostMessageRequest{Text: new("What time is it in Tokyo?")},
+	"post_message_response":   PostMessageResponse{Status: MessageQueued},
+	"history_response":        HistoryResponse{Messages: wireHistory},
+	"choices_response":        ChoicesResponse{Choices: []Choice{wireChoice}},
+	"answer_choice_request":   AnswerChoiceRequest{Selected: new(1), Dismiss: false},
+	"answer_choice_response":  AnswerChoiceResponse{Status: "answered", Selected: 1},
+	"close_response":          CloseResponse{Status: "closed"},
+	"delete_session_response": DeleteSessionResponse{DeletedThreads: 3},
+	"error_response":          ErrorResponse{Error: "no thread thr-x: list the threads with GET /v1/threads"},
 }
 
 // wireEvents are the payloads of the events of GET /v1/threads/{id}/events,

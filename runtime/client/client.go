@@ -76,6 +76,9 @@ var (
 	ErrBadRequest = errors.New("bad request")
 	// ErrBusy: the runtime asks to retry later (429, 503).
 	ErrBusy = errors.New("the runtime is busy")
+	// ErrConflict: the thread cannot do that now, such as deleting a
+	// session being moved to another runtime (409).
+	ErrConflict = errors.New("conflict")
 )
 
 // Error is an answer of the runtime other than success.
@@ -103,7 +106,7 @@ func (e *Error) Error() string {
 }
 
 // Unwrap returns the sentinel error of the status (ErrUnauthorized,
-// ErrNotFound, ErrBadRequest, ErrBusy), if any.
+// ErrNotFound, ErrBadRequest, ErrBusy, ErrConflict), if any.
 func (e *Error) Unwrap() error {
 	switch e.Status {
 	case http.StatusUnauthorized, http.StatusForbidden:
@@ -114,6 +117,8 @@ func (e *Error) Unwrap() error {
 		return ErrBadRequest
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		return ErrBusy
+	case http.StatusConflict:
+		return ErrConflict
 	}
 	return nil
 }

@@ -30,6 +30,9 @@ type ListOptions struct {
 	Cursor string
 	// ParentID, when set, lists only that thread's children.
 	ParentID string
+	// UserID, when set, lists only the threads of that user's sessions
+	// (not together with ParentID).
+	UserID string
 }
 
 // ListThreads returns one page of threads, oldest first (GET /v1/threads).
@@ -44,6 +47,9 @@ func (c *Client) ListThreads(ctx context.Context, opts ListOptions) (*api.Thread
 	}
 	if opts.ParentID != "" {
 		q.Set("parent_id", opts.ParentID)
+	}
+	if opts.UserID != "" {
+		q.Set("user_id", opts.UserID)
 	}
 	path := "/v1/threads"
 	if len(q) > 0 {

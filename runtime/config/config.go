@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // MaxFileBytes bounds the size of a tool-server configuration file.
@@ -98,6 +99,10 @@ type File struct {
 	ToolSets []ToolSet `json:"tool_sets"`
 	// Security holds the operator's security switches.
 	Security Security `json:"security"`
+	// Retention is the file's "retention": how long closed sessions are
+	// kept after their last activity (0: for ever); nil when the file
+	// does not say. The first file that sets it wins (retention.go).
+	Retention *time.Duration `json:"-"`
 }
 
 // Security are the "security" settings of a config file.
@@ -141,6 +146,9 @@ func (f *File) Merge(other *File) {
 	}
 	if f.Security.ConfirmExternalActions == nil {
 		f.Security.ConfirmExternalActions = other.Security.ConfirmExternalActions
+	}
+	if f.Retention == nil {
+		f.Retention = other.Retention
 	}
 	ids := map[string]bool{}
 	urls := map[string]bool{}
@@ -210,8 +218,9 @@ func Parse(data []byte, name string) (*File, error) {
 		return nil, &Error{File: name, Problem: `file is empty; want a JSON object such as {"tool_sets": []}`}
 	}
 	var raw struct {
-		ToolSets *[]json.RawMessage `json:"tool_sets"`
-		Security *Security          `json:"security"`
+		ToolSets  *[]json.RawMessage `json:"tool_sets"`
+		Security  *Security          `json:"security"`
+		Retention json.RawMessage    `json:"retention"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
@@ -222,7 +231,7 @@ func Parse(data []byte, name string) (*File, error) {
 	}
 	if raw.ToolSets == nil {
 		problem := `missing; want {"tool_sets": [{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}]}`
-		if misses := nearMisses(data, []string{"tool_sets", "security"}); len(misses) > 0 {
+		if misses := nearMisses(data, []string{"tool_sets", "security", "retention"}); len(misses) > 0 {
 			problem += "; the file has " + strings.Join(misses, ", ")
 		}
 		return nil, &Error{File: name, Path: "tool_sets", Problem: problem}
@@ -230,6 +239,15 @@ func Parse(data []byte, name string) (*File, error) {
 	f := &File{}
 	if raw.Security != nil {
 		f.Security = *raw.Security
+	}
+	if raw.Retention != nil {
+		var err error
+		if f.Retention, err = parseFileRetention(raw.Retention, name); err != nil {
+			return nil, err
+		}
+	} else if misses := nearMisses(data, []string{"retention"}); len(misses) > 0 {
+		// A misspelt retention would keep every session for ever.
+		return nil, &Error{File: name, Problem: "unknown member " + strings.Join(misses, ", ")}
 	}
 	for i, item := range *raw.ToolSets {
 		path := fmt.Sprintf("tool_sets[%d]", i)

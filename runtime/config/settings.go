@@ -196,6 +196,11 @@ type Settings struct {
 	// TLSCert and TLSKey are PEM files of a certificate chain and its
 	// key: with both, the runtime serves HTTPS.
 	TLSCert, TLSKey string
+	// Retention, when set (by --retention or RAP_RETENTION), is how long
+	// a closed session is kept after its last activity; 0 keeps sessions
+	// for ever. Nil leaves it to the config files' "retention"
+	// (EffectiveRetention). It maps to runtime.Config.Retention.
+	Retention *time.Duration
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -322,6 +327,11 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 	set(&s.TokensFile, EnvTokensFile)
 	set(&s.TLSCert, EnvTLSCert)
 	set(&s.TLSKey, EnvTLSKey)
+	if v := getenv(EnvRetention); v != "" {
+		if err := (retentionValue{&s.Retention}).Set(v); err != nil {
+			return s, fmt.Errorf("%s=%q: %v", EnvRetention, v, err)
+		}
+	}
 	for _, d := range []*minDuration{leaseTTLValue(&s), sweepEveryValue(&s)} {
 		if v := getenv(d.env); v != "" {
 			if err := d.Set(v); err != nil {
@@ -372,6 +382,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.TokensFile, "tokens-file", s.TokensFile, "`FILE` of client tokens, each bound to a user (who then sees only their own sessions) or marked admin; mode 0600, read again when it changes; see docs/security.md (env "+EnvTokensFile+")")
 	fs.StringVar(&s.TLSCert, "tls-cert", s.TLSCert, "serve HTTPS with the certificate chain in PEM `FILE` (with --tls-key) (env "+EnvTLSCert+")")
 	fs.StringVar(&s.TLSKey, "tls-key", s.TLSKey, "the private key in PEM `FILE` of --tls-cert; refused when every user may read it (env "+EnvTLSKey+")")
+	fs.Var(retentionValue{&s.Retention}, "retention", "delete closed sessions `D` after their last activity (a Go duration such as 720h, at least "+MinRetention.String()+"); 0 keeps them for ever, the default; overrides \"retention\" in rap.json (env "+EnvRetention+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
@@ -529,6 +540,7 @@ func (s Settings) LogValue() slog.Value {
 		slog.Any("allowed_origins", s.AllowedOrigins),
 		slog.String("tokens_file", s.TokensFile),
 		slog.String("tls_cert", s.TLSCert),
+		slog.String("retention", retentionValue{&s.Retention}.String()),
 	)
 }
 

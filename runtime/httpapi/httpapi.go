@@ -44,6 +44,13 @@ type Engine interface {
 	History(ctx context.Context, threadID string) ([]api.Message, error)
 	// CloseThread closes the thread.
 	CloseThread(ctx context.Context, threadID string) error
+	// DeleteSession deletes the session whose root thread is rootID and
+	// reports how many threads it removed; a child's id wraps
+	// api.ErrBadInput, a moving session api.ErrSessionMoving.
+	DeleteSession(ctx context.Context, rootID string) (int, error)
+	// UserThreadsPage is ThreadsPage for the threads of one user's
+	// sessions.
+	UserThreadsPage(ctx context.Context, userID, cursor string, limit int) (api.ThreadPage, error)
 	// PendingChoices returns the user choices waiting for an answer.
 	PendingChoices(ctx context.Context, threadID string) ([]api.Choice, error)
 	// AnswerChoice answers a user choice (nil selected dismisses it) and
@@ -132,6 +139,7 @@ func New(e Engine, opts *Options) http.Handler {
 	mux.HandleFunc("GET /v1/threads/{id}/messages", s.serveHistory)
 	mux.HandleFunc("GET /v1/threads/{id}/events", s.serveEvents)
 	mux.HandleFunc("POST /v1/threads/{id}/close", s.serveClose)
+	mux.HandleFunc("DELETE /v1/threads/{id}", s.serveDeleteSession) // sessions.go
 	mux.HandleFunc("GET /v1/threads/{id}/choices", s.serveChoices)
 	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", s.owned(s.serveAnswerChoice))
 	mux.HandleFunc("POST "+CallbackPath+"{token}", s.serveCallback)

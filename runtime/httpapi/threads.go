@@ -39,9 +39,10 @@ func (s *server) serveCreateThread(w http.ResponseWriter, req *http.Request) {
 
 // serveListThreads answers GET /v1/threads one page at a time: ?limit=
 // (default api.DefaultPageLimit, at most api.MaxPageLimit), ?cursor= (the
-// previous page's next_cursor) and ?parent_id= (only that thread's
-// children). The answer is {"threads": [...], "next_cursor": "..."};
-// next_cursor is absent on the last page.
+// previous page's next_cursor), ?parent_id= (only that thread's children)
+// or ?user_id= (only the threads of that user's sessions). The answer is
+// {"threads": [...], "next_cursor": "..."}; next_cursor is absent on the
+// last page.
 func (s *server) serveListThreads(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()
 	limit := api.DefaultPageLimit
@@ -53,7 +54,13 @@ func (s *server) serveListThreads(w http.ResponseWriter, req *http.Request) {
 		}
 		limit = min(n, api.MaxPageLimit)
 	}
-	page, err := s.e.ThreadsPage(req.Context(), q.Get("parent_id"), q.Get("cursor"), limit)
+	var page api.ThreadPage
+	var err error
+	if user := q.Get("user_id"); user != "" || q.Has("user_id") {
+		page, err = s.userThreadsPage(req, user, limit)
+	} else {
+		page, err = s.e.ThreadsPage(req.Context(), q.Get("parent_id"), q.Get("cursor"), limit)
+	}
 	if err != nil {
 		s.writeEngineError(w, err)
 		return
