@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"errors"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/client"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -151,6 +153,15 @@ func TestSessionMovesBetweenRuntimes(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("following the redirect: %d; want the session at the destination", resp.StatusCode)
+	}
+	// The Go client says where the session went instead of following.
+	ca, err := client.New(a.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ca.Thread(context.Background(), th)
+	if to, moved := client.MovedTo(err); !errors.Is(err, client.ErrMoved) || !moved || to != b.srv.URL+"/v1/threads/"+th {
+		t.Errorf("the client's answer for the moved session: %v; want ErrMoved with its address at the destination", err)
 	}
 	if closesAtJobsA.Load() != 0 {
 		t.Errorf("the source told a tool server without needsMigration /close_thread; it may still owe the session a result")

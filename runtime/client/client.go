@@ -56,7 +56,12 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("runtime URL %q: want an absolute http(s) URL such as http://127.0.0.1:8080", baseURL)
 	}
-	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{}}
+	// Redirects are not followed: the API answers 308 only for a session
+	// that moved to another runtime, which wants its own token; the
+	// answer becomes an *Error with MovedTo set.
+	c := &Client{base: strings.TrimRight(baseURL, "/"), hc: &http.Client{
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -79,6 +84,9 @@ var (
 	// ErrConflict: the thread cannot do that now, such as deleting a
 	// session being moved to another runtime (409).
 	ErrConflict = errors.New("conflict")
+	// ErrMoved: the session moved to another runtime (308); the *Error's
+	// MovedTo says where.
+	ErrMoved = errors.New("the session moved to another runtime")
 )
 
 // Error is an answer of the runtime other than success.
@@ -89,6 +97,9 @@ type Error struct {
 	Status int
 	// Message is the runtime's explanation (its {"error"}), shortened.
 	Message string
+	// MovedTo, for a 308 answer, is the session's address at the runtime
+	// it moved to (such as https://b.example/v1/threads/ID).
+	MovedTo string
 }
 
 // maxMessage bounds the runtime's message quoted in an Error.
@@ -101,6 +112,8 @@ func (e *Error) Error() string {
 			e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Message)
 	case http.StatusNotFound:
 		return fmt.Sprintf("%s %s: not found: %s", e.Method, e.Path, e.Message)
+	case http.StatusPermanentRedirect:
+		return fmt.Sprintf("the session moved to another runtime: it is now at %s; continue there with that runtime's URL and token", e.MovedTo)
 	}
 	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Message)
 }
@@ -119,6 +132,8 @@ func (e *Error) Unwrap() error {
 		return ErrBusy
 	case http.StatusConflict:
 		return ErrConflict
+	case http.StatusPermanentRedirect:
+		return ErrMoved
 	}
 	return nil
 }
@@ -131,6 +146,15 @@ func statusError(method, path string, resp *http.Response) error {
 	if json.Unmarshal(body, &e) == nil && e.Error != "" {
 		msg = e.Error
 	}
+	movedTo := ""
+	if resp.StatusCode == http.StatusPermanentRedirect {
+		var m api.MovedResponse
+		if json.Unmarshal(body, &m) == nil && m.MovedTo != "" {
+			movedTo = m.MovedTo
+		} else {
+			movedTo = resp.Header.Get("Location")
+		}
+	}
 	if len(msg) > maxMessage {
 		cut := maxMessage
 		for cut > 0 && !utf8.RuneStart(msg[cut]) {
@@ -141,7 +165,7 @@ func statusError(method, path string, resp *http.Response) error {
 	if msg == "" {
 		msg = "(no message)"
 	}
-	return &Error{Method: method, Path: path, Status: resp.StatusCode, Message: msg}
+	return &Error{Method: method, Path: path, Status: resp.StatusCode, Message: msg, MovedTo: movedTo}
 }
 
 // request makes a request of the API with the token set.
