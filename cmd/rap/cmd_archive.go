@@ -34,7 +34,7 @@ func (o *archiveOpts) bind(cmd *cobra.Command, storeUsage string) {
 	fs := cmd.Flags()
 	fs.StringVar(&o.server, "server", "", "a running runtime's `URL` (default http://"+config.DefaultListen+" unless --store is given)")
 	bindEnv(fs, "server", envServer)
-	fs.Var((*secretValue)(&o.token), "token", "bearer `TOKEN` of the runtime's client API")
+	fs.Var((*secretValue)(&o.token), "token", "bearer `TOKEN` of the runtime's client API (env "+config.EnvToken+")")
 	bindEnv(fs, "token", config.EnvToken)
 	fs.StringVar(&o.store, "store", "", storeUsage)
 }

@@ -162,6 +162,10 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		defer auth.Close()
 		clientAuth = auth.Handler
 	}
+	remotes, err := runtimeRemotes(toolSets)
+	if err != nil {
+		return err
+	}
 	rt, err := runtime.New(&runtime.Config{
 		Store:                     st,
 		Model:                     mdl,
@@ -191,6 +195,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ClientAuth:                clientAuth,
 		InsecureClientAPI:         s.Insecure,
 		Retention:                 s.EffectiveRetention(toolSets),
+		Remotes:                   remotes,
 	})
 	if err != nil {
 		return err
@@ -349,4 +354,18 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// runtimeRemotes are the config files' remotes with their tokens read
+// from the environment.
+func runtimeRemotes(f *config.File) (map[string]runtime.Remote, error) {
+	resolved, err := f.ResolveRemotes(getenvOS)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]runtime.Remote, len(resolved))
+	for n, r := range resolved {
+		out[n] = runtime.Remote{URL: r.URL, Token: r.Token}
+	}
+	return out, nil
 }

@@ -103,6 +103,9 @@ type File struct {
 	// kept after their last activity (0: for ever); nil when the file
 	// does not say. The first file that sets it wins (retention.go).
 	Retention *time.Duration `json:"-"`
+	// Remotes are the file's "remotes": runtimes sessions may move to by
+	// name (remotes.go). Of two files naming one remote, the first wins.
+	Remotes map[string]Remote `json:"-"`
 }
 
 // Security are the "security" settings of a config file.
@@ -149,6 +152,14 @@ func (f *File) Merge(other *File) {
 	}
 	if f.Retention == nil {
 		f.Retention = other.Retention
+	}
+	for n, r := range other.Remotes {
+		if _, ok := f.Remotes[n]; !ok {
+			if f.Remotes == nil {
+				f.Remotes = map[string]Remote{}
+			}
+			f.Remotes[n] = r
+		}
 	}
 	ids := map[string]bool{}
 	urls := map[string]bool{}
@@ -221,6 +232,7 @@ func Parse(data []byte, name string) (*File, error) {
 		ToolSets  *[]json.RawMessage `json:"tool_sets"`
 		Security  *Security          `json:"security"`
 		Retention json.RawMessage    `json:"retention"`
+		Remotes   json.RawMessage    `json:"remotes"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
@@ -231,7 +243,7 @@ func Parse(data []byte, name string) (*File, error) {
 	}
 	if raw.ToolSets == nil {
 		problem := `missing; want {"tool_sets": [{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}]}`
-		if misses := nearMisses(data, []string{"tool_sets", "security", "retention"}); len(misses) > 0 {
+		if misses := nearMisses(data, []string{"tool_sets", "security", "retention", "remotes"}); len(misses) > 0 {
 			problem += "; the file has " + strings.Join(misses, ", ")
 		}
 		return nil, &Error{File: name, Path: "tool_sets", Problem: problem}
@@ -247,6 +259,14 @@ func Parse(data []byte, name string) (*File, error) {
 		}
 	} else if misses := nearMisses(data, []string{"retention"}); len(misses) > 0 {
 		// A misspelt retention would keep every session for ever.
+		return nil, &Error{File: name, Problem: "unknown member " + strings.Join(misses, ", ")}
+	}
+	if raw.Remotes != nil {
+		var err error
+		if f.Remotes, err = parseRemotes(raw.Remotes, name); err != nil {
+			return nil, err
+		}
+	} else if misses := nearMisses(data, []string{"remotes"}); len(misses) > 0 {
 		return nil, &Error{File: name, Problem: "unknown member " + strings.Join(misses, ", ")}
 	}
 	for i, item := range *raw.ToolSets {
