@@ -52,7 +52,7 @@ func (o *archiveOpts) check() error {
 // openOfflineStore opens the store of --store: "sqlite:PATH" (a data
 // directory, or its rap.db) or a postgres:// URL. A SQLite store that a
 // running runtime holds is refused with what to do instead.
-func openOfflineStore(ctx context.Context, spec string) (store.Store, string, error) {
+func openOfflineStore(ctx context.Context, spec string, mustExist bool) (store.Store, string, error) {
 	if strings.HasPrefix(spec, "postgres://") || strings.HasPrefix(spec, "postgresql://") {
 		pg, err := postgres.Open(ctx, spec)
 		if err != nil {
@@ -68,6 +68,9 @@ func openOfflineStore(ctx context.Context, spec string) (store.Store, string, er
 		path = filepath.Join(path, storeFile)
 	} else if err != nil {
 		return nil, "", fmt.Errorf("--store %s: %w", spec, err)
+	}
+	if _, err := os.Stat(path); err != nil && mustExist {
+		return nil, "", fmt.Errorf("--store %s: there is no store there (%s is missing); give the data directory rap serve used", spec, path)
 	}
 	st, err := sqlite.Open(path)
 	var locked *sqlite.LockedError
@@ -139,7 +142,7 @@ func runExport(ctx context.Context, a *app, o archiveOpts, roots []string, out s
 	}
 	counter := &countingWriter{w: w}
 	if o.store != "" {
-		st, label, err := openOfflineStore(ctx, o.store)
+		st, label, err := openOfflineStore(ctx, o.store, true)
 		if err != nil {
 			return err
 		}
@@ -218,7 +221,7 @@ func runImport(ctx context.Context, a *app, o archiveOpts, file string) error {
 	var err error
 	where := o.server
 	if o.store != "" {
-		st, label, oerr := openOfflineStore(ctx, o.store)
+		st, label, oerr := openOfflineStore(ctx, o.store, false)
 		if oerr != nil {
 			return oerr
 		}
