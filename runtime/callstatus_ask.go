@@ -56,6 +56,14 @@ func (r *Runtime) checkCall(ctx context.Context, w waitingCall) error {
 		r.log.Warn("call status not asked: the session has no toolset of this name", "thread", c.ThreadID, "call_id", c.CallID, "toolset", c.Toolset)
 		return r.dropCallCheck(ctx, chk)
 	}
+	if !r.takenHere(ctx, w.rootID, c) {
+		// The call went to a server this session no longer uses (the
+		// session moved here from another runtime): the server the
+		// session has now would rightly not know it. Its result still
+		// comes, through the runtime it moved from.
+		r.log.Info("call status not asked: the call was taken by another tool server than the session's toolset now names", "thread", c.ThreadID, "call_id", c.CallID, "toolset", c.Toolset)
+		return r.dropCallCheck(ctx, chk)
+	}
 	if r.checks.isUnsupported(base) {
 		return r.rescheduleCallCheck(ctx, chk, unsupportedRecheck, chk.Failures)
 	}
@@ -93,6 +101,17 @@ func (r *Runtime) checkCall(ctx context.Context, w waitingCall) error {
 		log.Info("rap call status: no usable answer; still waiting for the call", "error", detail, "next_ask_in", backoff)
 		return r.rescheduleCallCheck(ctx, chk, backoff, chk.Failures+1)
 	}
+}
+
+// takenHere reports whether call c was dispatched to the endpoint the
+// session's catalog names for its tool now.
+func (r *Runtime) takenHere(ctx context.Context, rootID string, c store.Call) bool {
+	s, err := r.sessionOf(ctx, rootID)
+	if err != nil || s.catalog == nil {
+		return true // cannot tell: ask as before
+	}
+	tool, ok := s.catalog.Lookup(c.ToolName)
+	return !ok || tool.Endpoint == c.Endpoint
 }
 
 // dropCallCheck deletes a check whose call no longer waits.

@@ -536,7 +536,9 @@ func (r *Runtime) finishMove(ctx context.Context, mv *outMove, forward []api.For
 		return fmt.Errorf("the destination took the session, but recording that here failed (%w); restart this runtime to finish", err)
 	}
 	mv.state = store.MoveGone
-	r.moves.set(goneEntry(mv.root, mv.id, mv.to, mv.threads, forward))
+	e := goneEntry(mv.root, mv.id, mv.to, mv.threads, forward)
+	e.expires = time.Now().Add(keep)
+	r.moves.set(e)
 	r.forgetThreadsSaying(mv.root, mv.threads, sessionMovedMessage)
 	return nil
 }

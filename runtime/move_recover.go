@@ -44,12 +44,24 @@ func (r *Runtime) recoverMoves(ctx context.Context) error {
 		}
 		switch m.State {
 		case store.MoveGone:
+			if !m.Expires.IsZero() && time.Now().After(m.Expires) {
+				// Its forwarding period is over: requests for the
+				// session are now answered as for any unknown one.
+				err := r.store.Update(ctx, func(tx store.Tx) error { return tx.DeleteMove(m.RootID, store.MoveOut) })
+				if err != nil {
+					return err
+				}
+				r.log.Info("forwarding record of a moved session expired", "session", m.RootID, "moved_to", redact(m.Peer))
+				continue
+			}
 			var d moveData
 			if err := json.Unmarshal(m.Data, &d); err != nil {
 				r.log.Error("a moved session's forwarding record is unreadable; nothing is forwarded for it", "session", m.RootID, "err", err)
 				continue
 			}
-			r.moves.set(goneEntry(m.RootID, m.ID, m.Peer, d.Threads, d.Forward))
+			e := goneEntry(m.RootID, m.ID, m.Peer, d.Threads, d.Forward)
+			e.expires = m.Expires
+			r.moves.set(e)
 		case store.MoveLeaving, store.MoveSending:
 			var threads []string
 			err := r.store.View(ctx, func(tx store.Tx) error {

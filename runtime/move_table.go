@@ -8,6 +8,7 @@ package runtime
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gorap/gorap/runtime/store"
 )
@@ -24,6 +25,8 @@ type moveEntry struct {
 	// forward maps a call of a gone session to its callback URL at the
 	// destination.
 	forward map[moveCall]string
+	// expires, when not zero, ends the forwarding of a gone session.
+	expires time.Time
 }
 
 // moveCall names one call of a thread.
@@ -37,14 +40,20 @@ type moveTable struct {
 	byRoot   map[string]*moveEntry
 }
 
-// of returns the entry of the session thread belongs to, or nil.
+// of returns the entry of the session thread belongs to, or nil; a gone
+// session whose forwarding period is over has none.
 func (t *moveTable) of(thread string) *moveEntry {
 	if t.n.Load() == 0 {
 		return nil
 	}
 	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.byThread[thread]
+	e := t.byThread[thread]
+	t.mu.RUnlock()
+	if e != nil && !e.expires.IsZero() && time.Now().After(e.expires) {
+		t.drop(e.root)
+		return nil
+	}
+	return e
 }
 
 // paused reports whether thread's session is moving: its slices wait.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gorap/gorap/examples/notes"
 	"github.com/gorap/gorap/model/scripted"
@@ -89,7 +90,14 @@ func TestSessionMovesBetweenRuntimes(t *testing.T) {
 		}
 	}
 	a := newEnv(t, envOptions{turns: moveTurns, servers: []string{startNotes(t, notesA), jobsA.URL()}})
-	b := newEnv(t, envOptions{turns: moveTurns, servers: []string{startNotes(t, notesB), jobsB.URL()}})
+	var statusAtJobsB atomic.Int32
+	jobsB.onOther = func(r *http.Request, _ []byte) {
+		if r.URL.Path == rap.ToolCallStatusPath {
+			statusAtJobsB.Add(1)
+		}
+	}
+	b := newEnv(t, envOptions{turns: moveTurns, servers: []string{startNotes(t, notesB), jobsB.URL()},
+		tweak: func(c *Config) { c.CallStatusAfter = 50 * time.Millisecond }})
 	th := a.newThread()
 	a.post(th, "start")
 	job := jobsA.next()
@@ -118,6 +126,18 @@ func TestSessionMovesBetweenRuntimes(t *testing.T) {
 	hist := b.history(th)
 	if !hasText(hist, store.RoleUser, "start") || countResults(hist, "noted") != 1 {
 		t.Fatalf("the destination's history lacks what came before the move:\n%s", dump(hist))
+	}
+	// The destination does not ask its own jobs server about the call
+	// another server took.
+	deadline := time.Now().Add(waitFor)
+	for statusAtJobsB.Load() == 0 && !strings.Contains(b.logs.String(), "call status not asked: the call was taken by another tool server") {
+		if time.Now().After(deadline) {
+			t.Fatal("the destination never considered the moved call's status")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := statusAtJobsB.Load(); n != 0 {
+		t.Errorf("the destination asked its own jobs server %d times about a call another server took", n)
 	}
 	// The job's result goes to A's callback URL, twice (a tool retrying).
 	reply(t, job, "job done")
