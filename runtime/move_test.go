@@ -186,6 +186,23 @@ func TestSessionMovesBetweenRuntimes(t *testing.T) {
 	if closesAtJobsA.Load() != 0 {
 		t.Errorf("the source told a tool server without needsMigration /close_thread; it may still owe the session a result")
 	}
+	// The forwarding record survives a restart of the source.
+	a.restart()
+	resp, err = (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get(a.srv.URL + "/v1/threads/" + th + "/messages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPermanentRedirect {
+		t.Errorf("after a restart of the source, the moved session's history: %d; want 308", resp.StatusCode)
+	}
+	if status, body := callback(t, job.CallbackURL, rap.ToolResult{GroupID: job.GroupID, ID: job.ID, Text: "job done"}); status != http.StatusOK {
+		t.Errorf("a result sent to the old address after the source restarted: %d %s; want it forwarded (and found a duplicate there)", status, body)
+	}
+	b.idle(th)
+	if n := countResults(b.history(th), "job done"); n != 1 {
+		t.Errorf("after a third delivery the job's result is %d times at the destination; want once", n)
+	}
 	if strings.Contains(a.logs.String(), "peer-secret") {
 		t.Errorf("a secret reached the source's log")
 	}
