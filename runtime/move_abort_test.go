@@ -144,3 +144,17 @@ func TestFailedMoveLeavesTheSessionAtTheSource(t *testing.T) {
 		checkStayed(t, src, dst, th)
 	})
 }
+
+// A session on a store several processes share is not moved (its pause
+// would hold in one process only): the refusal says what to do instead,
+// and the session goes on.
+func TestMoveOutOfASharedStoreIsRefused(t *testing.T) {
+	src := newEnv(t, envOptions{turns: abortTurns, postgres: true})
+	dst := newEnv(t, envOptions{turns: abortTurns})
+	th := src.newThread()
+	_, err := src.rt.MoveSession(context.Background(), th, api.MoveRequest{To: dst.srv.URL})
+	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "rap export") {
+		t.Fatalf("move out of a shared store: %v; want a conflict pointing at rap export", err)
+	}
+	checkStayed(t, src, dst, th)
+}

@@ -142,6 +142,10 @@ func (r *Runtime) CommitMove(ctx context.Context, root, id, secret string, rd io
 	if _, err := ar.Next(); !errors.Is(err, io.EOF) || s.Root != root {
 		return st, fmt.Errorf("%w: a move carries its one session, %s", api.ErrBadInput, root)
 	}
+	// The status checks follow this runtime's schedule from now.
+	for i := range s.CallChecks {
+		s.CallChecks[i].Due, s.CallChecks[i].Failures = time.Now().Add(max(r.cfg.CallStatusAfter, 0)), 0
+	}
 	own := r.fetchOwnToolsets(ctx)
 	s.Toolsets, s.Trust = nil, nil
 	for _, c := range own {

@@ -52,6 +52,7 @@ var moveTurns = []scripted.Turn{
 	{AfterUser: "start", Text: "on it", ToolCalls: []scripted.Call{
 		call("add_note", `{"text":"remember the milk"}`),
 		call("slow_job", `{}`),
+		call("watch", `{}`),
 		call(BuiltinSleep, `{"seconds": 4, "reason": "test"}`),
 	}},
 	{Text: "?", Repeat: true},
@@ -80,9 +81,14 @@ func postJSON(t *testing.T, url string, body any) (int, []byte, http.Header) {
 // history once; the pending sleep fires at the destination; the source
 // answers for the session with 308 and where it went.
 func TestSessionMovesBetweenRuntimes(t *testing.T) {
+	t.Run("SQLite to SQLite", func(t *testing.T) { testSessionMoves(t, false) })
+	t.Run("SQLite to PostgreSQL", func(t *testing.T) { testSessionMoves(t, true) })
+}
+
+func testSessionMoves(t *testing.T, pgDest bool) {
 	notesA, notesB := t.TempDir(), t.TempDir()
-	jobsA := newToolServer(t, "jobs", tool("slow_job"))
-	jobsB := newToolServer(t, "jobs", tool("slow_job"))
+	jobsA := newToolServer(t, "jobs", tool("slow_job"), tool("watch"))
+	jobsB := newToolServer(t, "jobs", tool("slow_job"), tool("watch"))
 	var closesAtJobsA atomic.Int32
 	jobsA.onOther = func(r *http.Request, _ []byte) {
 		if r.URL.Path == rap.CloseThreadPath {
@@ -97,12 +103,35 @@ func TestSessionMovesBetweenRuntimes(t *testing.T) {
 		}
 	}
 	b := newEnv(t, envOptions{turns: moveTurns, servers: []string{startNotes(t, notesB), jobsB.URL()},
-		tweak: func(c *Config) { c.CallStatusAfter = 50 * time.Millisecond }})
+		tweak: func(c *Config) { c.CallStatusAfter = 50 * time.Millisecond }, postgres: pgDest})
 	th := a.newThread()
 	a.post(th, "start")
-	job := jobsA.next()
-	a.waitHistory(th, "the note's result", func(h []store.Message) bool { return countResults(h, "noted") == 1 })
+	job, watch := jobsA.next(), jobsA.next()
+	if job.Operation != "slow_job" {
+		job, watch = watch, job
+	}
+	if status, body := callback(t, watch.CallbackURL, rap.ToolResult{GroupID: watch.GroupID, ID: watch.ID, Text: "watching", Subscription: true}); status != http.StatusOK {
+		t.Fatalf("subscription confirmation: %d %s", status, body)
+	}
+	a.waitHistory(th, "the note's result and the subscription", func(h []store.Message) bool {
+		return countResults(h, "noted") == 1 && countResults(h, "watching") == 1
+	})
 	a.idle(th)
+	// A child thread, written while the source is stopped, moves too.
+	child := th + "-child"
+	a.stop()
+	a.offline(func(tx store.Tx) error {
+		last, err := tx.LastSeq(th)
+		if err != nil {
+			return err
+		}
+		if err := tx.CreateThread(store.Thread{ID: child, ParentID: th, InheritSeq: last}); err != nil {
+			return err
+		}
+		_, err = tx.AppendMessages(child, []store.Message{{Role: store.RoleUser, Text: "a child's own message"}})
+		return err
+	})
+	a.start()
 
 	status, body, _ := postJSON(t, a.srv.URL+"/v1/threads/"+th+"/migrate", api.MoveRequest{To: b.srv.URL})
 	if status != http.StatusOK {
@@ -139,19 +168,32 @@ func TestSessionMovesBetweenRuntimes(t *testing.T) {
 	if n := statusAtJobsB.Load(); n != 0 {
 		t.Errorf("the destination asked its own jobs server %d times about a call another server took", n)
 	}
+	ch := b.history(child)
+	if len(ch) == 0 || !hasText(ch, store.RoleUser, "a child's own message") || !hasText(ch, store.RoleUser, "start") {
+		t.Errorf("the child thread at the destination lacks its own or its inherited history:\n%s", dump(ch))
+	}
+	// An event of the active subscription, sent twice to A's callback
+	// URL, reaches the destination once.
+	for range 2 {
+		if status, body := callback(t, watch.CallbackURL, rap.SubscriptionEvent{GroupID: watch.GroupID, ToolCallID: watch.ID, EventID: "e1", Text: "tick 1", Associative: true}); status != http.StatusOK {
+			t.Fatalf("an event sent to the old address: %d %s", status, body)
+		}
+	}
 	// The job's result goes to A's callback URL, twice (a tool retrying).
 	reply(t, job, "job done")
 	if status, body := callback(t, job.CallbackURL, rap.ToolResult{GroupID: job.GroupID, ID: job.ID, Text: "job done"}); status != http.StatusOK {
 		t.Fatalf("a repeated result sent to the old address: %d %s", status, body)
 	}
 	hist = b.waitHistory(th, "the job's result and the sleep's end at the destination", func(h []store.Message) bool {
-		return countResults(h, "job done") > 0 && countResults(h, "Woke up") > 0 &&
-			(hasText(h, store.RoleAssistant, "the job finished") || hasText(h, store.RoleAssistant, "rested"))
+		return countResults(h, "job done") > 0 && countResults(h, "Woke up") > 0 && h[len(h)-1].Role == store.RoleAssistant
 	})
 	if n := countResults(hist, "job done"); n != 1 {
 		t.Errorf("the job's result is %d times in the destination's history; want once:\n%s", n, dump(hist))
 	}
 	b.idle(th)
+	if n := strings.Count(dump(b.history(th)), "tick 1"); n != 1 {
+		t.Errorf("the subscription's event is %d times in the destination's history; want once:\n%s", n, dump(b.history(th)))
+	}
 	if n := countResults(b.history(th), "Woke up"); n != 1 {
 		t.Errorf("the sleep woke the thread %d times at the destination; want once", n)
 	}
