@@ -82,7 +82,7 @@ func (r *Runtime) ImportSessions(ctx context.Context, rd io.Reader) ([]string, e
 	}
 	var resumed []*archive.Session
 	roots, err := archivestore.Import(ctx, r.store, ar, func(tx store.Tx, s *archive.Session) error {
-		if err := r.admitSession(tx, s.Root); err != nil {
+		if err := r.admitSession(tx, s.Root, true); err != nil {
 			return err
 		}
 		resumed = append(resumed, s)
@@ -104,10 +104,12 @@ func (r *Runtime) ImportSessions(ctx context.Context, rd io.Reader) ([]string, e
 	return roots, err
 }
 
-// admitSession runs in the transaction that imports the session root:
-// it refuses one that is moving away from here now, and drops the
-// forwarding record of one that moved away and comes back.
-func (r *Runtime) admitSession(tx store.Tx, root string) error {
+// admitSession runs in the transaction that imports the session root,
+// or prepares its arrival (drop false): it refuses one that is moving
+// away from here now, and, with drop, drops the forwarding record of one
+// that moved away and comes back. The record stays until the session is
+// here again: a move back that fails must not end the forwarding.
+func (r *Runtime) admitSession(tx store.Tx, root string, drop bool) error {
 	m, err := tx.SessionMove(root, store.MoveOut)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -115,8 +117,11 @@ func (r *Runtime) admitSession(tx store.Tx, root string) error {
 	if err != nil {
 		return err
 	}
-	if m.State == store.MoveLeaving {
+	if m.State != store.MoveGone {
 		return fmt.Errorf("%w: session %s is moving from this runtime to %s right now; wait for the move to end", api.ErrConflict, root, m.Peer)
+	}
+	if !drop {
+		return nil
 	}
 	return tx.DeleteMove(root, store.MoveOut)
 }
@@ -125,6 +130,9 @@ func (r *Runtime) admitSession(tx store.Tx, root string) error {
 // does after a restart: queued messages wake their threads, calls not yet
 // dispatched are dispatched, timers and checks are armed.
 func (r *Runtime) resumeImported(s *archive.Session) {
+	// A session that had moved away from here is back: nothing of it is
+	// forwarded any more.
+	r.moves.drop(s.Root)
 	ids := make([]string, len(s.Threads))
 	for i, th := range s.Threads {
 		ids[i] = th.ID

@@ -158,3 +158,39 @@ func TestMoveOutOfASharedStoreIsRefused(t *testing.T) {
 	}
 	checkStayed(t, src, dst, th)
 }
+
+// A session moves away and back: the runtime it returns to takes it
+// again (dropping its forwarding record), the other keeps one, and the
+// conversation goes on at each stop.
+func TestSessionMovesAwayAndBack(t *testing.T) {
+	turns := []scripted.Turn{{AfterUser: "one", Text: "reply one"}, {AfterUser: "two", Text: "reply two"}, {AfterUser: "three", Text: "reply three"}, {Text: "ok", Repeat: true}}
+	a := newEnv(t, envOptions{turns: turns})
+	b := newEnv(t, envOptions{turns: turns})
+	ctx := context.Background()
+	th := a.newThread()
+	a.post(th, "one")
+	a.waitHistory(th, "reply one", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "reply one") })
+	a.idle(th)
+	if _, err := a.rt.MoveSession(ctx, th, api.MoveRequest{To: b.srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	b.post(th, "two")
+	b.waitHistory(th, "reply two", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "reply two") })
+	b.idle(th)
+	if _, err := b.rt.MoveSession(ctx, th, api.MoveRequest{To: a.srv.URL}); err != nil {
+		t.Fatalf("the move back: %v", err)
+	}
+	if _, moved := a.rt.MovedTo(th); moved {
+		t.Fatal("the runtime the session came back to still forwards it")
+	}
+	if to, moved := b.rt.MovedTo(th); !moved || to != a.srv.URL {
+		t.Fatalf("the runtime the session left again: MovedTo = %q, %v; want %s", to, moved, a.srv.URL)
+	}
+	a.post(th, "three")
+	h := a.waitHistory(th, "reply three", func(h []store.Message) bool { return hasText(h, store.RoleAssistant, "reply three") })
+	for _, want := range []string{"reply one", "reply two", "reply three"} {
+		if !hasText(h, store.RoleAssistant, want) {
+			t.Fatalf("after two moves the history lacks %q:\n%s", want, dump(h))
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (r *Runtime) PrepareMove(ctx context.Context, p api.MovePrepare) (api.MoveP
 		return prep, fmt.Errorf("%w: the source and this runtime share one database: the session is here already", api.ErrConflict)
 	}
 	err := r.store.Update(ctx, func(tx store.Tx) error {
-		if err := r.admitSession(tx, p.Session); err != nil {
+		if err := r.admitSession(tx, p.Session, false); err != nil {
 			return err
 		}
 		if _, err := tx.Thread(p.Session); err == nil {
@@ -165,7 +165,7 @@ func (r *Runtime) CommitMove(ctx context.Context, root, id, secret string, rd io
 		case store.MoveAborted:
 			return fmt.Errorf("%w: this move was called off", api.ErrConflict)
 		}
-		if err := r.admitSession(tx, root); err != nil {
+		if err := r.admitSession(tx, root, true); err != nil {
 			return err
 		}
 		if err := archivestore.WriteSession(tx, s); err != nil {

@@ -92,7 +92,7 @@ func (r *Runtime) MoveSession(ctx context.Context, root string, req api.MoveRequ
 	committed := false
 	defer func() {
 		if !committed && mv.state == store.MoveLeaving {
-			r.undoMove(context.WithoutCancel(ctx), mv, token, "")
+			r.undoMove(context.WithoutCancel(ctx), mv, "the move failed")
 		}
 	}()
 	if err := r.waitQuiet(ctx, mv.threads); err != nil {
@@ -454,7 +454,7 @@ func (r *Runtime) sendSession(ctx context.Context, mv *outMove) (api.MoveState, 
 	var pe *peerError
 	if errors.As(commitErr, &pe) && pe.status >= 400 && pe.status < 500 {
 		// The destination refused the session and kept nothing of it.
-		r.undoMove(context.WithoutCancel(ctx), mv, "", "the destination refused it")
+		r.undoMove(context.WithoutCancel(ctx), mv, "the destination refused it")
 		return state, fmt.Errorf("%w: %w", errMoveFailed, commitErr)
 	}
 	// No answer, or a failure of the destination's own: it may have
@@ -464,7 +464,7 @@ func (r *Runtime) sendSession(ctx context.Context, mv *outMove) (api.MoveState, 
 		case "arrived":
 			return st, nil
 		case "arriving", "aborted", "unknown":
-			r.undoMove(context.WithoutCancel(ctx), mv, "", "the destination did not commit it")
+			r.undoMove(context.WithoutCancel(ctx), mv, "the destination did not commit it")
 			return state, fmt.Errorf("%w: %w", errMoveFailed, commitErr)
 		}
 	}
@@ -487,7 +487,7 @@ func (r *Runtime) askMove(ctx context.Context, mv *outMove) (api.MoveState, erro
 // undoMove ends a move that did not commit: the destination is told to
 // drop it (best effort; it keeps nothing uncommitted anyway), the journal
 // entry goes, and the session resumes here with what arrived meanwhile.
-func (r *Runtime) undoMove(ctx context.Context, mv *outMove, _ string, why string) {
+func (r *Runtime) undoMove(ctx context.Context, mv *outMove, why string) {
 	if mv.prep.Abort != "" || mv.state == store.MoveSending {
 		_ = r.peerRequest(ctx, http.MethodPost, mv.to+movePathFor(mv.root, mv.id, "abort"), mv.secret, "application/json", strings.NewReader("{}"), nil)
 	}

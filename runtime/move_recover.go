@@ -81,7 +81,7 @@ func (r *Runtime) recoverMoves(ctx context.Context) error {
 				r.wg.Add(1)
 				go func() {
 					defer r.wg.Done()
-					r.undoMove(r.baseCtx, mv, "", "this runtime stopped during the move")
+					r.undoMove(r.baseCtx, mv, "this runtime stopped during the move")
 				}()
 				continue
 			}
@@ -116,7 +116,7 @@ func (r *Runtime) resolveLater(mv *outMove) {
 						return
 					}
 				default:
-					r.undoMove(r.baseCtx, mv, "", "the destination did not commit it")
+					r.undoMove(r.baseCtx, mv, "the destination did not commit it")
 					return
 				}
 			} else {
