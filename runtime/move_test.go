@@ -89,10 +89,13 @@ func testSessionMoves(t *testing.T, pgDest bool) {
 	notesA, notesB := t.TempDir(), t.TempDir()
 	jobsA := newToolServer(t, "jobs", tool("slow_job"), tool("watch"))
 	jobsB := newToolServer(t, "jobs", tool("slow_job"), tool("watch"))
-	var closesAtJobsA atomic.Int32
+	var closesAtJobsA, migratesAtJobsA atomic.Int32
 	jobsA.onOther = func(r *http.Request, _ []byte) {
-		if r.URL.Path == rap.CloseThreadPath {
+		switch r.URL.Path {
+		case rap.CloseThreadPath:
 			closesAtJobsA.Add(1)
+		case rap.MigratePath:
+			migratesAtJobsA.Add(1)
 		}
 	}
 	a := newEnv(t, envOptions{turns: moveTurns, servers: []string{startNotes(t, notesA), jobsA.URL()}})
@@ -224,6 +227,9 @@ func testSessionMoves(t *testing.T, pgDest bool) {
 	_, err = ca.Thread(context.Background(), th)
 	if to, moved := client.MovedTo(err); !errors.Is(err, client.ErrMoved) || !moved || to != b.srv.URL+"/v1/threads/"+th {
 		t.Errorf("the client's answer for the moved session: %v; want ErrMoved with its address at the destination", err)
+	}
+	if migratesAtJobsA.Load() != 0 {
+		t.Errorf("the source called /migrate on a tool server whose toolset does not say needsMigration (RAP MI-2 forbids it)")
 	}
 	if closesAtJobsA.Load() != 0 {
 		t.Errorf("the source told a tool server without needsMigration /close_thread; it may still owe the session a result")
