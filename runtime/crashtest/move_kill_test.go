@@ -610,6 +610,17 @@ func (g *moveRig) resolve() (moved bool) {
 	return moved
 }
 
+// checkOneOwner asserts that the move ended either way, with the session
+// in one place only.
+func (g *moveRig) checkOneOwner() {
+	g.t.Helper()
+	if g.resolve() {
+		g.checkMovedNow()
+	} else {
+		g.checkStayedNow()
+	}
+}
+
 // checkStayed asserts that the session ended at the source only: the
 // source takes messages again, answers every accepted one exactly once,
 // and the destination holds nothing of the session.
@@ -789,6 +800,122 @@ func TestSIGKILLDuringMoveLeavesTheSessionInOnePlace(t *testing.T) {
 	t.Run("PostgreSQL destination killed after it committed", func(t *testing.T) {
 		destinationKilledAfterCommit(t, bin, []string{"RAP_STORE=" + pgtest.URL(t)})
 	})
+}
+
+// TestMoveWithALateCommitLeavesTheSessionInOnePlace delivers the commit
+// of a move to the destination late: after the source, which could not
+// tell whether the destination took the session, asked it ("arriving")
+// and decided to call the move off, and before its abort arrives. The
+// destination commits and refuses the abort (409: the session arrived);
+// the source must then not resume the session, which would run in two
+// places.
+func TestMoveWithALateCommitLeavesTheSessionInOnePlace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds rap and runs 4 rap serve processes")
+	}
+	bin := buildRap(t, t.TempDir())
+	// The source is killed while its commit is on the way; restarted, it
+	// asks and calls the move off.
+	t.Run("source killed, commit delivered between its status and abort", func(t *testing.T) {
+		g := newMoveRig(t, bin, nil)
+		mig := g.srcTools.holdMigrate()
+		commit := g.proxy.holdNext("commit", false)
+		mv := g.startMove()
+		mig.await(t, "POST /migrate")
+		g.mustAccept(g.src, "during the pause")
+		mig.release <- pass
+		commit.await(t, "the commit request")
+		g.src.kill()
+		if r := g.awaitMove(mv); r.err == nil {
+			t.Fatalf("the killed source answered the move request: %d %s", r.status, r.body)
+		}
+		commit.release <- detach
+		abort := g.proxy.holdNext("abort", false)
+		g.src.start(t)
+		lateCommit(t, g, commit, abort)
+	})
+	// The same without a crash: the source's commit request breaks (a
+	// proxy's timeout, say) while the commit still travels to the
+	// destination.
+	t.Run("no crash, commit delivered between the source's status and abort", func(t *testing.T) {
+		g := newMoveRig(t, bin, nil)
+		commit := g.proxy.holdNext("commit", false)
+		abort := g.proxy.holdNext("abort", false)
+		mv := g.startMove()
+		commit.await(t, "the commit request")
+		commit.release <- detach
+		lateCommit(t, g, commit, abort)
+		r := g.awaitMove(mv)
+		t.Logf("the source answered the move request %d: %s", r.status, strings.TrimSpace(r.body))
+	})
+}
+
+// TestMoveKeepsMessagesTakenWhileTheSessionIsSent posts messages without
+// a pause to the source while a move goes from paused (messages are
+// taken and kept) to sent (messages are refused with 503): every message
+// the source took must reach the destination's history, once.
+func TestMoveKeepsMessagesTakenWhileTheSessionIsSent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds rap and runs 2 rap serve processes")
+	}
+	g := newMoveRig(t, buildRap(t, t.TempDir()), nil)
+	mig := g.srcTools.holdMigrate()
+	mv := g.startMove()
+	mig.await(t, "POST /migrate")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				text := fmt.Sprintf("burst %d-%d", i, k)
+				code, err := g.postMessage(g.src, text)
+				g.mu.Lock()
+				switch {
+				case err == nil && code/100 == 2:
+					g.accepted = append(g.accepted, text)
+				case err == nil && (code == http.StatusServiceUnavailable || code == http.StatusPermanentRedirect):
+					g.refused = append(g.refused, text)
+				default:
+					t.Errorf("message %q to the source: %d %v; want it taken, 503 or 308", text, code, err)
+				}
+				g.mu.Unlock()
+			}
+		})
+	}
+	pollUntil(t, holdWithin, "messages taken while the session is paused", func() (bool, string) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.accepted) >= 20, fmt.Sprintf("%d taken", len(g.accepted))
+	})
+	mig.release <- pass
+	r := g.awaitMove(mv)
+	close(stop)
+	wg.Wait()
+	if r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("move request: %d %s %v; want 200", r.status, r.body, r.err)
+	}
+	t.Logf("%d messages taken by the source during the move, %d refused", len(g.accepted), len(g.refused))
+	g.checkMoved()
+}
+
+// lateCommit lets a detached commit reach the destination once the
+// source's abort of the same move is held, then lets the abort go on, and
+// checks that the session ends in one place.
+func lateCommit(t *testing.T, g *moveRig, commit, abort *hold) {
+	t.Helper()
+	abort.await(t, "the source's abort after it heard \"arriving\"")
+	commit.release <- pass
+	a := commit.awaitForwarded(t, "the late commit")
+	t.Logf("the destination answered the late commit %d: %s", a.status, bytes.TrimSpace(a.body))
+	abort.release <- pass
+	b := abort.awaitForwarded(t, "the abort")
+	t.Logf("the destination answered the abort %d: %s", b.status, bytes.TrimSpace(b.body))
+	g.checkOneOwner()
 }
 
 // destinationKilledAfterCommit kills the destination (with its extra
