@@ -7,6 +7,12 @@
 // history, no turn is half-written, and every dispatched call gets exactly
 // one result.
 //
+// The move crash tests (move_kill_test.go) kill the source or the
+// destination runtime of a session's move at each of its steps, holding
+// the step's request in a proxy between the two runtimes so that the kill
+// lands where it is meant to, and check that the session ends in exactly
+// one of them with every accepted message once in its history.
+//
 // Run it with:
 //
 //	go test ./runtime/crashtest -v
