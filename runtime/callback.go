@@ -77,6 +77,12 @@ func (r *Runtime) DeliverCallback(ctx context.Context, token string, body io.Rea
 	if res, moved := r.movedCallback(ctx, threadID, callID, body, idempotencyKey); moved {
 		return res
 	}
+	release, err := r.admitInput(threadID)
+	if err != nil {
+		// The session started being sent since: the tool retries.
+		return api.CallbackResult{Status: http.StatusServiceUnavailable, Message: "the session is moving to another runtime; retry in a moment", RetryAfter: 2}
+	}
+	defer release()
 	data, err := io.ReadAll(io.LimitReader(body, MaxCallbackBytes+1))
 	var mbe *http.MaxBytesError
 	switch {

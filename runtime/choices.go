@@ -47,12 +47,14 @@ func (r *Runtime) PendingChoices(ctx context.Context, threadID string) ([]api.Ch
 // once: a second answer gets ErrNoChoice. If the tool refuses the answer
 // the choice stays open and the error wraps ErrChoiceDelivery.
 func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, selected *int) (int, error) {
-	if err := r.checkNotSending(threadID); err != nil {
+	release, err := r.admitInput(threadID)
+	if err != nil {
 		return 0, err
 	}
+	defer release()
 	var ch store.Choice
 	var confirmCall *store.Call // a runtime confirmation (confirm.go)
-	err := r.store.Update(ctx, func(tx store.Tx) error {
+	err = r.store.Update(ctx, func(tx store.Tx) error {
 		if _, err := visibleThread(ctx, tx, threadID); err != nil {
 			return err
 		}

@@ -427,6 +427,13 @@ func shortAnswer(b []byte) string {
 func (r *Runtime) sendSession(ctx context.Context, mv *outMove) (api.MoveState, error) {
 	var state api.MoveState
 	var s *archive.Session
+	// From here the session's inputs wait (503). Every input that saw the
+	// session still paused, and was taken, has committed once the gate
+	// is passed: the records read next hold them all.
+	r.moves.gate.Lock()
+	mv.state = store.MoveSending
+	r.moves.set(&moveEntry{root: mv.root, id: mv.id, state: store.MoveSending, to: mv.to, threads: mv.threads})
+	r.moves.gate.Unlock()
 	err := r.store.Update(ctx, func(tx store.Tx) error {
 		var err error
 		if s, err = archivestore.ReadSession(tx, mv.root); err != nil {
@@ -435,10 +442,10 @@ func (r *Runtime) sendSession(ctx context.Context, mv *outMove) (api.MoveState, 
 		return tx.PutMove(store.Move{RootID: mv.root, Direction: store.MoveOut, ID: mv.id, State: store.MoveSending, Peer: mv.to, Secret: mv.secret})
 	})
 	if err != nil {
+		// Nothing was sent: the session resumes here.
+		mv.state = store.MoveLeaving
 		return state, fmt.Errorf("%w: read the session: %w", errMoveFailed, err)
 	}
-	mv.state = store.MoveSending
-	r.moves.set(&moveEntry{root: mv.root, id: mv.id, state: store.MoveSending, to: mv.to, threads: mv.threads})
 	var buf bytes.Buffer
 	w, _ := archive.NewWriter(&buf, generator())
 	if err := w.WriteSession(s); err != nil {
@@ -451,25 +458,47 @@ func (r *Runtime) sendSession(ctx context.Context, mv *outMove) (api.MoveState, 
 	if commitErr == nil && state.State == "arrived" {
 		return state, nil
 	}
-	var pe *peerError
-	if errors.As(commitErr, &pe) && pe.status >= 400 && pe.status < 500 {
-		// The destination refused the session and kept nothing of it.
-		r.undoMove(context.WithoutCancel(ctx), mv, "the destination refused it")
+	// The destination refused, failed or did not answer: it may still
+	// commit (a commit can be late). Settle it: only a destination that
+	// says it called the move off lets the session resume here.
+	st, settled, err := r.settleSent(ctx, mv)
+	switch {
+	case settled && st.State == "arrived":
+		return st, nil
+	case settled:
 		return state, fmt.Errorf("%w: %w", errMoveFailed, commitErr)
 	}
-	// No answer, or a failure of the destination's own: it may have
-	// committed. Ask; the recovery keeps asking when this cannot tell.
-	if st, err := r.askMove(ctx, mv); err == nil {
-		switch st.State {
-		case "arrived":
-			return st, nil
-		case "arriving", "aborted", "unknown":
-			r.undoMove(context.WithoutCancel(ctx), mv, "the destination did not commit it")
-			return state, fmt.Errorf("%w: %w", errMoveFailed, commitErr)
+	r.resolveLater(mv)
+	return state, fmt.Errorf("%w: the session was sent to %s, which did not say whether it took it (%v, then %v); the session waits here, frozen, until that runtime answers, and the move then ends one way or the other on its own", api.ErrMoveUndecided, redact(mv.to), commitErr, err)
+}
+
+// settleSent decides a move whose session was sent: the destination has
+// it (the state "arrived" is returned, and the caller finishes the move),
+// or the destination confirms that it called the move off (the session
+// resumes here). Anything else leaves it unsettled (false): the session
+// stays frozen, never active in two places.
+func (r *Runtime) settleSent(ctx context.Context, mv *outMove) (api.MoveState, bool, error) {
+	st, err := r.askMove(ctx, mv)
+	if err != nil {
+		return st, false, err
+	}
+	if st.State == "arrived" {
+		return st, true, nil
+	}
+	var ab api.MoveState
+	err = r.peerRequest(ctx, http.MethodPost, mv.to+movePathFor(mv.root, mv.id, "abort"), mv.secret, "application/json", strings.NewReader("{}"), &ab)
+	if err == nil && ab.State == "aborted" {
+		r.undoMove(context.WithoutCancel(ctx), mv, "the destination did not commit it, and called it off")
+		return ab, true, nil
+	}
+	var pe *peerError
+	if errors.As(err, &pe) && pe.status == http.StatusConflict {
+		// It committed between the status and the abort.
+		if st, err := r.askMove(ctx, mv); err == nil && st.State == "arrived" {
+			return st, true, nil
 		}
 	}
-	r.resolveLater(mv)
-	return state, fmt.Errorf("the session was sent to %s, which did not answer whether it took it (%v); the session waits here, frozen, until that runtime answers, and the move then ends one way or the other on its own", redact(mv.to), commitErr)
+	return st, false, err
 }
 
 // movePathFor returns the path of a step of a move at the destination.
@@ -484,11 +513,13 @@ func (r *Runtime) askMove(ctx context.Context, mv *outMove) (api.MoveState, erro
 	return st, err
 }
 
-// undoMove ends a move that did not commit: the destination is told to
-// drop it (best effort; it keeps nothing uncommitted anyway), the journal
+// undoMove ends a move whose session was never committed at the
+// destination: for one that was not sent, the destination is told to drop
+// the move (best effort: it holds nothing of the session), the journal
 // entry goes, and the session resumes here with what arrived meanwhile.
+// A sent session is undone only through settleSent.
 func (r *Runtime) undoMove(ctx context.Context, mv *outMove, why string) {
-	if mv.prep.Abort != "" || mv.state == store.MoveSending {
+	if mv.state != store.MoveSending {
 		_ = r.peerRequest(ctx, http.MethodPost, mv.to+movePathFor(mv.root, mv.id, "abort"), mv.secret, "application/json", strings.NewReader("{}"), nil)
 	}
 	err := r.store.Update(ctx, func(tx store.Tx) error { return tx.DeleteMove(mv.root, store.MoveOut) })

@@ -105,21 +105,18 @@ func (r *Runtime) resolveLater(mv *outMove) {
 	go func() {
 		defer r.wg.Done()
 		for {
-			st, err := r.askMove(r.baseCtx, mv)
-			if err == nil {
-				switch st.State {
-				case "arrived":
-					if err := r.finishMove(r.baseCtx, mv, st.Forward); err != nil {
-						r.log.Error("finish a move", "session", mv.root, "err", err)
-					} else {
-						r.log.Info("session moved", "audit", true, "session", mv.root, "to", redact(mv.to), "threads", len(mv.threads))
-						return
-					}
-				default:
-					r.undoMove(r.baseCtx, mv, "the destination did not commit it")
+			st, settled, err := r.settleSent(r.baseCtx, mv)
+			switch {
+			case settled && st.State == "arrived":
+				if err := r.finishMove(r.baseCtx, mv, st.Forward); err != nil {
+					r.log.Error("finish a move", "session", mv.root, "err", err)
+				} else {
+					r.log.Info("session moved", "audit", true, "session", mv.root, "to", redact(mv.to), "threads", len(mv.threads))
 					return
 				}
-			} else {
+			case settled:
+				return
+			default:
 				r.log.Warn("a sent session waits for its destination's answer", "session", mv.root, "to", redact(mv.to), "err", err)
 			}
 			select {
@@ -139,6 +136,19 @@ func (r *Runtime) MovedTo(threadID string) (string, bool) {
 		return "", false
 	}
 	return e.to, true
+}
+
+// admitInput admits an input for threadID (a message, a callback, an
+// answer to a choice) or refuses it while its session is being sent
+// (api.ErrMoving) or gone (*api.MovedError). Call release once the
+// input's transaction has committed (or failed).
+func (r *Runtime) admitInput(threadID string) (release func(), err error) {
+	r.moves.gate.RLock()
+	if err := r.checkNotSending(threadID); err != nil {
+		r.moves.gate.RUnlock()
+		return nil, err
+	}
+	return r.moves.gate.RUnlock, nil
 }
 
 // checkNotSending refuses an input for a session whose records are being

@@ -33,7 +33,12 @@ type moveEntry struct {
 type moveCall struct{ thread, call string }
 
 // moveTable maps the threads of moving and gone sessions to their entry.
+// Its gate orders inputs against a session's records being read for
+// sending: an input holds it shared from its check of the table to its
+// commit (admitInput), and a move holds it alone while it marks a session
+// as sending, so that every input taken before is in what is sent.
 type moveTable struct {
+	gate     sync.RWMutex
 	n        atomic.Int32 // len(byThread), read without the lock
 	mu       sync.RWMutex
 	byThread map[string]*moveEntry

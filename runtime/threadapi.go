@@ -75,9 +75,11 @@ func (r *Runtime) PostMessageWithKey(ctx context.Context, threadID, text, idemKe
 	if len(text) > MaxMessageBytes {
 		return false, fmt.Errorf("%w: message text has %d bytes, the limit is %d", ErrBadInput, len(text), MaxMessageBytes)
 	}
-	if err := r.checkNotSending(threadID); err != nil {
+	release, err := r.admitInput(threadID)
+	if err != nil {
 		return false, err
 	}
+	defer release()
 	key := "user:" + uuid.NewString()
 	if idemKey != "" {
 		key = "user:" + threadID + ":" + idemKey

@@ -61,6 +61,12 @@ func (e *MovedError) Error() string {
 // 502 with the reason.
 var ErrMoveFailed = errors.New("the move failed and the session stays here")
 
+// ErrMoveUndecided is a move whose session was sent to the destination,
+// which has not said whether it took it: the session stays frozen at the
+// source, which keeps asking and then finishes or undoes the move on its
+// own. The client API answers it 504.
+var ErrMoveUndecided = errors.New("the move's outcome is not known yet")
+
 // ErrMoving is a request for a session that is moving to another runtime
 // right now, and cannot be taken until the move ends: the client API
 // answers it 503 with Retry-After.

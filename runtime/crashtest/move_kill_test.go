@@ -782,11 +782,11 @@ func TestSIGKILLDuringMoveLeavesTheSessionInOnePlace(t *testing.T) {
 		g.dst.kill()
 		commit.release <- fail
 		r := g.awaitMove(mv)
-		if r.err != nil || (r.status != http.StatusInternalServerError && r.status != http.StatusBadGateway) {
-			t.Fatalf("move request: %d %s %v; want 500 (outcome unknown) or 502 (failed)", r.status, r.body, r.err)
+		if r.err != nil || (r.status != http.StatusGatewayTimeout && r.status != http.StatusBadGateway) {
+			t.Fatalf("move request: %d %s %v; want 504 (outcome unknown) or 502 (failed)", r.status, r.body, r.err)
 		}
 		t.Logf("the source answered the move request %d: %s", r.status, strings.TrimSpace(r.body))
-		if r.status == http.StatusInternalServerError {
+		if r.status == http.StatusGatewayTimeout {
 			g.mustRefuse(g.src, "while the destination is down", http.StatusServiceUnavailable)
 		}
 		g.dst.start(t)
@@ -936,8 +936,8 @@ func destinationKilledAfterCommit(t *testing.T, bin string, dstEnv []string) {
 	g.dst.kill()
 	commit.release <- fail
 	r := g.awaitMove(mv)
-	if r.err != nil || r.status != http.StatusInternalServerError {
-		t.Fatalf("move request: %d %s %v; want 500 (outcome unknown: the destination is down)", r.status, r.body, r.err)
+	if r.err != nil || r.status != http.StatusGatewayTimeout {
+		t.Fatalf("move request: %d %s %v; want 504 (outcome unknown: the destination is down)", r.status, r.body, r.err)
 	}
 	g.mustRefuse(g.src, "while the destination is down", http.StatusServiceUnavailable)
 	g.dst.start(t)
