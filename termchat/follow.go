@@ -162,6 +162,11 @@ type follower struct {
 	threads map[string]*followedThread // followed, the root included
 	known   map[string]bool            // threads followed or deliberately not
 	capped  bool                       // maxFollowed was reached
+
+	// holding keeps error events in held instead of showing them, while
+	// a move runs (holdErrors); both are guarded by mu.
+	holding bool
+	held    []heldEvent
 }
 
 func newFollower(ctx context.Context, api API, mu *sync.Mutex, stderr io.Writer) *follower {
@@ -201,7 +206,11 @@ func (f *follower) handle(t *followedThread, ev Event) {
 		}
 	}
 	f.mu.Lock()
-	t.tr.event(ev)
+	if ev.Type == "error" && f.holding {
+		f.held = append(f.held, heldEvent{t, ev})
+	} else {
+		t.tr.event(ev)
+	}
 	f.mu.Unlock()
 	f.asks.note(t.id, ev)
 	t.watch.note(ev)

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/peterh/liner"
+
+	"github.com/gorap/gorap/runtime/client"
 )
 
 // MaxChatLine bounds one line of chat input. The runtime has its own,
@@ -76,7 +78,7 @@ func (e *LineEditor) Prompt(prompt string) (string, error) {
 		return "", err
 	}
 	if strings.TrimSpace(l) != "" {
-		e.st.AppendHistory(l)
+		e.st.AppendHistory(historyEntry(l))
 	}
 	return l, nil
 }
@@ -188,7 +190,11 @@ func (in *input) next(ctx context.Context) (inputLine, error) {
 }
 
 func (s *session) streamEnded() error {
-	return failure("event stream of thread %s ended: %v (the server may have stopped; resume with --thread %s)", s.threadID, s.streamErr(), s.threadID)
+	err := s.streamErr()
+	if _, moved := client.MovedTo(err); moved {
+		return s.movedFailure(err)
+	}
+	return failure("event stream of thread %s ended: %v (the server may have stopped; resume with --thread %s)", s.threadID, err, s.threadID)
 }
 
 // readLines reads lines from r and passes them to emit until the input

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/client"
 )
 
 // Options configure Run.
@@ -114,19 +115,19 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	s := &session{opts: opts, api: api}
 	if err := s.open(ctx); err != nil {
-		return refusal(err)
+		return refusal(movedFailure(err, s.threadID))
 	}
 	defer s.close()
 	err := s.loop(ctx)
 	switch {
 	case errors.Is(err, io.EOF):
-		return s.finish(ctx)
+		return movedFailure(s.finish(ctx), s.threadID)
 	case errors.Is(err, errQuit):
 		s.endLine()
 		return nil
 	}
 	s.endLine()
-	return err
+	return movedFailure(err, s.threadID)
 }
 
 // refusal gives an error of the runtime API the failure status, with the
@@ -326,12 +327,17 @@ func (s *session) line(ctx context.Context, text string) error {
 			fmt.Fprintf(stderr, "rap chat: /threads: %v\n", err)
 		}
 		s.printMu.Unlock()
+		if _, moved := client.MovedTo(err); moved {
+			return s.movedFailure(err)
+		}
 		return nil
+	case text == "/move" || strings.HasPrefix(text, "/move "):
+		return s.move(ctx, strings.Fields(text)[1:]) // move.go
 	case text == "/help":
-		s.say(stdout, "commands: /threads (the thread tree of this session), /quit; a line starting with // sends it with one / less\n")
+		s.say(stdout, "commands: /threads (the thread tree of this session), %s, /quit; a line starting with // sends it with one / less\n", moveUsage)
 		return nil
 	case strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "//"):
-		s.say(stderr, "rap chat: unknown command %q: the commands are /threads, /help and /quit; to send a message that starts with /, start it with //\n", oneLine(text, 40))
+		s.say(stderr, "rap chat: unknown command %q: the commands are /threads, /move, /help and /quit; to send a message that starts with /, start it with //\n", oneLine(text, 40))
 		return nil
 	}
 	if c, open := s.f.asks.next(); open {
@@ -370,6 +376,8 @@ func (s *session) line(ctx context.Context, text string) error {
 // chat goes on and ends with a failure status.
 func (s *session) refused(err error) error {
 	switch StatusOf(err) {
+	case http.StatusPermanentRedirect:
+		return s.movedFailure(err)
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return failure("%w", err)
 	case 0:
@@ -385,6 +393,9 @@ func (s *session) refused(err error) error {
 // waitFailed reports a wait that expired; a piped session fails, an
 // interactive one goes on.
 func (s *session) waitFailed(err error) error {
+	if _, moved := client.MovedTo(err); moved {
+		return s.movedFailure(err)
+	}
 	if s.opts.Lines == nil {
 		return failure("%w", err)
 	}
@@ -410,7 +421,7 @@ func (s *session) finish(ctx context.Context) error {
 		return failure("the runtime reported an error; the unanswered message stays queued and is retried with the next message (resume with --thread %s)", s.threadID)
 	}
 	if s.refusals > 0 {
-		return failure("the runtime refused %d of the messages or answers (see above)", s.refusals)
+		return failure("the runtime refused %d of the messages, answers or moves (see above)", s.refusals)
 	}
 	return nil
 }
@@ -443,6 +454,9 @@ func (s *session) answerChoice(ctx context.Context, c openChoice, text string) e
 	default:
 		if StatusOf(err) == http.StatusUnauthorized || StatusOf(err) == http.StatusForbidden {
 			return failure("answer not delivered: %w", err)
+		}
+		if _, moved := client.MovedTo(err); moved {
+			return s.movedFailure(err)
 		}
 		s.say(f.stderr, "rap chat: answer not delivered: %v; the question stays open, answer again\n", err)
 		return nil

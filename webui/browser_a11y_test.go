@@ -48,8 +48,9 @@ func (b *browser) axeFindings(src string) []string {
 
 // The page has no serious or critical accessibility finding (axe-core's
 // WCAG rules) in the states a person meets first: the empty page, a
-// conversation with tool calls and results, a user choice, and the
-// dialog that confirms closing a thread; in light and in dark mode.
+// conversation with tool calls and results, a user choice, the dialog
+// that confirms closing a thread, and the dialog that moves a session
+// (with an error); in light and in dark mode.
 func TestBrowserAccessibility(t *testing.T) {
 	src := axeSource(t)
 	st := newDemoStack(t, nil, "")
@@ -77,9 +78,19 @@ func TestBrowserAccessibility(t *testing.T) {
 		check("a conversation")
 		b.say("deploy it")
 		b.wait("the choice picker", contains(`.choice .prompt`, "Deploy where?"))
+		// The message's queued copy, drawn faded, is gone once it is saved.
+		b.wait("the message saved", `!document.querySelector('#messages [data-queued]')`)
 		check("a user choice")
 		b.run("ask to close", chromedp.Click(chromedp.CSS("#close-thread")))
 		b.wait("the confirmation", `document.getElementById('close-dialog').open`)
 		check("the close confirmation")
+		b.run("keep it open", chromedp.Click(chromedp.CSS(`#close-dialog button[value="keep"]`)))
+		b.run("ask to move", chromedp.Click(chromedp.CSS("#move-thread")))
+		// Without remotes the dialog asks for an address alone.
+		b.wait("the move dialog", `document.getElementById('move-dialog').open && document.getElementById('move-remote-field').hidden && document.activeElement === document.getElementById('move-url')`)
+		check("the move dialog")
+		b.run("move nowhere", chromedp.Click(chromedp.CSS("#move-submit")))
+		b.wait("the dialog says what is missing", `!document.getElementById('move-error').hidden && document.activeElement === document.getElementById('move-url')`)
+		check("the move dialog with an error")
 	}
 }

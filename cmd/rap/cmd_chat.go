@@ -37,17 +37,35 @@ waits (up to --wait) until the thread and its child threads are quiet: no
 queued input, no pending tool call, no active subscription, no child thread
 still running or reporting.
 
+A line starting with / is a command, not a message:
+  /threads                        the thread tree of this session
+  /move URL_OR_REMOTE [TOKEN]     move this session to another gorap runtime:
+                                  its URL, or the name of a remote this
+                                  runtime knows; TOKEN is that runtime's
+                                  client token, needed unless this runtime
+                                  knows it. Once the session is there the
+                                  chat prints the command that continues it
+                                  there and exits 0; when the move fails the
+                                  session stays here and the chat goes on.
+                                  A TOKEN typed at the prompt is not kept in
+                                  the line history.
+  /help, /quit
+A line starting with // is sent as a message with one / less.
+
 --token is the runtime's client token (RAP_TOKEN), the one 'rap serve'
 requires when it has one.
 
-Exit status: 0 when the conversation ended normally; 1 when the runtime
-refused a request (a wrong token, a message it would not take), reported a
-failure, the event stream broke, or --wait expired before the thread was
-quiet; 2 for bad flags.`,
+Exit status: 0 when the conversation ended normally or the session moved
+with /move; 1 when the runtime refused a request (a wrong token, a message
+it would not take), reported a failure, a /move failed, the event stream
+broke, --wait expired before the thread was quiet, or the session moved to
+another runtime (the chat then says where, and the command that continues
+it there); 2 for bad flags.`,
 		Example: `  rap chat
   rap chat --server http://127.0.0.1:8080 --thread 01JD7...
   echo "What time is it in Tokyo?" | rap chat --wait 1m
   RAP_TOKEN=s3cret rap chat --server https://agent.example
+  echo "/move https://b.example" | rap chat --thread 01JD7...
   rap chat --tree`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -146,6 +146,7 @@ func New(e Engine, opts *Options) http.Handler {
 	if a, ok := e.(SessionArchiver); ok {
 		s.routeArchives(mux, a)
 	}
+	s.routeRemotes(mux, e) // remotes.go
 	var h http.Handler = mux
 	if m, ok := e.(SessionMover); ok {
 		s.routeMoves(mux, m)

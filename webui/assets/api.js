@@ -12,8 +12,17 @@ export class APIError extends Error {
   constructor(status, message) {
     super(message);
     this.status = status;
+    // moved: the session moved to another runtime (the runtime answered
+    // 308; GET /v1/moved/{id} says where).
+    this.moved = status === 308;
   }
 }
+
+// Requests never follow a redirect: the runtime redirects only the
+// requests of a session that moved to another runtime, whose API is
+// another origin wanting its own token. The answer is then an opaque
+// redirect, reported as a moved session.
+const MOVED = 'this session moved to another runtime';
 
 /**
  * The client API of the runtime that served this page.
@@ -51,7 +60,7 @@ export class API {
   /** Sends one JSON request; resolves to the decoded answer. */
   async request(method, path, body) {
     for (;;) {
-      const init = { method, headers: this.headers() };
+      const init = { method, headers: this.headers(), redirect: 'manual' };
       if (method !== 'GET' && method !== 'HEAD') {
         // The runtime refuses a state-changing request that does not say
         // JSON, bodyless ones included: a web page could send it.
@@ -60,6 +69,7 @@ export class API {
       if (body !== undefined) init.body = JSON.stringify(body);
       const sent = this.token();
       const resp = await fetch(path, init);
+      if (resp.type === 'opaqueredirect') throw new APIError(308, MOVED);
       if (resp.status === 401) {
         await this.needToken(sent !== '');
         continue;
@@ -81,6 +91,16 @@ export class API {
   thread(id) { return this.request('GET', '/v1/threads/' + encodeURIComponent(id)); }
   send(id, text) { return this.request('POST', '/v1/threads/' + encodeURIComponent(id) + '/messages', { text }); }
   close(id) { return this.request('POST', '/v1/threads/' + encodeURIComponent(id) + '/close'); }
+  /** remotes lists the runtimes sessions may move to by name. */
+  remotes() { return this.request('GET', '/v1/remotes'); }
+  /** move moves the session of root thread id to another runtime. */
+  move(id, to, token) {
+    const body = { to };
+    if (token) body.token = token;
+    return this.request('POST', '/v1/threads/' + encodeURIComponent(id) + '/migrate', body);
+  }
+  /** movedTo says where the session of thread id went (404: it did not move). */
+  movedTo(id) { return this.request('GET', '/v1/moved/' + encodeURIComponent(id)); }
   answer(id, callID, selected) {
     const body = selected === null ? { dismiss: true } : { selected };
     return this.request('POST', `/v1/threads/${encodeURIComponent(id)}/choices/${encodeURIComponent(callID)}`, body);
@@ -89,7 +109,8 @@ export class API {
   /**
    * Follows a thread's event stream, reconnecting when it drops.
    * handlers: onEvent(type, data, id), onOpen(resuming), onDrop(error),
-   * onGone(error) when the runtime does not know the thread (no retry).
+   * onGone(error) when the runtime does not know the thread (no retry),
+   * onMoved(error) when its session moved to another runtime (no retry).
    * resuming is true when the connection asked the runtime to resume after
    * the last event id seen (Last-Event-ID).
    * Returns an object whose close() ends the stream for good.
@@ -125,6 +146,11 @@ class EventStream {
         if (opened) backoff = 250;
       } catch (err) {
         if (this.closed) return;
+        if (err && err.moved) {
+          this.closed = true;
+          this.handlers.onMoved?.(err);
+          return;
+        }
         if (err && (err.status === 404 || err.status === 400)) {
           // No such thread: reconnecting will not help.
           this.closed = true;
@@ -148,7 +174,8 @@ class EventStream {
     const headers = this.api.headers({ Accept: 'text/event-stream' });
     if (resuming) headers['Last-Event-ID'] = this.lastID;
     const sent = this.api.token();
-    const resp = await fetch(this.path, { headers, signal: this.abort.signal, cache: 'no-store' });
+    const resp = await fetch(this.path, { headers, signal: this.abort.signal, cache: 'no-store', redirect: 'manual' });
+    if (resp.type === 'opaqueredirect') throw new APIError(308, MOVED);
     if (resp.status === 401) {
       await this.api.needToken(sent !== '');
       return false;

@@ -2,6 +2,7 @@
 // middle. See docs/webui.md.
 import { API } from './api.js';
 import { ThreadView } from './thread.js';
+import { MoveDialog } from './move.js';
 import { h, shortID, time } from './render.js';
 
 const $ = (id) => document.getElementById(id);
@@ -9,6 +10,12 @@ const $ = (id) => document.getElementById(id);
 const api = new API(askToken);
 const threads = new Map(); // id → thread summary from GET /v1/threads
 let current = null; // the open ThreadView
+const mover = new MoveDialog(api, {
+  toast,
+  moved,
+  moving: (id, on) => current?.id === id && current.setMoving(on),
+  lookupMoved: (id) => current?.id === id && current.lookupMoved(),
+});
 
 // askToken shows the token dialog and resolves to what the person typed.
 function askToken(rejected) {
@@ -117,7 +124,7 @@ function route() {
   }
   $('empty').hidden = true;
   $('thread').hidden = false;
-  current = new ThreadView(api, id, { threads, reloadThreads, toast });
+  current = new ThreadView(api, id, { threads, reloadThreads, toast, canMove: () => mover.allowed });
   drawTree();
   setMenu(false);
   if (!threads.has(id)) reloadThreads();
@@ -164,9 +171,18 @@ function closeThread() {
   dialog.showModal();
 }
 
+// moved shows that the session of root thread id moved to the runtime at
+// base URL to, and drops it from the thread list (this runtime forgot it).
+function moved(id, to) {
+  if (current?.id === id) current.movedAway(to, true);
+  else toast(`Session ${shortID(id)} moved to ${to}.`);
+  reloadThreads();
+}
+
 function init() {
   $('new-thread').addEventListener('click', newThread);
   $('close-thread').addEventListener('click', closeThread);
+  $('move-thread').addEventListener('click', () => mover.open(current?.id));
   // The skip link moves the focus without touching the address, which
   // names the open thread: to the message box when a thread is open,
   // else to the button that starts one.
@@ -198,6 +214,8 @@ function init() {
   window.addEventListener('focus', reloadThreads);
   route();
   loadThreads();
+  // Whether this runtime, with this token, moves sessions.
+  mover.probe().then(() => current?.threadsChanged(threads));
 }
 
 init();

@@ -22,6 +22,10 @@ export class ThreadView {
     this.requeue = []; // queued messages put aside while a replay rebuilds the view
     this.answered = new Set(); // call ids of the choices answered here
     this.subSeq = 0; // seq of the last subscription's confirming result
+    this.moved = ''; // the base URL of the runtime the session moved to
+    this.moving = false; // a move of the session from this page runs
+    this.held = []; // error events that arrived while it ran
+    this.closed = false;
 
     this.list = $('messages');
     this.list.replaceChildren(); // another thread's, queued messages included
@@ -29,6 +33,12 @@ export class ThreadView {
     this.clear();
     $('thread-title').textContent = 'Thread ' + shortID(id);
     $('thread-title').title = id;
+    if (!$('moved-note').hidden) {
+      // The previous thread's session had moved away.
+      $('moved-note').hidden = true;
+      $('composer').hidden = false;
+    }
+    $('move-thread').hidden = true; // until the thread is known to be a root
     this.setConn('connecting');
 
     this.stream = api.follow(id, {
@@ -38,13 +48,65 @@ export class ThreadView {
         this.setConn('gone', err);
         this.app.toast(err.message);
       },
+      onMoved: () => this.lookupMoved(),
       onEvent: (type, data) => this.event(type, data),
     });
   }
 
   close() {
+    this.closed = true;
     this.stream.close();
     clearTimeout(this.statusTimer);
+  }
+
+  // lookupMoved asks where the thread's session went, after the runtime
+  // answered a request for it with a redirect, and shows it.
+  async lookupMoved() {
+    this.stream.close();
+    clearTimeout(this.statusTimer);
+    try {
+      const res = await this.api.movedTo(this.id);
+      if (!this.closed) this.movedAway(res.moved_to, false);
+    } catch (err) {
+      if (this.closed) return;
+      this.setConn('gone', err);
+      this.app.toast('Could not read the thread: ' + err.message);
+    }
+  }
+
+  // setMoving is told when a move of the session from this page starts
+  // and when it failed. The runtime ends the event stream of a session
+  // that moved with an error event saying so: while the move runs, error
+  // events wait, to be dropped when it succeeds (the page says where the
+  // session went) and shown when it failed.
+  setMoving(on) {
+    this.moving = on;
+    if (on) return;
+    for (const d of this.held.splice(0)) this.error(d);
+  }
+
+  // movedAway shows that the session moved to the runtime at base URL to,
+  // with a link to the thread in that runtime's web UI, and takes no more
+  // input here. focus moves the keyboard focus to the link.
+  movedAway(to, focus) {
+    this.stream.close();
+    clearTimeout(this.statusTimer);
+    this.moved = String(to || '');
+    this.moving = false;
+    this.held = [];
+    const base = safeURL(this.moved, false).replace(/\/+$/, '');
+    const link = base ? h('a', { href: base + '/#/t/' + encodeURIComponent(this.id), 'data-moved-to': base }, base) : this.moved;
+    const note = $('moved-note');
+    note.replaceChildren('This session moved to ', link, '. It goes on there; that runtime may ask for its own client token.');
+    note.hidden = false;
+    for (const el of ['composer', 'move-thread', 'close-thread']) $(el).hidden = true;
+    // What the thread waits for and shows live is the other runtime's now;
+    // its history stays here to read.
+    for (const box of ['choices', 'oauth', 'views', 'toolset-errors', 'thread-info']) $(box).replaceChildren();
+    this.statusSig = null;
+    this.setRunning(false);
+    this.setConn('moved');
+    if (focus && base) note.querySelector('a').focus();
   }
 
   // opened runs on every (re)connection of the event stream. A
@@ -87,7 +149,7 @@ export class ThreadView {
     const el = $('conn');
     el.dataset.state = state;
     el.dataset.connects = String(this.connects);
-    el.textContent = { connecting: 'connecting…', live: 'live', reconnecting: 'reconnecting…', gone: 'no such thread' }[state];
+    el.textContent = { connecting: 'connecting…', live: 'live', reconnecting: 'reconnecting…', gone: 'no such thread', moved: 'moved away' }[state];
     if (err && err.message) el.title = err.message;
   }
 
@@ -122,7 +184,8 @@ export class ThreadView {
         this.refreshStatus();
         break;
       case 'error':
-        this.error(d);
+        if (this.moving) this.held.push(d);
+        else this.error(d);
         break;
       case 'toolsets':
         $('toolset-errors').replaceChildren(...(d.errors || []).map((e) => h('li', {}, e)));
@@ -362,19 +425,21 @@ export class ThreadView {
         this.status = await this.api.thread(this.id);
         this.drawStatus();
       } catch (err) {
-        this.app.toast('Could not read the thread: ' + err.message);
+        if (err.moved) this.lookupMoved();
+        else this.app.toast('Could not read the thread: ' + err.message);
       }
     }, 150);
   }
 
   threadsChanged() {
-    if (this.status) this.drawStatus();
+    if (this.status && !this.moved) this.drawStatus();
   }
 
   // drawStatus shows where the thread stands: its parent, closed or not,
   // what it waits for (sleeps with their wake time, tool calls),
   // subscriptions with the child threads of their events, its children.
   drawStatus() {
+    if (this.moved) return;
     const s = this.status;
     const threads = this.app.threads;
     const link = (id) => h('a', { href: '#/t/' + encodeURIComponent(id), 'data-thread-link': id }, shortID(id));
@@ -409,6 +474,8 @@ export class ThreadView {
     }
     $('composer').hidden = s.status === 'closed';
     $('close-thread').hidden = s.status === 'closed';
+    // A session moves whole: from its root thread.
+    $('move-thread').hidden = !!s.parent_id || !this.app.canMove();
     for (const c of s.choices || []) this.choice({ call_id: c.call_id, name: c.tool_name, prompt: c.prompt, choices: c.choices, default: c.default });
     if (children.some((id) => !threads.has(id))) this.app.reloadThreads();
   }
@@ -465,6 +532,7 @@ export class ThreadView {
     } catch (err) {
       li.remove();
       this.app.toast('Your message was not sent: ' + err.message);
+      if (err.moved) this.lookupMoved();
     } finally {
       input.disabled = false;
       // Back to the message box, unless something took the focus meanwhile
