@@ -116,6 +116,9 @@
 //   - runtime/store: the store interfaces and records; store/backend, the
 //     logic of a store that is not SQL, written once; store/sqlite and
 //     store/postgres, the SQL; store/storetest, the conformance suite.
+//   - runtime/archive: the session archive format (versioned JSON
+//     Lines); archive/archivestore moves sessions between a store and an
+//     archive.
 //   - runtime/bench and runtime/crashtest: the load harness and the
 //     SIGKILL tests.
 //
@@ -165,6 +168,14 @@
 //     silent calls), children.go (child threads), builtin.go (the built-in
 //     tools and execBuiltin) with one function per built-in in
 //     builtin_sleep.go, builtin_threads.go and builtin_subscriptions.go.
+//   - Sessions as a whole: archiveio.go (export and import through a
+//     session archive, runtime/archive), move_out.go (moving a session to
+//     another runtime: pause, prepare, /migrate, send, forward),
+//     move_in.go (a session arriving from another runtime),
+//     move_recover.go (a move a restart interrupted; what reaches a moving
+//     or moved session), move_table.go (the moving and moved sessions in
+//     memory, and the gate inputs pass), move_forget.go, remotes.go.
+//     docs/migration.md describes the protocol.
 //   - Events to clients: events.go (event types, emit, announce), hub.go
 //     (subscribers and their queues), events_attach.go (attaching a
 //     subscriber, resets and the replay marker); how events are numbered
