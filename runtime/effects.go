@@ -56,6 +56,23 @@ func (r *Runtime) apply(fx *effects) {
 	}
 }
 
+// goTracked runs fn in a goroutine that Shutdown waits for, unless the
+// runtime is stopping (then it reports false and fn does not run).
+func (r *Runtime) goTracked(fn func()) bool {
+	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		return false
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		fn()
+	}()
+	return true
+}
+
 // notifyTimeout bounds one /close_thread or /cancel_tool_call POST.
 const notifyTimeout = 10 * time.Second
 
@@ -69,18 +86,13 @@ func (r *Runtime) notifyServers(path string, body any) {
 		return
 	}
 	for _, base := range r.cfg.ToolServers {
-		r.mu.Lock()
-		if r.stopping {
-			r.mu.Unlock()
-			return
-		}
-		r.wg.Add(1)
-		r.mu.Unlock()
-		go func() {
-			defer r.wg.Done()
+		ok := r.goTracked(func() {
 			url := strings.TrimRight(base, "/") + path
 			status, _, err := r.postOnce(r.baseCtx, url, b, notifyTimeout)
 			r.log.Info("rap notification", "audit", true, "path", path, "server", redact(base), "status", status, "error", errString(err))
-		}()
+		})
+		if !ok {
+			return
+		}
 	}
 }

@@ -594,18 +594,13 @@ func (r *Runtime) closeMovedAt(root string, threads []string, toolsets []movingT
 		for _, t := range threads {
 			body, _ := json.Marshal(rap.CloseThreadRequest{ThreadID: t})
 			base := ts.base
-			r.mu.Lock()
-			if r.stopping {
-				r.mu.Unlock()
-				return
-			}
-			r.wg.Add(1)
-			r.mu.Unlock()
-			go func() {
-				defer r.wg.Done()
+			ok := r.goTracked(func() {
 				status, _, err := r.postOnce(r.baseCtx, strings.TrimRight(base, "/")+rap.CloseThreadPath, body, notifyTimeout)
 				r.log.Info("rap notification", "audit", true, "path", rap.CloseThreadPath, "server", redact(base), "session", root, "status", status, "error", errString(err))
-			}()
+			})
+			if !ok {
+				return
+			}
 		}
 	}
 }

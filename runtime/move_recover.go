@@ -78,11 +78,7 @@ func (r *Runtime) recoverMoves(ctx context.Context) error {
 			r.moves.set(&moveEntry{root: mv.root, id: mv.id, state: m.State, to: mv.to, threads: threads})
 			if m.State == store.MoveLeaving {
 				// Nothing was sent: the destination holds nothing to keep.
-				r.wg.Add(1)
-				go func() {
-					defer r.wg.Done()
-					r.undoMove(r.baseCtx, mv, "this runtime stopped during the move")
-				}()
+				r.goTracked(func() { r.undoMove(r.baseCtx, mv, "this runtime stopped during the move") })
 				continue
 			}
 			r.resolveLater(mv)
@@ -95,15 +91,7 @@ func (r *Runtime) recoverMoves(ctx context.Context) error {
 // session that was sent, and finishes or undoes the move accordingly.
 // The session stays frozen meanwhile: it is never active in two places.
 func (r *Runtime) resolveLater(mv *outMove) {
-	r.mu.Lock()
-	if r.stopping {
-		r.mu.Unlock()
-		return
-	}
-	r.wg.Add(1)
-	r.mu.Unlock()
-	go func() {
-		defer r.wg.Done()
+	r.goTracked(func() {
 		for {
 			st, settled, err := r.settleSent(r.baseCtx, mv)
 			switch {
@@ -125,7 +113,7 @@ func (r *Runtime) resolveLater(mv *outMove) {
 			case <-time.After(moveAskEvery):
 			}
 		}
-	}()
+	})
 }
 
 // MovedTo returns the base URL of the runtime the session of threadID

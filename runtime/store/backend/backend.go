@@ -214,3 +214,12 @@ func ParentsFirst(threads []store.Thread) []store.Thread {
 	}
 	return out
 }
+
+// SessionTables are the tables that keep records of a thread by its
+// thread_id, in every store: deleting a session (store.Sessions) deletes
+// its threads' rows from each, before the threads themselves.
+var SessionTables = []string{
+	"messages", "inbox", "seen_keys", "calls", "subscriptions", "views", "timers",
+	"choices", "held_events", "call_checks", "thread_leases", "oauth_links",
+	"thread_event_heads", "thread_events",
+}

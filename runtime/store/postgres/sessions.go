@@ -81,14 +81,6 @@ func (t *tx) SessionTrust(rootID string) (map[string]string, error) {
 	return out, err
 }
 
-// sessionTables are the tables that keep records of a thread by its
-// thread_id, deleted with the session before its threads.
-var sessionTables = []string{
-	"messages", "inbox", "seen_keys", "calls", "subscriptions", "views", "timers",
-	"choices", "held_events", "call_checks", "thread_leases", "oauth_links",
-	"thread_event_heads", "thread_events",
-}
-
 // DeleteSession implements store.Sessions.
 func (t *tx) DeleteSession(rootID string) (int, error) {
 	threads, err := t.SessionThreads(rootID)
@@ -99,7 +91,7 @@ func (t *tx) DeleteSession(rootID string) (int, error) {
 	for i, th := range threads {
 		ids[i] = th.ID
 	}
-	for _, table := range sessionTables {
+	for _, table := range backend.SessionTables {
 		if _, err := t.exec(`DELETE FROM `+table+` WHERE thread_id = ANY($1)`, ids); err != nil {
 			return 0, fmt.Errorf("delete session %s (%s): %w", rootID, table, err)
 		}
