@@ -23,7 +23,8 @@ import (
 // whether the API shows it, fails here.
 func TestAPIConversionsCopyEveryField(t *testing.T) {
 	checkConversion(t, apiThread)
-	checkConversion(t, apiMessage)
+	// A turn's usage is shown summed, in the thread's state.
+	checkConversion(t, apiMessage, "Usage")
 	checkConversion(t, apiToolCall)
 	checkConversion(t, apiToolResult)
 	checkConversion(t, apiCall)
@@ -95,6 +96,10 @@ func fillRecord(v reflect.Value, n *int) {
 				fillRecord(v.Field(i), n)
 			}
 		}
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fillRecord(p.Elem(), n)
+		v.Set(p)
 	default:
 		panic(fmt.Sprintf("fillRecord: no value for a %s", v.Type()))
 	}

@@ -42,7 +42,6 @@ func (r *Runtime) forgetThreadsSaying(rootID string, ids []string, msg string) {
 		r.coord.forget(id) // local: the resume log and oauth links
 		r.hist.drop(id)
 		r.retries.disarmed(id)
-		r.usage.forget(id)
 		prefix := id + "\x00"
 		r.confirmed.Range(func(k, _ any) bool {
 			if s, ok := k.(string); ok && strings.HasPrefix(s, prefix) {
@@ -161,13 +160,6 @@ func (c *historyCache) drop(thread string) {
 		c.lru.Remove(el)
 		delete(c.entries, thread)
 	}
-}
-
-// forget drops the thread's usage totals.
-func (t *usageTotals) forget(threadID string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.by, threadID)
 }
 
 // forget drops the session's user id.

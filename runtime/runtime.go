@@ -235,7 +235,6 @@ const DefaultMaxSubscriptionsPerThread = 32
 // Handler, and call Shutdown when done. Its methods are safe for concurrent
 // use.
 type Runtime struct {
-	usage usageTotals // token usage per thread since start (usage.go)
 	// moves are the sessions moving away or gone (move_table.go);
 	// testMigrateTimeout, when set, replaces migrateTimeout.
 	moves              moveTable

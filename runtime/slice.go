@@ -134,6 +134,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
 			return r.hist.callIDUsed(threadID, id, history, pending)
 		})
+		turn.Usage = r.storedUsage(resp.Usage)
 		var inputs *batch
 		if !consumed {
 			inputs = b

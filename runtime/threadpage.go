@@ -213,6 +213,23 @@ func (r *Runtime) readThreadInfo(tx store.Tx, th store.Thread) (api.ThreadInfo, 
 	if info.LastSeq, err = tx.LastSeq(id); err != nil {
 		return info, err
 	}
-	info.Usage = r.usage.get(id)
+	if info.Usage, err = threadUsage(tx, id); err != nil {
+		return info, err
+	}
+	if th.ParentID == "" {
+		threads, err := tx.SessionThreads(id)
+		if err != nil {
+			return info, err
+		}
+		var total store.Usage
+		for _, t := range threads {
+			u, err := tx.ThreadUsage(t.ID)
+			if err != nil {
+				return info, err
+			}
+			total.Add(u)
+		}
+		info.SessionUsage = apiUsage(total)
+	}
 	return info, nil
 }

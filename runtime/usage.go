@@ -1,18 +1,15 @@
 package runtime
 
-// This file owns token usage per thread.
+// This file owns token usage: every completion's usage, as its provider
+// reported it, is saved with the assistant message of its turn (so the
+// totals survive restarts and moves), published as a "usage" event, and
+// summed per thread and per session by GET /v1/threads/{id}.
 
 import (
-	"sync"
-
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/store"
 )
-
-// Token usage. Every completion's usage, as the provider
-// reported it, is published as a "usage" event and added to the thread's
-// totals, which GET /v1/threads/{id} shows under "usage". The totals are
-// kept in memory: they count the completions since the runtime started.
 
 // usageEvent is the payload of EventUsage.
 type usageEvent = api.Usage
@@ -23,45 +20,41 @@ func newUsageEvent(u model.Usage) usageEvent {
 		OutputTokens: u.OutputTokens}
 }
 
-// usageTotals sums the usage of each thread's completions.
-type usageTotals struct {
-	mu sync.Mutex
-	by map[string]*model.Usage
-}
-
-func (t *usageTotals) add(threadID string, u model.Usage) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.by == nil {
-		t.by = map[string]*model.Usage{}
-	}
-	s := t.by[threadID]
-	if s == nil {
-		s = &model.Usage{}
-		t.by[threadID] = s
-	}
-	s.InputTokens += u.InputTokens
-	s.CachedInputTokens += u.CachedInputTokens
-	s.CacheWriteInputTokens += u.CacheWriteInputTokens
-	s.OutputTokens += u.OutputTokens
-}
-
-func (t *usageTotals) get(threadID string) *usageEvent {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if s := t.by[threadID]; s != nil {
-		e := newUsageEvent(*s)
-		return &e
-	}
-	return nil
-}
-
-// recordUsage publishes a completion's usage and adds it to the thread's
-// totals; a provider that reports none (the scripted model) adds nothing.
+// recordUsage publishes a completion's usage; a provider that reports
+// none (the scripted model) publishes nothing.
 func (r *Runtime) recordUsage(threadID string, u model.Usage) {
 	if u == (model.Usage{}) {
 		return
 	}
-	r.usage.add(threadID, u)
 	r.emit(threadID, EventUsage, newUsageEvent(u))
+}
+
+// storedUsage is a completion's usage as saved with its turn; nil when
+// the provider reported none.
+func (r *Runtime) storedUsage(u model.Usage) *store.Usage {
+	if u == (model.Usage{}) {
+		return nil
+	}
+	return &store.Usage{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens,
+		CacheWriteInputTokens: u.CacheWriteInputTokens, OutputTokens: u.OutputTokens, Model: r.model.Name()}
+}
+
+// apiUsage is a sum of usage for the client API; nil when it is zero.
+func apiUsage(u store.Usage) *api.Usage {
+	u.Model = ""
+	if u == (store.Usage{}) {
+		return nil
+	}
+	return &api.Usage{InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens,
+		UncachedInputTokens: u.InputTokens - u.CachedInputTokens, CacheWriteInputTokens: u.CacheWriteInputTokens,
+		OutputTokens: u.OutputTokens}
+}
+
+// threadUsage sums the saved usage of the thread's own turns.
+func threadUsage(tx store.Tx, threadID string) (*api.Usage, error) {
+	u, err := tx.ThreadUsage(threadID)
+	if err != nil {
+		return nil, err
+	}
+	return apiUsage(u), nil
 }

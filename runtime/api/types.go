@@ -50,9 +50,13 @@ type ThreadInfo struct {
 	ChildrenNextCursor string `json:"children_next_cursor,omitempty"`
 	// Choices are the user choices waiting for an answer (RAP UC-1).
 	Choices []Choice `json:"choices"`
-	// Usage sums the tokens of the thread's completions since the runtime
-	// started; nil when there were none.
+	// Usage sums the tokens of the thread's completions, as saved with
+	// each turn (they survive restarts and moves); nil when there were
+	// none.
 	Usage *Usage `json:"usage,omitempty"`
+	// SessionUsage, on a root thread, sums Usage over the whole session:
+	// the root and every child thread; nil when there were none.
+	SessionUsage *Usage `json:"session_usage,omitempty"`
 }
 
 // PostMessageRequest is the body of POST /v1/threads/{id}/messages.

@@ -74,6 +74,18 @@ type Message struct {
 	ToolCalls   []ToolCall   `json:"tool_calls,omitempty"`
 	ToolResults []ToolResult `json:"tool_results,omitempty"`
 	Created     time.Time    `json:"created"`
+	// Usage is the token count of the completion that produced an
+	// assistant message, when its provider reported one.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is one completion's token count.
+type Usage struct {
+	InputTokens           int64  `json:"input_tokens"`
+	CachedInputTokens     int64  `json:"cached_input_tokens,omitempty"`
+	CacheWriteInputTokens int64  `json:"cache_write_input_tokens,omitempty"`
+	OutputTokens          int64  `json:"output_tokens"`
+	Model                 string `json:"model,omitempty"`
 }
 
 // ToolCall is one tool call of an assistant message.

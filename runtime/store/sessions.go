@@ -27,6 +27,10 @@ type Sessions interface {
 	// SessionTrust returns the digests the session trusted on first use
 	// (ToolsetTrust), by tool server base URL.
 	SessionTrust(rootID string) (map[string]string, error)
+	// ThreadUsage returns the sum of the Usage of the thread's own
+	// messages (not those it inherits): every completion the thread ran
+	// and saved.
+	ThreadUsage(threadID string) (Usage, error)
 	// DeleteSession removes the session's threads and everything kept of
 	// them (histories, inbox, calls, subscriptions, views, timers, cached
 	// toolsets, choices, held events, checks, seen keys, leases, oauth

@@ -201,6 +201,31 @@ type Message struct {
 	ToolCalls   []ToolCall   `json:"tool_calls,omitempty"`
 	ToolResults []ToolResult `json:"tool_results,omitempty"`
 	Created     time.Time    `json:"created"`
+	// Usage is the token count of the completion that produced an
+	// assistant message, as its provider reported it; nil for other
+	// messages and for a provider that reports none.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage counts one completion's tokens. InputTokens is every input token;
+// CachedInputTokens of them were read from the provider's prompt cache and
+// CacheWriteInputTokens were written to it.
+type Usage struct {
+	InputTokens           int64 `json:"input_tokens"`
+	CachedInputTokens     int64 `json:"cached_input_tokens,omitempty"`
+	CacheWriteInputTokens int64 `json:"cache_write_input_tokens,omitempty"`
+	OutputTokens          int64 `json:"output_tokens"`
+	// Model names the model that answered, such as
+	// "anthropic:claude-sonnet-4-5".
+	Model string `json:"model,omitempty"`
+}
+
+// Add adds o's token counts to u (the model is kept).
+func (u *Usage) Add(o Usage) {
+	u.InputTokens += o.InputTokens
+	u.CachedInputTokens += o.CachedInputTokens
+	u.CacheWriteInputTokens += o.CacheWriteInputTokens
+	u.OutputTokens += o.OutputTokens
 }
 
 // Messages stores thread histories.

@@ -66,6 +66,10 @@ func readThread(tx store.Tx, th store.Thread, s *archive.Session) error {
 			continue // inherited: the parent's own
 		}
 		am := archive.Message{Thread: th.ID, Seq: m.Seq, Role: string(m.Role), Text: m.Text, Created: m.Created}
+		if m.Usage != nil {
+			u := archive.Usage(*m.Usage)
+			am.Usage = &u
+		}
 		for _, c := range m.ToolCalls {
 			am.ToolCalls = append(am.ToolCalls, archive.ToolCall(c))
 		}
@@ -247,6 +251,10 @@ func writeMessages(tx store.Tx, s *archive.Session) error {
 			order = append(order, m.Thread)
 		}
 		sm := store.Message{ThreadID: m.Thread, Role: store.Role(m.Role), Text: m.Text, Created: m.Created}
+		if m.Usage != nil {
+			u := store.Usage(*m.Usage)
+			sm.Usage = &u
+		}
 		for _, c := range m.ToolCalls {
 			sm.ToolCalls = append(sm.ToolCalls, store.ToolCall(c))
 		}

@@ -29,6 +29,7 @@ const (
 	ToolCallsColumn   = "messages.tool_calls"
 	ToolResultsColumn = "messages.tool_results"
 	ChoicesColumn     = "choices.choices"
+	UsageColumn       = "messages.usage"
 )
 
 // FormatError reports JSON in a column whose format version this program
@@ -90,6 +91,41 @@ type contentRecord struct {
 type displayRecord struct {
 	Type    string          `json:"type"`
 	Content json.RawMessage `json:"content"`
+}
+
+// usageRecord is a store.Usage in the usage column of a message.
+type usageRecord struct {
+	V                     int    `json:"v"`
+	InputTokens           int64  `json:"input_tokens"`
+	CachedInputTokens     int64  `json:"cached_input_tokens,omitempty"`
+	CacheWriteInputTokens int64  `json:"cache_write_input_tokens,omitempty"`
+	OutputTokens          int64  `json:"output_tokens"`
+	Model                 string `json:"model,omitempty"`
+}
+
+// EncodeUsage returns the usage column for u: nil when u is nil.
+func EncodeUsage(u *store.Usage) ([]byte, error) {
+	if u == nil {
+		return nil, nil
+	}
+	return json.Marshal(usageRecord{V: FormatVersion, InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens,
+		CacheWriteInputTokens: u.CacheWriteInputTokens, OutputTokens: u.OutputTokens, Model: u.Model})
+}
+
+// DecodeUsage reads a usage column: nil for NULL.
+func DecodeUsage(b []byte) (*store.Usage, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var rec usageRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", UsageColumn, err)
+	}
+	if err := checkVersion(UsageColumn, rec.V); err != nil {
+		return nil, err
+	}
+	return &store.Usage{InputTokens: rec.InputTokens, CachedInputTokens: rec.CachedInputTokens,
+		CacheWriteInputTokens: rec.CacheWriteInputTokens, OutputTokens: rec.OutputTokens, Model: rec.Model}, nil
 }
 
 // EncodeMessage returns the tool_calls and tool_results columns of m,

@@ -457,6 +457,8 @@ var migrations = []string{
 		expires TIMESTAMPTZ,
 		PRIMARY KEY (root_id, direction)
 	);`,
+	// 8: SQLite's migration 15: a message's token usage.
+	`ALTER TABLE messages ADD COLUMN usage BYTEA;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

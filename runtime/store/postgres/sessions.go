@@ -167,3 +167,26 @@ func (t *tx) DeleteMove(rootID string, dir store.MoveDirection) error {
 	}
 	return nil
 }
+
+// ThreadUsage implements store.Sessions.
+func (t *tx) ThreadUsage(threadID string) (store.Usage, error) {
+	var total store.Usage
+	recs, err := collect(t, "read the token usage of thread "+threadID, func(rows pgx.Rows) ([]byte, error) {
+		var b []byte
+		err := rows.Scan(&b)
+		return b, err
+	}, `SELECT usage FROM messages WHERE thread_id = $1 AND usage IS NOT NULL`, threadID)
+	if err != nil {
+		return total, err
+	}
+	for _, b := range recs {
+		u, err := backend.DecodeUsage(b)
+		if err != nil {
+			return total, fmt.Errorf("read the token usage of thread %s: %w", threadID, err)
+		}
+		if u != nil {
+			total.Add(*u)
+		}
+	}
+	return total, nil
+}

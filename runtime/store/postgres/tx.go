@@ -234,11 +234,15 @@ func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Mess
 
 // InsertMessages implements backend.MessageWriter, with one statement.
 func (t *tx) InsertMessages(threadID string, msgs []store.Message) error {
-	args := make([]any, 0, 7*len(msgs))
+	args := make([]any, 0, 8*len(msgs))
 	var q strings.Builder
-	q.WriteString(`INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created) VALUES `)
+	q.WriteString(`INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created, usage) VALUES `)
 	for i, m := range msgs {
 		calls, results, err := backend.EncodeMessage(m)
+		if err != nil {
+			return err
+		}
+		usage, err := backend.EncodeUsage(m.Usage)
 		if err != nil {
 			return err
 		}
@@ -246,8 +250,8 @@ func (t *tx) InsertMessages(threadID string, msgs []store.Message) error {
 			q.WriteString(", ")
 		}
 		n := len(args)
-		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7)
-		args = append(args, threadID, m.Seq, string(m.Role), bin(m.Text), calls, results, m.Created)
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", n+1, n+2, n+3, n+4, n+5, n+6, n+7, n+8)
+		args = append(args, threadID, m.Seq, string(m.Role), bin(m.Text), calls, results, m.Created, usage)
 	}
 	_, err := t.exec(q.String(), args...)
 	return err
@@ -273,16 +277,20 @@ func (t *tx) OwnMessages(threadID string, after, upTo int64) ([]store.Message, e
 	return collect(t, what, func(rows pgx.Rows) (store.Message, error) {
 		m := store.Message{ThreadID: threadID}
 		var role string
-		var text, calls, results []byte
-		if err := rows.Scan(&m.Seq, &role, &text, &calls, &results, &m.Created); err != nil {
+		var text, calls, results, usage []byte
+		if err := rows.Scan(&m.Seq, &role, &text, &calls, &results, &m.Created, &usage); err != nil {
 			return m, err
 		}
 		m.Role, m.Text, m.Created = store.Role(role), string(text), utc(m.Created)
 		if err := backend.DecodeMessage(&m, calls, results); err != nil {
 			return m, fmt.Errorf("message %d: %w", m.Seq, err)
 		}
+		var err error
+		if m.Usage, err = backend.DecodeUsage(usage); err != nil {
+			return m, fmt.Errorf("message %d: %w", m.Seq, err)
+		}
 		return m, nil
-	}, `SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq`, threadID, after, upTo)
+	}, `SELECT seq, role, text, tool_calls, tool_results, created, usage FROM messages WHERE thread_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq`, threadID, after, upTo)
 }
 
 // Inbox

@@ -243,3 +243,27 @@ func (t *tx) DeleteMove(rootID string, dir store.MoveDirection) error {
 	}
 	return nil
 }
+
+// ThreadUsage implements store.Sessions.
+func (t *tx) ThreadUsage(threadID string) (store.Usage, error) {
+	var total store.Usage
+	rows, err := t.tx.Query(`SELECT usage FROM messages WHERE thread_id = ? AND usage IS NOT NULL`, threadID)
+	if err != nil {
+		return total, fmt.Errorf("read the token usage of thread %s: %w", threadID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return total, err
+		}
+		u, err := backend.DecodeUsage(b)
+		if err != nil {
+			return total, fmt.Errorf("read the token usage of thread %s: %w", threadID, err)
+		}
+		if u != nil {
+			total.Add(*u)
+		}
+	}
+	return total, rows.Err()
+}

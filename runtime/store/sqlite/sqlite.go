@@ -456,6 +456,9 @@ var migrations = []string{
 		expires INTEGER NOT NULL DEFAULT 0,
 		PRIMARY KEY (root_id, direction)
 	);`,
+	// 15: the token usage of the completion that produced an assistant
+	// message (versioned JSON, NULL for other messages).
+	`ALTER TABLE messages ADD COLUMN usage TEXT;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -180,13 +180,17 @@ func (t *tx) AppendMessages(threadID string, msgs []store.Message) ([]store.Mess
 
 // InsertMessages implements backend.MessageWriter, with one statement.
 func (t *tx) InsertMessages(threadID string, msgs []store.Message) error {
-	args := make([]any, 0, 7*len(msgs))
+	args := make([]any, 0, 8*len(msgs))
 	for _, m := range msgs {
 		calls, results, err := backend.EncodeMessage(m)
 		if err != nil {
 			return err
 		}
-		args = append(args, threadID, m.Seq, string(m.Role), m.Text, textOrNull(calls), textOrNull(results), nanos(m.Created))
+		usage, err := backend.EncodeUsage(m.Usage)
+		if err != nil {
+			return err
+		}
+		args = append(args, threadID, m.Seq, string(m.Role), m.Text, textOrNull(calls), textOrNull(results), nanos(m.Created), textOrNull(usage))
 	}
 	if _, err := t.tx.Exec(insertMessagesSQL(len(msgs)), args...); err != nil {
 		if t.tx.rows != nil {
@@ -218,8 +222,8 @@ var insertMessagesTexts = func() []string {
 }()
 
 func buildInsertMessages(n int) string {
-	return `INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created) VALUES ` +
-		strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?), `, n), ", ")
+	return `INSERT INTO messages (thread_id, seq, role, text, tool_calls, tool_results, created, usage) VALUES ` +
+		strings.TrimSuffix(strings.Repeat(`(?, ?, ?, ?, ?, ?, ?, ?), `, n), ", ")
 }
 
 // History implements store.Messages with the shared history walk.
@@ -246,7 +250,7 @@ func (t *tx) OwnMessages(threadID string, after, upTo int64) ([]store.Message, e
 	if upTo < 0 {
 		upTo = 1<<63 - 1
 	}
-	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? ORDER BY seq`, threadID, after, upTo)
+	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created, usage FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? ORDER BY seq`, threadID, after, upTo)
 	if err != nil {
 		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
 	}
@@ -254,13 +258,17 @@ func (t *tx) OwnMessages(threadID string, after, upTo int64) ([]store.Message, e
 	var out []store.Message
 	for rows.Next() {
 		m := store.Message{ThreadID: threadID}
-		var calls, results []byte
+		var calls, results, usage []byte
 		var created int64
-		if err := rows.Scan(&m.Seq, &m.Role, &m.Text, &calls, &results, &created); err != nil {
+		if err := rows.Scan(&m.Seq, &m.Role, &m.Text, &calls, &results, &created, &usage); err != nil {
 			return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
 		}
 		m.Created = fromNanos(created)
 		if err := backend.DecodeMessage(&m, calls, results); err != nil {
+			return nil, fmt.Errorf("read history of thread %s: message %d: %w", threadID, m.Seq, err)
+		}
+		var err error
+		if m.Usage, err = backend.DecodeUsage(usage); err != nil {
 			return nil, fmt.Errorf("read history of thread %s: message %d: %w", threadID, m.Seq, err)
 		}
 		out = append(out, m)

@@ -123,7 +123,8 @@ func WriteVersionedRows(t *testing.T, s store.Store) {
 			return err
 		}
 		if _, err := tx.AppendMessages("a", []store.Message{
-			{Role: store.RoleAssistant, ToolCalls: []store.ToolCall{{ID: "c1", Name: "x", Arguments: json.RawMessage(`{}`)}}},
+			{Role: store.RoleAssistant, ToolCalls: []store.ToolCall{{ID: "c1", Name: "x", Arguments: json.RawMessage(`{}`)}},
+				Usage: &store.Usage{InputTokens: 3, OutputTokens: 2, Model: "m"}},
 			{Role: store.RoleTool, ToolResults: []store.ToolResult{{CallID: "c1", Text: "ok"}}},
 		}); err != nil {
 			return err
@@ -134,11 +135,13 @@ func WriteVersionedRows(t *testing.T, s store.Store) {
 
 // VersionedColumns maps a query of one column to what it holds after
 // WriteVersionedRows: every record of a message's tool calls and tool
-// results carries format version 1; a choice's choices are the JSON array
+// results, and a message's usage, carries format version 1; a choice's
+// choices are the JSON array
 // every release has written (version 1).
 var VersionedColumns = map[string]string{
 	`SELECT tool_calls FROM messages WHERE thread_id = 'a' AND seq = 1`:    `[{"v":1,"id":"c1","name":"x","arguments":{}}]`,
 	`SELECT tool_results FROM messages WHERE thread_id = 'a' AND seq = 2`:  `[{"v":1,"call_id":"c1","text":"ok"}]`,
+	`SELECT usage FROM messages WHERE thread_id = 'a' AND seq = 1`:         `{"v":1,"input_tokens":3,"output_tokens":2,"model":"m"}`,
 	`SELECT choices FROM choices WHERE thread_id = 'a' AND call_id = 'k1'`: `["yes","no"]`,
 }
 
