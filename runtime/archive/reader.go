@@ -193,6 +193,8 @@ func (s *Session) add(typ string, b []byte) error {
 		return decodeInto(b, &s.CallChecks)
 	case typeSeenKey:
 		return decodeInto(b, &s.SeenKeys)
+	case typeCompaction:
+		return decodeInto(b, &s.Compactions)
 	case typeSession, typeEnd:
 		return fmt.Errorf("a %q line inside session %s, before its session_end", typ, s.Root)
 	}

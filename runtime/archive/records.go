@@ -43,13 +43,14 @@ type Session struct {
 	HeldEvents    []HeldEvent    `json:"-"`
 	CallChecks    []CallCheck    `json:"-"`
 	SeenKeys      []SeenKey      `json:"-"`
+	Compactions   []Compaction   `json:"-"`
 }
 
 // Records counts the records of s, as its session_end line does.
 func (s *Session) Records() int {
 	return len(s.Threads) + len(s.Messages) + len(s.Inbox) + len(s.Calls) + len(s.Subscriptions) +
 		len(s.Views) + len(s.Timers) + len(s.Toolsets) + len(s.Trust) + len(s.Choices) +
-		len(s.HeldEvents) + len(s.CallChecks) + len(s.SeenKeys)
+		len(s.HeldEvents) + len(s.CallChecks) + len(s.SeenKeys) + len(s.Compactions)
 }
 
 // Thread is one thread of the session.
@@ -208,4 +209,15 @@ type CallCheck struct {
 type SeenKey struct {
 	Thread string `json:"thread"`
 	Key    string `json:"key"`
+}
+
+// Compaction replaces, in the model's view of a thread, its history up to
+// UpToSeq with Summary.
+type Compaction struct {
+	Thread   string    `json:"thread"`
+	UpToSeq  int64     `json:"upto_seq"`
+	Summary  string    `json:"summary"`
+	Messages int       `json:"messages"`
+	Usage    *Usage    `json:"usage,omitempty"`
+	Created  time.Time `json:"created"`
 }

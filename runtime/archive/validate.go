@@ -126,6 +126,14 @@ func (s *Session) Validate() error {
 			return err
 		}
 	}
+	for _, x := range s.Compactions {
+		if err := in("compaction", x.Thread); err != nil {
+			return err
+		}
+		if x.UpToSeq < 1 {
+			return bad("a compaction of thread %s covers no message", x.Thread)
+		}
+	}
 	return nil
 }
 

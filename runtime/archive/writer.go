@@ -97,6 +97,7 @@ func (w *Writer) WriteSession(s *Session) error {
 	each(w, typeHeldEvent, s.HeldEvents)
 	each(w, typeCallCheck, s.CallChecks)
 	each(w, typeSeenKey, s.SeenKeys)
+	each(w, typeCompaction, s.Compactions)
 	w.line(typeSessionEnd, sessionEndLine{Root: s.Root, Records: s.Records()})
 	if w.err == nil {
 		w.sessions++
@@ -147,6 +148,7 @@ const (
 	typeHeldEvent    = "held_event"
 	typeCallCheck    = "call_check"
 	typeSeenKey      = "seen_key"
+	typeCompaction   = "compaction"
 )
 
 type sessionLine struct {

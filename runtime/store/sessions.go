@@ -111,3 +111,32 @@ type Moves interface {
 	// error.
 	DeleteMove(rootID string, dir MoveDirection) error
 }
+
+// Compaction replaces, in what the model sees of a thread, the thread's
+// history up to UpToSeq with Summary. The messages stay in the store:
+// the history keeps every one of them.
+type Compaction struct {
+	ThreadID string `json:"thread_id"`
+	// UpToSeq is the Seq of the last message the summary covers.
+	UpToSeq int64 `json:"upto_seq"`
+	// Summary is the text the model sees instead of those messages.
+	Summary string `json:"summary"`
+	// Messages is how many messages the summary covers, for people.
+	Messages int `json:"messages"`
+	// Usage is the token count of the completion that wrote the summary;
+	// nil when its provider reported none.
+	Usage   *Usage    `json:"usage,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// Compactions keeps the compactions of each thread.
+type Compactions interface {
+	// AddCompaction records c. A compaction of the same thread and
+	// UpToSeq is an error.
+	AddCompaction(c Compaction) error
+	// LatestCompaction returns the thread's compaction with the highest
+	// UpToSeq, or an error wrapping ErrNotFound when it has none.
+	LatestCompaction(threadID string) (Compaction, error)
+	// ThreadCompactions returns the thread's compactions, by UpToSeq.
+	ThreadCompactions(threadID string) ([]Compaction, error)
+}

@@ -75,6 +75,7 @@ type Tx interface {
 	ThreadEvents
 	Sessions
 	Moves
+	Compactions
 }
 
 // ThreadStatus is the lifecycle state of a thread.

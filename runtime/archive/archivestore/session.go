@@ -136,6 +136,18 @@ func readThread(tx store.Tx, th store.Thread, s *archive.Session) error {
 	for _, c := range checks {
 		s.CallChecks = append(s.CallChecks, archive.CallCheck{Thread: th.ID, CallID: c.CallID, Due: c.Due, Failures: c.Failures})
 	}
+	comps, err := tx.ThreadCompactions(th.ID)
+	if err != nil {
+		return err
+	}
+	for _, c := range comps {
+		ac := archive.Compaction{Thread: th.ID, UpToSeq: c.UpToSeq, Summary: c.Summary, Messages: c.Messages, Created: c.Created}
+		if c.Usage != nil {
+			u := archive.Usage(*c.Usage)
+			ac.Usage = &u
+		}
+		s.Compactions = append(s.Compactions, ac)
+	}
 	keys, err := tx.ThreadSeenKeys(th.ID)
 	if err != nil {
 		return err
@@ -235,6 +247,16 @@ func WriteSession(tx store.Tx, s *archive.Session) error {
 	}
 	for _, k := range s.SeenKeys {
 		if _, err := tx.MarkKeySeen(k.Thread, k.Key); err != nil {
+			return err
+		}
+	}
+	for _, c := range s.Compactions {
+		sc := store.Compaction{ThreadID: c.Thread, UpToSeq: c.UpToSeq, Summary: c.Summary, Messages: c.Messages, Created: c.Created}
+		if c.Usage != nil {
+			u := store.Usage(*c.Usage)
+			sc.Usage = &u
+		}
+		if err := tx.AddCompaction(sc); err != nil {
 			return err
 		}
 	}

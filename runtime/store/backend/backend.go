@@ -221,5 +221,5 @@ func ParentsFirst(threads []store.Thread) []store.Thread {
 var SessionTables = []string{
 	"messages", "inbox", "seen_keys", "calls", "subscriptions", "views", "timers",
 	"choices", "held_events", "call_checks", "thread_leases", "oauth_links",
-	"thread_event_heads", "thread_events",
+	"thread_event_heads", "thread_events", "compactions",
 }

@@ -459,6 +459,16 @@ var migrations = []string{
 	);`,
 	// 8: SQLite's migration 15: a message's token usage.
 	`ALTER TABLE messages ADD COLUMN usage BYTEA;`,
+	// 9: SQLite's migration 16: compactions.
+	`CREATE TABLE compactions (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		upto_seq BIGINT NOT NULL,
+		summary BYTEA NOT NULL,
+		messages INTEGER NOT NULL,
+		usage BYTEA,
+		created TIMESTAMPTZ NOT NULL,
+		PRIMARY KEY (thread_id, upto_seq)
+	);`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

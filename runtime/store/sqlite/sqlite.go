@@ -459,6 +459,16 @@ var migrations = []string{
 	// 15: the token usage of the completion that produced an assistant
 	// message (versioned JSON, NULL for other messages).
 	`ALTER TABLE messages ADD COLUMN usage TEXT;`,
+	// 16: the compactions of threads' histories in the model's view.
+	`CREATE TABLE compactions (
+		thread_id TEXT NOT NULL REFERENCES threads(id),
+		upto_seq INTEGER NOT NULL,
+		summary TEXT NOT NULL,
+		messages INTEGER NOT NULL,
+		usage TEXT,
+		created INTEGER NOT NULL,
+		PRIMARY KEY (thread_id, upto_seq)
+	);`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -269,6 +270,59 @@ func testMoves(t *testing.T, s store.Store) {
 		}
 		if got, err := tx.SessionMove("r", store.MoveIn); err != nil || got.ID != "m0" {
 			t.Errorf("DeleteMove(r, out) touched (r, in): %+v, %v", got, err)
+		}
+		return nil
+	})
+}
+
+// testCompactions: AddCompaction keeps every field; LatestCompaction is the
+// one of highest UpToSeq (ErrNotFound before any); a second compaction of
+// the same UpToSeq is refused; ThreadCompactions lists them by UpToSeq;
+// DeleteSession removes them.
+func testCompactions(t *testing.T, s store.Store) {
+	update(t, s, func(tx store.Tx) error {
+		if err := tx.CreateThread(store.Thread{ID: "c", Created: at(0)}); err != nil {
+			return err
+		}
+		if _, err := tx.LatestCompaction("c"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("LatestCompaction before any: %v; want ErrNotFound", err)
+		}
+		if err := tx.AddCompaction(store.Compaction{ThreadID: "c", UpToSeq: 40, Summary: "later", Messages: 20, Created: at(2 * time.Second)}); err != nil {
+			return err
+		}
+		return tx.AddCompaction(store.Compaction{ThreadID: "c", UpToSeq: 20, Summary: "earlier – ünïcode", Messages: 20,
+			Usage: &store.Usage{InputTokens: 5, OutputTokens: 3, Model: "m"}, Created: at(time.Second)})
+	})
+	err := s.Update(context.Background(), func(tx store.Tx) error {
+		return tx.AddCompaction(store.Compaction{ThreadID: "c", UpToSeq: 40, Summary: "again"})
+	})
+	if err == nil {
+		t.Errorf("a second compaction of the same UpToSeq was accepted")
+	}
+	view(t, s, func(tx store.Tx) error {
+		c, err := tx.LatestCompaction("c")
+		if err != nil {
+			return err
+		}
+		if c.UpToSeq != 40 || c.Summary != "later" || c.Messages != 20 || !c.Created.Equal(at(2*time.Second)) || c.Usage != nil {
+			t.Errorf("LatestCompaction = %+v; want the one up to 40", c)
+		}
+		all, err := tx.ThreadCompactions("c")
+		if err != nil {
+			return err
+		}
+		if len(all) != 2 || all[0].UpToSeq != 20 || all[0].Summary != "earlier – ünïcode" || all[0].Usage == nil || all[0].Usage.InputTokens != 5 {
+			t.Errorf("ThreadCompactions = %+v; want both, by UpToSeq, with every field", all)
+		}
+		return nil
+	})
+	update(t, s, func(tx store.Tx) error {
+		_, err := tx.DeleteSession("c")
+		return err
+	})
+	view(t, s, func(tx store.Tx) error {
+		if all, err := tx.ThreadCompactions("c"); err != nil || len(all) != 0 {
+			t.Errorf("after DeleteSession, ThreadCompactions = %v, %v; want none", all, err)
 		}
 		return nil
 	})

@@ -116,6 +116,7 @@ var cases = []struct {
 	{"SharedCallbackKey", testSharedCallbackKey},
 	{"Sessions", testSessions},
 	{"Moves", testMoves},
+	{"Compactions", testCompactions},
 }
 
 // testClosed: after Close, Update, View and QuickView fail with
