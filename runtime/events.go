@@ -22,6 +22,7 @@ const (
 	EventToolResult     = api.EventToolResult     // api.ToolResultEvent
 	EventError          = api.EventError          // api.Error
 	EventUsage          = api.EventUsage          // api.Usage
+	EventCompacted      = api.EventCompacted      // api.Compaction
 	EventStatus         = api.EventStatus         // api.Status
 	EventView           = api.EventView           // api.View
 	EventToolsets       = api.EventToolsets       // api.Toolsets

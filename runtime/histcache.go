@@ -41,6 +41,9 @@ type historyEntry struct {
 	// wire is the provider's encoding of the settled prefix, bounded by
 	// model.DefaultWireCacheBytes per thread.
 	wire *model.WireCache
+	// viewBase is the UpToSeq of the compaction arr and wire were built
+	// over (compact.go), 0 for the whole history.
+	viewBase int64
 }
 
 func newHistoryCache(max int) *historyCache {

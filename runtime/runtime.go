@@ -206,6 +206,10 @@ type Config struct {
 	// loopback addresses (403 otherwise), so that a program embedding the
 	// runtime never exposes every conversation to the network by mistake.
 	InsecureClientAPI bool
+	// Compaction sets when threads are compacted to stay within their
+	// model's context window (compact.go); the zero value compacts at
+	// DefaultCompactionShare of the model's window.
+	Compaction CompactionConfig
 	// Remotes are runtimes sessions may move to by name (MoveSession,
 	// rap migrate --to NAME), with their client tokens.
 	Remotes map[string]Remote
@@ -238,6 +242,7 @@ type Runtime struct {
 	// moves are the sessions moving away or gone (move_table.go);
 	// testMigrateTimeout, when set, replaces migrateTimeout.
 	moves              moveTable
+	compacted          compactions // the compaction each thread's requests use
 	testMigrateTimeout atomic.Int64
 	// keys are the callback keys read from the store (KeysFromStore), and
 	// keysRead when (Unix ns) they were last read (callbackkeys.go).

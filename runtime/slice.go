@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -119,7 +120,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 	consumed := false
 	placeholder := placeholderFor(authPending, inheritedCalls(threadID, history))
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
-		req := r.buildRequest(threadID, sess, history, pendingInputs, placeholder)
+		req := r.requestFor(ctx, th, history, func(view []store.Message) model.Request {
+			return r.buildRequest(threadID, sess, view, pendingInputs, placeholder)
+		})
 		req.System = withThreadLine(req.System, stack)
 		r.hub.beginTurn(threadID, lastSeqOf(history))
 		resp, err := r.complete(ctx, threadID, req) // bounded in time

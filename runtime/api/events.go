@@ -8,6 +8,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/gorap/gorap/rap"
 )
@@ -27,6 +28,9 @@ const (
 	// EventUsage: Usage — the tokens of one completion, as the provider
 	// reported them; cached ones were read from its prompt cache.
 	EventUsage = "usage"
+	// EventCompacted: Compaction — the thread's older history is now
+	// summarised in what the model sees (the history keeps every message).
+	EventCompacted = "compacted"
 	// EventStatus: Status — the thread started or finished processing.
 	EventStatus = "status"
 	// EventView: View — a tool updated a view (RAP VU-2).
@@ -231,6 +235,8 @@ func DecodeEvent(typ string, data []byte) (any, error) {
 		v = new(Error)
 	case EventUsage:
 		v = new(Usage)
+	case EventCompacted:
+		v = new(Compaction)
 	case EventStatus:
 		v = new(Status)
 	case EventView:
@@ -260,4 +266,17 @@ func DecodeEvent(typ string, data []byte) (any, error) {
 		return nil, fmt.Errorf("decode %s event: %w", typ, err)
 	}
 	return v, nil
+}
+
+// Compaction is the payload of EventCompacted, and one compaction of a
+// thread's history in HistoryResponse: from then on the model sees Summary
+// instead of the thread's messages up to UpToSeq.
+type Compaction struct {
+	// UpToSeq is the Seq of the last message the summary covers.
+	UpToSeq int64 `json:"upto_seq"`
+	// Messages is how many messages the summary covers.
+	Messages int `json:"messages"`
+	// Summary is the text the model sees instead of them.
+	Summary string    `json:"summary"`
+	Created time.Time `json:"created"`
 }

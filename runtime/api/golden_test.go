@@ -121,6 +121,7 @@ var wireEvents = map[string]any{
 		DisplayAs: []rap.DisplaySegment{rap.TextSegment("18:30"), rap.DiffSegment("a.txt", "@@ -1 +1 @@\n-a\n+b\n")}, IsError: true},
 	EventError:          Error{Message: "model: 529 overloaded", Attempt: 2, MaxAttempts: 5, RetryInMS: 10000, Final: true},
 	EventUsage:          wireUsage,
+	EventCompacted:      Compaction{UpToSeq: 40, Messages: 40, Summary: "The user asked for a weekly report; it runs on Mondays.", Created: t0},
 	EventStatus:         Status{State: StateRunning},
 	EventView:           View{ViewType: "todo", Content: json.RawMessage(`{"items":["a","b"]}`)},
 	EventToolsets:       Toolsets{Loaded: []string{"gettime", "github"}, Errors: []string{"http://127.0.0.1:3002: connection refused"}},

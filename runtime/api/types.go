@@ -80,6 +80,10 @@ type PostMessageResponse struct {
 // HistoryResponse is the answer of GET /v1/threads/{id}/messages.
 type HistoryResponse struct {
 	Messages []Message `json:"messages"`
+	// Compactions are the points where the thread's older history was
+	// summarised in what the model sees, oldest first; the messages are
+	// all there still.
+	Compactions []Compaction `json:"compactions,omitempty"`
 }
 
 // ChoicesResponse is the answer of GET /v1/threads/{id}/choices.

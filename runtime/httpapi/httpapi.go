@@ -146,6 +146,9 @@ func New(e Engine, opts *Options) http.Handler {
 	if a, ok := e.(SessionArchiver); ok {
 		s.routeArchives(mux, a)
 	}
+	if c, ok := e.(Compactor); ok {
+		s.routeCompaction(mux, c)
+	}
 	s.routeRemotes(mux, e) // remotes.go
 	var h http.Handler = mux
 	if m, ok := e.(SessionMover); ok {

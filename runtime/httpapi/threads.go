@@ -113,7 +113,14 @@ func (s *server) serveHistory(w http.ResponseWriter, req *http.Request) {
 	if msgs == nil {
 		msgs = []api.Message{}
 	}
-	writeJSON(w, http.StatusOK, api.HistoryResponse{Messages: msgs})
+	resp := api.HistoryResponse{Messages: msgs}
+	if c, ok := s.e.(Compactor); ok {
+		if resp.Compactions, err = c.Compactions(req.Context(), req.PathValue("id")); err != nil {
+			s.writeEngineError(w, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 func (s *server) serveClose(w http.ResponseWriter, req *http.Request) {

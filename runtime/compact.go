@@ -1,0 +1,405 @@
+package runtime
+
+// This file owns compaction: keeping a thread that lives for months within
+// its model's context window. When the request a slice is about to send
+// would pass a share of the window (Config.Compaction), the older part of
+// the thread's history is summarised by the model and, from then on, the
+// model sees the summary instead of those messages. The store keeps every
+// message; a compaction is one row (store.Compactions), written in one
+// transaction, so a crash leaves the thread either with the summary or
+// without it, never half of it.
+//
+// Never summarised away: a tool call whose result was not among the
+// summarised messages (the model keeps seeing it, and its result or
+// placeholder, after the summary), the inputs the slice is about to add,
+// and the last Config.Compaction.KeepLast messages. A child
+// thread sees its parent's compaction when the summary covers only what it
+// inherited.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/runtime/store"
+)
+
+// CompactionConfig sets when and how threads are compacted.
+type CompactionConfig struct {
+	// Off turns compaction off: every request carries the whole history.
+	Off bool
+	// Share is the share of the context window a request may fill before
+	// the thread is compacted; zero means DefaultCompactionShare.
+	Share float64
+	// KeepLast is how many of the latest messages are never summarised;
+	// zero means DefaultCompactionKeepLast.
+	KeepLast int
+	// Window is the model's context window in tokens; zero asks the model
+	// (a provider with a ContextWindow() int method) and then takes
+	// DefaultContextWindow.
+	Window int
+}
+
+// Compaction defaults.
+const (
+	// DefaultCompactionShare is near the reference runtime's 75 %.
+	DefaultCompactionShare = 0.75
+	// DefaultCompactionKeepLast keeps the last few turns whole.
+	DefaultCompactionKeepLast = 6
+	// DefaultContextWindow is the window assumed for a model whose window
+	// is not known: the smallest of the current large models'.
+	DefaultContextWindow = 128_000
+)
+
+// compactWindow returns the context window compaction works against.
+func (r *Runtime) compactWindow() int {
+	if w := r.cfg.Compaction.Window; w > 0 {
+		return w
+	}
+	if m, ok := r.model.(interface{ ContextWindow() int }); ok {
+		if w := m.ContextWindow(); w > 0 {
+			return w
+		}
+	}
+	return DefaultContextWindow
+}
+
+func (r *Runtime) compactShare() float64 {
+	if s := r.cfg.Compaction.Share; s > 0 && s < 1 {
+		return s
+	}
+	return DefaultCompactionShare
+}
+
+func (r *Runtime) compactKeepLast() int {
+	if n := r.cfg.Compaction.KeepLast; n > 0 {
+		return n
+	}
+	return DefaultCompactionKeepLast
+}
+
+// estimateTokens estimates a request's input tokens: about four bytes of
+// text a token, the tools' schemas included.
+func estimateTokens(req model.Request) int {
+	n := len(req.System)
+	for _, t := range req.Tools {
+		n += len(t.Name) + len(t.Description) + len(t.InputSchema)
+	}
+	n /= 4
+	for _, m := range req.Messages {
+		n += 2 // the message's framing
+		n += len(m.Text) / 4
+		for _, c := range m.ToolCalls {
+			n += (len(c.Name) + len(c.Arguments) + 16) / 4
+		}
+		for _, res := range m.ToolResults {
+			n += (len(res.Text) + 16) / 4
+			for _, c := range res.Content {
+				n += len(c.Text) / 4
+				if c.Type == "image" {
+					n += 1600 // a typical image's tokens
+				}
+			}
+		}
+	}
+	return n
+}
+
+// compactions remembers, per thread, the compaction its requests use, so
+// that a slice reads the store for it only when the request is near the
+// window.
+type compactions struct {
+	mu sync.Mutex
+	by map[string]*store.Compaction
+}
+
+func (c *compactions) get(thread string) *store.Compaction {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.by[thread]
+}
+
+func (c *compactions) set(thread string, comp *store.Compaction) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by == nil || len(c.by) >= maxRememberedUsers {
+		c.by = map[string]*store.Compaction{}
+	}
+	c.by[thread] = comp
+}
+
+// modelView returns what the model sees of history under comp: the
+// summary, as a user message numbered as the last message it covers; then
+// the tool calls among the covered messages whose results are not among
+// them (still waiting, or arrived later), as an assistant message of their
+// own, so that each keeps its place and its result; then the messages
+// after the summary. Without comp, history itself. The view depends only
+// on history and comp, so the requests over it keep their prefix.
+func modelView(history []store.Message, comp *store.Compaction) []store.Message {
+	if comp == nil {
+		return history
+	}
+	i := 0
+	for i < len(history) && history[i].Seq <= comp.UpToSeq {
+		i++
+	}
+	if i == 0 {
+		return history
+	}
+	answered := map[string]bool{}
+	for _, m := range history[:i] {
+		for _, res := range m.ToolResults {
+			answered[res.CallID] = true
+		}
+	}
+	var open []store.ToolCall
+	for _, m := range history[:i] {
+		for _, c := range m.ToolCalls {
+			if !answered[c.ID] {
+				open = append(open, c)
+			}
+		}
+	}
+	view := make([]store.Message, 0, len(history)-i+2)
+	thread := history[i-1].ThreadID
+	view = append(view, store.Message{ThreadID: thread, Seq: comp.UpToSeq, Role: store.RoleUser, Created: comp.Created,
+		Text: fmt.Sprintf("%s%d earlier messages of this conversation are summarised here:]\n\n%s", summaryPrefix, comp.Messages, comp.Summary)})
+	if len(open) > 0 {
+		view = append(view, store.Message{ThreadID: thread, Seq: comp.UpToSeq, Role: store.RoleAssistant, Created: comp.Created, ToolCalls: open})
+	}
+	return append(view, history[i:]...)
+}
+
+// summaryPrefix begins the message that carries a summary.
+const summaryPrefix = "[Summary: "
+
+// requestFor returns the next request of thread th over history, built by
+// build from what the model sees of it (modelView), compacting the thread
+// first when that request would pass the share of the window. It never
+// fails the slice: a compaction that fails is logged, and the request goes
+// as it was.
+func (r *Runtime) requestFor(ctx context.Context, th store.Thread, history []store.Message, build func([]store.Message) model.Request) model.Request {
+	comp := r.compacted.get(th.ID)
+	r.hist.useView(th.ID, viewBase(comp))
+	req := build(modelView(history, comp))
+	if r.cfg.Compaction.Off {
+		return req
+	}
+	limit := int(float64(r.compactWindow()) * r.compactShare())
+	if estimateTokens(req) <= limit {
+		return req
+	}
+	// Near the window: another process (or an earlier run) may have
+	// compacted the thread, or it compacts now.
+	stored, err := r.storedCompaction(ctx, th)
+	if err != nil {
+		r.log.Warn("compaction: reading the thread's compaction failed; the request goes as it is", "thread", th.ID, "err", err)
+		return req
+	}
+	if stored != nil && (comp == nil || stored.UpToSeq > comp.UpToSeq) {
+		comp = stored
+		r.compacted.set(th.ID, comp)
+		r.hist.useView(th.ID, viewBase(comp))
+		if req = build(modelView(history, comp)); estimateTokens(req) <= limit {
+			return req
+		}
+	}
+	// What stays whole is about half of what the messages may fill, so
+	// that the next compaction is far off.
+	view := modelView(history, comp)
+	overhead := estimateTokens(req)
+	for _, m := range view {
+		overhead -= messageTokens(m)
+	}
+	next, err := r.compact(ctx, th, history, comp, max(limit-overhead, 0)/2, false)
+	if err != nil {
+		r.log.Warn("compaction failed; the request goes as it is", "thread", th.ID, "err", err)
+		return req
+	}
+	if next == nil {
+		return req
+	}
+	r.hist.useView(th.ID, viewBase(next))
+	return build(modelView(history, next))
+}
+
+func viewBase(c *store.Compaction) int64 {
+	if c == nil {
+		return 0
+	}
+	return c.UpToSeq
+}
+
+// storedCompaction reads the latest compaction the thread's view can use:
+// its own, or, for a child, the nearest ancestor's that covers only what
+// the child inherited.
+func (r *Runtime) storedCompaction(ctx context.Context, th store.Thread) (*store.Compaction, error) {
+	var out *store.Compaction
+	err := r.store.View(ctx, func(tx store.Tx) error {
+		out = nil
+		c, err := tx.LatestCompaction(th.ID)
+		if err == nil {
+			out = &c
+			return nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		limit, cur := th.InheritSeq, th
+		for cur.ParentID != "" && limit > 0 {
+			parent, err := tx.Thread(cur.ParentID)
+			if err != nil {
+				return err
+			}
+			all, err := tx.ThreadCompactions(parent.ID)
+			if err != nil {
+				return err
+			}
+			for i := len(all) - 1; i >= 0; i-- {
+				if all[i].UpToSeq <= limit {
+					c := all[i]
+					out = &c
+					return nil
+				}
+			}
+			limit, cur = min(limit, parent.InheritSeq), parent
+		}
+		return nil
+	})
+	return out, err
+}
+
+// compactCut returns how many of the view's messages a compaction may
+// cover: all but the latest ones that fit in keepTokens, and never the last
+// keep (tool calls among the covered ones still waiting for their results
+// stay in the view: modelView). Zero when fewer than two would be covered.
+func compactCut(view []store.Message, keep, keepTokens int) int {
+	cut, tokens := len(view), 0
+	for cut > 0 {
+		n := messageTokens(view[cut-1])
+		if len(view)-cut >= keep && tokens+n > keepTokens {
+			break
+		}
+		tokens += n
+		cut--
+	}
+	if cut < 2 {
+		return 0
+	}
+	return cut
+}
+
+// messageTokens estimates a message's tokens as estimateTokens does.
+func messageTokens(m store.Message) int {
+	n := len(m.Text) + 8
+	for _, c := range m.ToolCalls {
+		n += len(c.Name) + len(c.Arguments) + 16
+	}
+	for _, res := range m.ToolResults {
+		n += len(res.Text) + 16
+		for _, c := range res.Content {
+			n += len(c.Text)
+			if c.Type == "image" {
+				n += 1600 * 4
+			}
+		}
+	}
+	return n / 4
+}
+
+// compactInstructions tell the model how to summarise.
+const compactInstructions = `You are summarising the earlier part of a long conversation between a user and an AI agent that uses tools, so that the agent can go on without it. Write a summary that the agent will read instead of those messages. Keep:
+- the user's goals and requests, and what is still open;
+- decisions made and why; facts learnt, with the exact names, ids, numbers, paths and URLs that may be needed again;
+- commitments the agent made and has not kept yet;
+- tool calls still waiting for a result and subscriptions still active, by tool name and call id;
+- the user's stated preferences.
+Leave out pleasantries and anything settled that will not matter again. Write plain text, in the conversation's language, as short as it can be while keeping all of that.`
+
+// compactRequestText is the last message of a summarising request.
+const compactRequestText = "Summarize the conversation above for the agent, as the instructions say. Answer with the summary only."
+
+// compact summarises history's older part (as the model sees it under
+// prev) with the model, keeping whole the latest messages that fit in
+// keepTokens (and at least the last KeepLast), and records the compaction.
+// force says it was asked for, not needed. It returns nil when there is
+// nothing to summarise.
+func (r *Runtime) compact(ctx context.Context, th store.Thread, history []store.Message, prev *store.Compaction, keepTokens int, force bool) (*store.Compaction, error) {
+	view := modelView(history, prev)
+	cut := compactCut(view, r.compactKeepLast(), keepTokens)
+	if cut < 2 {
+		return nil, nil
+	}
+	upto := view[cut-1].Seq
+	if prev != nil && upto <= prev.UpToSeq {
+		return nil, nil
+	}
+	covered := 0
+	for _, m := range history {
+		if m.Seq <= upto {
+			covered++
+		}
+	}
+	msgs, _ := arrangeFrom(joined{head: view[:cut]}, r.model.SupportsImages(), nil, nil)
+	msgs = append(msgs, model.Message{Role: model.RoleUser, Text: compactRequestText})
+	maxTokens := min(max(r.compactWindow()/8, 512), 8192)
+	req := model.Request{System: compactInstructions, Messages: msgs, MaxTokens: maxTokens}
+	ctx, cancel := context.WithTimeout(ctx, r.modelTimeout())
+	defer cancel()
+	start := time.Now()
+	resp, err := r.model.Complete(ctx, req, discardStream{})
+	if err != nil {
+		return nil, fmt.Errorf("the model did not write the summary: %w", err)
+	}
+	summary := strings.TrimSpace(resp.Text)
+	if summary == "" {
+		return nil, errors.New("the model wrote an empty summary")
+	}
+	c := store.Compaction{ThreadID: th.ID, UpToSeq: upto, Summary: summary, Messages: covered, Usage: r.storedUsage(resp.Usage), Created: time.Now().UTC()}
+	err = r.store.Update(ctx, func(tx store.Tx) error {
+		if latest, err := tx.LatestCompaction(th.ID); err == nil && latest.UpToSeq >= upto {
+			c = latest // another process compacted as far meanwhile
+			return nil
+		} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return tx.AddCompaction(c)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record the compaction: %w", err)
+	}
+	r.compacted.set(th.ID, &c)
+	r.log.Info("thread compacted", "thread", th.ID, "messages", covered, "up_to_seq", upto, "summary_bytes", len(c.Summary),
+		"took", time.Since(start).Round(time.Millisecond), "forced", force)
+	r.emit(th.ID, EventCompacted, apiCompaction(c))
+	return &c, nil
+}
+
+// discardStream drops a completion's deltas: a summary is not shown as
+// it is written.
+type discardStream struct{}
+
+func (discardStream) TextDelta(string) {}
+
+// useView makes the thread's cached arrangement and encoding of its
+// history belong to the view over the compaction up to base (0: none):
+// when the view changes, what was cached of the previous one is dropped.
+func (c *historyCache) useView(thread string, base int64) {
+	if c == nil || c.max < 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.entries[thread]
+	if !ok {
+		return
+	}
+	e := el.Value.(*historyEntry)
+	if e.viewBase != base {
+		e.arr, e.wire, e.viewBase = nil, nil, base
+	}
+}
