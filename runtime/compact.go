@@ -403,3 +403,22 @@ func (c *historyCache) useView(thread string, base int64) {
 		e.arr, e.wire, e.viewBase = nil, nil, base
 	}
 }
+
+// compactNow compacts the thread whatever its estimated size, keeping
+// whole only the last KeepLast messages, and reports whether it did.
+func (r *Runtime) compactNow(ctx context.Context, th store.Thread, history []store.Message) bool {
+	prev := r.compacted.get(th.ID)
+	if stored, err := r.storedCompaction(ctx, th); err == nil && stored != nil && (prev == nil || stored.UpToSeq > prev.UpToSeq) {
+		prev = stored
+	}
+	c, err := r.compact(ctx, th, history, prev, 0, true)
+	if err != nil {
+		r.log.Warn("compaction after the provider found the prompt too long failed", "thread", th.ID, "err", err)
+		return false
+	}
+	if c == nil {
+		return false
+	}
+	r.hist.useView(th.ID, c.UpToSeq)
+	return true
+}

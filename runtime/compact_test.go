@@ -128,3 +128,38 @@ func TestCompactOnDemand(t *testing.T) {
 	}
 	_ = model.RoleUser
 }
+
+// tooLongModel refuses, as providers do, a request of more than max
+// messages (a summarising request aside).
+type tooLongModel struct {
+	model.Provider
+	max int
+}
+
+func (m *tooLongModel) Complete(ctx context.Context, req model.Request, s model.Stream) (*model.Response, error) {
+	if req.System != compactInstructions && len(req.Messages) > m.max {
+		return nil, fmt.Errorf(`400 Bad Request {"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: %d tokens > 200000 maximum"}}`, 1000*len(req.Messages))
+	}
+	return m.Provider.Complete(ctx, req, s)
+}
+
+// When a provider refuses a prompt as too long although the estimate let
+// it through, the thread is compacted and the request sent once more: the
+// thread answers every message.
+func TestPromptTooLongCompactsAndRetries(t *testing.T) {
+	m := &tooLongModel{Provider: scripted.New([]scripted.Turn{compactTurns[0], {Text: "answered", Repeat: true}}), max: 10}
+	e := newEnv(t, envOptions{model: m})
+	th := e.newThread()
+	for i := range 12 {
+		e.post(th, fmt.Sprintf("message %d", i))
+		e.idle(th)
+	}
+	h := e.history(th)
+	if n := countAssistant(h, "answered"); n != 12 {
+		t.Fatalf("%d of 12 messages were answered:\n%s", n, dump(h))
+	}
+	comps, err := e.rt.Compactions(context.Background(), th)
+	if err != nil || len(comps) == 0 {
+		t.Fatalf("compactions = %v, %v; want the thread compacted when the provider refused", comps, err)
+	}
+}

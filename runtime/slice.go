@@ -119,6 +119,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 	pendingInputs := b.messages()
 	consumed := false
 	placeholder := placeholderFor(authPending, inheritedCalls(threadID, history))
+	compactedForLength := false
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
 		req := r.requestFor(ctx, th, history, func(view []store.Message) model.Request {
 			return r.buildRequest(threadID, sess, view, pendingInputs, placeholder)
@@ -126,6 +127,15 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		req.System = withThreadLine(req.System, stack)
 		r.hub.beginTurn(threadID, lastSeqOf(history))
 		resp, err := r.complete(ctx, threadID, req) // bounded in time
+		if err != nil && model.IsPromptTooLong(err) && !compactedForLength {
+			// The provider says the prompt is over the window, which the
+			// estimate missed: compact, and ask once more.
+			compactedForLength = true
+			if r.compactNow(ctx, th, history) {
+				loop--
+				continue
+			}
+		}
 		if err != nil {
 			if lost := r.coord.held(ctx); lost != nil {
 				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
