@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
@@ -51,7 +52,11 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 	if err != nil {
 		return 0, err
 	}
-	defer release()
+	// The gate covers taking the choice, not the POST to the tool: a slow
+	// tool must not hold up a move (move_table.go).
+	var once sync.Once
+	done := func() { once.Do(release) }
+	defer done()
 	var ch store.Choice
 	var confirmCall *store.Call // a runtime confirmation (confirm.go)
 	err = r.store.Update(ctx, func(tx store.Tx) error {
@@ -85,6 +90,7 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 		}
 		return nil
 	})
+	done()
 	if err != nil {
 		return 0, err
 	}
