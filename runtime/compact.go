@@ -351,6 +351,7 @@ func (r *Runtime) compact(ctx context.Context, th store.Thread, history []store.
 	ctx, cancel := context.WithTimeout(ctx, r.modelTimeout())
 	defer cancel()
 	start := time.Now()
+	r.log.Info("compacting thread", "thread", th.ID, "messages", covered, "up_to_seq", upto, "forced", force)
 	resp, err := r.model.Complete(ctx, req, discardStream{})
 	if err != nil {
 		return nil, fmt.Errorf("the model did not write the summary: %w", err)
