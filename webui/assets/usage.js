@@ -104,8 +104,7 @@ export class UsageLine {
     if (withSession) {
       const s = this.session;
       line.push(sep(), `session: ${compact(s.input_tokens)} in`, sep(), `${compact(s.output_tokens)} out`);
-      const kids = this.children === 1 ? 'its child thread' : `its ${this.children} child threads`;
-      more.push(h('p', { 'data-usage': 'session' }, `The session (this thread and ${kids}): `, detail(s), '.'));
+      more.push(h('p', { 'data-usage': 'session' }, 'The session (this thread and its child threads): ', detail(s), '.'));
     }
     $('usage-summary').replaceChildren(...line.flat());
     $('usage-detail').replaceChildren(...more);
