@@ -59,6 +59,10 @@ type API interface {
 
 // ThreadStatus is the part of GET /v1/threads/{id} the client uses.
 type ThreadStatus struct {
+	// ParentID is empty for a session's root thread; RootID is the
+	// session's root thread.
+	ParentID     string `json:"parent_id"`
+	RootID       string `json:"root_id"`
 	Status       string `json:"status"`
 	Queued       int    `json:"queued"`
 	LastSeq      int64  `json:"last_seq"`
@@ -81,6 +85,11 @@ type ThreadStatus struct {
 		ToolName string `json:"tool_name"`
 		State    string `json:"state"`
 	} `json:"subscriptions"`
+	// Usage sums the tokens of the thread's completions and SessionUsage,
+	// on a root thread, those of its whole session; nil when none were
+	// reported.
+	Usage        *api.Usage `json:"usage"`
+	SessionUsage *api.Usage `json:"session_usage"`
 }
 
 // activeSubscriptions names the tools of the thread's active

@@ -101,7 +101,8 @@ type transcript struct {
 	// otherwise assistant text is printed when the turn is saved, so the
 	// transcript follows the history's order exactly.
 	stream bool
-	// showStatus prints running/idle changes.
+	// showStatus prints running/idle changes, and the tokens of each
+	// completion under its turn.
 	showStatus bool
 	// maxResultLines and maxResultChars shorten tool results.
 	maxResultLines, maxResultChars int
@@ -120,6 +121,7 @@ type transcript struct {
 	seen     map[int64]bool         // seqs of self's messages already printed
 	choices  map[string]shownChoice // user choices shown, by call id
 	auth     map[string]string      // authorization links shown, by call id
+	usages   []api.Usage            // completions' usage to show under their turn (showStatus)
 }
 
 // shownChoice is what a transcript remembers of a user choice to show its
@@ -340,7 +342,10 @@ func (t *transcript) event(ev Event) {
 		if e.ThreadID != "" && !(t.child && e.ThreadID == t.self) {
 			t.printf("  · thread %s closed\n", shortID(e.ThreadID))
 		}
+	case "usage":
+		t.noteUsage(ev.Data) // usage.go
 	case "status":
+		t.flushUsage()
 		if t.showStatus {
 			var s struct {
 				State string `json:"state"`
@@ -389,6 +394,9 @@ func (t *transcript) message(m api.Message, echoUser bool) {
 		t.endLine()
 		for _, c := range m.ToolCalls {
 			t.toolCall(c.ID, c.Name, c.Arguments, c.Display)
+		}
+		if !injectedOnly(m) {
+			t.flushUsage() // the completion's tokens, under what it wrote
 		}
 	}
 	for _, r := range m.ToolResults {

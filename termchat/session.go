@@ -27,7 +27,8 @@ type Options struct {
 	// Wait bounds how long the chat waits, after each message and at the
 	// end of input, for the thread to be quiet. Default 2 minutes.
 	Wait time.Duration
-	// ShowStatus prints running/idle changes.
+	// ShowStatus prints running/idle changes, and the tokens of each
+	// completion (its "usage" event) under its turn.
 	ShowStatus bool
 	// Tree prints the thread tree (every session, or Thread's) and returns.
 	Tree bool
@@ -331,13 +332,15 @@ func (s *session) line(ctx context.Context, text string) error {
 			return s.movedFailure(err)
 		}
 		return nil
+	case text == "/usage":
+		return s.showUsage(ctx) // usage.go
 	case text == "/move" || strings.HasPrefix(text, "/move "):
 		return s.move(ctx, strings.Fields(text)[1:]) // move.go
 	case text == "/help":
-		s.say(stdout, "commands: /threads (the thread tree of this session), %s, /quit; a line starting with // sends it with one / less\n", moveUsage)
+		s.say(stdout, "commands: /threads (the thread tree of this session), /usage (the tokens this thread and its session used), %s, /quit; a line starting with // sends it with one / less\n", moveUsage)
 		return nil
 	case strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "//"):
-		s.say(stderr, "rap chat: unknown command %q: the commands are /threads, /move, /help and /quit; to send a message that starts with /, start it with //\n", oneLine(text, 40))
+		s.say(stderr, "rap chat: unknown command %q: the commands are /threads, /usage, /move, /help and /quit; to send a message that starts with /, start it with //\n", oneLine(text, 40))
 		return nil
 	}
 	if c, open := s.f.asks.next(); open {

@@ -48,12 +48,13 @@ func (b *browser) axeFindings(src string) []string {
 
 // The page has no serious or critical accessibility finding (axe-core's
 // WCAG rules) in the states a person meets first: the empty page, a
-// conversation with tool calls and results, a user choice, the dialog
-// that confirms closing a thread, and the dialog that moves a session
-// (with an error); in light and in dark mode.
+// conversation with tool calls and results and the tokens it used (its
+// detail opened), a user choice, the dialog that confirms closing a
+// thread, and the dialog that moves a session (with an error); in light
+// and in dark mode.
 func TestBrowserAccessibility(t *testing.T) {
 	src := axeSource(t)
-	st := newDemoStack(t, nil, "")
+	st := newDemoStackModel(t, nil, "", withUsage())
 	id := converse(t, st, "please edit main.go")
 	for _, dark := range []bool{false, true} {
 		b := newBrowser(t, 1280, 860)
@@ -75,7 +76,11 @@ func TestBrowserAccessibility(t *testing.T) {
 		check("the empty page")
 		b.run("open the conversation", chromedp.Navigate(st.URL+"/#/t/"+id))
 		b.wait("the conversation", contains(".msg.assistant", "Done: main.go now greets the world."))
+		b.wait("the tokens used", `!document.getElementById('usage').hidden`)
 		check("a conversation")
+		b.run("open the tokens' detail", chromedp.Click(chromedp.CSS("#usage summary")))
+		b.wait("the detail", `document.getElementById('usage').open`)
+		check("the tokens' detail")
 		b.say("deploy it")
 		b.wait("the choice picker", contains(`.choice .prompt`, "Deploy where?"))
 		// The message's queued copy, drawn faded, is gone once it is saved.

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/gorap/gorap/display"
+	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
@@ -120,8 +121,14 @@ func demoScript() []scripted.Turn {
 }
 
 func newDemoStack(t *testing.T, authorized <-chan struct{}, token string) *stack {
+	return newDemoStackModel(t, authorized, token, scripted.New(demoScript()))
+}
+
+// newDemoStackModel is newDemoStack with model m, such as the demo script
+// reporting token usage (withUsage).
+func newDemoStackModel(t *testing.T, authorized <-chan struct{}, token string, m model.Provider) *stack {
 	return newStack(t, stackOptions{
-		model: scripted.New(demoScript()),
+		model: m,
 		tools: []string{demoTools(t, authorized)},
 		token: token,
 		configs: func(c *runtime.Config) {

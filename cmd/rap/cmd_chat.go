@@ -39,6 +39,12 @@ still running or reporting.
 
 A line starting with / is a command, not a message:
   /threads                        the thread tree of this session
+  /usage                          the tokens this thread used, and those of
+                                  its whole session (the root thread and
+                                  every child thread), as the model's
+                                  provider reported them: input (cached
+                                  and written to the cache apart) and
+                                  output
   /move URL_OR_REMOTE [TOKEN]     move this session to another gorap runtime:
                                   its URL, or the name of a remote this
                                   runtime knows; TOKEN is that runtime's
@@ -51,6 +57,10 @@ A line starting with / is a command, not a message:
                                   the line history.
   /help, /quit
 A line starting with // is sent as a message with one / less.
+
+--status prints when the thread starts and stops running, and under each
+turn the tokens its completion used ("· tokens: 12,345 in (10,000 cached),
+1,234 out"); without it a turn prints nothing of the kind.
 
 --token is the runtime's client token (RAP_TOKEN), the one 'rap serve'
 requires when it has one.
@@ -66,6 +76,7 @@ it there); 2 for bad flags.`,
   echo "What time is it in Tokyo?" | rap chat --wait 1m
   RAP_TOKEN=s3cret rap chat --server https://agent.example
   echo "/move https://b.example" | rap chat --thread 01JD7...
+  printf 'Summarise the report\n/usage\n' | rap chat --status
   rap chat --tree`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,7 +88,7 @@ it there); 2 for bad flags.`,
 	bindEnv(fs, "server", envServer)
 	fs.StringVar(&opts.Thread, "thread", "", "resume thread `ID` (its history is printed first); default: a new thread")
 	fs.DurationVar(&opts.Wait, "wait", 2*time.Minute, "how long to wait, after each message and at the end of input, for the thread and its children to be quiet (no queued input, pending call, active subscription or running child)")
-	fs.BoolVar(&opts.ShowStatus, "status", false, "show running/idle changes")
+	fs.BoolVar(&opts.ShowStatus, "status", false, "show running/idle changes and the tokens of each completion")
 	fs.BoolVar(&opts.Tree, "tree", false, "print the thread tree (every session, or the session of --thread) and exit")
 	fs.Var((*secretValue)(&opts.Token), "token", "bearer `TOKEN` of the runtime's client API")
 	bindEnv(fs, "token", config.EnvToken)

@@ -152,23 +152,29 @@ function setMenu(open) {
   if (open) $('sidebar').querySelector('a, button')?.focus();
 }
 
-// closeThread asks, then closes the open thread (POST .../close).
+let closing = ''; // the thread the close dialog asks about
+
+// closeThread asks whether to close the open thread; closeAnswered
+// closes it (POST .../close) when the answer is yes.
 function closeThread() {
-  const dialog = $('close-dialog');
-  const id = current?.id;
-  if (!id) return;
-  dialog.returnValue = '';
-  dialog.addEventListener('close', async () => {
-    if (dialog.returnValue !== 'close' || current?.id !== id) return;
-    try {
-      await api.close(id);
-      current?.refreshStatus();
-      reloadThreads();
-    } catch (err) {
-      toast('Could not close the thread: ' + err.message);
-    }
-  }, { once: true });
-  dialog.showModal();
+  closing = current?.id || '';
+  if (closing) $('close-dialog').showModal();
+}
+
+// closeAnswered handles a button of the close dialog, as it is pressed:
+// the dialog's close event comes later, in a task of its own, and may
+// come after the dialog was opened again.
+async function closeAnswered(ev) {
+  const id = closing;
+  closing = '';
+  if (ev.submitter?.value !== 'close' || !id || current?.id !== id) return;
+  try {
+    await api.close(id);
+    current?.refreshStatus();
+    reloadThreads();
+  } catch (err) {
+    toast('Could not close the thread: ' + err.message);
+  }
 }
 
 // moved shows that the session of root thread id moved to the runtime at
@@ -182,6 +188,7 @@ function moved(id, to) {
 function init() {
   $('new-thread').addEventListener('click', newThread);
   $('close-thread').addEventListener('click', closeThread);
+  $('close-dialog').querySelector('form').addEventListener('submit', closeAnswered);
   $('move-thread').addEventListener('click', () => mover.open(current?.id));
   // The skip link moves the focus without touching the address, which
   // names the open thread: to the message box when a thread is open,

@@ -2,11 +2,17 @@
 // streaming, tool calls and their results, and what waits for the person
 // (user choices, OAuth links), from the history and the event stream.
 import { h, json, resultBody, safeURL, segments, shortID, time, view } from './render.js';
+import { UsageLine } from './usage.js';
 
 const $ = (id) => document.getElementById(id);
 
 // The reserved tool name of subscription events injected inline (RAP SU-5).
 const INJECTED = 'receive_event__injected';
+
+// How often a session's root thread reads its state again while it has
+// open child threads: their completions add to the session's tokens
+// without an event on the root's stream.
+const SESSION_REFRESH = 5000;
 
 export class ThreadView {
   constructor(api, id, app) {
@@ -18,6 +24,7 @@ export class ThreadView {
     this.streaming = null; // the bubble of the text being streamed
     this.status = null; // the thread's state (the thread event, GET /v1/threads/{id})
     this.statusTimer = null;
+    this.sessionTimer = null;
     this.connects = 0;
     this.requeue = []; // queued messages put aside while a replay rebuilds the view
     this.answered = new Set(); // call ids of the choices answered here
@@ -26,6 +33,7 @@ export class ThreadView {
     this.moving = false; // a move of the session from this page runs
     this.held = []; // error events that arrived while it ran
     this.closed = false;
+    this.usage = new UsageLine(); // the tokens the thread and its session used
 
     this.list = $('messages');
     this.list.replaceChildren(); // another thread's, queued messages included
@@ -57,6 +65,7 @@ export class ThreadView {
     this.closed = true;
     this.stream.close();
     clearTimeout(this.statusTimer);
+    clearTimeout(this.sessionTimer);
   }
 
   // lookupMoved asks where the thread's session went, after the runtime
@@ -64,6 +73,7 @@ export class ThreadView {
   async lookupMoved() {
     this.stream.close();
     clearTimeout(this.statusTimer);
+    clearTimeout(this.sessionTimer);
     try {
       const res = await this.api.movedTo(this.id);
       if (!this.closed) this.movedAway(res.moved_to, false);
@@ -91,6 +101,7 @@ export class ThreadView {
   movedAway(to, focus) {
     this.stream.close();
     clearTimeout(this.statusTimer);
+    clearTimeout(this.sessionTimer);
     this.moved = String(to || '');
     this.moving = false;
     this.held = [];
@@ -103,6 +114,7 @@ export class ThreadView {
     // What the thread waits for and shows live is the other runtime's now;
     // its history stays here to read.
     for (const box of ['choices', 'oauth', 'views', 'toolset-errors', 'thread-info']) $(box).replaceChildren();
+    this.usage.clear();
     this.statusSig = null;
     this.setRunning(false);
     this.setConn('moved');
@@ -130,6 +142,7 @@ export class ThreadView {
     this.streaming = null;
     this.statusSig = null;
     for (const box of ['choices', 'oauth', 'views', 'toolset-errors', 'thread-info']) $(box).replaceChildren();
+    this.usage.clear();
     this.setRunning(false);
   }
 
@@ -170,7 +183,14 @@ export class ThreadView {
         break;
       case 'thread':
         this.status = d;
+        this.usage.set(d);
         this.drawStatus();
+        this.watchSession();
+        break;
+      case 'usage':
+        // One completion's tokens; the next read of the state (after the
+        // turn's message) has them in its sums.
+        this.usage.add(d);
         break;
       case 'reset':
         this.clear();
@@ -213,7 +233,7 @@ export class ThreadView {
         this.app.reloadThreads();
         break;
       default:
-        // tool_call and tool_result arrive in messages too; usage is not shown.
+        // tool_call and tool_result arrive in messages too.
         break;
     }
   }
@@ -423,12 +443,26 @@ export class ThreadView {
     this.statusTimer = setTimeout(async () => {
       try {
         this.status = await this.api.thread(this.id);
+        if (this.closed || this.moved) return;
+        this.usage.set(this.status);
         this.drawStatus();
+        this.watchSession();
       } catch (err) {
         if (err.moved) this.lookupMoved();
         else this.app.toast('Could not read the thread: ' + err.message);
       }
     }, 150);
+  }
+
+  // watchSession reads the state again in a while, when the thread is a
+  // session's root that used tokens and has open child threads, so that
+  // the session's figure follows what its children use.
+  watchSession() {
+    clearTimeout(this.sessionTimer);
+    const s = this.status;
+    if (!s || s.parent_id || this.closed || this.moved || !this.usage.shown()) return;
+    if (!(s.children || []).some((id) => this.app.threads.get(id)?.status !== 'closed')) return;
+    this.sessionTimer = setTimeout(() => (document.hidden ? this.watchSession() : this.refreshStatus()), SESSION_REFRESH);
   }
 
   threadsChanged() {

@@ -1,0 +1,112 @@
+// The tokens a conversation cost, under the thread's title: a short line
+// ("12.3k tokens in · 1.2k out", and on a session's root thread with child
+// threads "session: 40.1k in · 3.0k out") that opens on the exact figures,
+// cached and cache-write input included. The figures come from the
+// thread's state (usage and session_usage of GET /v1/threads/{id}), and
+// each completion's "usage" event adds to them until the state is read
+// again. Hidden while there is no usage (a model that reports none).
+import { h } from './render.js';
+
+const $ = (id) => document.getElementById(id);
+
+/** compact writes a token count briefly: 950, 12.3k, 4.5M. */
+export function compact(n) {
+  n = Number(n) || 0;
+  if (n < 1000) return String(n);
+  if (n < 999950) return (n / 1000).toFixed(1) + 'k';
+  return (n / 1e6).toFixed(1) + 'M';
+}
+
+// exact writes a count in full, with thousands separators.
+function exact(n) {
+  return (Number(n) || 0).toLocaleString('en-US');
+}
+
+const FIELDS = ['input_tokens', 'cached_input_tokens', 'uncached_input_tokens', 'cache_write_input_tokens', 'output_tokens'];
+
+// copy keeps the counts of a usage object of the API; null when there is
+// none.
+function copy(u) {
+  if (!u || typeof u !== 'object') return null;
+  return Object.fromEntries(FIELDS.map((k) => [k, Number(u[k]) || 0]));
+}
+
+// add returns the sum of a (or nothing) and b.
+function add(a, b) {
+  const out = a ? { ...a } : copy({});
+  for (const k of FIELDS) out[k] += Number(b[k]) || 0;
+  // A provider may report the uncached part alone through input and cached.
+  if (!b.uncached_input_tokens) out.uncached_input_tokens = out.input_tokens - out.cached_input_tokens;
+  return out;
+}
+
+// sep separates two parts of the line: a middle dot to the eye, a comma
+// to a screen reader.
+function sep() {
+  return [h('span', { 'aria-hidden': 'true' }, ' · '), h('span', { class: 'sr-only' }, ', ')];
+}
+
+// detail says one usage in words, exactly.
+function detail(u) {
+  return `${exact(u.input_tokens)} input tokens (${exact(u.uncached_input_tokens)} uncached, ` +
+    `${exact(u.cached_input_tokens)} read from the cache, ${exact(u.cache_write_input_tokens)} written to the cache), ` +
+    `${exact(u.output_tokens)} output tokens`;
+}
+
+/** UsageLine draws the usage of the open thread in #usage. */
+export class UsageLine {
+  constructor() {
+    this.clear();
+  }
+
+  /** clear hides the line and forgets the figures (another thread, a replay, a session moved away). */
+  clear() {
+    this.thread = null;
+    this.session = null;
+    this.root = false;
+    this.children = 0;
+    this.draw();
+  }
+
+  /** set takes the figures from the thread's state. */
+  set(s) {
+    this.thread = copy(s.usage);
+    this.session = copy(s.session_usage);
+    this.root = !s.parent_id;
+    this.children = (s.children || []).length;
+    this.draw();
+  }
+
+  /** add counts one completion of the thread (a usage event): the session's figure too on a root. */
+  add(u) {
+    if (!u || typeof u !== 'object') return;
+    this.thread = add(this.thread, u);
+    if (this.root) this.session = add(this.session, u);
+    this.draw();
+  }
+
+  /** shown reports whether the thread or its session used tokens. */
+  shown() {
+    return !!(this.thread || this.session);
+  }
+
+  draw() {
+    const box = $('usage');
+    const withSession = this.root && this.children > 0 && !!this.session;
+    box.hidden = !this.thread && !withSession;
+    if (box.hidden) {
+      box.open = false;
+      return;
+    }
+    const t = this.thread || copy({});
+    const line = [h('span', { class: 'sr-only' }, 'Tokens used: '), `${compact(t.input_tokens)} tokens in`, sep(), `${compact(t.output_tokens)} out`];
+    const more = [h('p', { 'data-usage': 'thread' }, 'This thread: ', detail(t), '.')];
+    if (withSession) {
+      const s = this.session;
+      line.push(sep(), `session: ${compact(s.input_tokens)} in`, sep(), `${compact(s.output_tokens)} out`);
+      more.push(h('p', { 'data-usage': 'session' }, 'The session (this thread and its child threads): ', detail(s), '.'));
+    }
+    $('usage-summary').replaceChildren(...line.flat());
+    $('usage-detail').replaceChildren(...more);
+  }
+}
