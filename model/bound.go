@@ -183,19 +183,12 @@ func noteUnits(bytes, tokens int) int {
 	return u + 2*spaceUnits
 }
 
-// groupThousands writes n with commas between groups of three digits:
-// 1,234,567.
+// groupThousands writes n, not negative, with commas between groups of
+// three digits: 1,234,567.
 func groupThousands(n int) string {
 	s := strconv.Itoa(n)
-	if n < 0 {
-		return "-" + groupThousands(-n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
 	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
+	return s
 }
