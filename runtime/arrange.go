@@ -55,7 +55,7 @@ func (a *arranged) settled() int {
 // result gets a placeholder, and a result arriving later is shown as a user
 // note where it arrived.
 func arrangeHistory(history []store.Message, images bool) []model.Message {
-	return arrangeHistoryWith(joined{history, nil}, images, nil)
+	return arrangeHistoryWith(joined{history, nil}, modelView{images: images}, nil)
 }
 
 // joined is two message lists read as one, head first, without copying.
@@ -70,10 +70,11 @@ func (h joined) at(i int) *store.Message {
 	return &h.tail[i-len(h.head)]
 }
 
-// arrangeHistoryWith is arrangeHistory with the placeholder text of each
-// call whose result is missing given by placeholder (nil: the default).
-func arrangeHistoryWith(history joined, images bool, placeholder func(callID string) string) []model.Message {
-	out, _ := arrangeFrom(history, images, placeholder, nil)
+// arrangeHistoryWith is arrangeHistory for a view, with the placeholder
+// text of each call whose result is missing given by placeholder (nil:
+// the default).
+func arrangeHistoryWith(history joined, view modelView, placeholder func(callID string) string) []model.Message {
+	out, _ := arrangeFrom(history, view, placeholder, nil)
 	return out
 }
 
@@ -85,10 +86,10 @@ func arrangeHistoryWith(history joined, images bool, placeholder func(callID str
 // each use. The last message can still be merged into by the next user
 // text; the copy handed out is, the arranged prefix is not.
 type arranged struct {
-	upto   int             // history messages covered
-	images bool            // whether images were kept (RAP RE-2)
-	msgs   []model.Message // the model form; never handed out, only copied
-	holes  []hole
+	upto  int             // history messages covered
+	view  modelView       // how results were shown: images, bound (bounds.go)
+	msgs  []model.Message // the model form; never handed out, only copied
+	holes []hole
 	// buf is the array the thread's previous request was built in, reused
 	// for the next one: a model does not keep a request after Complete
 	// returns (model.Provider), and a thread runs one slice at a time
@@ -103,16 +104,18 @@ type hole struct {
 	callID   string
 }
 
-// arrangeFrom arranges history for the model, starting from prev, the
-// arranged form of a prefix of the same history (nil: from the start),
-// and returns the messages and the arranged form of the longest prefix of
-// history.head now settled, for the next call. The messages returned are
-// the caller's own.
-func arrangeFrom(history joined, images bool, placeholder func(callID string) string, prev *arranged) ([]model.Message, *arranged) {
+// arrangeFrom arranges history for the model as view shows results,
+// starting from prev, the arranged form of a prefix of the same history
+// (nil: from the start), and returns the messages and the arranged form of
+// the longest prefix of history.head now settled, for the next call. The
+// messages returned are the caller's own. A result is bounded here
+// (model.BoundResult), so the arranged prefix holds it bounded, and a
+// result reads the same in every request.
+func arrangeFrom(history joined, view modelView, placeholder func(callID string) string, prev *arranged) ([]model.Message, *arranged) {
 	if placeholder == nil {
 		placeholder = func(string) string { return pendingResultText }
 	}
-	if prev != nil && (prev.images != images || prev.upto > len(history.head)) {
+	if prev != nil && (prev.view != view || prev.upto > len(history.head)) {
 		prev = nil
 	}
 	// This runs for every completion, so it keeps no index of the calls:
@@ -204,7 +207,7 @@ func arrangeFrom(history joined, images bool, placeholder func(callID string) st
 					um.ToolResults = append(um.ToolResults, model.ToolResult{CallID: c.ID, Text: placeholder(c.ID)})
 					continue
 				}
-				um.ToolResults = append(um.ToolResults, modelResult(res, images))
+				um.ToolResults = append(um.ToolResults, modelResult(res, view))
 			}
 			out = append(out, um)
 		case store.RoleTool:
@@ -220,7 +223,7 @@ func arrangeFrom(history joined, images bool, placeholder func(callID string) st
 					name = res.Name
 				}
 				addUserText(fmt.Sprintf("Result of the earlier call %s (%s), which arrived after the conversation moved on:\n%s",
-					res.CallID, name, modelText(res, images)))
+					res.CallID, name, model.BoundText(modelText(res, view.images), view.maxResultTokens)))
 			}
 		}
 	}
@@ -229,7 +232,7 @@ func arrangeFrom(history joined, images bool, placeholder func(callID string) st
 		prev.buf = buf
 		return out, prev // nothing newly settled
 	}
-	next := &arranged{upto: cut, images: images, holes: slices.Clip(holes[:cutHoles]), buf: buf}
+	next := &arranged{upto: cut, view: view, holes: slices.Clip(holes[:cutHoles]), buf: buf}
 	if cutLen > 0 {
 		// Extend prev's array in place: its last message may have been
 		// merged into since, so it is written again. Slices of a thread
@@ -297,9 +300,16 @@ func resultInTime(history joined, i int, callID string) (store.ToolResult, bool)
 	return store.ToolResult{}, false
 }
 
-// modelResult converts a stored result for the model. Without image
-// support each image becomes a text placeholder (RAP RE-2).
-func modelResult(res store.ToolResult, images bool) model.ToolResult {
+// modelResult converts a stored result for the model as view shows it:
+// without image support each image becomes a text placeholder (RAP RE-2),
+// and text over view.maxResultTokens is cut (model.BoundResult).
+func modelResult(res store.ToolResult, view modelView) model.ToolResult {
+	return model.BoundResult(convertResult(res, view.images), view.maxResultTokens)
+}
+
+// convertResult converts a stored result for the model, whole. Without
+// image support each image becomes a text placeholder (RAP RE-2).
+func convertResult(res store.ToolResult, images bool) model.ToolResult {
 	out := model.ToolResult{CallID: res.CallID, IsError: res.IsError}
 	if len(res.Content) == 0 {
 		out.Text = res.Text

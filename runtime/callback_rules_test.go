@@ -521,9 +521,18 @@ func TestViewUpdateRefusedAfterThreadClosed(t *testing.T) {
 }
 
 // RAP TR-5: a callback between 1 MiB (the old limit) and
-// rap.MaxCallbackBytes is accepted and reaches the model whole.
+// rap.MaxCallbackBytes is accepted, stored whole, and reaches whole a
+// model whose context window holds it (a smaller one gets its start and
+// end: TestLargeResultIsBoundedForTheModelOnly).
 func TestCallbackBetween1And4MiBAccepted(t *testing.T) {
-	e, th, inv := pendingCall(t)
+	m := scripted.New([]scripted.Turn{{ToolCalls: []scripted.Call{call("job", `{}`)}}, {Text: "got {{last_result}}", Repeat: true}})
+	m.SetContextWindow(40_000_000) // a tenth of it holds the result (about 2.4M tokens by the estimate)
+	ts := newToolServer(t, "jobs", tool("job"))
+	e := newEnv(t, envOptions{servers: []string{ts.URL()}, model: m})
+	th := e.newThread()
+	e.post(th, "start")
+	inv := ts.next()
+	e.idle(th)
 	text := strings.Repeat("0123456789abcdef", (3<<20+512<<10)/16) // 3.5 MiB
 	body := mustJSON(t, rap.ToolResult{GroupID: th, ID: inv.ID, Text: text})
 	if len(body) <= 1<<20 || len(body) > MaxCallbackBytes {

@@ -38,9 +38,9 @@ type CompactionConfig struct {
 	// KeepLast is how many of the latest messages are never summarised;
 	// zero means DefaultCompactionKeepLast.
 	KeepLast int
-	// Window is the model's context window in tokens; zero asks the model
-	// (a provider with a ContextWindow() int method) and then takes
-	// DefaultContextWindow.
+	// Window is the context window compaction keeps requests within, in
+	// tokens; zero takes the runtime's (Config.ContextWindow, else the
+	// model's, else model.DefaultContextWindow).
 	Window int
 }
 
@@ -50,22 +50,15 @@ const (
 	DefaultCompactionShare = 0.75
 	// DefaultCompactionKeepLast keeps the last few turns whole.
 	DefaultCompactionKeepLast = 6
-	// DefaultContextWindow is the window assumed for a model whose window
-	// is not known: the smallest of the current large models'.
-	DefaultContextWindow = 128_000
 )
 
-// compactWindow returns the context window compaction works against.
+// compactWindow returns the context window compaction works against:
+// Config.Compaction.Window, else the runtime's (bounds.go).
 func (r *Runtime) compactWindow() int {
 	if w := r.cfg.Compaction.Window; w > 0 {
 		return w
 	}
-	if m, ok := r.model.(interface{ ContextWindow() int }); ok {
-		if w := m.ContextWindow(); w > 0 {
-			return w
-		}
-	}
-	return DefaultContextWindow
+	return r.window
 }
 
 func (r *Runtime) compactShare() float64 {
@@ -82,32 +75,34 @@ func (r *Runtime) compactKeepLast() int {
 	return DefaultCompactionKeepLast
 }
 
-// estimateTokens estimates a request's input tokens: about four bytes of
-// text a token, the tools' schemas included.
+// estimateTokens estimates a request's input tokens (model.EstimateTokens
+// over its texts), the tools' schemas included.
 func estimateTokens(req model.Request) int {
-	n := len(req.System)
+	n := model.EstimateTokens(req.System)
 	for _, t := range req.Tools {
-		n += len(t.Name) + len(t.Description) + len(t.InputSchema)
+		n += model.EstimateTokens(t.Name) + model.EstimateTokens(t.Description) + model.EstimateTokens(string(t.InputSchema))
 	}
-	n /= 4
 	for _, m := range req.Messages {
-		n += 2 // the message's framing
-		n += len(m.Text) / 4
+		n += 4 // the message's framing
+		n += model.EstimateTokens(m.Text)
 		for _, c := range m.ToolCalls {
-			n += (len(c.Name) + len(c.Arguments) + 16) / 4
+			n += model.EstimateTokens(c.Name) + model.EstimateTokens(string(c.Arguments)) + 4
 		}
 		for _, res := range m.ToolResults {
-			n += (len(res.Text) + 16) / 4
+			n += model.EstimateTokens(res.Text) + 4
 			for _, c := range res.Content {
-				n += len(c.Text) / 4
+				n += model.EstimateTokens(c.Text)
 				if c.Type == "image" {
-					n += 1600 // a typical image's tokens
+					n += imageTokens
 				}
 			}
 		}
 	}
 	return n
 }
+
+// imageTokens is about what one image of a tool result costs.
+const imageTokens = 1600
 
 // compactions remembers, per thread, the compaction its requests use, so
 // that a slice reads the store for it only when the request is near the
@@ -132,14 +127,14 @@ func (c *compactions) set(thread string, comp *store.Compaction) {
 	c.by[thread] = comp
 }
 
-// modelView returns what the model sees of history under comp: the
+// compactedView returns what the model sees of history under comp: the
 // summary, as a user message numbered as the last message it covers; then
 // the tool calls among the covered messages whose results are not among
 // them (still waiting, or arrived later), as an assistant message of their
 // own, so that each keeps its place and its result; then the messages
 // after the summary. Without comp, history itself. The view depends only
 // on history and comp, so the requests over it keep their prefix.
-func modelView(history []store.Message, comp *store.Compaction) []store.Message {
+func compactedView(history []store.Message, comp *store.Compaction) []store.Message {
 	if comp == nil {
 		return history
 	}
@@ -178,14 +173,14 @@ func modelView(history []store.Message, comp *store.Compaction) []store.Message 
 const summaryPrefix = "[Summary: "
 
 // requestFor returns the next request of thread th over history, built by
-// build from what the model sees of it (modelView), compacting the thread
+// build from what the model sees of it (compactedView), compacting the thread
 // first when that request would pass the share of the window. It never
 // fails the slice: a compaction that fails is logged, and the request goes
 // as it was.
 func (r *Runtime) requestFor(ctx context.Context, th store.Thread, history []store.Message, build func([]store.Message) model.Request) model.Request {
 	comp := r.compacted.get(th.ID)
 	r.hist.useView(th.ID, viewBase(comp))
-	req := build(modelView(history, comp))
+	req := build(compactedView(history, comp))
 	if r.cfg.Compaction.Off {
 		return req
 	}
@@ -204,17 +199,13 @@ func (r *Runtime) requestFor(ctx context.Context, th store.Thread, history []sto
 		comp = stored
 		r.compacted.set(th.ID, comp)
 		r.hist.useView(th.ID, viewBase(comp))
-		if req = build(modelView(history, comp)); estimateTokens(req) <= limit {
+		if req = build(compactedView(history, comp)); estimateTokens(req) <= limit {
 			return req
 		}
 	}
 	// What stays whole is about half of what the messages may fill, so
 	// that the next compaction is far off.
-	view := modelView(history, comp)
-	overhead := estimateTokens(req)
-	for _, m := range view {
-		overhead -= messageTokens(m)
-	}
+	overhead := estimateTokens(model.Request{System: req.System, Tools: req.Tools})
 	next, err := r.compact(ctx, th, history, comp, max(limit-overhead, 0)/2, false)
 	if err != nil {
 		r.log.Warn("compaction failed; the request goes as it is", "thread", th.ID, "err", err)
@@ -224,7 +215,7 @@ func (r *Runtime) requestFor(ctx context.Context, th store.Thread, history []sto
 		return req
 	}
 	r.hist.useView(th.ID, viewBase(next))
-	return build(modelView(history, next))
+	return build(compactedView(history, next))
 }
 
 func viewBase(c *store.Compaction) int64 {
@@ -276,7 +267,7 @@ func (r *Runtime) storedCompaction(ctx context.Context, th store.Thread) (*store
 // compactCut returns how many of the view's messages a compaction may
 // cover: all but the latest ones that fit in keepTokens, and never the last
 // keep (tool calls among the covered ones still waiting for their results
-// stay in the view: modelView). Zero when fewer than two would be covered.
+// stay in the view: compactedView). Zero when fewer than two would be covered.
 func compactCut(view []store.Message, keep, keepTokens int) int {
 	cut, tokens := len(view), 0
 	for cut > 0 {
@@ -293,22 +284,23 @@ func compactCut(view []store.Message, keep, keepTokens int) int {
 	return cut
 }
 
-// messageTokens estimates a message's tokens as estimateTokens does.
+// messageTokens estimates a stored message's tokens as estimateTokens
+// does a request's (a result's text whole: as stored, not as bounded).
 func messageTokens(m store.Message) int {
-	n := len(m.Text) + 8
+	n := 4 + model.EstimateTokens(m.Text)
 	for _, c := range m.ToolCalls {
-		n += len(c.Name) + len(c.Arguments) + 16
+		n += model.EstimateTokens(c.Name) + model.EstimateTokens(string(c.Arguments)) + 4
 	}
 	for _, res := range m.ToolResults {
-		n += len(res.Text) + 16
+		n += model.EstimateTokens(res.Text) + 4
 		for _, c := range res.Content {
-			n += len(c.Text)
+			n += model.EstimateTokens(c.Text)
 			if c.Type == "image" {
-				n += 1600 * 4
+				n += imageTokens
 			}
 		}
 	}
-	return n / 4
+	return n
 }
 
 // compactInstructions tell the model how to summarise.
@@ -329,7 +321,7 @@ const compactRequestText = "Summarize the conversation above for the agent, as t
 // force says it was asked for, not needed. It returns nil when there is
 // nothing to summarise.
 func (r *Runtime) compact(ctx context.Context, th store.Thread, history []store.Message, prev *store.Compaction, keepTokens int, force bool) (*store.Compaction, error) {
-	view := modelView(history, prev)
+	view := compactedView(history, prev)
 	cut := compactCut(view, r.compactKeepLast(), keepTokens)
 	if cut < 2 {
 		return nil, nil
@@ -344,7 +336,7 @@ func (r *Runtime) compact(ctx context.Context, th store.Thread, history []store.
 			covered++
 		}
 	}
-	msgs, _ := arrangeFrom(joined{head: view[:cut]}, r.model.SupportsImages(), nil, nil)
+	msgs, _ := arrangeFrom(joined{head: view[:cut]}, modelView{images: r.model.SupportsImages(), maxResultTokens: r.maxResultTokens}, nil, nil)
 	msgs = append(msgs, model.Message{Role: model.RoleUser, Text: compactRequestText})
 	maxTokens := min(max(r.compactWindow()/8, 512), 8192)
 	req := model.Request{System: compactInstructions, Messages: msgs, MaxTokens: maxTokens}

@@ -49,6 +49,13 @@
 // request after it, repairs conversations built elsewhere (arrange.go says
 // why the two are not one).
 //
+// What a request carries of each result is bounded (bounds.go): a result
+// whose text is estimated to take more than Config.MaxResultShare of the
+// model's context window is sent as its start and its end with a note,
+// and only the newest Config.MaxImagesPerRequest images are sent. The
+// store and the client API keep every result whole, and the same history
+// always gives the same request.
+//
 // # Threads, subscriptions and built-in tools
 //
 // A thread may have child threads (see docs/threads.md). A child inherits
@@ -161,7 +168,8 @@
 //     effects.go (what runs after a commit).
 //   - The model: discovery.go (toolsets and a session's catalog),
 //     request.go (the request), arrange.go (the history fix-up for the
-//     model), histcache.go (the history cache), modelcall.go (the
+//     model), bounds.go (the context window and what a request carries of
+//     each result), histcache.go (the history cache), modelcall.go (the
 //     completion, its time limits and retries), usage.go (token usage).
 //   - Tool calls: dispatch.go (invocations), timers.go (durable timers and
 //     call deadlines), callstatus.go and callstatus_ask.go (asking about

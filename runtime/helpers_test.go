@@ -78,6 +78,15 @@ func (r *recorder) Complete(ctx context.Context, req model.Request, s model.Stre
 	return r.Provider.Complete(ctx, req, s)
 }
 
+// ContextWindow passes on the window the wrapped model declares
+// (model.WindowReporter), 0 when it declares none.
+func (r *recorder) ContextWindow() int {
+	if w, ok := r.Provider.(model.WindowReporter); ok {
+		return w.ContextWindow()
+	}
+	return 0
+}
+
 func (r *recorder) requests() []model.Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()

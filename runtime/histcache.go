@@ -39,8 +39,10 @@ type historyEntry struct {
 	ids     map[string]struct{}
 	idsUpTo int
 	// wire is the provider's encoding of the settled prefix, bounded by
-	// model.DefaultWireCacheBytes per thread.
-	wire *model.WireCache
+	// model.DefaultWireCacheBytes per thread, made while wireDropped
+	// images were left out of the requests (limitImages).
+	wire        *model.WireCache
+	wireDropped int
 	// viewBase is the UpToSeq of the compaction arr and wire were built
 	// over (compact.go), 0 for the whole history.
 	viewBase int64
@@ -181,9 +183,13 @@ func (c *historyCache) setArranged(thread string, a *arranged) {
 	}
 }
 
-// wire returns the thread's cache of encoded settled messages, nil when
-// the thread's history is not cached (the encoding is then not kept).
-func (c *historyCache) wire(thread string) *model.WireCache {
+// wire returns the thread's cache of encoded settled messages for
+// requests that leave dropped images out (limitImages), nil when the
+// thread's history is not cached (the encoding is then not kept). The
+// settled messages read the same in every request that leaves out as many
+// images, the oldest ones; a cache made for another number is replaced by
+// an empty one.
+func (c *historyCache) wire(thread string, dropped int) *model.WireCache {
 	if c == nil || c.max < 0 {
 		return nil
 	}
@@ -194,8 +200,8 @@ func (c *historyCache) wire(thread string) *model.WireCache {
 		return nil
 	}
 	e := el.Value.(*historyEntry)
-	if e.wire == nil {
-		e.wire = &model.WireCache{}
+	if e.wire == nil || e.wireDropped != dropped {
+		e.wire, e.wireDropped = &model.WireCache{}, dropped
 	}
 	return e.wire
 }

@@ -26,7 +26,10 @@ const pendingResultText = "The tool is still running; its result has not arrived
 //
 // The model form of the thread's history up to its last closed turn is
 // kept with the history cache, so a completion arranges only the messages
-// added since (see arrangeFrom).
+// added since (see arrangeFrom). A tool result over the share of the
+// context window it may take is cut, and the images past the newest
+// Config.MaxImagesPerRequest are left out (bounds.go); the same history
+// always gives the same request.
 func (r *Runtime) buildRequest(threadID string, sess *session, history, more []store.Message, placeholder func(callID string) string) model.Request {
 	req := model.Request{System: r.cfg.System, MaxTokens: r.cfg.MaxTokens}
 	for _, t := range sess.catalog.Tools() {
@@ -37,11 +40,17 @@ func (r *Runtime) buildRequest(threadID string, sess *session, history, more []s
 	}
 	req.Tools = append(req.Tools, builtinSpecs...)
 	var next *arranged
-	req.Messages, next = arrangeFrom(joined{history, more}, r.model.SupportsImages(), placeholder, r.hist.arranged(threadID))
+	view := modelView{images: r.model.SupportsImages(), maxResultTokens: r.maxResultTokens}
+	req.Messages, next = arrangeFrom(joined{history, more}, view, placeholder, r.hist.arranged(threadID))
 	r.hist.setArranged(threadID, next)
+	// The images past the newest few are left out here, after the
+	// arranged prefix is kept: which they are changes as images arrive.
+	dropped := limitImages(req.Messages, r.maxImages)
 	if n := next.settled(); n > 0 {
-		// The provider encodes these messages once.
-		if w := r.hist.wire(threadID); w != nil {
+		// The provider encodes these messages once. With the same number
+		// of images left out, the settled messages read the same as when
+		// they were encoded; with another, the wire cache starts anew.
+		if w := r.hist.wire(threadID, dropped); w != nil {
 			req.Settled, req.SettledSeq, req.Wire = n, history[next.upto-1].Seq, w
 		}
 	}

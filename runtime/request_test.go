@@ -189,7 +189,8 @@ func TestArrangeFromSettledPrefix(t *testing.T) {
 	for seed := range uint64(200) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		h := randomHistory(rng, 5+rng.IntN(60))
-		images := rng.IntN(2) == 0
+		// Some results are cut to their note (bounds.go).
+		view := modelView{images: rng.IntN(2) == 0, maxResultTokens: []int{0, 2}[rng.IntN(2)]}
 		var prev *arranged
 		for k := 0; k <= len(h); k += 1 + rng.IntN(4) {
 			more := h[k:min(len(h), k+rng.IntN(3))]
@@ -200,8 +201,8 @@ func TestArrangeFromSettledPrefix(t *testing.T) {
 				}
 			}
 			hist := joined{h[:k:k], more}
-			want := arrangeHistoryWith(hist, images, placeholderFor(auth, nil))
-			got, next := arrangeFrom(hist, images, placeholderFor(auth, nil), prev)
+			want := arrangeHistoryWith(hist, view, placeholderFor(auth, nil))
+			got, next := arrangeFrom(hist, view, placeholderFor(auth, nil), prev)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d, %d saved + %d new messages:\nfrom the settled prefix %s\nfrom the start         %s",
 					seed, k, len(more), render(got), render(want))
@@ -227,7 +228,7 @@ func TestArrangeFromSettlesClosedTurns(t *testing.T) {
 	for i := range 50 {
 		id := fmt.Sprintf("c%d", i)
 		h = append(h, asst("", id))
-		_, prev = arrangeFrom(joined{h, []store.Message{res(id, "r")}}, false, nil, prev)
+		_, prev = arrangeFrom(joined{h, []store.Message{res(id, "r")}}, modelView{}, nil, prev)
 		h = append(h, res(id, "r"))
 		if prev == nil || prev.upto != len(h)-2 {
 			t.Fatalf("turn %d: settled %+v of %d messages, want all but the last turn", i, prev, len(h))

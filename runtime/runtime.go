@@ -119,6 +119,27 @@ type Config struct {
 	System string
 	// MaxTokens bounds each completion; zero means 4096.
 	MaxTokens int
+	// ContextWindow is the model's context window in tokens, which bounds
+	// what a request carries of each tool result (MaxResultShare). Zero
+	// takes the window the provider declares (model.WindowReporter) or
+	// the one the model table gives for its name (model.ContextWindow);
+	// when neither knows, model.DefaultContextWindow (128,000), which Start
+	// logs. rap serve sets it with --context-window (RAP_CONTEXT_WINDOW,
+	// rap.json "context_window").
+	ContextWindow int
+	// MaxResultShare is the share of the context window one tool result
+	// may take in a model request, above 0 and at most 1; zero means
+	// DefaultMaxResultShare (0.1). A longer result is sent as its start
+	// and its end with a note saying how much was left out
+	// (model.BoundResult); the store and the client API keep it whole.
+	// rap serve sets it with --max-result-share (RAP_MAX_RESULT_SHARE,
+	// rap.json "max_result_share").
+	MaxResultShare float64
+	// MaxImagesPerRequest is how many images of tool results one model
+	// request carries, the newest; each older one is sent as a note
+	// saying it was left out. Zero means DefaultMaxImagesPerRequest (20);
+	// negative sends every image.
+	MaxImagesPerRequest int
 	// ToolTimeouts maps a tool name to how long the runtime waits for its
 	// result before recording a synthetic error result (RAP RT-5).
 	ToolTimeouts map[string]time.Duration
@@ -260,6 +281,13 @@ type Runtime struct {
 	retry RetryPolicy
 	hub   *hub
 	hist  *historyCache
+	// window is the model's context window in tokens and windowFrom where
+	// it came from; maxResultTokens and maxImages bound each request
+	// (bounds.go).
+	window          int
+	windowFrom      windowSource
+	maxResultTokens int
+	maxImages       int
 	// retries knows which threads may have a model retry timer (modelcall.go).
 	retries retryTimers
 
@@ -338,6 +366,7 @@ func New(opts *Config) (*Runtime, error) {
 		problems = append(problems, fmt.Sprintf("DefaultToolTimeout is %v: must not be negative", cfg.DefaultToolTimeout))
 	}
 	problems = append(problems, checkToolsetPins(cfg.ToolServers, cfg.ToolsetPins)...)
+	problems = append(problems, checkBounds(&cfg)...)
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("runtime config: %s", strings.Join(problems, "; "))
 	}
@@ -374,6 +403,7 @@ func New(opts *Config) (*Runtime, error) {
 	if r.http == nil {
 		r.http = &http.Client{Transport: NewTransport()}
 	}
+	r.setBounds()
 	r.checks.kick = make(chan struct{}, 1)
 	r.baseCtx, r.cancel = context.WithCancel(context.Background())
 	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
@@ -428,6 +458,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	}
 	r.log.Info("runtime starting", "model", r.model.Name(), "tool_servers", len(r.cfg.ToolServers),
 		"threads_with_queued_messages", len(queued), "calls_to_dispatch", len(undispatched))
+	r.logContextWindow()
 	for _, c := range undispatched {
 		r.dispatchAsync(c, nil)
 	}

@@ -35,7 +35,8 @@ sites' pages.`,
   rap serve --config tools.json --data-dir ./data --log-format json
   rap token add --user alice --tokens-file tokens.toml     # then:
   rap serve --tokens-file tokens.toml --listen 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem
-  rap serve --public-url https://agent.example.com --allowed-hosts agent.example.com   # behind a proxy`,
+  rap serve --public-url https://agent.example.com --allowed-hosts agent.example.com   # behind a proxy
+  OPENAI_BASE_URL=http://localhost:11434/v1 rap serve --model openai:llama3.1 --context-window 131072`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s.LogLevel = a.logLevel
@@ -90,6 +91,8 @@ var settingsEnv = map[string]string{
 	"tls-cert":             config.EnvTLSCert,
 	"tls-key":              config.EnvTLSKey,
 	"retention":            config.EnvRetention,
+	"context-window":       config.EnvContextWindow,
+	"max-result-share":     config.EnvMaxResultShare,
 }
 
 // settingsEnvSeparator is the item separator of the list settings'

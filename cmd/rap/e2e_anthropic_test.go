@@ -270,6 +270,11 @@ func TestServeAnthropicEndToEnd(t *testing.T) {
 	if !strings.Contains(p.stdout.String(), "model:        anthropic:test-model") {
 		t.Errorf("rap serve should print the model in use; stdout:\n%s", p.stdout)
 	}
+	// "test-model" is in no table: the default window, said at start.
+	if !strings.Contains(p.stdout.String(), "context:      128000 tokens; a tool result is sent to the model with at most 12800") ||
+		!strings.Contains(p.stderr.String(), "context window is unknown") {
+		t.Errorf("rap serve should print the context window and log that it is unknown; stdout:\n%s\nstderr:\n%s", p.stdout, p.stderr)
+	}
 	// Secrets never reach the logs.
 	if strings.Contains(p.stderr.String(), apiKey) || strings.Contains(p.stdout.String(), apiKey) {
 		t.Errorf("the API key appears in rap serve's output")

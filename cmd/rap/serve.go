@@ -195,6 +195,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ClientAuth:                clientAuth,
 		InsecureClientAPI:         s.Insecure,
 		Retention:                 s.EffectiveRetention(toolSets),
+		ContextWindow:             s.EffectiveContextWindow(toolSets),
+		MaxResultShare:            s.EffectiveMaxResultShare(toolSets),
 		Remotes:                   remotes,
 	})
 	if err != nil {
@@ -237,6 +239,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		fmt.Fprintf(stdout, "  from other machines: %s (listening on every address)\n", strings.Join(elsewhere, ", "))
 	}
 	fmt.Fprintf(stdout, "  model:        %s\n", info.Model)
+	window, perResult := rt.ContextWindow()
+	fmt.Fprintf(stdout, "  context:      %d tokens; a tool result is sent to the model with at most %d of them (--context-window, --max-result-share)\n", window, perResult)
 	fmt.Fprintf(stdout, "  callbacks:    %s/rap/callback/…\n", publicURL)
 	fmt.Fprintf(stdout, "  web UI:       %s/\n", listenURL)
 	fmt.Fprintf(stdout, "  data dir:     %s\n", s.DataDir)

@@ -81,6 +81,10 @@ type script struct {
 	// word at a time with this pause between words, so that a person
 	// watching a client sees the reply stream in as from a real model.
 	StreamDelay string `json:"stream_delay,omitempty"`
+	// ContextWindow, in tokens, is the window the model declares
+	// (model.WindowReporter), so that a test can make the runtime bound
+	// what it sends as for a small model; 0 declares none.
+	ContextWindow int `json:"context_window,omitempty"`
 }
 
 // maxStreamDelay bounds a script's stream_delay.
@@ -94,9 +98,13 @@ type Model struct {
 	calls  atomic.Int64
 	allRep bool
 	delay  time.Duration // between streamed words; 0 streams at once
+	window int           // the declared context window in tokens; 0: none
 }
 
-var _ model.Provider = (*Model)(nil)
+var (
+	_ model.Provider       = (*Model)(nil)
+	_ model.WindowReporter = (*Model)(nil)
+)
 
 // Load reads a script file.
 func Load(path string) (*Model, error) {
@@ -128,6 +136,7 @@ func Load(path string) (*Model, error) {
 		}
 		m.SetStreamDelay(d)
 	}
+	m.window = sc.ContextWindow
 	m.name = "scripted:" + filepath.Base(path) + " (scripted test model — not a real LLM)"
 	return m, nil
 }
@@ -156,6 +165,9 @@ func parseScript(data []byte) (script, error) {
 	}
 	if len(s.Turns) == 0 {
 		return script{}, errors.New(`script has no turns; add at least one, such as {"text": "hello", "repeat": true}`)
+	}
+	if s.ContextWindow < 0 {
+		return script{}, fmt.Errorf("context_window: %d; want a number of tokens, such as 8000 (leave it out to declare none)", s.ContextWindow)
 	}
 	for i, t := range s.Turns {
 		if t.Text == "" && len(t.ToolCalls) == 0 && t.Error == "" {
@@ -195,6 +207,15 @@ func (m *Model) SetStreamDelay(d time.Duration) { m.delay = d }
 
 // Name implements model.Provider.
 func (m *Model) Name() string { return m.name }
+
+// ContextWindow implements model.WindowReporter: the script's
+// "context_window", or what SetContextWindow set; 0 when neither did.
+func (m *Model) ContextWindow() int { return m.window }
+
+// SetContextWindow makes the model declare a context window of tokens (as
+// a script's "context_window" does); 0 declares none. Set it before the
+// model is used.
+func (m *Model) SetContextWindow(tokens int) { m.window = tokens }
 
 // SupportsImages implements model.Provider. It is false unless set with
 // SetSupportsImages.

@@ -126,6 +126,39 @@ func TestLoadAndName(t *testing.T) {
 	if _, err := Load(filepath.Join(t.TempDir(), "missing.json")); err == nil {
 		t.Fatal("missing file loaded")
 	}
+	if m.ContextWindow() != 0 {
+		t.Errorf("a script without context_window declares %d tokens", m.ContextWindow())
+	}
+}
+
+// A script's "context_window" is the window the model declares
+// (model.WindowReporter); a negative or non-numeric one is refused with an
+// error naming it.
+func TestContextWindow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "small.json")
+	if err := os.WriteFile(path, []byte(`{"context_window": 8000, "turns": [{"text": "hi", "repeat": true}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, known := model.ProviderContextWindow(m); n != 8000 || !known {
+		t.Errorf("declared window: %d, %v; want 8000", n, known)
+	}
+	for _, bad := range []string{`-1`, `"8k"`, `8000.5`} {
+		if err := os.WriteFile(path, []byte(`{"context_window": `+bad+`, "turns": [{"text": "x"}]}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "context_window") {
+			t.Errorf("context_window %s: err = %v; want one naming context_window", bad, err)
+		}
+	}
+	n := New([]Turn{{Text: "x"}})
+	n.SetContextWindow(4000)
+	if n.ContextWindow() != 4000 {
+		t.Errorf("SetContextWindow(4000): %d", n.ContextWindow())
+	}
 }
 
 func TestParseErrors(t *testing.T) {

@@ -106,6 +106,13 @@ type File struct {
 	// Remotes are the file's "remotes": runtimes sessions may move to by
 	// name (remotes.go). Of two files naming one remote, the first wins.
 	Remotes map[string]Remote `json:"-"`
+	// ContextWindow is the file's "context_window": the model's context
+	// window in tokens (0: the model's own); nil when the file does not
+	// say. MaxResultShare is its "max_result_share": the share of the
+	// window one tool result may take in a model request (0: the
+	// default). The first file that sets each wins (contextwindow.go).
+	ContextWindow  *int     `json:"-"`
+	MaxResultShare *float64 `json:"-"`
 }
 
 // Security are the "security" settings of a config file.
@@ -152,6 +159,12 @@ func (f *File) Merge(other *File) {
 	}
 	if f.Retention == nil {
 		f.Retention = other.Retention
+	}
+	if f.ContextWindow == nil {
+		f.ContextWindow = other.ContextWindow
+	}
+	if f.MaxResultShare == nil {
+		f.MaxResultShare = other.MaxResultShare
 	}
 	for n, r := range other.Remotes {
 		if _, ok := f.Remotes[n]; !ok {
@@ -233,6 +246,8 @@ func Parse(data []byte, name string) (*File, error) {
 		Security  *Security          `json:"security"`
 		Retention json.RawMessage    `json:"retention"`
 		Remotes   json.RawMessage    `json:"remotes"`
+		Window    json.RawMessage    `json:"context_window"`
+		Share     json.RawMessage    `json:"max_result_share"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
@@ -243,7 +258,7 @@ func Parse(data []byte, name string) (*File, error) {
 	}
 	if raw.ToolSets == nil {
 		problem := `missing; want {"tool_sets": [{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}]}`
-		if misses := nearMisses(data, []string{"tool_sets", "security", "retention", "remotes"}); len(misses) > 0 {
+		if misses := nearMisses(data, append([]string{"tool_sets", "security", "retention", "remotes"}, boundKeys...)); len(misses) > 0 {
 			problem += "; the file has " + strings.Join(misses, ", ")
 		}
 		return nil, &Error{File: name, Path: "tool_sets", Problem: problem}
@@ -267,6 +282,21 @@ func Parse(data []byte, name string) (*File, error) {
 			return nil, err
 		}
 	} else if misses := nearMisses(data, []string{"remotes"}); len(misses) > 0 {
+		return nil, &Error{File: name, Problem: "unknown member " + strings.Join(misses, ", ")}
+	}
+	if err := parseFileBounds(f, raw.Window, raw.Share, name); err != nil {
+		return nil, err
+	}
+	// A misspelt bound would leave the model's window or share to the
+	// defaults unnoticed.
+	var absent []string
+	if raw.Window == nil {
+		absent = append(absent, "context_window")
+	}
+	if raw.Share == nil {
+		absent = append(absent, "max_result_share")
+	}
+	if misses := nearMisses(data, absent); len(misses) > 0 {
 		return nil, &Error{File: name, Problem: "unknown member " + strings.Join(misses, ", ")}
 	}
 	for i, item := range *raw.ToolSets {

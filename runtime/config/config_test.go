@@ -367,6 +367,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"tool_sets": [{"type":"toolset_server","server_url":"http://127.0.0.1:3001"}]}`))
 	f.Add([]byte(`{"tool_sets": [{"type":"mcp_server"}]}`))
 	f.Add([]byte("{\n"))
+	f.Add([]byte(`{"tool_sets": [], "context_window": 200000, "max_result_share": 0.25}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data, "fuzz.json")
 		if err != nil {

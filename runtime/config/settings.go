@@ -201,6 +201,18 @@ type Settings struct {
 	// for ever. Nil leaves it to the config files' "retention"
 	// (EffectiveRetention). It maps to runtime.Config.Retention.
 	Retention *time.Duration
+	// ContextWindow, when set (by --context-window or
+	// RAP_CONTEXT_WINDOW), is the model's context window in tokens; 0
+	// takes the model's own. Nil leaves it to the config files'
+	// "context_window" (EffectiveContextWindow). It maps to
+	// runtime.Config.ContextWindow.
+	ContextWindow *int
+	// MaxResultShare, when set (by --max-result-share or
+	// RAP_MAX_RESULT_SHARE), is the share of the context window one tool
+	// result may take in a model request; 0 takes the default. Nil leaves
+	// it to the config files' "max_result_share"
+	// (EffectiveMaxResultShare). It maps to runtime.Config.MaxResultShare.
+	MaxResultShare *float64
 }
 
 // Defaults returns the settings used when nothing is configured. getenv is
@@ -332,6 +344,16 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 			return s, fmt.Errorf("%s=%q: %v", EnvRetention, v, err)
 		}
 	}
+	if v := getenv(EnvContextWindow); v != "" {
+		if err := (contextWindowValue{&s.ContextWindow}).Set(v); err != nil {
+			return s, fmt.Errorf("%s=%q: %v", EnvContextWindow, v, err)
+		}
+	}
+	if v := getenv(EnvMaxResultShare); v != "" {
+		if err := (shareValue{&s.MaxResultShare}).Set(v); err != nil {
+			return s, fmt.Errorf("%s=%q: %v", EnvMaxResultShare, v, err)
+		}
+	}
 	for _, d := range []*minDuration{leaseTTLValue(&s), sweepEveryValue(&s)} {
 		if v := getenv(d.env); v != "" {
 			if err := d.Set(v); err != nil {
@@ -383,6 +405,8 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.TLSCert, "tls-cert", s.TLSCert, "serve HTTPS with the certificate chain in PEM `FILE` (with --tls-key) (env "+EnvTLSCert+")")
 	fs.StringVar(&s.TLSKey, "tls-key", s.TLSKey, "the private key in PEM `FILE` of --tls-cert; refused when every user may read it (env "+EnvTLSKey+")")
 	fs.Var(retentionValue{&s.Retention}, "retention", "delete closed sessions `D` after their last activity (a Go duration such as 720h, at least "+MinRetention.String()+"); 0 keeps them for ever, the default; overrides \"retention\" in rap.json (env "+EnvRetention+")")
+	fs.Var(contextWindowValue{&s.ContextWindow}, "context-window", "the model's context window in `TOKENS`, such as 200000: each tool result sent to the model takes at most --max-result-share of it (the whole result is kept); default: the model's published window for the Anthropic and OpenAI models gorap knows, else 128000; overrides \"context_window\" in rap.json (env "+EnvContextWindow+")")
+	fs.Var(shareValue{&s.MaxResultShare}, "max-result-share", "the most of the context window one tool result may take in a model request, a `SHARE` above 0 and at most 1; a longer result is sent as its start and end with a note; 0 = the default of 0.1 (a tenth); overrides \"max_result_share\" in rap.json (env "+EnvMaxResultShare+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")
 }
 
@@ -541,6 +565,8 @@ func (s Settings) LogValue() slog.Value {
 		slog.String("tokens_file", s.TokensFile),
 		slog.String("tls_cert", s.TLSCert),
 		slog.String("retention", retentionValue{&s.Retention}.String()),
+		slog.String("context_window", contextWindowValue{&s.ContextWindow}.String()),
+		slog.String("max_result_share", shareValue{&s.MaxResultShare}.String()),
 	)
 }
 
