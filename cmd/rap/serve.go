@@ -198,6 +198,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ContextWindow:             s.EffectiveContextWindow(toolSets),
 		MaxResultShare:            s.EffectiveMaxResultShare(toolSets),
 		Remotes:                   remotes,
+		Compaction:                runtime.CompactionConfig{Off: s.Compaction == config.CompactionOff},
 	})
 	if err != nil {
 		return err
