@@ -85,6 +85,11 @@ type script struct {
 	// (model.WindowReporter), so that a test can make the runtime bound
 	// what it sends as for a small model; 0 declares none.
 	ContextWindow int `json:"context_window,omitempty"`
+	// ReportUsage makes each completion report usage as a provider does:
+	// its request's tokens and its answer's, estimated
+	// (model.EstimateTokens), so that clients show usage without a real
+	// model.
+	ReportUsage bool `json:"report_usage,omitempty"`
 }
 
 // maxStreamDelay bounds a script's stream_delay.
@@ -99,6 +104,7 @@ type Model struct {
 	allRep bool
 	delay  time.Duration // between streamed words; 0 streams at once
 	window int           // the declared context window in tokens; 0: none
+	usage  bool          // report estimated usage with each completion
 }
 
 var (
@@ -137,6 +143,7 @@ func Load(path string) (*Model, error) {
 		m.SetStreamDelay(d)
 	}
 	m.window = sc.ContextWindow
+	m.usage = sc.ReportUsage
 	m.name = "scripted:" + filepath.Base(path) + " (scripted test model — not a real LLM)"
 	return m, nil
 }
@@ -330,6 +337,9 @@ func (m *Model) Complete(ctx context.Context, req model.Request, s model.Stream)
 		return nil, err
 	}
 	resp := &model.Response{Text: text, StopReason: "end_turn"}
+	if m.usage {
+		resp.Usage = estimatedUsage(req, text)
+	}
 	n := len(req.Messages)
 	id, stack := threadOf(req.System)
 	for j, c := range t.ToolCalls {
@@ -436,4 +446,23 @@ func (m *Model) stream(ctx context.Context, s model.Stream, text string) error {
 		s.TextDelta(strings.Join(words[i:min(i+per, len(words))], ""))
 	}
 	return nil
+}
+
+// estimatedUsage is the usage a provider would report for req and its
+// answer text, estimated.
+func estimatedUsage(req model.Request, text string) model.Usage {
+	in := model.EstimateTokens(req.System)
+	for _, t := range req.Tools {
+		in += model.EstimateTokens(t.Description) + model.EstimateTokens(string(t.InputSchema))
+	}
+	for _, msg := range req.Messages {
+		in += 4 + model.EstimateTokens(msg.Text)
+		for _, c := range msg.ToolCalls {
+			in += model.EstimateTokens(string(c.Arguments))
+		}
+		for _, r := range msg.ToolResults {
+			in += model.EstimateTokens(r.Text)
+		}
+	}
+	return model.Usage{InputTokens: int64(in), OutputTokens: int64(max(model.EstimateTokens(text), 1))}
 }

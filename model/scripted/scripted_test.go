@@ -357,3 +357,28 @@ func TestStreamDelay(t *testing.T) {
 		}
 	}
 }
+
+// A script with "report_usage" reports each completion's estimated
+// tokens, as a provider does; one without reports none.
+func TestReportUsage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usage.json")
+	if err := os.WriteFile(path, []byte(`{"report_usage": true, "turns": [{"text": "a short answer", "repeat": true}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := model.Request{System: "be brief", Messages: []model.Message{{Role: model.RoleUser, Text: strings.Repeat("tell me more ", 50)}}}
+	resp, err := m.Complete(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Usage.InputTokens < 50 || resp.Usage.OutputTokens < 1 {
+		t.Errorf("usage = %+v; want the request's and the answer's estimated tokens", resp.Usage)
+	}
+	resp, err = New([]Turn{{Text: "x"}}).Complete(context.Background(), req, nil)
+	if err != nil || resp.Usage != (model.Usage{}) {
+		t.Errorf("a script without report_usage reported %+v, %v", resp.Usage, err)
+	}
+}
