@@ -163,3 +163,17 @@ func TestPromptTooLongCompactsAndRetries(t *testing.T) {
 		t.Fatalf("compactions = %v, %v; want the thread compacted when the provider refused", comps, err)
 	}
 }
+
+// The byte bound that spares most requests an estimate is never below the
+// estimate, whatever the text.
+func TestTokensAtMostBoundsTheEstimate(t *testing.T) {
+	texts := []string{"", "plain English words", "a1b2c3d4e5f6a1b2c3", "aAaAaAaA", "日本語のテキスト", "Привет мир", "{\"k\": [1, 2, 3]}", strings.Repeat("9a", 500)}
+	for _, text := range texts {
+		req := model.Request{System: text, Messages: []model.Message{{Role: model.RoleUser, Text: text},
+			{Role: model.RoleAssistant, ToolCalls: []model.ToolCall{{Name: "x", Arguments: []byte(`{"q":"` + text + `"}`)}}},
+			{Role: model.RoleUser, ToolResults: []model.ToolResult{{CallID: "c", Text: text}}}}}
+		if b, e := tokensAtMost(req), estimateTokens(req); b < e {
+			t.Errorf("for %q the bound %d is below the estimate %d", text, b, e)
+		}
+	}
+}
