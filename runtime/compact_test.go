@@ -105,8 +105,7 @@ func TestCompactionKeepsRequestsWithinTheWindow(t *testing.T) {
 // A thread is compacted on demand, and one with too little to summarise
 // says so.
 func TestCompactOnDemand(t *testing.T) {
-	e := newEnv(t, envOptions{turns: compactTurns[:1:1]})
-	e.model.Provider = scripted.New(append([]scripted.Turn{compactTurns[0]}, scripted.Turn{Text: "ok", Repeat: true}))
+	e := newEnv(t, envOptions{turns: []scripted.Turn{compactTurns[0], {Text: "ok", Repeat: true}}})
 	th := e.newThread()
 	ctx := context.Background()
 	if _, err := e.rt.CompactThread(ctx, th); err == nil || !strings.Contains(err.Error(), "nothing to compact") {
@@ -126,7 +125,6 @@ func TestCompactOnDemand(t *testing.T) {
 	if got := reqs[len(reqs)-1]; !strings.Contains(fmt.Sprint(got.Messages), "SUMMARY-OF-EARLIER") {
 		t.Fatalf("the request after an on-demand compaction lacks the summary: %v", got.Messages)
 	}
-	_ = model.RoleUser
 }
 
 // tooLongModel refuses, as providers do, a request of more than max
