@@ -310,9 +310,10 @@ func (f *follower) catchUp(ctx context.Context, t *followedThread) <-chan Event 
 	// The state first: when it says closed, the history read after it is
 	// complete.
 	st, serr := f.api.Status(ctx, t.id)
-	msgs, herr := f.api.History(ctx, t.id)
+	msgs, compactions, herr := historyOf(ctx, f.api, t.id)
 	if herr == nil {
 		f.mu.Lock()
+		t.tr.expectCompactions(compactions)
 		t.tr.history(msgs)
 		f.mu.Unlock()
 		t.watch.shown(msgs)

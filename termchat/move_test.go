@@ -88,13 +88,14 @@ func TestHistoryDropsMoveToken(t *testing.T) {
 	}
 }
 
-// /help names /move and /usage, and an unknown command lists them.
+// /help names /move, /usage and /compact, and an unknown command lists
+// them.
 func TestChatHelpNamesMove(t *testing.T) {
 	src := startTestRuntime(t, timeScript())
 	out, errOut, err := runChatFor(t, Options{Server: src.URL}, "/help\n/nope\n")
 	if err != nil {
 		t.Fatalf("chat: %v\n%s", err, errOut)
 	}
-	wantLines(t, out, "/move URL_OR_REMOTE [TOKEN]", "/usage (the tokens")
-	wantLines(t, errOut, "/threads, /usage, /move, /help and /quit")
+	wantLines(t, out, "/move URL_OR_REMOTE [TOKEN]", "/usage (the tokens", "/compact (the model summarises")
+	wantLines(t, errOut, "/threads, /usage, /compact, /move, /help and /quit")
 }

@@ -122,6 +122,11 @@ type transcript struct {
 	choices  map[string]shownChoice // user choices shown, by call id
 	auth     map[string]string      // authorization links shown, by call id
 	usages   []api.Usage            // completions' usage to show under their turn (showStatus)
+	// compactions are those of the history being printed whose lines are
+	// not printed yet, oldest first; compactionsShown the UpToSeq of every
+	// compaction whose line was printed (compact.go).
+	compactions      []api.Compaction
+	compactionsShown map[int64]bool
 }
 
 // shownChoice is what a transcript remembers of a user choice to show its
@@ -136,7 +141,7 @@ func newTranscript(w io.Writer, d Display) *transcript {
 	return &transcript{w: w, line: &lineState{out: w}, display: d, maxResultLines: 8, maxResultChars: 600,
 		calls: map[string]bool{}, results: map[string]bool{}, seen: map[int64]bool{},
 		choices: map[string]shownChoice{}, auth: map[string]string{},
-		pending: map[string]bool{}, kids: map[string]bool{}}
+		pending: map[string]bool{}, kids: map[string]bool{}, compactionsShown: map[int64]bool{}}
 }
 
 // forChild returns the transcript of child thread id: it writes to the
@@ -344,6 +349,8 @@ func (t *transcript) event(ev Event) {
 		}
 	case "usage":
 		t.noteUsage(ev.Data) // usage.go
+	case "compacted":
+		t.compactedEvent(ev.Data) // compact.go
 	case "status":
 		t.flushUsage()
 		if t.showStatus {
@@ -379,6 +386,10 @@ func (t *transcript) message(m api.Message, echoUser bool) {
 		}
 		t.seen[m.Seq] = true
 	}
+	if m.Seq > 0 {
+		// A summary that ends before this message (compact.go).
+		t.compactionsBefore(m.Seq, false)
+	}
 	switch m.Role {
 	case api.RoleUser:
 		if echoUser {
@@ -401,6 +412,9 @@ func (t *transcript) message(m api.Message, echoUser bool) {
 	}
 	for _, r := range m.ToolResults {
 		t.toolResult(r)
+	}
+	if m.Seq > 0 {
+		t.compactionsBefore(m.Seq, true)
 	}
 }
 

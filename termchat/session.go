@@ -162,10 +162,14 @@ func (s *session) open(ctx context.Context) error {
 	var earlier []api.Message
 	var resumed []api.Thread
 	if opts.Thread != "" {
+		var compactions []api.Compaction
 		var err error
-		if earlier, err = s.api.History(ctx, s.threadID); err != nil {
+		if earlier, compactions, err = historyOf(ctx, s.api, s.threadID); err != nil {
 			return err
 		}
+		// The replay prints the history: with a line where each summary
+		// the model reads instead of older messages ends.
+		s.tr.expectCompactions(compactions)
 		if resumed, err = s.api.Threads(ctx, s.threadID); err != nil {
 			return err
 		}
@@ -334,13 +338,15 @@ func (s *session) line(ctx context.Context, text string) error {
 		return nil
 	case text == "/usage":
 		return s.showUsage(ctx) // usage.go
+	case text == "/compact":
+		return s.compactNow(ctx) // compact.go
 	case text == "/move" || strings.HasPrefix(text, "/move "):
 		return s.move(ctx, strings.Fields(text)[1:]) // move.go
 	case text == "/help":
-		s.say(stdout, "commands: /threads (the thread tree of this session), /usage (the tokens this thread and its session used), %s, /quit; a line starting with // sends it with one / less\n", moveUsage)
+		s.say(stdout, "commands: /threads (the thread tree of this session), /usage (the tokens this thread and its session used), /compact (the model summarises this thread's older messages now, and reads the summary instead of them from then on; every message is kept), %s, /quit; a line starting with // sends it with one / less\n", moveUsage)
 		return nil
 	case strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "//"):
-		s.say(stderr, "rap chat: unknown command %q: the commands are /threads, /usage, /move, /help and /quit; to send a message that starts with /, start it with //\n", oneLine(text, 40))
+		s.say(stderr, "rap chat: unknown command %q: the commands are /threads, /usage, /compact, /move, /help and /quit; to send a message that starts with /, start it with //\n", oneLine(text, 40))
 		return nil
 	}
 	if c, open := s.f.asks.next(); open {

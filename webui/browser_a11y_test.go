@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // axeSource is axe-core, the accessibility checker, from the npm package
@@ -49,7 +50,8 @@ func (b *browser) axeFindings(src string) []string {
 // The page has no serious or critical accessibility finding (axe-core's
 // WCAG rules) in the states a person meets first: the empty page, a
 // conversation with tool calls and results and the tokens it used (its
-// detail opened), a user choice, the dialog that confirms closing a
+// detail opened), the Compact action's outcome and a compaction's divider
+// with its summary open, a user choice, the dialog that confirms closing a
 // thread, and the dialog that moves a session (with an error); in light
 // and in dark mode.
 func TestBrowserAccessibility(t *testing.T) {
@@ -81,6 +83,15 @@ func TestBrowserAccessibility(t *testing.T) {
 		b.run("open the tokens' detail", chromedp.Click(chromedp.CSS("#usage summary")))
 		b.wait("the detail", `document.getElementById('usage').open`)
 		check("the tokens' detail")
+		if !dark {
+			b.run("compact", chromedp.Click(chromedp.CSS("#compact-thread")))
+			b.wait("the outcome", contains("#compact-status", "Compacted 2 earlier messages"))
+		}
+		// In dark mode, the divider comes from the history.
+		b.wait("the divider", `!!document.querySelector('#messages .compaction summary')`)
+		b.run("open the summary", chromedp.Focus(chromedp.CSS("#messages .compaction summary")), chromedp.KeyEvent(kb.Enter))
+		b.wait("the summary", `document.querySelector('#messages .compaction details').open`)
+		check("a compaction, its summary open")
 		b.say("deploy it")
 		b.wait("the choice picker", contains(`.choice .prompt`, "Deploy where?"))
 		// The message's queued copy, drawn faded, is gone once it is saved.

@@ -103,6 +103,7 @@ func call(name, args string) scripted.Call {
 // demoScript is the scripted model's side of the browser tests.
 func demoScript() []scripted.Turn {
 	return []scripted.Turn{
+		summaryTurn,
 		{AfterUser: "edit", Text: "Let me edit main.go.", ToolCalls: []scripted.Call{call("edit_file", `{"path":"main.go"}`)}},
 		{When: &scripted.When{LastResultContains: "edited main.go", LastInput: "tool_result"}, Text: "Done: main.go now greets the world."},
 		{AfterUser: "deploy", Text: "Where should it go?", ToolCalls: []scripted.Call{call("deploy", `{}`)}},
@@ -136,6 +137,8 @@ func newDemoStackModel(t *testing.T, authorized <-chan struct{}, token string, m
 				return display.Render(context.Background(), tool, script, args)
 			}
 			c.ModelRetry = runtime.ModelRetryPolicy{Initial: 10 * time.Millisecond, Attempts: 1}
+			// A short conversation can be compacted on demand.
+			c.Compaction.KeepLast = 2
 		},
 	})
 }

@@ -23,12 +23,13 @@ func get(t *testing.T, h http.Handler, path string) *http.Response {
 func TestServesPageAndAssetsWithCSP(t *testing.T) {
 	h := Handler()
 	for path, ctype := range map[string]string{
-		"/":                 "text/html",
-		"/assets/app.js":    "text/javascript",
-		"/assets/api.js":    "text/javascript",
-		"/assets/thread.js": "text/javascript",
-		"/assets/render.js": "text/javascript",
-		"/assets/style.css": "text/css",
+		"/":                  "text/html",
+		"/assets/app.js":     "text/javascript",
+		"/assets/api.js":     "text/javascript",
+		"/assets/thread.js":  "text/javascript",
+		"/assets/render.js":  "text/javascript",
+		"/assets/compact.js": "text/javascript",
+		"/assets/style.css":  "text/css",
 	} {
 		resp := get(t, h, path)
 		if resp.StatusCode != http.StatusOK {

@@ -45,6 +45,13 @@ A line starting with / is a command, not a message:
                                   provider reported them: input (cached
                                   and written to the cache apart) and
                                   output
+  /compact                        have the model summarise this thread's
+                                  older messages now: from then on it
+                                  reads the summary instead of them (its
+                                  last messages stay whole); every message
+                                  is kept. Prints "· compacted N earlier
+                                  messages (the model sees a summary): …",
+                                  or why there is nothing to compact yet
   /move URL_OR_REMOTE [TOKEN]     move this session to another gorap runtime:
                                   its URL, or the name of a remote this
                                   runtime knows; TOKEN is that runtime's
@@ -57,6 +64,12 @@ A line starting with / is a command, not a message:
                                   the line history.
   /help, /quit
 A line starting with // is sent as a message with one / less.
+
+Where the runtime compacted the thread (near the model's context window,
+or after /compact), the transcript shows "· compacted N earlier messages
+(the model sees a summary): " and the summary's first line: in a resumed
+thread's history right after the last message the summary covers, and as
+it happens.
 
 --status prints when the thread starts and stops running, and under each
 turn the tokens its completion used ("· tokens: 12,345 in (10,000 cached),
@@ -77,6 +90,7 @@ it there); 2 for bad flags.`,
   RAP_TOKEN=s3cret rap chat --server https://agent.example
   echo "/move https://b.example" | rap chat --thread 01JD7...
   printf 'Summarise the report\n/usage\n' | rap chat --status
+  echo /compact | rap chat --thread 01JD7...
   rap chat --tree`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

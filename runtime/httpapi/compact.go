@@ -6,6 +6,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/gorap/gorap/runtime/api"
 )
@@ -20,6 +21,12 @@ type Compactor interface {
 	Compactions(ctx context.Context, threadID string) ([]api.Compaction, error)
 }
 
+// compactAnswerTimeout bounds the answer of POST /v1/threads/{id}/compact,
+// which comes when the model has written the summary: longer than the
+// model timeout that bounds that request by default (10 minutes), and so
+// than the server's write timeout, which suits the immediate answers.
+const compactAnswerTimeout = 15 * time.Minute
+
 func (s *server) routeCompaction(mux *http.ServeMux, c Compactor) {
 	mux.HandleFunc("POST /v1/threads/{id}/compact", s.owned(func(w http.ResponseWriter, req *http.Request) {
 		var body struct{}
@@ -27,6 +34,7 @@ func (s *server) routeCompaction(mux *http.ServeMux, c Compactor) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(compactAnswerTimeout))
 		comp, err := c.CompactThread(req.Context(), req.PathValue("id"))
 		if err != nil {
 			s.writeEngineError(w, err)

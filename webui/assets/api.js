@@ -90,6 +90,10 @@ export class API {
   }
   thread(id) { return this.request('GET', '/v1/threads/' + encodeURIComponent(id)); }
   send(id, text) { return this.request('POST', '/v1/threads/' + encodeURIComponent(id) + '/messages', { text }); }
+  /** history reads a thread's messages and its compactions. */
+  history(id) { return this.request('GET', '/v1/threads/' + encodeURIComponent(id) + '/messages'); }
+  /** compact compacts a thread's history now; resolves to the compaction. */
+  compact(id) { return this.request('POST', '/v1/threads/' + encodeURIComponent(id) + '/compact', {}); }
   close(id) { return this.request('POST', '/v1/threads/' + encodeURIComponent(id) + '/close'); }
   /** remotes lists the runtimes sessions may move to by name. */
   remotes() { return this.request('GET', '/v1/remotes'); }

@@ -190,6 +190,7 @@ function init() {
   $('close-thread').addEventListener('click', closeThread);
   $('close-dialog').querySelector('form').addEventListener('submit', closeAnswered);
   $('move-thread').addEventListener('click', () => mover.open(current?.id));
+  $('compact-thread').addEventListener('click', () => current?.compactions.now());
   // The skip link moves the focus without touching the address, which
   // names the open thread: to the message box when a thread is open,
   // else to the button that starts one.

@@ -3,6 +3,7 @@
 // (user choices, OAuth links), from the history and the event stream.
 import { h, json, resultBody, safeURL, segments, shortID, time, view } from './render.js';
 import { UsageLine } from './usage.js';
+import { Compactions } from './compact.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -34,8 +35,9 @@ export class ThreadView {
     this.held = []; // error events that arrived while it ran
     this.closed = false;
     this.usage = new UsageLine(); // the tokens the thread and its session used
-
     this.list = $('messages');
+    this.compactions = new Compactions(this); // the dividers of its compactions, the Compact action
+
     this.list.replaceChildren(); // another thread's, queued messages included
     $('conn').dataset.mode = '';
     this.clear();
@@ -47,6 +49,7 @@ export class ThreadView {
       $('composer').hidden = false;
     }
     $('move-thread').hidden = true; // until the thread is known to be a root
+    this.compactions.show(false); // until the thread is known to be open
     this.setConn('connecting');
 
     this.stream = api.follow(id, {
@@ -110,7 +113,7 @@ export class ThreadView {
     const note = $('moved-note');
     note.replaceChildren('This session moved to ', link, '. It goes on there; that runtime may ask for its own client token.');
     note.hidden = false;
-    for (const el of ['composer', 'move-thread', 'close-thread']) $(el).hidden = true;
+    for (const el of ['composer', 'move-thread', 'close-thread', 'compact-thread']) $(el).hidden = true;
     // What the thread waits for and shows live is the other runtime's now;
     // its history stays here to read.
     for (const box of ['choices', 'oauth', 'views', 'toolset-errors', 'thread-info']) $(box).replaceChildren();
@@ -143,6 +146,7 @@ export class ThreadView {
     this.statusSig = null;
     for (const box of ['choices', 'oauth', 'views', 'toolset-errors', 'thread-info']) $(box).replaceChildren();
     this.usage.clear();
+    this.compactions.clear();
     this.setRunning(false);
   }
 
@@ -155,6 +159,7 @@ export class ThreadView {
     }
     this.requeue = [];
     this.refreshStatus();
+    this.compactions.replayed();
     this.scroll();
   }
 
@@ -186,6 +191,9 @@ export class ThreadView {
         this.usage.set(d);
         this.drawStatus();
         this.watchSession();
+        break;
+      case 'compacted':
+        this.compactions.add(d);
         break;
       case 'usage':
         // One completion's tokens; the next read of the state (after the
@@ -314,6 +322,7 @@ export class ThreadView {
         }
       }
     }
+    if (!inherited) this.compactions.saved(m.seq);
     this.scroll();
   }
 
@@ -508,6 +517,7 @@ export class ThreadView {
     }
     $('composer').hidden = s.status === 'closed';
     $('close-thread').hidden = s.status === 'closed';
+    this.compactions.show(s.status !== 'closed');
     // A session moves whole: from its root thread.
     $('move-thread').hidden = !!s.parent_id || !this.app.canMove();
     for (const c of s.choices || []) this.choice({ call_id: c.call_id, name: c.tool_name, prompt: c.prompt, choices: c.choices, default: c.default });
