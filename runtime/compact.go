@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -377,11 +378,11 @@ func (r *Runtime) compact(ctx context.Context, th store.Thread, history []store.
 	r.log.Info("compacting thread", "thread", th.ID, "messages", covered, "up_to_seq", upto, "forced", force)
 	resp, err := r.model.Complete(ctx, req, discardStream{})
 	if err != nil {
-		return nil, fmt.Errorf("the model did not write the summary: %w", err)
+		return nil, fmt.Errorf("%w: it did not write the summary: %w", api.ErrModelFailed, err)
 	}
 	summary := strings.TrimSpace(resp.Text)
 	if summary == "" {
-		return nil, errors.New("the model wrote an empty summary")
+		return nil, fmt.Errorf("%w: it wrote an empty summary", api.ErrModelFailed)
 	}
 	c := store.Compaction{ThreadID: th.ID, UpToSeq: upto, Summary: summary, Messages: covered, Usage: r.storedUsage(resp.Usage), Created: time.Now().UTC()}
 	err = r.store.Update(ctx, func(tx store.Tx) error {

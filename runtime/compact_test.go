@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -173,5 +175,26 @@ func TestTokensAtMostBoundsTheEstimate(t *testing.T) {
 		if b, e := tokensAtMost(req), estimateTokens(req); b < e {
 			t.Errorf("for %q the bound %d is below the estimate %d", text, b, e)
 		}
+	}
+}
+
+// A compaction on demand whose summary the model fails to write says so
+// (api.ErrModelFailed: 502), and records nothing.
+func TestCompactOnDemandModelFailure(t *testing.T) {
+	e := newEnv(t, envOptions{turns: []scripted.Turn{
+		{When: &scripted.When{UserContains: "Summarize the conversation above"}, Error: "overloaded", Repeat: true},
+		{Text: "ok", Repeat: true},
+	}})
+	th := e.newThread()
+	for i := range 8 {
+		e.post(th, fmt.Sprintf("message %d", i))
+		e.idle(th)
+	}
+	_, err := e.rt.CompactThread(context.Background(), th)
+	if !errors.Is(err, api.ErrModelFailed) || !strings.Contains(err.Error(), "overloaded") {
+		t.Fatalf("CompactThread with a failing model: %v; want ErrModelFailed with the model's reason", err)
+	}
+	if comps, _ := e.rt.Compactions(context.Background(), th); len(comps) != 0 {
+		t.Fatalf("a failed compaction recorded %d compactions", len(comps))
 	}
 }

@@ -139,3 +139,8 @@ var ErrNotAllowed = errors.New("not allowed with a client token bound to one use
 // importing a session whose threads exist, acting on a session that is
 // moving to another runtime. The client API answers it 409.
 var ErrConflict = errors.New("conflicts with the session's state")
+
+// ErrModelFailed is a request the model could not answer, such as a
+// summary for a compaction on demand: the client API answers it 502 with
+// the reason.
+var ErrModelFailed = errors.New("the model failed")

@@ -184,6 +184,8 @@ func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, err.Error())
 	case errors.Is(err, api.ErrMoveUndecided):
 		writeError(w, http.StatusGatewayTimeout, err.Error())
+	case errors.Is(err, api.ErrModelFailed):
+		writeError(w, http.StatusBadGateway, err.Error())
 	case errors.Is(err, api.ErrMoveFailed):
 		writeError(w, http.StatusBadGateway, err.Error())
 	case errors.Is(err, api.ErrMoving):
