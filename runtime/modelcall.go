@@ -234,17 +234,10 @@ func (s *retryTimers) add(timers []store.Timer) {
 // load adds the threads of the stored timers; from then on only armed
 // threads may have one.
 func (s *retryTimers) load(timers []store.Timer) {
+	s.add(timers)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.threads == nil {
-		s.threads = map[string]bool{}
-	}
-	for _, tm := range timers {
-		if tm.Kind == timerModelRetry {
-			s.threads[tm.ThreadID] = true
-		}
-	}
 	s.loaded = true
+	s.mu.Unlock()
 }
 
 // reasonModelRetry marks the wake-up inbox row a retry timer leaves.
