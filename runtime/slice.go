@@ -144,7 +144,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 			return consumed, false, r.modelFailed(ctx, threadID, items, consumed, err)
 		}
 		r.recordUsage(threadID, resp.Usage)
-		turn, rejected, accepted, builtins := r.planTurn(threadID, sess, resp, func(id string) bool {
+		turn, rejected, accepted, builtins := r.planTurn(th, sess, resp, func(id string) bool {
 			return r.hist.callIDUsed(threadID, id, history, pending)
 		})
 		turn.Usage = r.storedUsage(resp.Usage)

@@ -22,7 +22,8 @@ import (
 //
 // used reports whether the thread already has a call with an id; it is
 // asked only about ids the model gave.
-func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response, used func(id string) bool) (store.Message, []store.ToolResult, []store.Call, []store.ToolCall) {
+func (r *Runtime) planTurn(th store.Thread, sess *session, resp *model.Response, used func(id string) bool) (store.Message, []store.ToolResult, []store.Call, []store.ToolCall) {
+	threadID := th.ID
 	kept := map[string]bool{} // ids of this turn
 	turn := store.Message{Role: store.RoleAssistant, Text: resp.Text}
 	var rejected []store.ToolResult
@@ -67,6 +68,10 @@ func (r *Runtime) planTurn(threadID string, sess *session, resp *model.Response,
 			if err := tool.ValidateArguments(args); err != nil {
 				rejected = append(rejected, store.ToolResult{CallID: id, Name: mc.Name, IsError: true,
 					Text: fmt.Sprintf("Error: the arguments of %s do not match its input schema: %v. Fix the arguments and call it again.", mc.Name, err)})
+				continue
+			}
+			if msg := r.overBudget(th.RootID, tool); msg != "" {
+				rejected = append(rejected, store.ToolResult{CallID: id, Name: mc.Name, IsError: true, Text: msg})
 				continue
 			}
 			c := store.Call{ThreadID: threadID, CallID: id, ToolName: mc.Name, Arguments: args,
