@@ -108,12 +108,34 @@ func (r *Runtime) spentBy(ctx context.Context, root, toolName string) (budgetSpe
 	return spend, err
 }
 
+// ToolBudget is the budget per session of each tool of a toolset whose
+// definition carries none of its own (Config.ToolsetBudgets); a zero
+// field is no limit.
+type ToolBudget struct {
+	// Tokens is the most tokens the tool's results may add to a session.
+	Tokens int64
+	// USD is the most model spend, in US dollars, that the turns calling
+	// the tool may cost.
+	USD float64
+}
+
 // overBudget returns the error result text of a call of tool in the
 // session of root when the tool has spent its budget there, "" when it
-// may run.
-func (r *Runtime) overBudget(root string, tool *rap.ResolvedTool) string {
+// may run. The tool's own budget wins over its toolset's.
+func (r *Runtime) overBudget(root string, sess *session, tool *rap.ResolvedTool) string {
 	b := budgetOf(tool)
 	if b == nil {
+		if tb, ok := r.cfg.ToolsetBudgets[sess.bases[tool.Toolset]]; ok {
+			b = &toolBudget{}
+			if tb.Tokens > 0 {
+				b.Tokens = &tb.Tokens
+			}
+			if tb.USD > 0 {
+				b.USD = &tb.USD
+			}
+		}
+	}
+	if b == nil || (b.Tokens == nil && b.USD == nil) {
 		return ""
 	}
 	name := tool.Tool.Name

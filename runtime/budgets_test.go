@@ -42,7 +42,12 @@ var budgetTurns = []scripted.Turn{
 func TestToolBudgetsHold(t *testing.T) {
 	run := func(t *testing.T, budget string, m model.Provider, want string) {
 		ts := budgetedServer(t, budget)
-		e := newEnv(t, envOptions{model: m, servers: []string{ts.URL()}})
+		var tweak func(*Config)
+		if budget == "" { // the budget comes from the runtime's config
+			ts = newToolServer(t, "data", tool("fetch"))
+			tweak = func(c *Config) { c.ToolsetBudgets = map[string]ToolBudget{ts.URL(): {Tokens: 200}} }
+		}
+		e := newEnv(t, envOptions{model: m, servers: []string{ts.URL()}, tweak: tweak})
 		th := e.newThread()
 		e.post(th, "fetch it")
 		reply(t, ts.next(), "DATA "+strings.Repeat("lorem ipsum ", 200))
@@ -59,6 +64,9 @@ func TestToolBudgetsHold(t *testing.T) {
 	}
 	t.Run("tokens", func(t *testing.T) {
 		run(t, `{"tokens": 200}`, scripted.New(budgetTurns), "its budget is 200")
+	})
+	t.Run("tokens, from the toolset's entry", func(t *testing.T) {
+		run(t, "", scripted.New(budgetTurns), "its budget is 200")
 	})
 	t.Run("dollars", func(t *testing.T) {
 		m := &pricedModel{usageModel{Provider: scripted.New(budgetTurns), u: model.Usage{InputTokens: 1000, OutputTokens: 100}}}

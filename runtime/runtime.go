@@ -227,6 +227,10 @@ type Config struct {
 	// loopback addresses (403 otherwise), so that a program embedding the
 	// runtime never exposes every conversation to the network by mistake.
 	InsecureClientAPI bool
+	// ToolsetBudgets are budgets per session by tool server base URL, for
+	// the tools of that server whose definition carries no budget of its
+	// own (AnnotationBudget); budgets.go says how they are counted.
+	ToolsetBudgets map[string]ToolBudget
 	// Compaction sets when threads are compacted to stay within their
 	// model's context window (compact.go); the zero value compacts at
 	// DefaultCompactionShare of the model's window.

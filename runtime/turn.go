@@ -70,7 +70,7 @@ func (r *Runtime) planTurn(th store.Thread, sess *session, resp *model.Response,
 					Text: fmt.Sprintf("Error: the arguments of %s do not match its input schema: %v. Fix the arguments and call it again.", mc.Name, err)})
 				continue
 			}
-			if msg := r.overBudget(th.RootID, tool); msg != "" {
+			if msg := r.overBudget(th.RootID, sess, tool); msg != "" {
 				rejected = append(rejected, store.ToolResult{CallID: id, Name: mc.Name, IsError: true, Text: msg})
 				continue
 			}

@@ -199,6 +199,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		MaxResultShare:            s.EffectiveMaxResultShare(toolSets),
 		Remotes:                   remotes,
 		Compaction:                runtime.CompactionConfig{Off: s.Compaction == config.CompactionOff},
+		ToolsetBudgets:            toolsetBudgets(toolSets),
 	})
 	if err != nil {
 		return err
@@ -373,4 +374,19 @@ func runtimeRemotes(f *config.File) (map[string]runtime.Remote, error) {
 		out[n] = runtime.Remote{URL: r.URL, Token: r.Token}
 	}
 	return out, nil
+}
+
+// toolsetBudgets are the budgets of the toolset_server entries, by base
+// URL.
+func toolsetBudgets(f *config.File) map[string]runtime.ToolBudget {
+	if f == nil {
+		return nil
+	}
+	out := map[string]runtime.ToolBudget{}
+	for _, ts := range f.ToolSets {
+		if ts.Type == config.TypeToolsetServer && ts.Budget != nil {
+			out[ts.ServerURL] = runtime.ToolBudget{Tokens: ts.Budget.Tokens, USD: ts.Budget.USD}
+		}
+	}
+	return out
 }

@@ -74,6 +74,10 @@ type ToolSet struct {
 	// session first discovers and refuse a different one later in that
 	// session, or "".
 	Pin string `json:"pin,omitempty"`
+	// Budget, on a toolset_server entry, is the budget per session of
+	// each of the server's tools whose definition carries none of its own
+	// (x-runloop-budget); nil for none.
+	Budget *Budget `json:"budget,omitempty"`
 	// MCP holds the fields of an mcp_server or http_mcp_server entry
 	// (see mcp.go); nil for other types.
 	MCP *MCPServer `json:"-"`
@@ -91,6 +95,14 @@ type ToolSet struct {
 	// "/home/me/.config/rap/rap.json: tool_sets[0]". It is not read from
 	// the file.
 	Source string `json:"-"`
+}
+
+// Budget is a tool's budget per session: the most tokens its results may
+// add to the session's context, and the most model spend, in US dollars,
+// the turns that call it may cost; zero is no limit.
+type Budget struct {
+	Tokens int64   `json:"tokens,omitempty"`
+	USD    float64 `json:"usd,omitempty"`
 }
 
 // File is a parsed tool-server configuration.
@@ -365,6 +377,9 @@ func parseEntry(item json.RawMessage, name, path string) (ToolSet, error) {
 	}
 	if err := checkPin(&ts, name, path); err != nil {
 		return ToolSet{}, err
+	}
+	if b := ts.Budget; b != nil && (b.Tokens < 0 || b.USD < 0 || (b.Tokens == 0 && b.USD == 0)) {
+		return ToolSet{}, &Error{File: name, Path: path + ".budget", Problem: `want {"tokens": N, "usd": X} with at least one of them above 0: the most result tokens each tool of the server may add to a session, and the most model spend in US dollars the turns that call it may cost`}
 	}
 	ts.ServerURL = strings.TrimRight(ts.ServerURL, "/")
 	ts.Source = name + ": " + path

@@ -11,7 +11,7 @@ import (
 )
 
 // toolsetServerKeys are the members a toolset_server entry may have.
-var toolsetServerKeys = []string{"type", "server_url", "id", "sha256", "pin"}
+var toolsetServerKeys = []string{"type", "server_url", "id", "sha256", "pin", "budget"}
 
 // nearMisses returns, for each member of the JSON object item that is not
 // one of known but is spelled like one (the same letters without case,

@@ -45,3 +45,21 @@ func TestRemotes(t *testing.T) {
 		t.Errorf("resolved remotes = %+v, %v", got, err)
 	}
 }
+
+// A toolset_server entry's "budget" is read; one without a positive limit
+// is refused, and a misspelt one is caught.
+func TestToolsetBudget(t *testing.T) {
+	f, err := Parse([]byte(`{"tool_sets": [{"type": "toolset_server", "server_url": "http://127.0.0.1:3001/", "budget": {"tokens": 5000, "usd": 0.5}}]}`), "a.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := f.ToolSets[0].Budget; b == nil || b.Tokens != 5000 || b.USD != 0.5 {
+		t.Fatalf("budget = %+v", b)
+	}
+	for _, body := range []string{`{"tokens": 0}`, `{"usd": -1}`} {
+		_, err := Parse([]byte(`{"tool_sets": [{"type": "toolset_server", "server_url": "http://x", "budget": `+body+`}]}`), "a.json")
+		if err == nil || !strings.Contains(err.Error(), "tool_sets[0].budget") {
+			t.Errorf("budget %s: %v; want a refusal naming it", body, err)
+		}
+	}
+}
