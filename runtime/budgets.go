@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -123,19 +124,8 @@ type ToolBudget struct {
 // session of root when the tool has spent its budget there, "" when it
 // may run. The tool's own budget wins over its toolset's.
 func (r *Runtime) overBudget(root string, sess *session, tool *rap.ResolvedTool) string {
-	b := budgetOf(tool)
+	b := r.budgetFor(sess, tool)
 	if b == nil {
-		if tb, ok := r.cfg.ToolsetBudgets[sess.bases[tool.Toolset]]; ok {
-			b = &toolBudget{}
-			if tb.Tokens > 0 {
-				b.Tokens = &tb.Tokens
-			}
-			if tb.USD > 0 {
-				b.USD = &tb.USD
-			}
-		}
-	}
-	if b == nil || (b.Tokens == nil && b.USD == nil) {
 		return ""
 	}
 	name := tool.Tool.Name
@@ -156,4 +146,54 @@ func (r *Runtime) overBudget(root string, sess *session, tool *rap.ResolvedTool)
 		r.log.Warn("a tool's budget in dollars is not fully enforced: the model's price is not known", "tool", name, "model", r.model.Name())
 	}
 	return ""
+}
+
+// budgetFor returns the tool's budget in sess: its own, else its
+// toolset's (Config.ToolsetBudgets); nil when it has none.
+func (r *Runtime) budgetFor(sess *session, tool *rap.ResolvedTool) *toolBudget {
+	if b := budgetOf(tool); b != nil {
+		return b
+	}
+	tb, ok := r.cfg.ToolsetBudgets[sess.bases[tool.Toolset]]
+	if !ok || (tb.Tokens <= 0 && tb.USD <= 0) {
+		return nil
+	}
+	b := &toolBudget{}
+	if tb.Tokens > 0 {
+		b.Tokens = &tb.Tokens
+	}
+	if tb.USD > 0 {
+		b.USD = &tb.USD
+	}
+	return b
+}
+
+// sessionBudgets returns the budgets of the session's tools that have
+// one, with what each spent; nil when none has, or when they cannot be
+// read now.
+func (r *Runtime) sessionBudgets(ctx context.Context, root string) []api.Budget {
+	sess, err := r.sessionOf(ctx, root)
+	if err != nil || sess.catalog == nil {
+		return nil
+	}
+	var out []api.Budget
+	for _, tool := range sess.catalog.Tools() {
+		b := r.budgetFor(sess, tool)
+		if b == nil {
+			continue
+		}
+		spend, err := r.spentBy(ctx, root, tool.Tool.Name)
+		if err != nil {
+			return nil
+		}
+		ab := api.Budget{Tool: tool.Tool.Name, TokensSpent: spend.tokens, USDSpent: spend.usd}
+		if b.Tokens != nil {
+			ab.TokensLimit = *b.Tokens
+		}
+		if b.USD != nil {
+			ab.USDLimit = *b.USD
+		}
+		out = append(out, ab)
+	}
+	return out
 }

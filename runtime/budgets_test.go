@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -60,6 +61,12 @@ func TestToolBudgetsHold(t *testing.T) {
 		}
 		if countResults(h, want) != 1 {
 			t.Fatalf("no error result saying %q:\n%s", want, dump(h))
+		}
+		info, err := e.rt.ThreadInfo(context.Background(), th)
+		if err != nil || len(info.Budgets) != 1 || info.Budgets[0].Tool != "fetch" ||
+			(info.Budgets[0].TokensLimit > 0 && info.Budgets[0].TokensSpent < info.Budgets[0].TokensLimit) ||
+			(info.Budgets[0].USDLimit > 0 && info.Budgets[0].USDSpent < info.Budgets[0].USDLimit) {
+			t.Fatalf("the session's budgets in its state = %+v, %v; want fetch's, spent", info.Budgets, err)
 		}
 	}
 	t.Run("tokens", func(t *testing.T) {

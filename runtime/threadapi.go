@@ -150,6 +150,9 @@ func (r *Runtime) ThreadInfo(ctx context.Context, threadID string) (api.ThreadIn
 		info, err = r.readThreadInfo(tx, th)
 		return err
 	})
+	if err == nil && info.Thread.ParentID == "" {
+		info.Budgets = r.sessionBudgets(ctx, threadID)
+	}
 	return info, err
 }
 

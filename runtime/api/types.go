@@ -57,6 +57,20 @@ type ThreadInfo struct {
 	// SessionUsage, on a root thread, sums Usage over the whole session:
 	// the root and every child thread; nil when there were none.
 	SessionUsage *Usage `json:"session_usage,omitempty"`
+	// Budgets, on a root thread, are the budgets of the session's tools
+	// that have one, with what each tool has spent of it.
+	Budgets []Budget `json:"budgets,omitempty"`
+}
+
+// Budget is one tool's budget in a session and what it has spent: the
+// estimated tokens its results added, and the model spend attributed to
+// the turns that called it. A zero limit is none.
+type Budget struct {
+	Tool        string  `json:"tool"`
+	TokensLimit int64   `json:"tokens_limit,omitempty"`
+	TokensSpent int64   `json:"tokens_spent"`
+	USDLimit    float64 `json:"usd_limit,omitempty"`
+	USDSpent    float64 `json:"usd_spent"`
 }
 
 // PostMessageRequest is the body of POST /v1/threads/{id}/messages.
