@@ -56,7 +56,7 @@ func (b *browser) axeFindings(src string) []string {
 // and in dark mode.
 func TestBrowserAccessibility(t *testing.T) {
 	src := axeSource(t)
-	st := newDemoStackModel(t, nil, "", withUsage())
+	st := newDemoStackModel(t, nil, "", withUsage(), withBudgets(5, 0))
 	id := converse(t, st, "please edit main.go")
 	for _, dark := range []bool{false, true} {
 		b := newBrowser(t, 1280, 860)
@@ -83,6 +83,9 @@ func TestBrowserAccessibility(t *testing.T) {
 		b.run("open the tokens' detail", chromedp.Click(chromedp.CSS("#usage summary")))
 		b.wait("the detail", `document.getElementById('usage').open`)
 		check("the tokens' detail")
+		b.run("open the budgets", chromedp.Click(chromedp.CSS("#budgets summary")))
+		b.wait("the budgets, one spent", `document.getElementById('budgets').open && !!document.querySelector('#budgets-detail li.over')`)
+		check("the tools' budgets")
 		if !dark {
 			b.run("compact", chromedp.Click(chromedp.CSS("#compact-thread")))
 			b.wait("the outcome", contains("#compact-status", "Compacted 2 earlier messages"))
