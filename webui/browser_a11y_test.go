@@ -50,7 +50,7 @@ func (b *browser) axeFindings(src string) []string {
 // The page has no serious or critical accessibility finding (axe-core's
 // WCAG rules) in the states a person meets first: the empty page, a
 // conversation with tool calls and results and the tokens it used (its
-// detail opened), the Compact action's outcome and a compaction's divider
+// detail opened), its tools' budgets (one spent) opened, the Compact action's outcome and a compaction's divider
 // with its summary open, a user choice, the dialog that confirms closing a
 // thread, and the dialog that moves a session (with an error); in light
 // and in dark mode.
