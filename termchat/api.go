@@ -90,6 +90,9 @@ type ThreadStatus struct {
 	// reported.
 	Usage        *api.Usage `json:"usage"`
 	SessionUsage *api.Usage `json:"session_usage"`
+	// Budgets, on a root thread, are the budgets of the session's tools
+	// with what each spent.
+	Budgets []api.Budget `json:"budgets"`
 }
 
 // activeSubscriptions names the tools of the thread's active

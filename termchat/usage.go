@@ -2,13 +2,14 @@ package termchat
 
 // This file owns what the chat says about the tokens a conversation
 // cost: the /usage command (the thread's and the session's totals, from
-// GET /v1/threads/{id}) and, with --status, one line per completion from
+// GET /v1/threads/{id}) with the session's tools' budgets and, with --status, one line per completion from
 // its "usage" event.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -88,7 +89,8 @@ func injectedOnly(m api.Message) bool {
 }
 
 // showUsage runs /usage: it prints the tokens of the chat's thread and of
-// its whole session (the root thread and every thread under it).
+// its whole session (the root thread and every thread under it), then
+// the budget of each of the session's tools that has one.
 func (s *session) showUsage(ctx context.Context) error {
 	st, err := s.api.Status(ctx, s.threadID)
 	var root *ThreadStatus
@@ -102,10 +104,10 @@ func (s *session) showUsage(ctx context.Context) error {
 		s.say(s.opts.Stderr, "rap chat: /usage: %v\n", err)
 		return nil
 	}
-	what, session := "this thread alone", st.SessionUsage
+	what, session, budgets := "this thread alone", st.SessionUsage, st.Budgets
 	switch {
 	case root != nil:
-		what, session = "root thread "+shortID(st.RootID)+" and its child threads", root.SessionUsage
+		what, session, budgets = "root thread "+shortID(st.RootID)+" and its child threads", root.SessionUsage, root.Budgets
 	case len(st.Children) > 0:
 		what = "this thread and its child threads"
 	}
@@ -113,6 +115,11 @@ func (s *session) showUsage(ctx context.Context) error {
 		usageOrNone(st.Usage), what, usageOrNone(session))
 	if st.Usage == nil && session == nil {
 		text += "  · (the model reports no token usage, or no turn ran yet)\n"
+	}
+	for _, b := range budgets {
+		if line := budgetText(b); line != "" {
+			text += "  · budget of " + line + "\n"
+		}
 	}
 	s.say(s.opts.Stdout, "%s", text)
 	return nil
@@ -124,4 +131,39 @@ func usageOrNone(u *api.Usage) string {
 		return "none reported"
 	}
 	return tokensText(*u)
+}
+
+// budgetText says what a tool spent of its budget in one line: "fetch:
+// 512 of 200 tokens (over budget), $0.0123 of $0.50"; "" when it has no
+// limit.
+func budgetText(b api.Budget) string {
+	var parts []string
+	if b.TokensLimit > 0 {
+		p := tokenCount(b.TokensSpent) + " of " + tokenCount(b.TokensLimit) + " tokens"
+		if b.TokensSpent >= b.TokensLimit {
+			p += " (over budget)"
+		}
+		parts = append(parts, p)
+	}
+	if b.USDLimit > 0 {
+		p := dollars(b.USDSpent) + " of " + dollars(b.USDLimit)
+		if b.USDSpent >= b.USDLimit {
+			p += " (over budget)"
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return b.Tool + ": " + strings.Join(parts, ", ")
+}
+
+// dollars writes an amount of US dollars: in cents when that is exact,
+// else to four decimals ($0.50, $0.0123).
+func dollars(x float64) string {
+	cents := math.Round(x * 100)
+	if math.Abs(x*100-cents) < 1e-9 {
+		return fmt.Sprintf("$%.2f", cents/100)
+	}
+	return fmt.Sprintf("$%.4f", x)
 }

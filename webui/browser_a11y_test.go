@@ -50,13 +50,13 @@ func (b *browser) axeFindings(src string) []string {
 // The page has no serious or critical accessibility finding (axe-core's
 // WCAG rules) in the states a person meets first: the empty page, a
 // conversation with tool calls and results and the tokens it used (its
-// detail opened), the Compact action's outcome and a compaction's divider
+// detail opened), its tools' budgets (one spent) opened, the Compact action's outcome and a compaction's divider
 // with its summary open, a user choice, the dialog that confirms closing a
 // thread, and the dialog that moves a session (with an error); in light
 // and in dark mode.
 func TestBrowserAccessibility(t *testing.T) {
 	src := axeSource(t)
-	st := newDemoStackModel(t, nil, "", withUsage())
+	st := newDemoStackModel(t, nil, "", withUsage(), withBudgets(5, 0))
 	id := converse(t, st, "please edit main.go")
 	for _, dark := range []bool{false, true} {
 		b := newBrowser(t, 1280, 860)
@@ -83,6 +83,9 @@ func TestBrowserAccessibility(t *testing.T) {
 		b.run("open the tokens' detail", chromedp.Click(chromedp.CSS("#usage summary")))
 		b.wait("the detail", `document.getElementById('usage').open`)
 		check("the tokens' detail")
+		b.run("open the budgets", chromedp.Click(chromedp.CSS("#budgets summary")))
+		b.wait("the budgets, one spent", `document.getElementById('budgets').open && !!document.querySelector('#budgets-detail li.over')`)
+		check("the tools' budgets")
 		if !dark {
 			b.run("compact", chromedp.Click(chromedp.CSS("#compact-thread")))
 			b.wait("the outcome", contains("#compact-status", "Compacted 2 earlier messages"))

@@ -126,8 +126,9 @@ func newDemoStack(t *testing.T, authorized <-chan struct{}, token string) *stack
 }
 
 // newDemoStackModel is newDemoStack with model m, such as the demo script
-// reporting token usage (withUsage).
-func newDemoStackModel(t *testing.T, authorized <-chan struct{}, token string, m model.Provider) *stack {
+// reporting token usage (withUsage), and the runtime's config changed by
+// tweaks, which see the demo tool server's URL in ToolServers.
+func newDemoStackModel(t *testing.T, authorized <-chan struct{}, token string, m model.Provider, tweaks ...func(*runtime.Config)) *stack {
 	return newStack(t, stackOptions{
 		model: m,
 		tools: []string{demoTools(t, authorized)},
@@ -139,6 +140,9 @@ func newDemoStackModel(t *testing.T, authorized <-chan struct{}, token string, m
 			c.ModelRetry = runtime.ModelRetryPolicy{Initial: 10 * time.Millisecond, Attempts: 1}
 			// A short conversation can be compacted on demand.
 			c.Compaction.KeepLast = 2
+			for _, tweak := range tweaks {
+				tweak(c)
+			}
 		},
 	})
 }

@@ -44,7 +44,9 @@ A line starting with / is a command, not a message:
                                   every child thread), as the model's
                                   provider reported them: input (cached
                                   and written to the cache apart) and
-                                  output
+                                  output; then the budget of each of the
+                                  session's tools that has one, with what
+                                  it spent ("over budget" once spent)
   /compact                        have the model summarise this thread's
                                   older messages now: from then on it
                                   reads the summary instead of them (its

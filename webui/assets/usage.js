@@ -5,6 +5,11 @@
 // thread's state (usage and session_usage of GET /v1/threads/{id}), and
 // each completion's "usage" event adds to them until the state is read
 // again. Hidden while there is no usage (a model that reports none).
+//
+// Next to it, on a session's root thread, the budgets of the session's
+// tools (budgets of the state): what each tool spent of its tokens and
+// dollars, each spent budget marked "(over)" in words. Hidden when no
+// tool has a budget; read again with the state, never from usage events.
 import { h } from './render.js';
 
 const $ = (id) => document.getElementById(id);
@@ -65,7 +70,9 @@ export class UsageLine {
     this.session = null;
     this.root = false;
     this.children = 0;
+    this.budgets = [];
     this.draw();
+    drawBudgets([]);
   }
 
   /** set takes the figures from the thread's state. */
@@ -74,7 +81,9 @@ export class UsageLine {
     this.session = copy(s.session_usage);
     this.root = !s.parent_id;
     this.children = (s.children || []).length;
+    this.budgets = this.root && Array.isArray(s.budgets) ? s.budgets : [];
     this.draw();
+    drawBudgets(this.budgets);
   }
 
   /** add counts one completion of the thread (a usage event): the session's figure too on a root. */
@@ -109,4 +118,48 @@ export class UsageLine {
     $('usage-summary').replaceChildren(...line.flat());
     $('usage-detail').replaceChildren(...more);
   }
+}
+
+// usd writes an amount of dollars: cents when that is exact, else four
+// decimals ($0.50, $0.0123).
+function usd(x) {
+  x = Number(x) || 0;
+  const cents = Math.round(x * 100);
+  return '$' + (Math.abs(x * 100 - cents) < 1e-9 ? (cents / 100).toFixed(2) : x.toFixed(4));
+}
+
+// budgetParts says what one tool spent of each of its limits, and
+// whether it spent one whole.
+function budgetParts(b) {
+  const parts = [];
+  let over = false;
+  const kind = (spent, limit, text) => {
+    if (!(Number(limit) > 0)) return;
+    const done = (Number(spent) || 0) >= Number(limit);
+    over = over || done;
+    parts.push(text + (done ? ' (over)' : ''));
+  };
+  kind(b.tokens_spent, b.tokens_limit, `${exact(b.tokens_spent)} of ${exact(b.tokens_limit)} tokens`);
+  kind(b.usd_spent, b.usd_limit, `${usd(b.usd_spent)} of ${usd(b.usd_limit)}`);
+  return { parts, over };
+}
+
+// drawBudgets shows the budgets of the session's tools in #budgets, or
+// hides it when there are none.
+function drawBudgets(budgets) {
+  const box = $('budgets');
+  if (!box) return;
+  const rows = budgets.map((b) => ({ tool: String(b.tool || ''), ...budgetParts(b) })).filter((r) => r.parts.length > 0);
+  box.hidden = rows.length === 0;
+  if (box.hidden) {
+    box.open = false;
+    $('budgets-summary').replaceChildren();
+    $('budgets-detail').replaceChildren();
+    return;
+  }
+  const over = rows.filter((r) => r.over).length;
+  const tools = rows.length === 1 ? '1 tool' : `${rows.length} tools`;
+  $('budgets-summary').replaceChildren(`Budgets: ${tools}` + (over ? `, ${over} over budget` : ''));
+  $('budgets-detail').replaceChildren(h('ul', {}, rows.map((r) =>
+    h('li', { 'data-budget': r.tool, class: r.over ? 'over' : null }, `${r.tool}: `, r.parts.join(', ')))));
 }
