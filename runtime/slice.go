@@ -143,7 +143,6 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 			// The inputs stay queued (RAP RT-4); a durable timer retries.
 			return consumed, false, r.modelFailed(ctx, threadID, items, consumed, err)
 		}
-		r.recordUsage(threadID, resp.Usage)
 		turn, rejected, accepted, builtins := r.planTurn(th, sess, resp, func(id string) bool {
 			return r.hist.callIDUsed(threadID, id, history, pending)
 		})
@@ -167,6 +166,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		pendingInputs = nil
 		r.hist.saved(threadID, history, appended)
 		r.announce(threadID, appended)
+		// After the commit: a client that reads the thread's state after
+		// this event finds the completion in its sums.
+		r.recordUsage(threadID, resp.Usage)
 		r.apply(fx)
 		ancestors := stack[:len(stack)-1]
 		if lost := r.coord.held(ctx); lost != nil && len(accepted) > 0 {

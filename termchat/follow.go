@@ -349,7 +349,11 @@ func (f *follower) waitQuiet(ctx context.Context, root *followedThread, errsBefo
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		busy, err := f.busyThreads(ctx, root, errsBefore)
+		// Each poll is bounded: a request to a runtime that stops while
+		// it answers must not hold the wait past the runtime's return.
+		pollCtx, cancel := context.WithTimeout(ctx, quietPollTimeout)
+		busy, err := f.busyThreads(pollCtx, root, errsBefore)
+		cancel()
 		switch {
 		case unreachable(ctx, err):
 			// The runtime restarts: ask again at the next poll.

@@ -23,6 +23,8 @@ const (
 	maxTreeDepth    = 64      // levels of the thread tree
 	maxViewSummary  = 200     // of a view's one-line summary
 	quietPoll       = 250 * time.Millisecond
+	// quietPollTimeout bounds one poll of the threads' states.
+	quietPollTimeout = 15 * time.Second
 	// childCatchUp bounds how long a parent's thread_closed event for a
 	// child waits for the child's own stream to be printed.
 	childCatchUp = 2 * time.Second

@@ -47,10 +47,9 @@ func TestPipedChatRidesOutARestart(t *testing.T) {
 	var handler atomic.Pointer[http.Handler]
 	var refused atomic.Int64
 	down := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Only the thread's status counts: the chat reads it while it
-		// waits, and gave up on the first failure (the event stream
-		// reconnects by itself anyway).
-		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/threads/") && strings.Count(r.URL.Path, "/") == 3 {
+		// A read of the thread (its status, its history, its events) is
+		// what the chat makes while it waits, and what it must retry.
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/threads/") {
 			refused.Add(1)
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -106,8 +105,13 @@ func TestPipedChatRidesOutARestart(t *testing.T) {
 	}
 	stop() // the runtime restarts: its client API answers 503 meanwhile
 	for deadline := time.Now().Add(30 * time.Second); refused.Load() < 1; time.Sleep(20 * time.Millisecond) {
+		select {
+		case r := <-done:
+			t.Fatalf("the chat ended while the runtime was down: %v\nstdout:\n%s\nstderr:\n%s", r.err, r.out, r.errOut)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the chat did not ask for the thread's status while the runtime was down")
+			t.Fatal("the chat did not read the thread while the runtime was down")
 		}
 	}
 	stop = start()

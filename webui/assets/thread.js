@@ -196,8 +196,9 @@ export class ThreadView {
         this.compactions.add(d);
         break;
       case 'usage':
-        // One completion's tokens; the next read of the state (after the
-        // turn's message) has them in its sums.
+        // One completion's tokens, sent once its turn is saved: a read of
+        // the state after it has them in its sums.
+        this.usageEvents = (this.usageEvents || 0) + 1;
         this.usage.add(d);
         break;
       case 'reset':
@@ -451,9 +452,13 @@ export class ThreadView {
     clearTimeout(this.statusTimer);
     this.statusTimer = setTimeout(async () => {
       try {
+        const seen = this.usageEvents;
         this.status = await this.api.thread(this.id);
         if (this.closed || this.moved) return;
-        this.usage.set(this.status);
+        // A usage event that came while the state was read may not be in
+        // its sums: keep the figures the event made, and read again.
+        if (seen !== this.usageEvents) this.refreshStatus();
+        else this.usage.set(this.status);
         this.drawStatus();
         this.watchSession();
       } catch (err) {
