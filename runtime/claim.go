@@ -77,8 +77,10 @@ func (r *Runtime) work(threadID string) {
 		if lost {
 			// The slice stopped where the claim was found lost; what it
 			// did not commit is another process's to do (the inputs stay
-			// queued, or slice queued a wake-up to resume the turn).
+			// queued, or slice queued a wake-up to resume the turn), and
+			// so is announcing its inputs.
 			progressed, drained, err = false, false, nil
+			r.hub.dropInflight(threadID)
 		}
 		if err != nil && r.baseCtx.Err() == nil && r.threadDeleted(threadID) {
 			// Its session was deleted while the slice ran (delete.go):

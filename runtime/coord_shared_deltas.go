@@ -86,7 +86,10 @@ type relayState struct {
 	turns map[string]*relayTurn
 	// unstored counts per thread the events published and not yet stored.
 	unstored map[string]int
-	kick     chan struct{}
+	// stored is closed, and replaced, whenever unstored events were
+	// stored (or dropped).
+	stored chan struct{}
+	kick   chan struct{}
 	// sendMu keeps sends in order.
 	sendMu sync.Mutex
 }
@@ -101,7 +104,44 @@ type subRelay struct {
 }
 
 func newRelayState() relayState {
-	return relayState{turns: map[string]*relayTurn{}, unstored: map[string]int{}, kick: make(chan struct{}, 1)}
+	return relayState{turns: map[string]*relayTurn{}, unstored: map[string]int{}, stored: make(chan struct{}), kick: make(chan struct{}, 1)}
+}
+
+// unstoredDone decrements the count of the thread's unstored events and
+// wakes those waiting for it; h.mu is held.
+func (rs *relayState) unstoredDone(threadID string) {
+	if rs.unstored[threadID]--; rs.unstored[threadID] <= 0 {
+		delete(rs.unstored, threadID)
+	}
+	close(rs.stored)
+	rs.stored = make(chan struct{})
+}
+
+// inputsStoredWait bounds how long a completion waits for the events
+// published before it (its inputs, announced) to be stored.
+const inputsStoredWait = 2 * time.Second
+
+// waitStored waits, up to inputsStoredWait, until the events published
+// for the thread are stored: its clients, in every process, get them
+// before any text delta of the completion about to start.
+func (se *sharedEvents) waitStored(ctx context.Context, threadID string) {
+	deadline := time.NewTimer(inputsStoredWait)
+	defer deadline.Stop()
+	for {
+		se.h.mu.Lock()
+		n, ch := se.relay.unstored[threadID], se.relay.stored
+		se.h.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		}
+	}
 }
 
 // startDeltaRelay starts the sender and the listener of text deltas when
@@ -126,6 +166,7 @@ func (se *sharedEvents) startDeltaRelay() {
 // completionStarted starts relaying the deltas of a completion of the
 // thread.
 func (se *sharedEvents) completionStarted(ctx context.Context, threadID string) {
+	se.waitStored(ctx, threadID)
 	h := se.h
 	b := make([]byte, 8)
 	rand.Read(b)

@@ -142,8 +142,8 @@ func (se *sharedEvents) takePending() []Event {
 	for _, e := range evs {
 		if !se.h.goneLocked(e.ThreadID) {
 			kept = append(kept, e)
-		} else if se.relay.unstored[e.ThreadID]--; se.relay.unstored[e.ThreadID] <= 0 {
-			delete(se.relay.unstored, e.ThreadID)
+		} else {
+			se.relay.unstoredDone(e.ThreadID)
 		}
 	}
 	return kept
@@ -164,9 +164,7 @@ func (se *sharedEvents) deliverWritten(written []Event, out []store.ThreadEvent)
 	se.h.mu.Lock()
 	defer se.h.mu.Unlock()
 	for _, e := range written {
-		if se.relay.unstored[e.ThreadID]--; se.relay.unstored[e.ThreadID] <= 0 {
-			delete(se.relay.unstored, e.ThreadID)
-		}
+		se.relay.unstoredDone(e.ThreadID)
 	}
 	// One thread's events are consecutive within a batch.
 	for i := 0; i < len(out); {
@@ -280,6 +278,10 @@ func (se *sharedEvents) takeStale(all bool) map[string]int64 {
 // marker are queued on the subscriber; otherwise the caller replays the
 // thread's state, and the subscriber takes the events stored after the
 // head read here.
+// inflightScan is how many of a thread's latest stored events a new
+// client's replay looks through for the inputs of a running completion.
+const inflightScan = 64
+
 func (se *sharedEvents) attach(ctx context.Context, threadID, lastID string) (*subscriber, func(), attachment, error) {
 	h := se.h
 	var att attachment
@@ -300,7 +302,18 @@ func (se *sharedEvents) attach(ctx context.Context, threadID, lastID string) (*s
 	var missed []store.ThreadEvent
 	err := se.r.store.View(ctx, func(tx store.Tx) error {
 		var err error
-		if head, err = tx.LastThreadEventID(threadID); err != nil || !resume {
+		if head, err = tx.LastThreadEventID(threadID); err != nil {
+			return err
+		}
+		if !resume {
+			// The inputs of a completion running in any process were
+			// announced before their commit: among the latest events.
+			recent, err := tx.ThreadEventsAfter(threadID, max(head-inflightScan, 0), inflightScan)
+			for _, te := range recent {
+				if te.MsgSeq > 0 {
+					att.inputs = append(att.inputs, Event{Type: te.Type, ThreadID: threadID, Data: te.Data, msgSeq: te.MsgSeq})
+				}
+			}
 			return err
 		}
 		missed, err = tx.ThreadEventsAfter(threadID, from, eventKeepCount)

@@ -96,6 +96,7 @@ func (h *hub) endThreads(ids []string, msg string) {
 		}
 		delete(h.subs, id)
 		delete(h.turns, id)
+		delete(h.inflight, id)
 	}
 }
 

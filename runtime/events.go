@@ -116,17 +116,24 @@ func (r *Runtime) emit(threadID, typ string, data any) {
 	r.hub.publish(Event{Type: typ, ThreadID: threadID, Data: b})
 }
 
-// announce publishes appended messages and their calls and results.
+// announce publishes appended messages and their calls and results,
+// leaving out the inputs announceInputs published before the commit.
 func (r *Runtime) announce(threadID string, msgs []store.Message) {
-	if len(msgs) > 0 {
-		r.hub.endTurn(threadID) // the turn is saved: its text is in the history
-	}
-	if !r.hub.watched(threadID) {
+	if len(msgs) == 0 {
 		return
 	}
+	r.hub.endTurn(threadID) // the turn is saved: its text is in the history
+	h := r.hub
+	watched := h.watched(threadID) // else skip the encoding
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	watched = watched && !h.goneLocked(threadID)
 	for _, m := range msgs {
+		if h.announcedLocked(threadID, m) || !watched {
+			continue
+		}
 		for _, e := range messageEvents(threadID, apiMessage(m)) {
-			r.hub.publish(e)
+			h.ev.publishLocked(e)
 		}
 	}
 }

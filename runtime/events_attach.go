@@ -30,6 +30,10 @@ type attachment struct {
 	turn    string
 	base    int64
 	hasTurn bool
+	// inputs are events announcing inputs of the running completion,
+	// announced before their commit (events_inputs.go); the replay keeps
+	// those of messages the history it read does not hold yet.
+	inputs []Event
 }
 
 // Reasons for a reset (the "reason" of the reset event).
@@ -102,8 +106,11 @@ func (h *hub) joinLocked(threadID string, s *subscriber, att *attachment, resume
 		done := replayDone(threadID, att.mark, api.ReplayResume, 0)
 		s.queue = append(s.queue, done)
 		s.bytes += eventCost(done)
-	} else if t := h.turns[threadID]; t != nil {
-		att.turn, att.base, att.hasTurn = t.text.String(), t.base, true
+	} else {
+		if t := h.turns[threadID]; t != nil {
+			att.turn, att.base, att.hasTurn = t.text.String(), t.base, true
+		}
+		att.inputs = append(att.inputs, h.inflightLocked(threadID)...)
 	}
 	h.queued.Add(int64(s.bytes))
 	if len(s.queue) > 0 {

@@ -177,6 +177,16 @@ func (r *Runtime) replayEvents(ctx context.Context, id string, att attachment) (
 		return nil, 0, err
 	}
 	out = append(out, links...)
+	// The inputs the running completion answers, unless they were saved
+	// (and so replayed above) between the attach and the read.
+	shown := map[string]bool{}
+	for _, e := range att.inputs {
+		key := e.Type + "\x00" + string(e.Data)
+		if e.msgSeq > lastSeq && !shown[key] {
+			shown[key] = true
+			out = append(out, Event{Type: e.Type, ThreadID: id, Data: e.Data})
+		}
+	}
 	// The running completion's text, unless its turn was saved (and so
 	// replayed above) between the attach and the read.
 	if att.hasTurn && att.turn != "" && att.base == lastSeq {

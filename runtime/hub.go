@@ -39,6 +39,9 @@ type hub struct {
 
 	// turns holds the text of each thread's running completion.
 	turns map[string]*turnText
+	// inflight holds each thread's inputs announced before their commit
+	// (events_inputs.go).
+	inflight map[string]*inflightInputs
 	// ev numbers, keeps and brings the events (the seam's events half,
 	// set by the coord's constructor); hub.mu guards its state.
 	ev eventCoord
@@ -203,7 +206,7 @@ func (s *subscriber) queued() (now, peak int) {
 
 func newHub(l StreamLimits) *hub {
 	return &hub{limits: l.withDefaults(), subs: map[string]map[*subscriber]struct{}{}, streams: map[string]int{},
-		turns: map[string]*turnText{}}
+		turns: map[string]*turnText{}, inflight: map[string]*inflightInputs{}}
 }
 
 // streamsError is a refusal of openStream: it wraps api.ErrTooManyStreams

@@ -84,6 +84,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		return false, false, nil
 	}
 	if th.Status == store.ThreadClosed {
+		r.hub.dropInflight(threadID)
 		progressed, err = r.discardClosed(ctx, th, items)
 		return progressed, false, err
 	}
@@ -117,6 +118,8 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		return false, false, err
 	}
 	pendingInputs := b.messages()
+	// Clients see what the completion answers before anything it says.
+	r.announceInputs(threadID, lastSeqOf(history), pendingInputs)
 	consumed := false
 	placeholder := placeholderFor(authPending, inheritedCalls(threadID, history))
 	compactedForLength := false
