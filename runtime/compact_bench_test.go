@@ -15,6 +15,8 @@ import (
 // tokens of each request (request-tokens-full, request-tokens-compacted)
 // and of one summarising request (summary-request-tokens: the input a
 // compaction costs), and the time to arrange the compacted request.
+// docs/benchmarks.md shows its figures, kept in
+// internal/benchplot/compaction.csv.
 func BenchmarkRequestByHistoryLength(b *testing.B) {
 	const window = 200_000
 	limit := int(window * DefaultCompactionShare)

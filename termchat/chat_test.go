@@ -962,8 +962,17 @@ func TestPrintThreadTree(t *testing.T) {
 	if err := printThreadTree(&b, chain, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "deeper than 64 levels not shown") || strings.Contains(b.String(), fmt.Sprintf("t%d ", maxTreeDepth+2)) {
+	if !strings.Contains(b.String(), "… 1 child thread deeper than 64 levels not shown") || strings.Contains(b.String(), fmt.Sprintf("t%d ", maxTreeDepth+2)) {
 		t.Errorf("deep tree not cut:\n%s", b.String())
+	}
+	// With a second child where the tree is cut, the count says so.
+	chain = append(chain, api.Thread{ID: "sibling", ParentID: fmt.Sprintf("t%d", maxTreeDepth), Status: api.ThreadStatusActive})
+	b.Reset()
+	if err := printThreadTree(&b, chain, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "… 2 child threads deeper than 64 levels not shown") {
+		t.Errorf("deep tree with two children at the cut:\n%s", b.String())
 	}
 }
 

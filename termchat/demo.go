@@ -241,10 +241,10 @@ func (p *demoPlayer) play(ctx context.Context) ([]string, error) {
 		events := countInjected(msgs)
 		how := "each delivered to the agent's thread"
 		if kids, err := p.children(ctx); err == nil && len(kids) > 0 {
-			how = fmt.Sprintf("each handled by a child thread that reported back to the agent; %d child thread(s)", len(kids))
+			how = "each handled by a child thread that reported back to the agent; " + plural(len(kids), "child thread")
 		}
 		check(events > 0 || !p.strict,
-			fmt.Sprintf("subscription: subscribe_clock was confirmed and %d clock event(s) woke the agent (%s)", events, how),
+			fmt.Sprintf("subscription: subscribe_clock was confirmed and %s woke the agent (%s)", plural(events, "clock event"), how),
 			"subscription: no clock event reached the thread")
 		cancelCall, cancelRes, _ := findCall(msgs, "cancel_subscription")
 		switch {
@@ -279,7 +279,7 @@ func (p *demoPlayer) play(ctx context.Context) ([]string, error) {
 	case sleepCall != nil && sleepRes != nil && !sleepRes.IsError && slept >= demoNap*9/10 && wakes == 1:
 		report = append(report, fmt.Sprintf("✓ sleep: the agent called the built-in sleep, the thread hibernated and its timer woke it once, %v later: %q", slept.Round(10*time.Millisecond), sleepRes.Text))
 	case p.strict && sleepCall != nil && sleepRes != nil:
-		check(false, "", fmt.Sprintf("sleep: %d result(s); the first, %q, came %v after the call; want one wake-up after about %v", wakes, oneLine(sleepRes.Text, 200), slept, demoNap))
+		check(false, "", fmt.Sprintf("sleep: %s; the first, %q, came %v after the call; want one wake-up after about %v", plural(wakes, "result"), oneLine(sleepRes.Text, 200), slept, demoNap))
 	case p.strict:
 		check(false, "", "sleep: no sleep call with a result in the history")
 	default:

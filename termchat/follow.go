@@ -443,20 +443,20 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 		}
 		switch {
 		case st.Queued > 0:
-			busy = append(busy, fmt.Sprintf("%s has %d queued input(s)", name, st.Queued))
+			busy = append(busy, fmt.Sprintf("%s has %s", name, plural(st.Queued, "queued input")))
 		case len(st.PendingCalls) > 0 && open == 0:
 			names := make([]string, 0, len(st.PendingCalls))
 			for _, c := range st.PendingCalls {
 				names = append(names, c.ToolName)
 			}
 			sort.Strings(names)
-			busy = append(busy, fmt.Sprintf("%s has %d tool call(s) still pending (%s)", name, len(names), strings.Join(names, ", ")))
+			busy = append(busy, fmt.Sprintf("%s has %s still pending (%s)", name, plural(len(names), "tool call"), strings.Join(names, ", ")))
 		case len(st.activeSubscriptions()) > 0 && open == 0:
 			// A subscription still produces events, each of which may
 			// wake the thread or start a child.
 			subs := st.activeSubscriptions()
 			sort.Strings(subs)
-			busy = append(busy, fmt.Sprintf("%s has %d active subscription(s) (%s)", name, len(subs), strings.Join(subs, ", ")))
+			busy = append(busy, fmt.Sprintf("%s has %s (%s)", name, plural(len(subs), "active subscription"), strings.Join(subs, ", ")))
 		default:
 			// The runtime publishes a turn after saving it: let the
 			// stream show what the status says was saved.

@@ -218,7 +218,7 @@ func (s *session) open(ctx context.Context) error {
 	if opts.Thread != "" {
 		s.printMu.Lock()
 		if p := pendingCalls(earlier); len(p) > 0 {
-			fmt.Fprintf(opts.Stdout, "  · %d tool call(s) still waiting for results\n", len(p))
+			fmt.Fprintf(opts.Stdout, "  · %s still waiting for results\n", plural(len(p), "tool call"))
 		}
 		s.printMu.Unlock()
 		// Follow the children still open; the closed ones are history.

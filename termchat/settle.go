@@ -107,7 +107,7 @@ func waitSettled(ctx context.Context, a API, w *threadWatch, threadID string, g 
 					names = append(names, c.ToolName)
 				}
 				sort.Strings(names)
-				return fmt.Errorf("gave up waiting after %v: %d tool call(s) still pending (%s); their results will appear with 'rap chat --thread %s'", wait, len(names), strings.Join(names, ", "), threadID)
+				return fmt.Errorf("gave up waiting after %v: %s still pending (%s); their results will appear with 'rap chat --thread %s'", wait, plural(len(names), "tool call"), strings.Join(names, ", "), threadID)
 			}
 			return fmt.Errorf("gave up waiting after %v for thread %s to go idle; raise --wait", wait, threadID)
 		}

@@ -3,6 +3,7 @@ package termchat
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -100,6 +101,14 @@ func shortID(id string) string {
 		return string(r[n-8:])
 	}
 	return id
+}
+
+// plural formats a count with a noun: "1 tool call", "2 tool calls".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func orNone(s string) string {

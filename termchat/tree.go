@@ -73,7 +73,7 @@ func printThreadTree(w io.Writer, threads []api.Thread, only, mark string) error
 			next += "   "
 		}
 		if depth >= maxTreeDepth {
-			fmt.Fprintf(w, "%s└─ … %d child thread(s) deeper than %d levels not shown\n", next, len(children), maxTreeDepth)
+			fmt.Fprintf(w, "%s└─ … %s deeper than %d levels not shown\n", next, plural(len(children), "child thread"), maxTreeDepth)
 			return
 		}
 		for i, k := range children {

@@ -88,7 +88,7 @@ func runDelete(ctx context.Context, opts deleteOptions, ids []string, in io.Read
 	if err != nil {
 		return usageErrorf("--server %q: %v", opts.server, err)
 	}
-	what := fmt.Sprintf("%d session(s)", len(ids))
+	what := plural(len(ids), "session")
 	if opts.user != "" {
 		if ids, err = userSessions(ctx, c, opts.user); err != nil {
 			return err
@@ -97,7 +97,7 @@ func runDelete(ctx context.Context, opts deleteOptions, ids []string, in io.Read
 			fmt.Fprintf(stdout, "user %q has no sessions at %s: nothing to delete\n", opts.user, opts.server)
 			return nil
 		}
-		what = fmt.Sprintf("all %d session(s) of user %q", len(ids), opts.user)
+		what = fmt.Sprintf("the %s of user %q", plural(len(ids), "session"), opts.user)
 	}
 	if !opts.yes {
 		if !terminal {
@@ -122,11 +122,11 @@ func runDelete(ctx context.Context, opts deleteOptions, ids []string, in io.Read
 		}
 		sessions++
 		threads += n
-		fmt.Fprintf(stdout, "deleted session %s (%d thread(s))\n", id, n)
+		fmt.Fprintf(stdout, "deleted session %s (%s)\n", id, plural(n, "thread"))
 	}
-	fmt.Fprintf(stdout, "deleted %d session(s), %d thread(s)\n", sessions, threads)
+	fmt.Fprintf(stdout, "deleted %s, %s\n", plural(sessions, "session"), plural(threads, "thread"))
 	if failed > 0 {
-		fmt.Fprintf(stderr, "rap delete: %d session(s) not deleted\n", failed)
+		fmt.Fprintf(stderr, "rap delete: %s not deleted\n", plural(failed, "session"))
 		return exitError{code: exitFailure}
 	}
 	return nil

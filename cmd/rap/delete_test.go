@@ -14,9 +14,10 @@ import (
 
 // rap delete against a running rap serve: without --yes and without a
 // terminal it deletes nothing and says to pass --yes; with --yes it
-// deletes the named session and prints it and the count; --user deletes
-// every session of that user and no other; an unknown session fails with
-// status 1 and says why; bad arguments are status 2.
+// deletes the named session and prints it and the count ("1 session",
+// "2 sessions"); --user deletes every session of that user and no other;
+// an unknown session fails with status 1 and says why; bad arguments are
+// status 2.
 func TestDeleteVerb(t *testing.T) {
 	clearRAPEnv(t)
 	dir := t.TempDir()
@@ -36,11 +37,11 @@ func TestDeleteVerb(t *testing.T) {
 		_, err := c.Thread(ctx, id)
 		return errors.Is(err, client.ErrNotFound)
 	}
-	ada1, ada2, bob := session("ada"), session("ada"), session("bob")
+	ada1, ada2, ada3, bob := session("ada"), session("ada"), session("ada"), session("bob")
 
 	if !isTerminal(os.Stdin) {
 		code, _, stderr := runVerb(t, ctx, "delete", "--server", info.URL, ada1)
-		if code != exitUsage || !strings.Contains(stderr, "--yes") || !strings.Contains(stderr, "rap export SESSION -o FILE") {
+		if code != exitUsage || !strings.Contains(stderr, "deleting 1 session cannot be undone") || !strings.Contains(stderr, "--yes") || !strings.Contains(stderr, "rap export SESSION -o FILE") {
 			t.Errorf("without --yes and a terminal: status %d, stderr %q; want 2 asking for --yes and naming rap export", code, stderr)
 		}
 		if gone(ada1) {
@@ -49,7 +50,7 @@ func TestDeleteVerb(t *testing.T) {
 	}
 
 	code, stdout, stderr := runVerb(t, ctx, "delete", "--yes", "--server", info.URL, ada1)
-	if code != exitOK || !strings.Contains(stdout, "deleted session "+ada1+" (1 thread(s))") || !strings.Contains(stdout, "deleted 1 session(s), 1 thread(s)") {
+	if code != exitOK || !strings.Contains(stdout, "deleted session "+ada1+" (1 thread)\n") || !strings.Contains(stdout, "deleted 1 session, 1 thread\n") {
 		t.Errorf("rap delete --yes %s: status %d\nstdout %q\nstderr %q", ada1, code, stdout, stderr)
 	}
 	if !gone(ada1) {
@@ -57,11 +58,11 @@ func TestDeleteVerb(t *testing.T) {
 	}
 
 	code, stdout, stderr = runVerb(t, ctx, "delete", "--yes", "--server", info.URL, "--user", "ada")
-	if code != exitOK || !strings.Contains(stdout, "deleted session "+ada2) || !strings.Contains(stdout, "deleted 1 session(s)") {
+	if code != exitOK || !strings.Contains(stdout, "deleted session "+ada2) || !strings.Contains(stdout, "deleted session "+ada3) || !strings.Contains(stdout, "deleted 2 sessions, 2 threads\n") {
 		t.Errorf("rap delete --user ada: status %d\nstdout %q\nstderr %q", code, stdout, stderr)
 	}
-	if !gone(ada2) || gone(bob) {
-		t.Errorf("after rap delete --user ada: ada's session gone = %v (want true), bob's gone = %v (want false)", gone(ada2), gone(bob))
+	if !gone(ada2) || !gone(ada3) || gone(bob) {
+		t.Errorf("after rap delete --user ada: ada's sessions gone = %v, %v (want true), bob's gone = %v (want false)", gone(ada2), gone(ada3), gone(bob))
 	}
 	code, stdout, _ = runVerb(t, ctx, "delete", "--yes", "--server", info.URL, "--user", "ada")
 	if code != exitOK || !strings.Contains(stdout, "nothing to delete") {
@@ -69,7 +70,7 @@ func TestDeleteVerb(t *testing.T) {
 	}
 
 	code, _, stderr = runVerb(t, ctx, "delete", "--yes", "--server", info.URL, ada1)
-	if code != exitFailure || !strings.Contains(stderr, "no such session") {
+	if code != exitFailure || !strings.Contains(stderr, "no such session") || !strings.Contains(stderr, "rap delete: 1 session not deleted") {
 		t.Errorf("deleting a deleted session: status %d, stderr %q; want 1 saying there is no such session", code, stderr)
 	}
 	for _, args := range [][]string{{"delete", "--server", info.URL}, {"delete", "--yes", "--server", info.URL, "--user", "bob", bob}} {

@@ -68,13 +68,17 @@ func TestDemo(t *testing.T) {
 	}
 	// Child threads are shown readably — short ids, no
 	// JSON escaped inside JSON, no internal tool names in the summary.
-	for _, bad := range []string{`\"`, "receive_event__injected"} {
+	for _, bad := range []string{`\"`, "receive_event__injected", "(s)"} {
 		if strings.Contains(got, bad) {
 			t.Errorf("the demo output contains %q:\n%s", bad, got)
 		}
 	}
 	if id := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-`).FindString(got); id != "" {
 		t.Errorf("the demo output shows a full thread id (%s…), want short ids:\n%s", id, got)
+	}
+	// Counts agree with their nouns: "1 clock event", "2 clock events".
+	if !regexp.MustCompile(`confirmed and (1 clock event|([02-9]|\d\d+) clock events) woke the agent`).MatchString(got) {
+		t.Errorf("the subscription's line does not count its clock events in words:\n%s", got)
 	}
 	// RAP SU-7: the built-in cancel_subscription ends the clock.
 	wantLines(t, got, "✓ cancellation: cancel_subscription stopped the clock")

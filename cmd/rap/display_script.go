@@ -39,7 +39,7 @@ is 1 so that scripts can be checked in CI.`,
 func runDisplayScript(ctx context.Context, a *app, toolName string, pos []string) error {
 	stdout, stderr, tool := a.stdout, a.stderr, &toolName
 	if len(pos) != 2 {
-		return fmt.Errorf("%w: want SCRIPT and ARGS_JSON, got %d argument(s)", errUsage, len(pos))
+		return fmt.Errorf("%w: want SCRIPT and ARGS_JSON, got %s", errUsage, plural(len(pos), "argument"))
 	}
 	src := pos[0]
 	if strings.HasPrefix(src, "@") {

@@ -148,7 +148,7 @@ func listDeadLetters(ctx context.Context, st *durable.Store, asJSON bool, stdout
 		}
 		return nil
 	}
-	fmt.Fprintf(stdout, "%d callback(s) pending delivery, %d dead letter(s)\n", pending, len(dead))
+	fmt.Fprintf(stdout, "%s pending delivery, %s\n", plural(pending, "callback"), plural(len(dead), "dead letter"))
 	if len(dead) == 0 {
 		return nil
 	}

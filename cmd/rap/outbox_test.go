@@ -38,7 +38,7 @@ func TestOutboxVerb(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"0 callback(s) pending delivery, 2 dead letter(s)", "k-old", "k-refused", "503", "404", "maximum retry age", "https://rt.example/cb/redacted"} {
+	for _, want := range []string{"0 callbacks pending delivery, 2 dead letters", "k-old", "k-refused", "503", "404", "maximum retry age", "https://rt.example/cb/redacted"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list output lacks %q:\n%s", want, out)
 		}
@@ -59,7 +59,7 @@ func TestOutboxVerb(t *testing.T) {
 	if code, out, errOut = runVerb(t, ctx, "outbox", "drop", "--store", path, "k-refused", "k-none"); code != 1 || !strings.Contains(out, "k-refused: dropped") || !strings.Contains(errOut, "k-none") {
 		t.Errorf("drop with an unknown key: exit %d, want 1\n%s%s", code, out, errOut)
 	}
-	if code, out, _ = runVerb(t, ctx, "outbox", "--store", path); code != 0 || !strings.Contains(out, "1 callback(s) pending delivery, 0 dead letter(s)") {
+	if code, out, _ = runVerb(t, ctx, "outbox", "--store", path); code != 0 || !strings.Contains(out, "1 callback pending delivery, 0 dead letters") {
 		t.Errorf("after retry and drop: exit %d\n%s", code, out)
 	}
 

@@ -33,7 +33,7 @@ func (t *tx) AddCallCheck(c store.CallCheck) (bool, error) {
 
 // UncheckedCalls implements store.CallChecks.
 func (t *tx) UncheckedCalls(before time.Time, skip string, limit int) ([]store.Call, error) {
-	return t.queryCalls("list dispatched calls without a status check",
+	return collect(t, "list dispatched calls without a status check", scanCall,
 		uncheckedCallsSQL, nanos(before), skip, limit)
 }
 
@@ -47,22 +47,13 @@ func (t *tx) DeleteCallCheck(threadID, callID string) error {
 
 // DueCallChecks implements store.CallChecks.
 func (t *tx) DueCallChecks(now time.Time, limit int) ([]store.CallCheck, error) {
-	rows, err := t.tx.Query(`SELECT thread_id, call_id, due, failures FROM call_checks WHERE due <= ? ORDER BY due LIMIT ?`, now.UnixNano(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("list due call status checks: %w", err)
-	}
-	defer rows.Close()
-	var out []store.CallCheck
-	for rows.Next() {
+	return collect(t, "list due call status checks", func(sc scanner) (store.CallCheck, error) {
 		var c store.CallCheck
 		var due int64
-		if err := rows.Scan(&c.ThreadID, &c.CallID, &due, &c.Failures); err != nil {
-			return nil, fmt.Errorf("list due call status checks: %w", err)
-		}
+		err := sc.Scan(&c.ThreadID, &c.CallID, &due, &c.Failures)
 		c.Due = fromNanos(due)
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	}, `SELECT thread_id, call_id, due, failures FROM call_checks WHERE due <= ? ORDER BY due LIMIT ?`, now.UnixNano(), limit)
 }
 
 // NextCallCheck implements store.CallChecks.

@@ -25,7 +25,7 @@ func (t *tx) AddCompaction(c store.Compaction) error {
 
 const compactionCols = `thread_id, upto_seq, summary, messages, usage, created`
 
-func scanCompaction(sc interface{ Scan(...any) error }) (store.Compaction, error) {
+func scanCompaction(sc scanner) (store.Compaction, error) {
 	var c store.Compaction
 	var usage []byte
 	var created int64
@@ -52,18 +52,6 @@ func (t *tx) LatestCompaction(threadID string) (store.Compaction, error) {
 
 // ThreadCompactions implements store.Compactions.
 func (t *tx) ThreadCompactions(threadID string) ([]store.Compaction, error) {
-	rows, err := t.tx.Query(`SELECT `+compactionCols+` FROM compactions WHERE thread_id = ? ORDER BY upto_seq`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("list the compactions of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.Compaction
-	for rows.Next() {
-		c, err := scanCompaction(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list the compactions of thread %s: %w", threadID, err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return collect(t, "list the compactions of thread "+threadID, scanCompaction,
+		`SELECT `+compactionCols+` FROM compactions WHERE thread_id = ? ORDER BY upto_seq`, threadID)
 }

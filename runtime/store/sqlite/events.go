@@ -35,24 +35,14 @@ func (t *tx) AppendThreadEvents(events []store.ThreadEvent) ([]store.ThreadEvent
 
 // ThreadEventsAfter implements store.ThreadEvents.
 func (t *tx) ThreadEventsAfter(threadID string, after int64, limit int) ([]store.ThreadEvent, error) {
-	rows, err := t.tx.Query(`SELECT id, type, data, msg_seq, created FROM thread_events WHERE thread_id = ? AND id > ? ORDER BY id LIMIT ?`,
-		threadID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read the events of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.ThreadEvent
-	for rows.Next() {
+	return collect(t, "read the events of thread "+threadID, func(sc scanner) (store.ThreadEvent, error) {
 		e := store.ThreadEvent{ThreadID: threadID}
 		var data []byte
 		var created int64
-		if err := rows.Scan(&e.ID, &e.Type, &data, &e.MsgSeq, &created); err != nil {
-			return nil, fmt.Errorf("read the events of thread %s: %w", threadID, err)
-		}
+		err := sc.Scan(&e.ID, &e.Type, &data, &e.MsgSeq, &created)
 		e.Data, e.Created = json.RawMessage(data), fromNanos(created)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, err
+	}, `SELECT id, type, data, msg_seq, created FROM thread_events WHERE thread_id = ? AND id > ? ORDER BY id LIMIT ?`, threadID, after, limit)
 }
 
 // LastThreadEventID implements store.ThreadEvents.

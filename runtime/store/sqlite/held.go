@@ -40,24 +40,16 @@ func (t *tx) HeldEventStats(threadID, callID string) (store.HeldStats, error) {
 
 // TakeHeldEvents implements store.HeldEvents.
 func (t *tx) TakeHeldEvents(threadID, callID string) ([]store.HeldEvent, error) {
-	rows, err := t.tx.Query(`DELETE FROM held_events WHERE thread_id = ? AND call_id = ? RETURNING id, payload, created`, threadID, callID)
-	if err != nil {
-		return nil, fmt.Errorf("take the held subscription events of call %s of thread %s: %w", callID, threadID, err)
-	}
-	defer rows.Close()
-	var out []store.HeldEvent
-	for rows.Next() {
+	out, err := collect(t, fmt.Sprintf("take the held subscription events of call %s of thread %s", callID, threadID), func(sc scanner) (store.HeldEvent, error) {
 		e := store.HeldEvent{ThreadID: threadID, CallID: callID}
 		var payload string
 		var created int64
-		if err := rows.Scan(&e.ID, &payload, &created); err != nil {
-			return nil, fmt.Errorf("take the held subscription events of call %s of thread %s: %w", callID, threadID, err)
-		}
+		err := sc.Scan(&e.ID, &payload, &created)
 		e.Payload, e.Created = json.RawMessage(payload), fromNanos(created)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("take the held subscription events of call %s of thread %s: %w", callID, threadID, err)
+		return e, err
+	}, `DELETE FROM held_events WHERE thread_id = ? AND call_id = ? RETURNING id, payload, created`, threadID, callID)
+	if err != nil {
+		return nil, err
 	}
 	// RETURNING gives no order guarantee: sort by arrival.
 	slices.SortFunc(out, func(a, b store.HeldEvent) int { return cmp.Compare(a.ID, b.ID) })
@@ -68,7 +60,7 @@ func (t *tx) TakeHeldEvents(threadID, callID string) ([]store.HeldEvent, error) 
 // the query (CROSS JOIN keeps them the outer loop), so its cost does not
 // grow with the calls table.
 func (t *tx) EndedHeldCalls() ([]store.Call, error) {
-	return t.queryCalls("list ended calls with held subscription events", endedHeldCallsSQL)
+	return collect(t, "list ended calls with held subscription events", scanCall, endedHeldCallsSQL)
 }
 
 const endedHeldCallsSQL = `SELECT c.thread_id, c.call_id, c.tool_name, c.arguments, c.toolset, c.endpoint, c.turn_seq, c.state, COALESCE(c.deadline, 0), c.created, c.updated

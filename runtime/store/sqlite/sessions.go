@@ -13,124 +13,64 @@ import (
 
 // SessionThreads implements store.Sessions.
 func (t *tx) SessionThreads(rootID string) ([]store.Thread, error) {
-	rows, err := t.tx.Query(`SELECT `+threadCols+` FROM threads WHERE root_id = ? ORDER BY created, id`, rootID)
+	threads, err := collect(t, "list the threads of session "+rootID, scanThread,
+		`SELECT `+threadCols+` FROM threads WHERE root_id = ? ORDER BY created, id`, rootID)
 	if err != nil {
-		return nil, fmt.Errorf("list the threads of session %s: %w", rootID, err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []store.Thread
-	for rows.Next() {
-		th, err := scanThread(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list the threads of session %s: %w", rootID, err)
-		}
-		out = append(out, th)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list the threads of session %s: %w", rootID, err)
-	}
-	return backend.ParentsFirst(out), nil
+	return backend.ParentsFirst(threads), nil
 }
 
 // ThreadTimers implements store.Sessions.
 func (t *tx) ThreadTimers(threadID string) ([]store.Timer, error) {
-	rows, err := t.tx.Query(`SELECT id, thread_id, kind, COALESCE(payload, ''), due, created FROM timers WHERE thread_id = ? ORDER BY due, id`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("list the timers of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.Timer
-	for rows.Next() {
-		var tm store.Timer
-		var payload string
-		var due, created int64
-		if err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &due, &created); err != nil {
-			return nil, err
-		}
-		if payload != "" {
-			tm.Payload = json.RawMessage(payload)
-		}
-		tm.Due, tm.Created = fromNanos(due), fromNanos(created)
-		out = append(out, tm)
-	}
-	return out, rows.Err()
+	return collect(t, "list the timers of thread "+threadID, scanTimer,
+		`SELECT `+timerCols+` FROM timers WHERE thread_id = ? ORDER BY due, id`, threadID)
 }
 
 // ThreadSeenKeys implements store.Sessions.
 func (t *tx) ThreadSeenKeys(threadID string) ([]string, error) {
-	rows, err := t.tx.Query(`SELECT key FROM seen_keys WHERE thread_id = ?`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("list the seen keys of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return collect(t, "list the seen keys of thread "+threadID, scanString, `SELECT key FROM seen_keys WHERE thread_id = ?`, threadID)
 }
 
 // ThreadHeldEvents implements store.Sessions.
 func (t *tx) ThreadHeldEvents(threadID string) ([]store.HeldEvent, error) {
-	rows, err := t.tx.Query(`SELECT id, call_id, payload, created FROM held_events WHERE thread_id = ? ORDER BY id`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("list the held events of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.HeldEvent
-	for rows.Next() {
+	return collect(t, "list the held events of thread "+threadID, func(sc scanner) (store.HeldEvent, error) {
 		e := store.HeldEvent{ThreadID: threadID}
 		var payload string
 		var created int64
-		if err := rows.Scan(&e.ID, &e.CallID, &payload, &created); err != nil {
-			return nil, err
-		}
+		err := sc.Scan(&e.ID, &e.CallID, &payload, &created)
 		e.Payload, e.Created = json.RawMessage(payload), fromNanos(created)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, err
+	}, `SELECT id, call_id, payload, created FROM held_events WHERE thread_id = ? ORDER BY id`, threadID)
 }
 
 // ThreadCallChecks implements store.Sessions.
 func (t *tx) ThreadCallChecks(threadID string) ([]store.CallCheck, error) {
-	rows, err := t.tx.Query(`SELECT call_id, due, failures FROM call_checks WHERE thread_id = ? ORDER BY due, call_id`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("list the call checks of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.CallCheck
-	for rows.Next() {
+	return collect(t, "list the call checks of thread "+threadID, func(sc scanner) (store.CallCheck, error) {
 		c := store.CallCheck{ThreadID: threadID}
 		var due int64
-		if err := rows.Scan(&c.CallID, &due, &c.Failures); err != nil {
-			return nil, err
-		}
+		err := sc.Scan(&c.CallID, &due, &c.Failures)
 		c.Due = fromNanos(due)
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	}, `SELECT call_id, due, failures FROM call_checks WHERE thread_id = ? ORDER BY due, call_id`, threadID)
 }
 
 // SessionTrust implements store.Sessions.
 func (t *tx) SessionTrust(rootID string) (map[string]string, error) {
-	rows, err := t.tx.Query(`SELECT base_url, sha256 FROM toolset_trust WHERE root_id = ?`, rootID)
+	type pair struct{ url, digest string }
+	pairs, err := collect(t, "list the trusted toolsets of session "+rootID, func(sc scanner) (pair, error) {
+		var p pair
+		err := sc.Scan(&p.url, &p.digest)
+		return p, err
+	}, `SELECT base_url, sha256 FROM toolset_trust WHERE root_id = ?`, rootID)
 	if err != nil {
-		return nil, fmt.Errorf("list the trusted toolsets of session %s: %w", rootID, err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var u, d string
-		if err := rows.Scan(&u, &d); err != nil {
-			return nil, err
-		}
-		out[u] = d
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		out[p.url] = p.digest
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteSession implements store.Sessions.
@@ -194,7 +134,7 @@ func (t *tx) PutMove(m store.Move) error {
 
 const moveCols = `root_id, direction, id, state, peer, secret, COALESCE(data, ''), created, updated, expires`
 
-func scanMove(sc interface{ Scan(...any) error }) (store.Move, error) {
+func scanMove(sc scanner) (store.Move, error) {
 	var m store.Move
 	var data string
 	var created, updated, expires int64
@@ -220,20 +160,8 @@ func (t *tx) SessionMove(rootID string, dir store.MoveDirection) (store.Move, er
 
 // ListMoves implements store.Moves.
 func (t *tx) ListMoves() ([]store.Move, error) {
-	rows, err := t.tx.Query(`SELECT ` + moveCols + ` FROM session_moves ORDER BY created, root_id, direction`)
-	if err != nil {
-		return nil, fmt.Errorf("list the moves of sessions: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Move
-	for rows.Next() {
-		m, err := scanMove(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list the moves of sessions: %w", err)
-		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+	return collect(t, "list the moves of sessions", scanMove,
+		`SELECT `+moveCols+` FROM session_moves ORDER BY created, root_id, direction`)
 }
 
 // DeleteMove implements store.Moves.
@@ -247,23 +175,20 @@ func (t *tx) DeleteMove(rootID string, dir store.MoveDirection) error {
 // ThreadUsage implements store.Sessions.
 func (t *tx) ThreadUsage(threadID string) (store.Usage, error) {
 	var total store.Usage
-	rows, err := t.tx.Query(`SELECT usage FROM messages WHERE thread_id = ? AND usage IS NOT NULL`, threadID)
-	if err != nil {
-		return total, fmt.Errorf("read the token usage of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
+	usages, err := collect(t, "read the token usage of thread "+threadID, func(sc scanner) (*store.Usage, error) {
 		var b []byte
-		if err := rows.Scan(&b); err != nil {
-			return total, err
+		if err := sc.Scan(&b); err != nil {
+			return nil, err
 		}
-		u, err := backend.DecodeUsage(b)
-		if err != nil {
-			return total, fmt.Errorf("read the token usage of thread %s: %w", threadID, err)
-		}
+		return backend.DecodeUsage(b)
+	}, `SELECT usage FROM messages WHERE thread_id = ? AND usage IS NOT NULL`, threadID)
+	if err != nil {
+		return total, err
+	}
+	for _, u := range usages {
 		if u != nil {
 			total.Add(*u)
 		}
 	}
-	return total, rows.Err()
+	return total, nil
 }

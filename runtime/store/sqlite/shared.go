@@ -71,23 +71,14 @@ func (t *tx) PutOAuthLink(l store.OAuthLink) error {
 
 // ThreadOAuthLinks implements store.OAuthLinks.
 func (t *tx) ThreadOAuthLinks(threadID string, now time.Time) ([]store.OAuthLink, error) {
-	rows, err := t.tx.Query(`SELECT call_id, event, created, expires FROM oauth_links WHERE thread_id = ? AND expires > ? ORDER BY created, call_id`, threadID, nanos(now))
-	if err != nil {
-		return nil, fmt.Errorf("list the oauth links of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.OAuthLink
-	for rows.Next() {
+	return collect(t, "list the oauth links of thread "+threadID, func(sc scanner) (store.OAuthLink, error) {
 		l := store.OAuthLink{ThreadID: threadID}
 		var event []byte
 		var created, expires int64
-		if err := rows.Scan(&l.CallID, &event, &created, &expires); err != nil {
-			return nil, fmt.Errorf("list the oauth links of thread %s: %w", threadID, err)
-		}
+		err := sc.Scan(&l.CallID, &event, &created, &expires)
 		l.Event, l.Created, l.Expires = json.RawMessage(event), fromNanos(created), fromNanos(expires)
-		out = append(out, l)
-	}
-	return out, rows.Err()
+		return l, err
+	}, `SELECT call_id, event, created, expires FROM oauth_links WHERE thread_id = ? AND expires > ? ORDER BY created, call_id`, threadID, nanos(now))
 }
 
 // DeleteOAuthLink implements store.OAuthLinks.

@@ -1,10 +1,6 @@
 package sqlite
 
-import (
-	"fmt"
-
-	"github.com/gorap/gorap/runtime/store"
-)
+import "github.com/gorap/gorap/runtime/store"
 
 // The page queries. After a cursor (c, i) each makes two index seeks,
 // (created = c, id > i) then (created > c), and sorts at most 2×limit rows:
@@ -34,10 +30,10 @@ const (
 // ThreadsPage implements store.Threads with the threads_created index.
 func (t *tx) ThreadsPage(after store.ThreadCursor, limit int) ([]store.Thread, error) {
 	if after.IsZero() {
-		return t.threadRows("list threads", threadsFirstPage, limit)
+		return collect(t, "list threads", scanThread, threadsFirstPage, limit)
 	}
 	c := nanos(after.Created)
-	return t.threadRows("list threads", threadsNextPage, c, after.ID, limit, c, limit, limit)
+	return collect(t, "list threads", scanThread, threadsNextPage, c, after.ID, limit, c, limit, limit)
 }
 
 // ChildThreads implements store.Threads with the threads_parent_created
@@ -45,10 +41,10 @@ func (t *tx) ThreadsPage(after store.ThreadCursor, limit int) ([]store.Thread, e
 func (t *tx) ChildThreads(parentID string, after store.ThreadCursor, limit int) ([]store.Thread, error) {
 	what := "list the children of thread " + parentID
 	if after.IsZero() {
-		return t.threadRows(what, childrenFirstPage, parentID, limit)
+		return collect(t, what, scanThread, childrenFirstPage, parentID, limit)
 	}
 	c := nanos(after.Created)
-	return t.threadRows(what, childrenNextPage, parentID, c, after.ID, limit, parentID, c, limit, limit)
+	return collect(t, what, scanThread, childrenNextPage, parentID, c, after.ID, limit, parentID, c, limit, limit)
 }
 
 // UserThreadsPage implements store.Threads with the threads_user_created
@@ -56,29 +52,8 @@ func (t *tx) ChildThreads(parentID string, after store.ThreadCursor, limit int) 
 func (t *tx) UserThreadsPage(userID string, after store.ThreadCursor, limit int) ([]store.Thread, error) {
 	what := "list the threads of a user"
 	if after.IsZero() {
-		return t.threadRows(what, userFirstPage, userID, limit)
+		return collect(t, what, scanThread, userFirstPage, userID, limit)
 	}
 	c := nanos(after.Created)
-	return t.threadRows(what, userNextPage, userID, c, after.ID, limit, userID, c, limit, limit)
-}
-
-// threadRows runs a query of threadCols rows.
-func (t *tx) threadRows(what, query string, args ...any) ([]store.Thread, error) {
-	rows, err := t.tx.Query(query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []store.Thread
-	for rows.Next() {
-		th, err := scanThread(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		out = append(out, th)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
+	return collect(t, what, scanThread, userNextPage, userID, c, after.ID, limit, userID, c, limit, limit)
 }

@@ -50,6 +50,35 @@ func nullable(t time.Time) any {
 // stamp returns v, or the transaction's time when v is zero.
 func (t *tx) stamp(v time.Time) time.Time { return backend.Stamp(v, t.now) }
 
+// collect runs a query and reads each of its rows with scan; a failure
+// says what was being read.
+func collect[T any](t *tx, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := t.tx.Query(query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// scanString reads a row of one text column.
+func scanString(sc scanner) (string, error) {
+	var v string
+	err := sc.Scan(&v)
+	return v, err
+}
+
 // Threads
 
 // CreateThread implements store.Threads.
@@ -79,7 +108,7 @@ func (t *tx) CreateThread(th store.Thread) error {
 
 const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, COALESCE(origin_args, ''), inherit_seq, user_id`
 
-func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
+func scanThread(sc scanner) (store.Thread, error) {
 	var th store.Thread
 	var created int64
 	var args string
@@ -113,20 +142,7 @@ func (t *tx) Thread(id string) (store.Thread, error) {
 
 // ListThreads implements store.Threads.
 func (t *tx) ListThreads() ([]store.Thread, error) {
-	rows, err := t.tx.Query(`SELECT ` + threadCols + ` FROM threads ORDER BY created, id`)
-	if err != nil {
-		return nil, fmt.Errorf("list threads: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Thread
-	for rows.Next() {
-		th, err := scanThread(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list threads: %w", err)
-		}
-		out = append(out, th)
-	}
-	return out, rows.Err()
+	return collect(t, "list threads", scanThread, `SELECT `+threadCols+` FROM threads ORDER BY created, id`)
 }
 
 // SetThreadStatus implements store.Threads.
@@ -250,30 +266,23 @@ func (t *tx) OwnMessages(threadID string, after, upTo int64) ([]store.Message, e
 	if upTo < 0 {
 		upTo = 1<<63 - 1
 	}
-	rows, err := t.tx.Query(`SELECT seq, role, text, tool_calls, tool_results, created, usage FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? ORDER BY seq`, threadID, after, upTo)
-	if err != nil {
-		return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.Message
-	for rows.Next() {
+	return collect(t, "read history of thread "+threadID, func(sc scanner) (store.Message, error) {
 		m := store.Message{ThreadID: threadID}
 		var calls, results, usage []byte
 		var created int64
-		if err := rows.Scan(&m.Seq, &m.Role, &m.Text, &calls, &results, &created, &usage); err != nil {
-			return nil, fmt.Errorf("read history of thread %s: %w", threadID, err)
+		if err := sc.Scan(&m.Seq, &m.Role, &m.Text, &calls, &results, &created, &usage); err != nil {
+			return m, err
 		}
 		m.Created = fromNanos(created)
 		if err := backend.DecodeMessage(&m, calls, results); err != nil {
-			return nil, fmt.Errorf("read history of thread %s: message %d: %w", threadID, m.Seq, err)
+			return m, fmt.Errorf("message %d: %w", m.Seq, err)
 		}
 		var err error
 		if m.Usage, err = backend.DecodeUsage(usage); err != nil {
-			return nil, fmt.Errorf("read history of thread %s: message %d: %w", threadID, m.Seq, err)
+			return m, fmt.Errorf("message %d: %w", m.Seq, err)
 		}
-		out = append(out, m)
-	}
-	return out, rows.Err()
+		return m, nil
+	}, `SELECT seq, role, text, tool_calls, tool_results, created, usage FROM messages WHERE thread_id = ? AND seq > ? AND seq <= ? ORDER BY seq`, threadID, after, upTo)
 }
 
 // Inbox
@@ -326,42 +335,19 @@ func (t *tx) InsertInboxItem(item store.InboxItem) (bool, error) {
 
 // Queued implements store.Inbox.
 func (t *tx) Queued(threadID string) ([]store.InboxItem, error) {
-	rows, err := t.tx.Query(`SELECT id, kind, payload, dedup_key, created FROM inbox WHERE thread_id = ? ORDER BY id`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("read inbox of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.InboxItem
-	for rows.Next() {
+	return collect(t, "read inbox of thread "+threadID, func(sc scanner) (store.InboxItem, error) {
 		it := store.InboxItem{ThreadID: threadID}
 		var payload string
 		var created int64
-		if err := rows.Scan(&it.ID, &it.Kind, &payload, &it.DedupKey, &created); err != nil {
-			return nil, fmt.Errorf("read inbox of thread %s: %w", threadID, err)
-		}
-		it.Payload = json.RawMessage(payload)
-		it.Created = fromNanos(created)
-		out = append(out, it)
-	}
-	return out, rows.Err()
+		err := sc.Scan(&it.ID, &it.Kind, &payload, &it.DedupKey, &created)
+		it.Payload, it.Created = json.RawMessage(payload), fromNanos(created)
+		return it, err
+	}, `SELECT id, kind, payload, dedup_key, created FROM inbox WHERE thread_id = ? ORDER BY id`, threadID)
 }
 
 // QueuedThreads implements store.Inbox.
 func (t *tx) QueuedThreads() ([]string, error) {
-	rows, err := t.tx.Query(`SELECT thread_id FROM inbox GROUP BY thread_id ORDER BY MIN(id)`)
-	if err != nil {
-		return nil, fmt.Errorf("list threads with queued messages: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return collect(t, "list threads with queued messages", scanString, `SELECT thread_id FROM inbox GROUP BY thread_id ORDER BY MIN(id)`)
 }
 
 // Consume implements store.Inbox.
@@ -382,7 +368,7 @@ func (t *tx) Consume(ids []int64) error {
 
 const callCols = `thread_id, call_id, tool_name, arguments, toolset, endpoint, turn_seq, state, COALESCE(deadline, 0), created, updated`
 
-func scanCall(sc interface{ Scan(...any) error }) (store.Call, error) {
+func scanCall(sc scanner) (store.Call, error) {
 	var c store.Call
 	var args string
 	var deadline, created, updated int64
@@ -390,32 +376,6 @@ func scanCall(sc interface{ Scan(...any) error }) (store.Call, error) {
 	c.Arguments = json.RawMessage(args)
 	c.Deadline, c.Created, c.Updated = fromNanos(deadline), fromNanos(created), fromNanos(updated)
 	return c, err
-}
-
-func (t *tx) queryCalls(what, q string, args ...any) ([]store.Call, error) {
-	out, err := t.queryCallsOf(q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
-}
-
-// queryCallsOf runs q and scans its calls.
-func (t *tx) queryCallsOf(q string, args ...any) ([]store.Call, error) {
-	rows, err := t.tx.Query(q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []store.Call
-	for rows.Next() {
-		c, err := scanCall(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // PutCalls implements store.Calls.
@@ -520,12 +480,12 @@ func (t *tx) CallsInState(s store.CallState) ([]store.Call, error) {
 	if s.Pending() {
 		q = callsInPendingStateSQL
 	}
-	return t.queryCalls("list calls in state "+string(s), q, string(s))
+	return collect(t, "list calls in state "+string(s), scanCall, q, string(s))
 }
 
 // ThreadCalls implements store.Calls.
 func (t *tx) ThreadCalls(threadID string) ([]store.Call, error) {
-	return t.queryCalls("list calls of thread "+threadID,
+	return collect(t, "list calls of thread "+threadID, scanCall,
 		`SELECT `+callCols+` FROM calls WHERE thread_id = ? ORDER BY created, call_id`, threadID)
 }
 
@@ -540,9 +500,9 @@ func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
 		sortCalls(calls)
 		return calls, nil
 	}
-	calls, err := t.queryCallsOf(pendingCallsSQL, threadID)
+	calls, err := collect(t, "list pending calls of thread "+threadID, scanCall, pendingCallsSQL, threadID)
 	if err != nil {
-		return nil, fmt.Errorf("list pending calls of thread %s: %w", threadID, err)
+		return nil, err
 	}
 	if t.tx.rows != nil {
 		ids := make([]string, len(calls))
@@ -586,7 +546,7 @@ func sortCalls(calls []store.Call) {
 
 // DueCalls implements store.Calls.
 func (t *tx) DueCalls(now time.Time) ([]store.Call, error) {
-	return t.queryCalls("list calls past their deadline",
+	return collect(t, "list calls past their deadline", scanCall,
 		dueCallsSQL, now.UnixNano())
 }
 
@@ -615,7 +575,7 @@ func (t *tx) PutSubscription(s store.Subscription) error {
 	return nil
 }
 
-func scanSubscription(sc interface{ Scan(...any) error }) (store.Subscription, error) {
+func scanSubscription(sc scanner) (store.Subscription, error) {
 	var s store.Subscription
 	var created int64
 	err := sc.Scan(&s.ThreadID, &s.CallID, &s.ToolName, &s.State, &created)
@@ -637,20 +597,8 @@ func (t *tx) Subscription(threadID, callID string) (store.Subscription, error) {
 
 // ThreadSubscriptions implements store.Subscriptions.
 func (t *tx) ThreadSubscriptions(threadID string) ([]store.Subscription, error) {
-	rows, err := t.tx.Query(`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = ? ORDER BY created, call_id`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("list subscriptions of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.Subscription
-	for rows.Next() {
-		s, err := scanSubscription(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return collect(t, "list subscriptions of thread "+threadID, scanSubscription,
+		`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = ? ORDER BY created, call_id`, threadID)
 }
 
 // Views
@@ -668,23 +616,14 @@ func (t *tx) PutView(v store.View) error {
 
 // ThreadViews implements store.Views.
 func (t *tx) ThreadViews(threadID string) ([]store.View, error) {
-	rows, err := t.tx.Query(`SELECT view_type, content, updated FROM views WHERE thread_id = ? ORDER BY view_type`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("list views of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.View
-	for rows.Next() {
+	return collect(t, "list views of thread "+threadID, func(sc scanner) (store.View, error) {
 		v := store.View{ThreadID: threadID}
 		var content string
 		var updated int64
-		if err := rows.Scan(&v.ViewType, &content, &updated); err != nil {
-			return nil, err
-		}
+		err := sc.Scan(&v.ViewType, &content, &updated)
 		v.Content, v.Updated = json.RawMessage(content), fromNanos(updated)
-		out = append(out, v)
-	}
-	return out, rows.Err()
+		return v, err
+	}, `SELECT view_type, content, updated FROM views WHERE thread_id = ? ORDER BY view_type`, threadID)
 }
 
 // Timers
@@ -713,28 +652,23 @@ func (t *tx) DeleteTimer(id string) error {
 	return nil
 }
 
+const timerCols = `id, thread_id, kind, COALESCE(payload, ''), due, created`
+
+func scanTimer(sc scanner) (store.Timer, error) {
+	var tm store.Timer
+	var payload string
+	var due, created int64
+	err := sc.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &due, &created)
+	if payload != "" {
+		tm.Payload = json.RawMessage(payload)
+	}
+	tm.Due, tm.Created = fromNanos(due), fromNanos(created)
+	return tm, err
+}
+
 // DueTimers implements store.Timers.
 func (t *tx) DueTimers(now time.Time) ([]store.Timer, error) {
-	rows, err := t.tx.Query(`SELECT id, thread_id, kind, COALESCE(payload, ''), due, created FROM timers WHERE due <= ? ORDER BY due, id`, now.UnixNano())
-	if err != nil {
-		return nil, fmt.Errorf("list due timers: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Timer
-	for rows.Next() {
-		var tm store.Timer
-		var payload string
-		var due, created int64
-		if err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &due, &created); err != nil {
-			return nil, err
-		}
-		if payload != "" {
-			tm.Payload = json.RawMessage(payload)
-		}
-		tm.Due, tm.Created = fromNanos(due), fromNanos(created)
-		out = append(out, tm)
-	}
-	return out, rows.Err()
+	return collect(t, "list due timers", scanTimer, `SELECT `+timerCols+` FROM timers WHERE due <= ? ORDER BY due, id`, now.UnixNano())
 }
 
 // NextTimer implements store.Timers.
@@ -764,23 +698,14 @@ func (t *tx) PutToolset(c store.CachedToolset) error {
 
 // SessionToolsets implements store.ToolsetCache.
 func (t *tx) SessionToolsets(rootID string) ([]store.CachedToolset, error) {
-	rows, err := t.tx.Query(`SELECT base_url, manifest, fetched FROM toolset_cache WHERE root_id = ? ORDER BY base_url`, rootID)
-	if err != nil {
-		return nil, fmt.Errorf("read cached toolsets of session %s: %w", rootID, err)
-	}
-	defer rows.Close()
-	var out []store.CachedToolset
-	for rows.Next() {
+	return collect(t, "read cached toolsets of session "+rootID, func(sc scanner) (store.CachedToolset, error) {
 		c := store.CachedToolset{RootID: rootID}
 		var manifest string
 		var fetched int64
-		if err := rows.Scan(&c.BaseURL, &manifest, &fetched); err != nil {
-			return nil, err
-		}
+		err := sc.Scan(&c.BaseURL, &manifest, &fetched)
 		c.Manifest, c.Fetched = json.RawMessage(manifest), fromNanos(fetched)
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	}, `SELECT base_url, manifest, fetched FROM toolset_cache WHERE root_id = ? ORDER BY base_url`, rootID)
 }
 
 // LatestToolset implements store.ToolsetCache.
@@ -834,7 +759,7 @@ func (t *tx) PutChoice(c store.Choice) error {
 
 const choiceCols = `thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created`
 
-func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
+func scanChoice(sc scanner) (store.Choice, error) {
 	var c store.Choice
 	var choices string
 	var created int64
@@ -868,18 +793,6 @@ func (t *tx) TakeChoice(threadID, callID string) (store.Choice, error) {
 
 // ThreadChoices implements store.Choices.
 func (t *tx) ThreadChoices(threadID string) ([]store.Choice, error) {
-	rows, err := t.tx.Query(`SELECT `+choiceCols+` FROM choices WHERE thread_id = ? ORDER BY created, call_id`, threadID)
-	if err != nil {
-		return nil, fmt.Errorf("list user choices of thread %s: %w", threadID, err)
-	}
-	defer rows.Close()
-	var out []store.Choice
-	for rows.Next() {
-		c, err := scanChoice(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list user choices of thread %s: %w", threadID, err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return collect(t, "list user choices of thread "+threadID, scanChoice,
+		`SELECT `+choiceCols+` FROM choices WHERE thread_id = ? ORDER BY created, call_id`, threadID)
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The compaction table in docs/benchmarks.md and its chart are what the
+// figures in compaction.csv make: editing either file by hand, or the
+// figures without running the generator, fails here.
+func TestGeneratedDocsAreCurrent(t *testing.T) {
+	root := filepath.Join("..", "..")
+	md, svg, err := generate(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string][]byte{benchmarksMD: md, chartSVG: svg} {
+		got, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is out of date with internal/benchplot/compaction.csv: run go generate ./internal/benchplot and commit it", path)
+		}
+	}
+}
+
+// The chart is well-formed XML with a white background, a point per row
+// and series, and each series' last figure written beside its line.
+func TestChartDrawsEveryFigure(t *testing.T) {
+	rows, err := parseRows(compactionCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := chart(rows)
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	circles, texts := 0, map[string]bool{}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the chart is not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if tok.Name.Local == "circle" {
+				circles++
+			}
+		case xml.CharData:
+			texts[strings.TrimSpace(string(tok))] = true
+		}
+	}
+	if want := 2*len(rows) + 2; circles != want { // two legend markers
+		t.Errorf("the chart has %d points, want %d", circles, want)
+	}
+	last := rows[len(rows)-1]
+	for _, s := range []string{group(last.whole), group(last.compacted), "without compaction", "with compaction"} {
+		if !texts[s] {
+			t.Errorf("the chart lacks the text %q", s)
+		}
+	}
+	if !bytes.Contains(svg, []byte(`<rect width="100%" height="100%" fill="#fff"/>`)) {
+		t.Error("the chart has no white background")
+	}
+}
+
+// Figures that cannot be drawn are refused with the column that is wrong.
+func TestParseRowsRefusesBadFigures(t *testing.T) {
+	head := strings.Join(header, ",") + "\n"
+	for _, tc := range []struct{ csv, want string }{
+		{head + "10,520,520,,1 ms\n100,x,5200,,1 ms\n", "whole_tokens"},
+		{head + "10,520,520,,1 ms\n10,5200,5200,,1 ms\n", "messages must grow"},
+		{head + "10,520,0,,1 ms\n100,5200,5200,,1 ms\n", "compacted_tokens"},
+		{"messages,whole,compacted,summary,time\n10,520,520,,1 ms\n100,5200,5200,,1 ms\n", "want the header"},
+		{head + "10,520,520\n", "wrong number of fields"},
+	} {
+		if _, err := parseRows(tc.csv); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseRows(%q) = %v, want an error naming %q", tc.csv, err, tc.want)
+		}
+	}
+}
+
+func TestGroupSeparatesThousands(t *testing.T) {
+	for n, want := range map[int]string{7: "7", 520: "520", 5200: "5,200", 76008: "76,008", 5200000: "5,200,000"} {
+		if got := group(n); got != want {
+			t.Errorf("group(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
