@@ -201,15 +201,13 @@ func (t *transcript) redrawPrompt() {
 func (t *transcript) noteOwnInput() {}
 
 // live reports whether text deltas may be printed as they stream. The
-// runtime saves and announces a turn's inputs (tool results, subscription
-// events, reports of child threads) after the completion streamed, so a
-// reply could only be shown before the result that caused it: deltas are
-// shown live only when no such input can be in the turn — no call shown
-// without its result, no subscription, no open child thread — and no
-// prompt is shown. Otherwise the reply is printed from its saved message,
-// after its inputs (causal order).
+// runtime announces the inputs a completion answers (tool results,
+// subscription events, reports of child threads) before the completion
+// streams, so a reply printed live follows its cause; deltas are held only
+// while a prompt is shown, and the reply is then printed from its saved
+// message.
 func (t *transcript) live() bool {
-	return t.stream && len(t.pending) == 0 && !t.subs && len(t.kids) == 0 && t.line.prompt == ""
+	return t.stream && t.line.prompt == ""
 }
 
 // printf starts a new line of the transcript.

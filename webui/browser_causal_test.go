@@ -40,12 +40,10 @@ func (m *causeModel) Complete(ctx context.Context, req model.Request, s model.St
 	return &model.Response{Text: replyFirst + replySecond, StopReason: "end_turn"}, nil
 }
 
-// The runtime saves a turn's inputs with its reply, after the
-// reply streamed, so a client printing streamed text as it arrives shows
-// the reply before its cause. The page streams a reply only when it shows
-// what caused it (its own message, not yet saved); while a tool result or
-// another client's message is on its way, the streamed text is kept out
-// of sight, and the reply appears after its cause when saved.
+// The runtime announces what a completion answers before the completion
+// streams: the page streams every reply in sight, under its cause,
+// whether the cause is a tool result, another client's message or the
+// page's own message.
 func TestBrowserStreamedReplyNeverBeforeItsCause(t *testing.T) {
 	s := rap.NewServer("oracle", &rap.ServerOptions{Description: "Answers."})
 	rap.AddTool(s, &rap.Tool{Name: "lookup", Description: "Looks the answer up."},
@@ -65,43 +63,39 @@ func TestBrowserStreamedReplyNeverBeforeItsCause(t *testing.T) {
 	b.run("open the thread", chromedp.Navigate(st.URL+"/#/t/"+id))
 	b.wait("the thread is live", `document.getElementById('conn').dataset.state === 'live'`)
 
-	// A tool result causes the reply: while the reply streams, the result
-	// is not saved (nor announced) yet.
-	b.say("look it up")
-	b.wait("the reply to the result is streaming", contains(".msg.streaming", replyFirst))
-	if eval[bool](b, `document.querySelector('.msg.streaming').checkVisibility() && !!document.querySelector('.call .result.pending')`) {
-		t.Errorf("the page shows the reply streaming while the tool result that caused it is still pending:\n%s", eval[string](b, `document.getElementById('messages').innerText`))
+	// streamingAfter holds when the streaming reply is in sight and the
+	// element whose text contains cause comes before it.
+	streamingAfter := func(sel, cause string) string {
+		return `(() => {
+			const s = document.querySelector('.msg.streaming');
+			const c = [...document.querySelectorAll(` + jsString(sel) + `)].find((e) => e.textContent.includes(` + jsString(cause) + `));
+			return !!s && s.checkVisibility() && !!c && !!(c.compareDocumentPosition(s) & Node.DOCUMENT_POSITION_FOLLOWING);
+		})()`
 	}
-	gate <- struct{}{}
-	b.wait("the saved reply", contains(".msg.assistant:not(.streaming)", replyFirst+replySecond))
-	order := eval[string](b, `document.getElementById('messages').innerText`)
-	if r, a := strings.Index(order, "RESULT-42"), strings.Index(order, replyFirst); r < 0 || r > a {
-		t.Errorf("the reply is shown before the result that caused it:\n%s", order)
+	check := func(what, sel, cause, final string) {
+		t.Helper()
+		b.wait(what+": the reply streams in sight, under its cause", streamingAfter(sel, cause))
+		gate <- struct{}{}
+		b.wait(what+": the saved reply", `!document.querySelector('.msg.streaming') && `+contains(".msg.assistant", final))
+		order := eval[string](b, `document.getElementById('messages').innerText`)
+		if c, a := strings.LastIndex(order, cause), strings.LastIndex(order, replyFirst); c < 0 || c > a {
+			t.Errorf("%s: the reply is shown before its cause:\n%s", what, order)
+		}
 	}
 
-	// Another client's message causes the reply: the page learns of the
-	// message only when it is saved, with the reply.
+	b.say("look it up")
+	check("a tool result", ".msg .result, .msg.tool", "RESULT-42", replyFirst+replySecond)
+
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	if err := st.RT.PostMessage(ctx, id, "tell me slowly"); err != nil {
 		t.Fatal(err)
 	}
-	b.wait("the reply to the other client's message is streaming", contains(".msg.streaming", replyFirst))
-	if eval[bool](b, `document.querySelector('.msg.streaming').checkVisibility() && !`+contains(".msg.user", "tell me slowly")) {
-		t.Errorf("the page shows the reply streaming before the message that caused it:\n%s", eval[string](b, `document.getElementById('messages').innerText`))
-	}
-	gate <- struct{}{}
-	b.wait("the message and its reply", contains(".msg.user", "tell me slowly")+` && !document.querySelector('.msg.streaming')`)
-	order = eval[string](b, `document.getElementById('messages').innerText`)
-	if u, a := strings.Index(order, "tell me slowly"), strings.LastIndex(order, replyFirst); u < 0 || u > a {
-		t.Errorf("the reply is shown before the message that caused it:\n%s", order)
-	}
+	check("another client's message", ".msg.user", "tell me slowly", replyFirst+replySecond)
 
-	// The page's own message is shown at once (queued): its reply streams
-	// live, under it.
 	b.say("go slow")
-	b.wait("the reply to the page's own message is streaming", contains(".msg.streaming", replyFirst))
-	b.wait("the reply streams in sight, under the message", `document.querySelector('.msg.streaming').checkVisibility() && !!document.querySelector('.msg.queued')`)
-	gate <- struct{}{}
-	b.wait("the third reply", `!document.querySelector('.msg.streaming') && document.querySelectorAll('.msg.assistant').length === 4`)
+	check("the page's own message", ".msg.user", "go slow", replyFirst+replySecond)
+	if n := eval[int](b, `document.querySelectorAll('.msg.assistant').length`); n != 4 {
+		t.Errorf("%d assistant messages shown, want 4", n)
+	}
 }

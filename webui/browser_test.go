@@ -262,14 +262,18 @@ func TestBrowserConversation(t *testing.T) {
 	b.wait("the sleep and its wake time", contains("#thread-info .sleeping", "Sleeping until")+` && `+contains("#thread-info .sleeping", "waiting for the nightly build")+` && !!document.querySelector('#thread-info .sleeping time')`)
 	b.say("fail now")
 	b.wait("the model error", contains(".msg.error", "the model is unreachable")+` && !!document.querySelector('.msg.error[data-final]')`)
-	// The runtime keeps the message whose slice failed (RAP RT-4): it is
-	// shown as queued, not saved.
-	b.wait("the failed message is queued", contains("#messages > .msg.user[data-queued]", "fail now"))
+	// The runtime keeps the message whose completion failed (RAP RT-4)
+	// and announced it when it took it: it is shown once, before the error.
+	b.wait("the failed message, then the error", `(() => {
+		const u = [...document.querySelectorAll('#messages > .msg.user .text')].filter((e) => e.textContent === 'fail now');
+		const err = document.querySelector('.msg.error[data-final]');
+		return u.length === 1 && !!err && !!(u[0].compareDocumentPosition(err) & Node.DOCUMENT_POSITION_FOLLOWING);
+	})()`)
 	b.screenshot("webui-error")
 
 	// Every message appears once.
 	users := eval[[]string](b, `[...document.querySelectorAll('#messages > .msg.user:not([data-queued]) .text')].map(e => e.textContent)`)
-	want := []string{"please <b>edit</b> main.go", "deploy it", "connect my calendar", "watch the countdown", "take a nap"}
+	want := []string{"please <b>edit</b> main.go", "deploy it", "connect my calendar", "watch the countdown", "take a nap", "fail now"}
 	if strings.Join(users, "|") != strings.Join(want, "|") {
 		t.Errorf("user messages shown: %q, want %q", users, want)
 	}

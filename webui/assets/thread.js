@@ -29,7 +29,6 @@ export class ThreadView {
     this.connects = 0;
     this.requeue = []; // queued messages put aside while a replay rebuilds the view
     this.answered = new Set(); // call ids of the choices answered here
-    this.subSeq = 0; // seq of the last subscription's confirming result
     this.moved = ''; // the base URL of the runtime the session moved to
     this.moving = false; // a move of the session from this page runs
     this.held = []; // error events that arrived while it ran
@@ -254,25 +253,10 @@ export class ThreadView {
       this.list.append(this.streaming);
     }
     this.streaming.firstChild.append(text);
-    // The runtime saves (and announces) a turn's inputs with its reply,
-    // after the reply streamed: the text streams in sight only when the
-    // page shows what caused it, its own message waiting to be saved.
-    // Otherwise (a tool result, a subscription event, another client's
-    // message) it waits out of sight, and the reply appears whole under
-    // its cause when saved (causal order).
-    this.streaming.hidden = !this.causeShown();
+    // The runtime announces what a completion answers (a message, a tool
+    // result, an event) before the completion streams: the reply streams
+    // in sight, under its cause.
     this.scroll();
-  }
-
-  // causeShown reports whether the turn streaming now can only have been
-  // caused by a message of this page that is shown queued: no call is
-  // waiting for its result and no subscription is active.
-  causeShown() {
-    const own = this.requeue.length > 0 || !!this.list.querySelector(':scope > [data-queued]');
-    const waiting = !!this.list.querySelector('.call.waiting');
-    const s = this.status || {};
-    const subs = (s.subscriptions || []).some((x) => x.state === 'active') || this.subSeq > (s.last_seq || 0);
-    return own && !waiting && !subs;
   }
 
   dropStreaming() {
@@ -311,9 +295,6 @@ export class ThreadView {
     } else if (m.role === 'tool') {
       for (const r of m.tool_results || []) {
         const call = this.calls.get(r.call_id);
-        // A subscription is active from its confirming result until the
-        // thread's state, read after it, says otherwise.
-        if (r.subscription && !r.is_error) this.subSeq = Math.max(this.subSeq, m.seq);
         if (call) {
           call.querySelector('.result').replaceWith(this.resultBlock(r));
           call.classList.remove('waiting');
