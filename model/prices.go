@@ -94,9 +94,9 @@ type PriceTable struct {
 // "llama3.1:8b"): a key that is one of the list's replaces its price, any
 // other is added. As in the list, a key is a prefix: it prices every
 // model whose name starts with it, and of the keys that match a name the
-// longest wins. A key that is empty or starts with a provider
-// ("openai:gpt-4o"), or a price that is negative, is an error naming the
-// key.
+// longest wins. Keys are matched without case. A key that is empty,
+// starts with a provider ("openai:gpt-4o") or names what another key
+// does, or a price that is negative, is an error naming the key.
 func NewPriceTable(extra map[string]Price) (*PriceTable, error) {
 	byPrefix := map[string]Price{}
 	for _, e := range defaultPrices {
@@ -107,8 +107,13 @@ func NewPriceTable(extra map[string]Price) (*PriceTable, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	given := map[string]string{}
 	for _, k := range keys {
 		name := normalModelName(k)
+		if prev, ok := given[name]; ok {
+			return nil, fmt.Errorf("%q and %q name the same models (case and spaces do not count): keep one", prev, k)
+		}
+		given[name] = k
 		if name == "" {
 			return nil, fmt.Errorf("%q: want a model name such as \"claude-sonnet-4-5\"", k)
 		}

@@ -56,6 +56,9 @@ func TestPriceTable(t *testing.T) {
 	if _, ok := tbl.Of("openai:qwen2.5"); ok {
 		t.Error("a model neither the list nor the table knows has a price")
 	}
+	if _, err := NewPriceTable(map[string]Price{"GPT-4o": {}, "gpt-4o ": {}}); err == nil || !strings.Contains(err.Error(), `"GPT-4o" and "gpt-4o "`) {
+		t.Errorf("two keys for one model: %v; want an error naming both", err)
+	}
 	var none *PriceTable
 	if p, ok := none.Of("anthropic:claude-haiku-4-5"); !ok || p.Input != 1 {
 		t.Errorf("a nil table gives %+v, %v; want the list price", p, ok)
@@ -67,7 +70,7 @@ func TestPriceTable(t *testing.T) {
 		"claude-sonnet-4":  {Input: 1, Output: math.NaN()},
 		"claude-haiku-4-5": {Input: 1, Output: 1, CacheRead: math.Inf(1)},
 	} {
-		_, err := NewPriceTable(map[string]Price{key: p})
+		_, err := NewPriceTable(map[string]Price{key: p, "other-model": {Input: 1, Output: 1}})
 		if err == nil || !strings.Contains(err.Error(), strconv.Quote(key)) {
 			t.Errorf("NewPriceTable(%q: %+v) = %v; want an error naming the key", key, p, err)
 		}
