@@ -303,8 +303,9 @@ type Runtime struct {
 	maxImages       int
 	// retries knows which threads may have a model retry timer (modelcall.go).
 	retries retryTimers
-	// prices are the model prices budgets in dollars count spend at,
-	// and tally the session spend read so far (sessionbudget.go).
+	// prices are the model prices budgets in dollars count spend at;
+	// tally keeps the usage of the threads whose spend was read
+	// (sessionbudget.go).
 	prices *model.PriceTable
 	tally  usageTally
 
