@@ -6,9 +6,9 @@ package runtime
 // bridge publishes a bundle's budget so) may add at most N tokens of
 // results to a session, and its calls may be attributed at most X US
 // dollars of model spend: each turn that called it counts the cost of
-// its completion, shared equally among the turn's calls. A call past a
-// budget is not dispatched: the model gets an error result naming the
-// budget and what was spent.
+// its completion (at the runtime's prices, Config.Prices), shared equally
+// among the turn's calls. A call past a budget is not dispatched: the
+// model gets an error result naming the budget and what was spent.
 
 import (
 	"context"
@@ -94,7 +94,7 @@ func (r *Runtime) spentBy(ctx context.Context, root, toolName string) (budgetSpe
 				if n == 0 {
 					continue
 				}
-				price, ok := model.PriceOf(m.Usage.Model)
+				price, ok := r.prices.Of(m.Usage.Model)
 				if !ok {
 					spend.priced = false
 					continue
@@ -143,7 +143,7 @@ func (r *Runtime) overBudget(root string, sess *session, tool *rap.ResolvedTool)
 			name, spend.usd, *b.USD)
 	}
 	if b.USD != nil && !spend.priced {
-		r.log.Warn("a tool's budget in dollars is not fully enforced: the model's price is not known", "tool", name, "model", r.model.Name())
+		r.log.Warn(`a tool's budget in dollars is not fully enforced: the model's price is not known; add it to "prices" in rap.json`, "tool", name, "model", r.model.Name())
 	}
 	return ""
 }
@@ -192,6 +192,7 @@ func (r *Runtime) sessionBudgets(ctx context.Context, root string) []api.Budget 
 		}
 		if b.USD != nil {
 			ab.USDLimit = *b.USD
+			ab.Unpriced = !spend.priced
 		}
 		out = append(out, ab)
 	}

@@ -31,6 +31,9 @@ func (r *Runtime) CompactThread(ctx context.Context, threadID string) (api.Compa
 	if err != nil {
 		return api.Compaction{}, err
 	}
+	if over := r.sessionOverBudget(ctx, th.RootID); over != nil {
+		return api.Compaction{}, fmt.Errorf("%w: the thread is not compacted: %v", api.ErrConflict, over)
+	}
 	prev, err := r.storedCompaction(ctx, th)
 	if err != nil {
 		return api.Compaction{}, err

@@ -110,7 +110,9 @@ func (s *sharedCoord) sweepLoop() {
 		}
 		for _, id := range free {
 			r.mu.Lock()
-			resident := r.threads[id] != nil
+			// A thread its session's budget stopped waits for a new
+			// input, which wakes it (sessionbudget.go).
+			resident := r.threads[id] != nil || stoppedByBudget(r.failed[id])
 			r.mu.Unlock()
 			if !resident {
 				r.wake(id)

@@ -231,6 +231,15 @@ type Config struct {
 	// the tools of that server whose definition carries no budget of its
 	// own (AnnotationBudget); budgets.go says how they are counted.
 	ToolsetBudgets map[string]ToolBudget
+	// SessionBudget bounds the model use of each session: once the
+	// completions of a session's threads used its tokens or cost its
+	// dollars, the model is not asked again in that session
+	// (sessionbudget.go). The zero value is no limit.
+	SessionBudget SessionBudget
+	// Prices are models' prices per million tokens, by model name
+	// (without the provider), over the list prices gorap knows
+	// (model.NewPriceTable): budgets in dollars count spend at them.
+	Prices map[string]model.Price
 	// Compaction sets when threads are compacted to stay within their
 	// model's context window (compact.go); the zero value compacts at
 	// DefaultCompactionShare of the model's window.
@@ -294,6 +303,11 @@ type Runtime struct {
 	maxImages       int
 	// retries knows which threads may have a model retry timer (modelcall.go).
 	retries retryTimers
+	// prices are the model prices budgets in dollars count spend at;
+	// tally keeps the usage of the threads whose spend was read
+	// (sessionbudget.go).
+	prices *model.PriceTable
+	tally  usageTally
 
 	// users caches the user ids of sessions; checks is the call status
 	// sweep's state (callstatus.go).
@@ -371,6 +385,8 @@ func New(opts *Config) (*Runtime, error) {
 	}
 	problems = append(problems, checkToolsetPins(cfg.ToolServers, cfg.ToolsetPins)...)
 	problems = append(problems, checkBounds(&cfg)...)
+	prices, spendProblems := checkSpend(&cfg)
+	problems = append(problems, spendProblems...)
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("runtime config: %s", strings.Join(problems, "; "))
 	}
@@ -400,6 +416,7 @@ func New(opts *Config) (*Runtime, error) {
 		catalogs:  map[string]*session{},
 		built:     map[string]*builtCatalog{},
 		timerKick: make(chan struct{}, 1),
+		prices:    prices,
 	}
 	if r.log == nil {
 		r.log = slog.Default()
@@ -463,6 +480,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.log.Info("runtime starting", "model", r.model.Name(), "tool_servers", len(r.cfg.ToolServers),
 		"threads_with_queued_messages", len(queued), "calls_to_dispatch", len(undispatched))
 	r.logContextWindow()
+	r.logPrice()
 	for _, c := range undispatched {
 		r.dispatchAsync(c, nil)
 	}

@@ -124,6 +124,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 	placeholder := placeholderFor(authPending, inheritedCalls(threadID, history))
 	compactedForLength := false
 	for loop := 0; loop < MaxLoopsPerSlice; loop++ {
+		if over := r.sessionOverBudget(ctx, th.RootID); over != nil {
+			return r.stopForBudget(ctx, threadID, consumed, lastSeqOf(history), over) // sessionbudget.go
+		}
 		req := r.requestFor(ctx, th, history, func(view []store.Message) model.Request {
 			return r.buildRequest(threadID, sess, view, pendingInputs, placeholder)
 		})

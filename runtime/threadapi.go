@@ -152,6 +152,7 @@ func (r *Runtime) ThreadInfo(ctx context.Context, threadID string) (api.ThreadIn
 	})
 	if err == nil && info.Thread.ParentID == "" {
 		info.Budgets = r.sessionBudgets(ctx, threadID)
+		info.SessionBudget = r.sessionBudgetInfo(ctx, threadID)
 	}
 	return info, err
 }

@@ -93,6 +93,9 @@ type ThreadStatus struct {
 	// Budgets, on a root thread, are the budgets of the session's tools
 	// with what each spent.
 	Budgets []api.Budget `json:"budgets"`
+	// SessionBudget, on a root thread, is the budget of the session
+	// with what it spent; nil without one.
+	SessionBudget *api.SessionBudget `json:"session_budget"`
 }
 
 // activeSubscriptions names the tools of the thread's active

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorap/gorap/model/scripted"
 	"github.com/gorap/gorap/rap"
@@ -25,10 +26,42 @@ func TestBudgetText(t *testing.T) {
 		{api.Budget{Tool: "fetch", TokensLimit: 2000, TokensSpent: 1999}, "fetch: 1,999 of 2,000 tokens"},
 		{api.Budget{Tool: "fetch", TokensSpent: 40, USDLimit: 1, USDSpent: 1}, "fetch: $1.00 of $1.00 (over budget)"},
 		{api.Budget{Tool: "fetch", TokensSpent: 40}, ""},
+		{api.Budget{Tool: "fetch", USDLimit: 1, USDSpent: 0.5, Unpriced: true}, "fetch: $0.50 of $1.00 (not counting a model without a known price)"},
 	} {
 		if got := budgetText(c.b); got != c.want {
 			t.Errorf("budgetText(%+v) = %q; want %q", c.b, got, c.want)
 		}
+	}
+	for _, c := range []struct {
+		b    *api.SessionBudget
+		want string
+	}{
+		{nil, ""},
+		{&api.SessionBudget{TokensLimit: 20000, TokensSpent: 27158, USDLimit: 5, USDSpent: 0.25, Over: true}, "27,158 of 20,000 tokens (over budget), $0.25 of $5.00"},
+		{&api.SessionBudget{USDLimit: 5, USDSpent: 0, Unpriced: true}, "$0.00 of $5.00 (not counting a model without a known price)"},
+	} {
+		if got := sessionBudgetText(c.b); got != c.want {
+			t.Errorf("sessionBudgetText(%+v) = %q; want %q", c.b, got, c.want)
+		}
+	}
+}
+
+// /usage prints the session's budget with what the session spent, "over
+// budget" once spent; past it the next message gets the runtime's error
+// naming the budget, and the chat ends failed with the message kept.
+func TestChatUsageShowsSessionBudget(t *testing.T) {
+	rt := startTestRuntimeWith(t, withUsage(timeScript()), func(c *runtime.Config) { c.SessionBudget = runtime.SessionBudget{Tokens: 20000} })
+	out, errOut, err := runChatFor(t, Options{Server: rt.URL, Wait: 20 * time.Second}, "hello\n/usage\nagain\n/usage\nthird\n")
+	if ExitCode(err) != ExitFailure {
+		t.Fatalf("chat: err = %v (exit %d); want exit 1 once the budget refuses a message\n%s", err, ExitCode(err), errOut)
+	}
+	wantLines(t, out, "assistant: You said: hello\n",
+		"  · budget of the session: 13,579 of 20,000 tokens\n",
+		"assistant: You said: again\n",
+		"  · budget of the session: 27,158 of 20,000 tokens (over budget)\n",
+		"! error: this session has used its budget", `raise "session_budget" in rap.json and restart rap serve`)
+	if strings.Contains(out, "You said: third") {
+		t.Errorf("the message past the budget was answered:\n%s", out)
 	}
 }
 

@@ -51,6 +51,13 @@ func startGettime(t testing.TB, opts *rap.ServerOptions) string {
 // startTestRuntime runs a runtime playing turns against toolServers.
 func startTestRuntime(t testing.TB, m model.Provider, toolServers ...string) *testRuntime {
 	t.Helper()
+	return startTestRuntimeWith(t, m, nil, toolServers...)
+}
+
+// startTestRuntimeWith is startTestRuntime with tweak, when not nil,
+// changing the runtime's Config.
+func startTestRuntimeWith(t testing.TB, m model.Provider, tweak func(*runtime.Config), toolServers ...string) *testRuntime {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := sqlite.Open(filepath.Join(dir, "runtime.db"))
 	if err != nil {
@@ -62,11 +69,15 @@ func startTestRuntime(t testing.TB, m model.Provider, toolServers ...string) *te
 	}
 	var handler http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handler.ServeHTTP(w, r) }))
-	rt, err := runtime.New(&runtime.Config{
+	cfg := runtime.Config{
 		Store: st, Model: m, ToolServers: toolServers, PublicURL: srv.URL, Secret: secret,
 		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 		DisplayText: displayText,
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	rt, err := runtime.New(&cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

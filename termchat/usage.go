@@ -2,8 +2,8 @@ package termchat
 
 // This file owns what the chat says about the tokens a conversation
 // cost: the /usage command (the thread's and the session's totals, from
-// GET /v1/threads/{id}) with the session's tools' budgets and, with --status, one line per completion from
-// its "usage" event.
+// GET /v1/threads/{id}) with the session's budget and its tools' budgets,
+// and, with --status, one line per completion from its "usage" event.
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func injectedOnly(m api.Message) bool {
 
 // showUsage runs /usage: it prints the tokens of the chat's thread and of
 // its whole session (the root thread and every thread under it), then
-// the budget of each of the session's tools that has one.
+// the session's budget and the budget of each of its tools that has one.
 func (s *session) showUsage(ctx context.Context) error {
 	st, err := s.api.Status(ctx, s.threadID)
 	var root *ThreadStatus
@@ -104,10 +104,10 @@ func (s *session) showUsage(ctx context.Context) error {
 		s.say(s.opts.Stderr, "rap chat: /usage: %v\n", err)
 		return nil
 	}
-	what, session, budgets := "this thread alone", st.SessionUsage, st.Budgets
+	what, session, budgets, sessionBudget := "this thread alone", st.SessionUsage, st.Budgets, st.SessionBudget
 	switch {
 	case root != nil:
-		what, session, budgets = "root thread "+shortID(st.RootID)+" and its child threads", root.SessionUsage, root.Budgets
+		what, session, budgets, sessionBudget = "root thread "+shortID(st.RootID)+" and its child threads", root.SessionUsage, root.Budgets, root.SessionBudget
 	case len(st.Children) > 0:
 		what = "this thread and its child threads"
 	}
@@ -115,6 +115,9 @@ func (s *session) showUsage(ctx context.Context) error {
 		usageOrNone(st.Usage), what, usageOrNone(session))
 	if st.Usage == nil && session == nil {
 		text += "  · (the model reports no token usage, or no turn ran yet)\n"
+	}
+	if line := sessionBudgetText(sessionBudget); line != "" {
+		text += "  · budget of the session: " + line + "\n"
 	}
 	for _, b := range budgets {
 		if line := budgetText(b); line != "" {
@@ -137,25 +140,45 @@ func usageOrNone(u *api.Usage) string {
 // 512 of 200 tokens (over budget), $0.0123 of $0.50"; "" when it has no
 // limit.
 func budgetText(b api.Budget) string {
-	var parts []string
-	if b.TokensLimit > 0 {
-		p := tokenCount(b.TokensSpent) + " of " + tokenCount(b.TokensLimit) + " tokens"
-		if b.TokensSpent >= b.TokensLimit {
-			p += " (over budget)"
-		}
-		parts = append(parts, p)
-	}
-	if b.USDLimit > 0 {
-		p := dollars(b.USDSpent) + " of " + dollars(b.USDLimit)
-		if b.USDSpent >= b.USDLimit {
-			p += " (over budget)"
-		}
-		parts = append(parts, p)
-	}
+	parts := limitsText(b.TokensSpent, b.TokensLimit, b.USDSpent, b.USDLimit, b.Unpriced)
 	if len(parts) == 0 {
 		return ""
 	}
 	return b.Tool + ": " + strings.Join(parts, ", ")
+}
+
+// sessionBudgetText says what the session spent of its budget: "2,200
+// of 2,000 tokens (over budget), $0.0123 of $5.00"; "" without one.
+func sessionBudgetText(b *api.SessionBudget) string {
+	if b == nil {
+		return ""
+	}
+	return strings.Join(limitsText(b.TokensSpent, b.TokensLimit, b.USDSpent, b.USDLimit, b.Unpriced), ", ")
+}
+
+// limitsText says what was spent of each limit that is set, "(over
+// budget)" once one is spent; unpriced notes that the dollars leave out
+// completions of a model without a known price.
+func limitsText(tokens, tokensLimit int64, usd, usdLimit float64, unpriced bool) []string {
+	var parts []string
+	if tokensLimit > 0 {
+		p := tokenCount(tokens) + " of " + tokenCount(tokensLimit) + " tokens"
+		if tokens >= tokensLimit {
+			p += " (over budget)"
+		}
+		parts = append(parts, p)
+	}
+	if usdLimit > 0 {
+		p := dollars(usd) + " of " + dollars(usdLimit)
+		if usd >= usdLimit {
+			p += " (over budget)"
+		}
+		if unpriced {
+			p += " (not counting a model without a known price)"
+		}
+		parts = append(parts, p)
+	}
+	return parts
 }
 
 // dollars writes an amount of US dollars: in cents when that is exact,

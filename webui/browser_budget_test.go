@@ -95,3 +95,39 @@ func TestBrowserBudgets(t *testing.T) {
 		t.Errorf("budgets are shown on a session whose tools have none: %q", b.text("#budgets"))
 	}
 }
+
+// sessionBudgetRow is an expression: the text of the session's budget
+// line, "" while there is none or the budgets are hidden.
+const sessionBudgetRow = `(() => { if (document.getElementById('budgets').hidden) return '';
+  const li = document.querySelector('#budgets-detail li[data-session-budget]'); return li ? li.textContent : ''; })()`
+
+// On a session's root thread the session's own budget is listed first
+// with what the session spent, marked "(over)" once spent and counted in
+// the summary; a message past it is answered by the runtime's error,
+// which says what to do.
+func TestBrowserSessionBudget(t *testing.T) {
+	m := &usageModel{Provider: scripted.New([]scripted.Turn{{Text: "noted: {{last_user}}", Repeat: true}}), u: demoUsage}
+	st := newDemoStackModel(t, nil, "", m, func(c *runtime.Config) { c.SessionBudget = runtime.SessionBudget{Tokens: 20000} })
+	b := newBrowser(t, 1280, 860)
+	b.run("open the page", chromedp.Navigate(st.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#new-thread")))
+	b.run("start a thread", chromedp.Click(chromedp.CSS("#new-thread")))
+	b.wait("the thread is open and live", `!document.getElementById('thread').hidden && document.getElementById('conn').dataset.state === 'live'`)
+
+	b.say("one")
+	b.wait("the first reply", contains(".msg.assistant", "noted: one"))
+	b.wait("the session's budget, not spent", sessionBudgetRow+` === 'This session: 13,579 of 20,000 tokens'`)
+	if got, want := b.text("#budgets summary"), "Budgets: this session"; got != want {
+		t.Errorf("the budgets' summary reads %q; want %q", got, want)
+	}
+	b.say("two")
+	b.wait("the second reply", contains(".msg.assistant", "noted: two"))
+	b.wait("the session over its budget", sessionBudgetRow+` === 'This session: 27,158 of 20,000 tokens (over)'`)
+	if got, want := b.text("#budgets summary"), "Budgets: this session, 1 over budget"; got != want {
+		t.Errorf("the budgets' summary reads %q; want %q", got, want)
+	}
+	b.say("three")
+	b.wait("the runtime's error", contains(".msg.error", `raise "session_budget" in rap.json and restart rap serve`))
+	if eval[bool](b, `[...document.querySelectorAll('.msg.assistant')].some(e => e.textContent.includes('noted: three'))`) {
+		t.Error("the message past the budget was answered")
+	}
+}

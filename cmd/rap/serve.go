@@ -200,6 +200,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		Remotes:                   remotes,
 		Compaction:                runtime.CompactionConfig{Off: s.Compaction == config.CompactionOff},
 		ToolsetBudgets:            toolsetBudgets(toolSets),
+		SessionBudget:             sessionBudget(toolSets),
+		Prices:                    toolSets.Prices,
 	})
 	if err != nil {
 		return err
@@ -250,6 +252,9 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	if s.StoreIsPostgres() {
 		ttl, sweep := cmp.Or(s.LeaseTTL, runtime.DefaultLeaseTTL), cmp.Or(s.SweepEvery, runtime.DefaultSweepEvery)
 		fmt.Fprintf(stdout, "  leases:       %v, swept every %v (a killed process's threads resume elsewhere within %v)\n", ttl, sweep, ttl+sweep)
+	}
+	if b := sessionBudget(toolSets); b != (runtime.SessionBudget{}) {
+		fmt.Fprintf(stdout, "  budget:       %s per session (\"session_budget\" in rap.json)\n", describeSessionBudget(b))
 	}
 	if d := s.EffectiveRetention(toolSets); d > 0 {
 		fmt.Fprintf(stdout, "  retention:    closed sessions are deleted %v after their last activity\n", d)
@@ -374,6 +379,28 @@ func runtimeRemotes(f *config.File) (map[string]runtime.Remote, error) {
 		out[n] = runtime.Remote{URL: r.URL, Token: r.Token}
 	}
 	return out, nil
+}
+
+// sessionBudget is the config files' "session_budget"; the zero value
+// when they set none.
+func sessionBudget(f *config.File) runtime.SessionBudget {
+	if f == nil || f.SessionBudget == nil {
+		return runtime.SessionBudget{}
+	}
+	return runtime.SessionBudget{Tokens: f.SessionBudget.Tokens, USD: f.SessionBudget.USD}
+}
+
+// describeSessionBudget says a session budget's limits: "2000000
+// tokens, $5.00".
+func describeSessionBudget(b runtime.SessionBudget) string {
+	var parts []string
+	if b.Tokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d tokens", b.Tokens))
+	}
+	if b.USD > 0 {
+		parts = append(parts, fmt.Sprintf("$%.2f", b.USD))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // toolsetBudgets are the budgets of the toolset_server entries, by base

@@ -87,6 +87,12 @@ var wireThreadInfo = ThreadInfo{
 	ChildrenNextCursor: "cursor-children-2",
 	Choices:            []Choice{wireChoice},
 	Usage:              &wireUsage,
+	SessionUsage:       &Usage{InputTokens: 2400, CachedInputTokens: 2000, UncachedInputTokens: 400, CacheWriteInputTokens: 100, OutputTokens: 160},
+	Budgets: []Budget{
+		{Tool: "fetch", TokensLimit: 200, TokensSpent: 512, USDLimit: 0.5, USDSpent: 0.0123, Unpriced: true},
+		{Tool: "peek", TokensSpent: 40, USDLimit: 1, USDSpent: 0.25},
+	},
+	SessionBudget: &SessionBudget{TokensLimit: 2000000, TokensSpent: 2560, USDLimit: 5, USDSpent: 0.0246, Unpriced: true, Over: true},
 }
 
 // wireResponses are the bodies of the /v1 requests and answers, one golden

@@ -60,6 +60,9 @@ type ThreadInfo struct {
 	// Budgets, on a root thread, are the budgets of the session's tools
 	// that have one, with what each tool has spent of it.
 	Budgets []Budget `json:"budgets,omitempty"`
+	// SessionBudget, on a root thread of a runtime with a budget per
+	// session, is that budget with what the session has spent of it.
+	SessionBudget *SessionBudget `json:"session_budget,omitempty"`
 }
 
 // Budget is one tool's budget in a session and what it has spent: the
@@ -71,6 +74,27 @@ type Budget struct {
 	TokensSpent int64   `json:"tokens_spent"`
 	USDLimit    float64 `json:"usd_limit,omitempty"`
 	USDSpent    float64 `json:"usd_spent"`
+	// Unpriced, with a limit in dollars, is true when a turn that called
+	// the tool was answered by a model without a known price: USDSpent
+	// leaves that turn out.
+	Unpriced bool `json:"unpriced,omitempty"`
+}
+
+// SessionBudget is the budget of a session and what the session has
+// spent of it: the tokens (input and output, as in SessionUsage) and the
+// model spend in US dollars of the completions of all its threads. A
+// zero limit is none.
+type SessionBudget struct {
+	TokensLimit int64   `json:"tokens_limit,omitempty"`
+	TokensSpent int64   `json:"tokens_spent"`
+	USDLimit    float64 `json:"usd_limit,omitempty"`
+	USDSpent    float64 `json:"usd_spent"`
+	// Unpriced is true when some completions were of a model without a
+	// known price: USDSpent leaves them out.
+	Unpriced bool `json:"unpriced,omitempty"`
+	// Over is true once a limit is reached: the model is not asked again
+	// in the session, and its inputs wait.
+	Over bool `json:"over,omitempty"`
 }
 
 // PostMessageRequest is the body of POST /v1/threads/{id}/messages.

@@ -22,8 +22,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/gorap/gorap/model"
 )
 
 // MaxFileBytes bounds the size of a tool-server configuration file.
@@ -125,6 +128,15 @@ type File struct {
 	// default). The first file that sets each wins (contextwindow.go).
 	ContextWindow  *int     `json:"-"`
 	MaxResultShare *float64 `json:"-"`
+	// SessionBudget is the file's "session_budget": the most tokens and
+	// US dollars the completions of one session may use (zero: no
+	// limit); nil when the file does not say. The first file that sets
+	// it wins (spend.go).
+	SessionBudget *Budget `json:"-"`
+	// Prices is the file's "prices": models' prices per million tokens,
+	// by model name, over the list prices gorap knows. Of two files
+	// pricing one model, the first wins (spend.go).
+	Prices map[string]model.Price `json:"-"`
 }
 
 // Security are the "security" settings of a config file.
@@ -177,6 +189,17 @@ func (f *File) Merge(other *File) {
 	}
 	if f.MaxResultShare == nil {
 		f.MaxResultShare = other.MaxResultShare
+	}
+	if f.SessionBudget == nil {
+		f.SessionBudget = other.SessionBudget
+	}
+	for m, p := range other.Prices {
+		if _, ok := f.Prices[m]; !ok {
+			if f.Prices == nil {
+				f.Prices = map[string]model.Price{}
+			}
+			f.Prices[m] = p
+		}
 	}
 	for n, r := range other.Remotes {
 		if _, ok := f.Remotes[n]; !ok {
@@ -260,6 +283,8 @@ func Parse(data []byte, name string) (*File, error) {
 		Remotes   json.RawMessage    `json:"remotes"`
 		Window    json.RawMessage    `json:"context_window"`
 		Share     json.RawMessage    `json:"max_result_share"`
+		Budget    json.RawMessage    `json:"session_budget"`
+		Prices    json.RawMessage    `json:"prices"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
@@ -270,7 +295,7 @@ func Parse(data []byte, name string) (*File, error) {
 	}
 	if raw.ToolSets == nil {
 		problem := `missing; want {"tool_sets": [{"type": "toolset_server", "server_url": "http://127.0.0.1:3001"}]}`
-		if misses := nearMisses(data, append([]string{"tool_sets", "security", "retention", "remotes"}, boundKeys...)); len(misses) > 0 {
+		if misses := nearMisses(data, slices.Concat([]string{"tool_sets", "security", "retention", "remotes"}, boundKeys, spendKeys)); len(misses) > 0 {
 			problem += "; the file has " + strings.Join(misses, ", ")
 		}
 		return nil, &Error{File: name, Path: "tool_sets", Problem: problem}
@@ -307,6 +332,16 @@ func Parse(data []byte, name string) (*File, error) {
 	}
 	if raw.Share == nil {
 		absent = append(absent, "max_result_share")
+	}
+	if err := parseFileSpend(f, raw.Budget, raw.Prices, name); err != nil {
+		return nil, err
+	}
+	// A misspelt budget would leave sessions without one unnoticed.
+	if raw.Budget == nil {
+		absent = append(absent, "session_budget")
+	}
+	if raw.Prices == nil {
+		absent = append(absent, "prices")
 	}
 	if misses := nearMisses(data, absent); len(misses) > 0 {
 		return nil, &Error{File: name, Problem: "unknown member " + strings.Join(misses, ", ")}

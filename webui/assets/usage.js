@@ -6,10 +6,11 @@
 // each completion's "usage" event adds to them until the state is read
 // again. Hidden while there is no usage (a model that reports none).
 //
-// Next to it, on a session's root thread, the budgets of the session's
-// tools (budgets of the state): what each tool spent of its tokens and
-// dollars, each spent budget marked "(over)" in words. Hidden when no
-// tool has a budget; read again with the state, never from usage events.
+// Next to it, on a session's root thread, the session's budget
+// (session_budget of the state) and the budgets of the session's tools
+// (budgets): what the session and each tool spent of its tokens and
+// dollars, each spent budget marked "(over)" in words. Hidden when there
+// is none; read again with the state, never from usage events.
 import { h } from './render.js';
 
 const $ = (id) => document.getElementById(id);
@@ -71,8 +72,9 @@ export class UsageLine {
     this.root = false;
     this.children = 0;
     this.budgets = [];
+    this.sessionBudget = null;
     this.draw();
-    drawBudgets([]);
+    drawBudgets([], null);
   }
 
   /** set takes the figures from the thread's state. */
@@ -82,8 +84,9 @@ export class UsageLine {
     this.root = !s.parent_id;
     this.children = (s.children || []).length;
     this.budgets = this.root && Array.isArray(s.budgets) ? s.budgets : [];
+    this.sessionBudget = this.root && s.session_budget && typeof s.session_budget === 'object' ? s.session_budget : null;
     this.draw();
-    drawBudgets(this.budgets);
+    drawBudgets(this.budgets, this.sessionBudget);
   }
 
   /** add counts one completion of the thread (a usage event): the session's figure too on a root. */
@@ -128,8 +131,8 @@ function usd(x) {
   return '$' + (Math.abs(x * 100 - cents) < 1e-9 ? (cents / 100).toFixed(2) : x.toFixed(4));
 }
 
-// budgetParts says what one tool spent of each of its limits, and
-// whether it spent one whole.
+// budgetParts says what one tool, or the session, spent of each of its
+// limits, and whether it spent one whole.
 function budgetParts(b) {
   const parts = [];
   let over = false;
@@ -140,26 +143,35 @@ function budgetParts(b) {
     parts.push(text + (done ? ' (over)' : ''));
   };
   kind(b.tokens_spent, b.tokens_limit, `${exact(b.tokens_spent)} of ${exact(b.tokens_limit)} tokens`);
-  kind(b.usd_spent, b.usd_limit, `${usd(b.usd_spent)} of ${usd(b.usd_limit)}`);
+  kind(b.usd_spent, b.usd_limit, `${usd(b.usd_spent)} of ${usd(b.usd_limit)}` +
+    (b.unpriced ? ' (not counting a model without a known price)' : ''));
   return { parts, over };
 }
 
-// drawBudgets shows the budgets of the session's tools in #budgets, or
-// hides it when there are none.
-function drawBudgets(budgets) {
+// drawBudgets shows the session's budget and those of its tools in
+// #budgets, or hides it when there are none.
+function drawBudgets(budgets, session) {
   const box = $('budgets');
   if (!box) return;
   const rows = budgets.map((b) => ({ tool: String(b.tool || ''), ...budgetParts(b) })).filter((r) => r.parts.length > 0);
-  box.hidden = rows.length === 0;
+  const own = session ? budgetParts(session) : { parts: [] };
+  const mine = own.parts.length > 0 ? own : null;
+  box.hidden = rows.length === 0 && !mine;
   if (box.hidden) {
     box.open = false;
     $('budgets-summary').replaceChildren();
     $('budgets-detail').replaceChildren();
     return;
   }
-  const over = rows.filter((r) => r.over).length;
-  const tools = rows.length === 1 ? '1 tool' : `${rows.length} tools`;
-  $('budgets-summary').replaceChildren(`Budgets: ${tools}` + (over ? `, ${over} over budget` : ''));
-  $('budgets-detail').replaceChildren(h('ul', {}, rows.map((r) =>
-    h('li', { 'data-budget': r.tool, class: r.over ? 'over' : null }, `${r.tool}: `, r.parts.join(', ')))));
+  const over = rows.filter((r) => r.over).length + (mine && mine.over ? 1 : 0);
+  const what = [];
+  if (mine) what.push('this session');
+  if (rows.length) what.push(rows.length === 1 ? '1 tool' : `${rows.length} tools`);
+  $('budgets-summary').replaceChildren(`Budgets: ${what.join(' and ')}` + (over ? `, ${over} over budget` : ''));
+  const items = rows.map((r) =>
+    h('li', { 'data-budget': r.tool, class: r.over ? 'over' : null }, `${r.tool}: `, r.parts.join(', ')));
+  if (mine) {
+    items.unshift(h('li', { 'data-session-budget': '', class: mine.over ? 'over' : null }, 'This session: ', mine.parts.join(', ')));
+  }
+  $('budgets-detail').replaceChildren(h('ul', {}, items));
 }
