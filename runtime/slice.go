@@ -90,7 +90,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 	b := r.decodeBatch(threadID, items, known)
 
 	if !needsCompletion(b, pending, known) {
-		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil)
+		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil, nil)
 		if err != nil {
 			progressed, err = r.abandoned(threadID, err)
 			return progressed, false, err
@@ -151,7 +151,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		if !consumed {
 			inputs = b
 		}
-		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins)
+		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins, resp.Compaction)
 		if err != nil {
 			if lost := r.coord.held(ctx); lost != nil {
 				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
@@ -240,12 +240,13 @@ func turnSeq(appended []store.Message) int64 {
 	return 0
 }
 
-// commit appends the batch inputs (if any), the assistant turn (if any),
-// runs the turn's built-in calls, appends the results of its rejected and
-// built-in calls, records the accepted calls as pending, and consumes the
-// batch — all in one transaction. The returned effects are to be applied
-// once it committed.
-func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall) ([]store.Message, *effects, error) {
+// commit appends the batch inputs (if any), the assistant turn (if any)
+// with the compaction its provider made (if any), runs the turn's
+// built-in calls, appends the results of its rejected and built-in calls,
+// records the accepted calls as pending, and consumes the batch — all in
+// one transaction. The returned effects are to be applied once it
+// committed.
+func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall, compacted *model.CompactionBlock) ([]store.Message, *effects, error) {
 	threadID := th.ID
 	var msgs []store.Message
 	if b != nil {
@@ -255,6 +256,7 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 		msgs = append(msgs, *turn)
 	}
 	var appended []store.Message
+	var comp *store.Compaction
 	fx := &effects{}
 	retry := b != nil && r.retries.mayHave(threadID)
 	if err := r.coord.held(ctx); err != nil {
@@ -267,6 +269,9 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 		}
 		var err error
 		if appended, err = tx.AppendMessages(threadID, msgs); err != nil {
+			return err
+		}
+		if comp, err = r.addServerCompaction(tx, threadID, compacted, appended); err != nil {
 			return err
 		}
 		seq := turnSeq(appended)
@@ -316,6 +321,7 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	if retry {
 		r.retries.disarmed(threadID)
 	}
+	r.serverCompacted(threadID, comp)
 	for _, c := range accepted {
 		if !c.Deadline.IsZero() {
 			r.kickTimer() // a new deadline may be the earliest (RAP RT-5)
