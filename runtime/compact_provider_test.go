@@ -107,6 +107,13 @@ func TestProviderCompactionOnTheWire(t *testing.T) {
 				t.Fatalf("%d model requests; want 3", len(reqs))
 			}
 			checkSendsBlockBack(t, reqs[2], []string{"first answer", "second", "answer to second", "third"})
+			// The prefix up to the block, written to the prompt cache by the
+			// second request, is read from it by the third.
+			for _, bp := range reqs[1].Breakpoints {
+				if bp.Where == "messages[0].content[0]" && reqs[2].CacheReadBytes < bp.PrefixBytes {
+					t.Errorf("the third request read %d bytes from the prompt cache; want at least the %d up to the block", reqs[2].CacheReadBytes, bp.PrefixBytes)
+				}
+			}
 			for _, r := range e.model.requests() {
 				if r.System == compactInstructions {
 					t.Errorf("gorap asked the model for a summary of its own")
@@ -162,6 +169,13 @@ func checkSendsBlockBack(t *testing.T, req wiretest.Request, after []string) {
 	}
 	if bytes.Contains(req.Body, []byte(`"hello"`)) {
 		t.Errorf("the request still carries the message the block covers")
+	}
+	var onBlock bool
+	for _, bp := range req.Breakpoints {
+		onBlock = onBlock || bp.Where == "messages[0].content[0]"
+	}
+	if !onBlock || len(req.Breakpoints) > 4 {
+		t.Errorf("breakpoints %+v; want one on the compaction block, and at most the API's 4", req.Breakpoints)
 	}
 }
 
