@@ -331,3 +331,27 @@ func TestReaderRefusesWhatItCannotTrust(t *testing.T) {
 		})
 	}
 }
+
+// A session whose compaction carries a block that is not a JSON object
+// is refused (ErrInvalid) and writes nothing: the model's API could not
+// read the block back.
+func TestWriteSessionRefusesBrokenCompactionBlock(t *testing.T) {
+	src := openSQLite(t)
+	fill(t, src, "s1")
+	s := read(t, src, "s1")
+	s.Compactions[len(s.Compactions)-1].Block = []byte(`{"type":"compaction",`)
+	dst := openSQLite(t)
+	err := write(dst, s)
+	if !errors.Is(err, archive.ErrInvalid) || !strings.Contains(err.Error(), "not a JSON object") {
+		t.Fatalf("writing a broken block: %v; want ErrInvalid saying why", err)
+	}
+	err = dst.View(context.Background(), func(tx store.Tx) error {
+		if _, err := tx.Thread("s1"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("thread s1 after a refused import: %v; want ErrNotFound", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
