@@ -240,12 +240,12 @@ func turnSeq(appended []store.Message) int64 {
 	return 0
 }
 
-// commit appends the batch inputs (if any), the assistant turn (if any)
-// with the compaction its provider made (if any), runs the turn's
-// built-in calls, appends the results of its rejected and built-in calls,
-// records the accepted calls as pending, and consumes the batch — all in
-// one transaction. The returned effects are to be applied once it
-// committed.
+// commit appends the batch inputs (if any), the assistant turn (if any),
+// runs the turn's built-in calls, appends the results of its rejected and
+// built-in calls, records the accepted calls as pending, and consumes the
+// batch — all in one transaction. The returned effects are to be applied
+// once it committed. A compaction the model's provider made while it
+// answered (compacted, if any) is recorded in the same transaction.
 func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall, compacted *model.CompactionBlock) ([]store.Message, *effects, error) {
 	threadID := th.ID
 	var msgs []store.Message
