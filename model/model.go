@@ -107,6 +107,18 @@ type Request struct {
 	// Wire, when set, is the conversation's cache of encoded settled
 	// messages (see WireCache); nil means every message is encoded anew.
 	Wire *WireCache
+	// CompactAt, when positive, asks a provider whose API compacts on its
+	// side (ServerCompactor) to have it summarise the conversation once
+	// the request's input passes CompactAt tokens; the response then
+	// carries the compaction (Response.Compaction). Other providers
+	// ignore it.
+	CompactAt int
+	// Compaction, when set, is the Raw block of an earlier compaction by
+	// the provider's API (Response.Compaction) that stands for the
+	// conversation before Messages: a ServerCompactor sends it first, byte
+	// for byte, where its API wants it. It goes only to the provider that
+	// made it, with CompactAt set.
+	Compaction []byte
 }
 
 // Response is a finished completion: the assistant's turn.
@@ -117,6 +129,9 @@ type Response struct {
 	// Usage is the token count the API reported, zero when it reported
 	// none.
 	Usage Usage
+	// Compaction is the compaction the provider's API made before it
+	// answered (Request.CompactAt), nil when it made none.
+	Compaction *CompactionBlock
 }
 
 // Usage counts a completion's tokens. InputTokens is every input token;

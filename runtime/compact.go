@@ -33,6 +33,10 @@ import (
 type CompactionConfig struct {
 	// Off turns compaction off: every request carries the whole history.
 	Off bool
+	// Mode chooses whose compaction runs: the provider's own where the
+	// model has one, else gorap's (CompactionAuto, the zero value);
+	// always gorap's; or only the provider's (compact_provider.go).
+	Mode CompactionMode
 	// Share is the share of the context window a request may fill before
 	// the thread is compacted; zero means DefaultCompactionShare.
 	Share float64
@@ -79,7 +83,7 @@ func (r *Runtime) compactKeepLast() int {
 // estimateTokens estimates a request's input tokens (model.EstimateTokens
 // over its texts), the tools' schemas included.
 func estimateTokens(req model.Request) int {
-	n := model.EstimateTokens(req.System)
+	n := model.EstimateTokens(req.System) + model.EstimateTokens(string(req.Compaction))
 	for _, t := range req.Tools {
 		n += model.EstimateTokens(t.Name) + model.EstimateTokens(t.Description) + model.EstimateTokens(string(t.InputSchema))
 	}
@@ -107,7 +111,7 @@ func estimateTokens(req model.Request) int {
 // request this bound puts under the limit needs no estimate: the common
 // case costs a sum of lengths.
 func tokensAtMost(req model.Request) int {
-	n := len(req.System)
+	n := len(req.System) + len(req.Compaction)
 	for _, t := range req.Tools {
 		n += len(t.Name) + len(t.Description) + len(t.InputSchema)
 	}
@@ -145,9 +149,17 @@ type compactions struct {
 }
 
 func (c *compactions) get(thread string) *store.Compaction {
+	comp, _ := c.lookup(thread)
+	return comp
+}
+
+// lookup returns the thread's compaction and whether it is known: a
+// thread set to nil has none.
+func (c *compactions) lookup(thread string) (*store.Compaction, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.by[thread]
+	comp, ok := c.by[thread]
+	return comp, ok
 }
 
 func (c *compactions) set(thread string, comp *store.Compaction) {
@@ -210,13 +222,16 @@ const summaryPrefix = "[Summary: "
 // fails the slice: a compaction that fails is logged, and the request goes
 // as it was.
 func (r *Runtime) requestFor(ctx context.Context, th store.Thread, history []store.Message, build func([]store.Message) model.Request) model.Request {
+	if r.serverCompactAt > 0 {
+		return r.providerRequestFor(ctx, th, history, build)
+	}
 	comp := r.compacted.get(th.ID)
 	r.hist.useView(th.ID, viewBase(comp))
 	req := build(compactedView(history, comp))
 	if r.cfg.Compaction.Off {
 		return req
 	}
-	limit := int(float64(r.compactWindow()) * r.compactShare())
+	limit := r.compactLimit()
 	if tokensAtMost(req) <= limit || estimateTokens(req) <= limit {
 		return req
 	}
@@ -430,8 +445,13 @@ func (c *historyCache) useView(thread string, base int64) {
 }
 
 // compactNow compacts the thread whatever its estimated size, keeping
-// whole only the last KeepLast messages, and reports whether it did.
+// whole only the last KeepLast messages, and reports whether it did. When
+// the provider compacts (compact_provider.go) gorap's compaction does not
+// run: it reports false.
 func (r *Runtime) compactNow(ctx context.Context, th store.Thread, history []store.Message) bool {
+	if r.serverCompactAt > 0 {
+		return false
+	}
 	prev := r.compacted.get(th.ID)
 	if stored, err := r.storedCompaction(ctx, th); err == nil && stored != nil && (prev == nil || stored.UpToSeq > prev.UpToSeq) {
 		prev = stored

@@ -87,6 +87,10 @@ func (r *recorder) ContextWindow() int {
 	return 0
 }
 
+// ServerCompaction passes on the wrapped model's own compaction
+// (model.ServerCompactor): an error when it has none.
+func (r *recorder) ServerCompaction() (int, error) { return model.ServerCompaction(r.Provider) }
+
 func (r *recorder) requests() []model.Request {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -301,6 +301,10 @@ type Runtime struct {
 	windowFrom      windowSource
 	maxResultTokens int
 	maxImages       int
+	// serverCompactAt is the input tokens at which the model's provider
+	// compacts a thread, 0 when gorap's compaction runs
+	// (compact_provider.go).
+	serverCompactAt int
 	// retries knows which threads may have a model retry timer (modelcall.go).
 	retries retryTimers
 	// prices are the model prices budgets in dollars count spend at;
@@ -425,6 +429,9 @@ func New(opts *Config) (*Runtime, error) {
 		r.http = &http.Client{Transport: NewTransport()}
 	}
 	r.setBounds()
+	if err := r.setCompaction(); err != nil {
+		return nil, fmt.Errorf("runtime config: %w", err)
+	}
 	r.checks.kick = make(chan struct{}, 1)
 	r.baseCtx, r.cancel = context.WithCancel(context.Background())
 	r.workers = newLingerPool(r.baseCtx, &r.wg, workerLinger)
@@ -481,6 +488,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		"threads_with_queued_messages", len(queued), "calls_to_dispatch", len(undispatched))
 	r.logContextWindow()
 	r.logPrice()
+	r.logCompaction()
 	for _, c := range undispatched {
 		r.dispatchAsync(c, nil)
 	}

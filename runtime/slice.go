@@ -91,7 +91,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 	b := r.decodeBatch(threadID, items, known)
 
 	if !needsCompletion(b, pending, known) {
-		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil)
+		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil, nil)
 		if err != nil {
 			progressed, err = r.abandoned(threadID, err)
 			return progressed, false, err
@@ -157,7 +157,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		if !consumed {
 			inputs = b
 		}
-		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins)
+		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins, resp.Compaction)
 		if err != nil {
 			if lost := r.coord.held(ctx); lost != nil {
 				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
@@ -250,8 +250,9 @@ func turnSeq(appended []store.Message) int64 {
 // runs the turn's built-in calls, appends the results of its rejected and
 // built-in calls, records the accepted calls as pending, and consumes the
 // batch — all in one transaction. The returned effects are to be applied
-// once it committed.
-func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall) ([]store.Message, *effects, error) {
+// once it committed. A compaction the model's provider made while it
+// answered (compacted, if any) is recorded in the same transaction.
+func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall, compacted *model.CompactionBlock) ([]store.Message, *effects, error) {
 	threadID := th.ID
 	var msgs []store.Message
 	if b != nil {
@@ -261,6 +262,7 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 		msgs = append(msgs, *turn)
 	}
 	var appended []store.Message
+	var comp *store.Compaction
 	fx := &effects{}
 	retry := b != nil && r.retries.mayHave(threadID)
 	if err := r.coord.held(ctx); err != nil {
@@ -273,6 +275,9 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 		}
 		var err error
 		if appended, err = tx.AppendMessages(threadID, msgs); err != nil {
+			return err
+		}
+		if comp, err = r.addServerCompaction(tx, threadID, compacted, appended); err != nil {
 			return err
 		}
 		seq := turnSeq(appended)
@@ -322,6 +327,7 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	if retry {
 		r.retries.disarmed(threadID)
 	}
+	r.serverCompacted(threadID, comp)
 	for _, c := range accepted {
 		if !c.Deadline.IsZero() {
 			r.kickTimer() // a new deadline may be the earliest (RAP RT-5)

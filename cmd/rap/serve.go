@@ -198,7 +198,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ContextWindow:             s.EffectiveContextWindow(toolSets),
 		MaxResultShare:            s.EffectiveMaxResultShare(toolSets),
 		Remotes:                   remotes,
-		Compaction:                runtime.CompactionConfig{Off: s.Compaction == config.CompactionOff},
+		Compaction:                compactionConfig(s.Compaction),
 		ToolsetBudgets:            toolsetBudgets(toolSets),
 		SessionBudget:             sessionBudget(toolSets),
 		Prices:                    toolSets.Prices,
@@ -245,6 +245,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	fmt.Fprintf(stdout, "  model:        %s\n", info.Model)
 	window, perResult := rt.ContextWindow()
 	fmt.Fprintf(stdout, "  context:      %d tokens; a tool result is sent to the model with at most %d of them (--context-window, --max-result-share)\n", window, perResult)
+	fmt.Fprintf(stdout, "  compaction:   %s (--compaction)\n", describeCompaction(rt))
 	fmt.Fprintf(stdout, "  callbacks:    %s/rap/callback/…\n", publicURL)
 	fmt.Fprintf(stdout, "  web UI:       %s/\n", listenURL)
 	fmt.Fprintf(stdout, "  data dir:     %s\n", s.DataDir)
@@ -416,4 +417,29 @@ func toolsetBudgets(f *config.File) map[string]runtime.ToolBudget {
 		}
 	}
 	return out
+}
+
+// compactionConfig is the runtime's compaction setting for a --compaction
+// mode (config.ParseCompaction).
+func compactionConfig(mode string) runtime.CompactionConfig {
+	switch mode {
+	case config.CompactionOff:
+		return runtime.CompactionConfig{Off: true}
+	case config.CompactionGorap:
+		return runtime.CompactionConfig{Mode: runtime.CompactionGorap}
+	case config.CompactionProvider:
+		return runtime.CompactionConfig{Mode: runtime.CompactionProvider}
+	}
+	return runtime.CompactionConfig{Mode: runtime.CompactionAuto}
+}
+
+// describeCompaction is the line rap serve prints about compaction.
+func describeCompaction(rt *runtime.Runtime) string {
+	switch who, at := rt.CompactionInUse(); who {
+	case "provider":
+		return fmt.Sprintf("by the model's provider, once a request passes %d input tokens", at)
+	case "gorap":
+		return fmt.Sprintf("by gorap, with the model, once a request passes about %d tokens", at)
+	}
+	return "off: every request carries the whole history"
 }

@@ -324,6 +324,20 @@ func (r *Reader) Skip() error {
 	}
 }
 
+// Offset returns how many bytes of the document the reader has read.
+func (r *Reader) Offset() int { return r.i }
+
+// Raw reads a value of any kind and returns its bytes as they are in the
+// document: a slice of it, not a copy.
+func (r *Reader) Raw() ([]byte, error) {
+	r.ws()
+	start := r.i
+	if err := r.Skip(); err != nil {
+		return nil, err
+	}
+	return r.b[start:r.i], nil
+}
+
 // KeyIs reports whether an object key names field as encoding/json
 // matches them: exactly, or else case-insensitively.
 func KeyIs(key []byte, field string) bool {

@@ -95,3 +95,32 @@ func ExampleReader() {
 	fmt.Println(roles, err)
 	// Output: [user assistant] <nil>
 }
+
+// TestRawIsTheValueAsWritten: Raw returns a member's value byte for byte,
+// white space inside it kept and around it left out, as encoding/json's
+// RawMessage does.
+func TestRawIsTheValueAsWritten(t *testing.T) {
+	for _, s := range []string{`{"k": {"a" : [1, 2],"b":"\u00e9"} , "z":1}`, `{"k":"x"}`, `{"k":null}`, `{"k":-1.5e3 }`} {
+		var got []byte
+		var r Reader
+		r.Reset([]byte(s), "test")
+		err := r.Object(func(key []byte) error {
+			if string(key) != "k" {
+				return r.Skip()
+			}
+			var err error
+			got, err = r.Raw()
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%q: %v", s, err)
+		}
+		var want struct{ K json.RawMessage }
+		if err := json.Unmarshal([]byte(s), &want); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want.K) {
+			t.Errorf("%q: Raw %q, encoding/json %q", s, got, want.K)
+		}
+	}
+}

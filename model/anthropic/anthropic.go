@@ -65,6 +65,12 @@ type Options struct {
 	// SupportsImages overrides whether tool-result images are sent to the
 	// model. Nil means true: current Claude models accept images.
 	SupportsImages *bool
+	// ServerCompaction overrides whether the model has Anthropic's
+	// server-side compaction (model.ServerCompactor). Nil means the
+	// models Anthropic documents it for (claude-opus-4-6,
+	// claude-sonnet-4-6 and their snapshots); true is for a later model
+	// that has it too.
+	ServerCompaction *bool
 }
 
 // Provider is a model.Provider backed by the Anthropic Messages API. It is
@@ -79,6 +85,10 @@ type Provider struct {
 	client    sdk.Client                   // sends the requests (Complete)
 	head      atomic.Pointer[encodedHead]  // the last head encoded (wire.go)
 	tools     atomic.Pointer[encodedTools] // the last tools encoded (wire.go)
+	// compaction is whether the model has server-side compaction
+	// (compaction.go); ctxMgmt the last context_management encoded.
+	compaction bool
+	ctxMgmt    atomic.Pointer[contextManagement]
 	// leaseBodies is whether request bodies are built in reused buffers
 	// (model.BodyLease): only over net/http's own Transport, whose
 	// httptrace hooks tell when a body has been written; a custom
@@ -133,6 +143,10 @@ func New(o *Options) (*Provider, error) {
 	if opts.SupportsImages != nil {
 		p.images = *opts.SupportsImages
 	}
+	p.compaction = compactionSupported(p.model)
+	if opts.ServerCompaction != nil {
+		p.compaction = *opts.ServerCompaction
+	}
 	ropts := []option.RequestOption{
 		option.WithoutEnvironmentDefaults(),
 		option.WithBaseURL(base),
@@ -184,7 +198,11 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 	// decoded here into the fields the accumulator reads (event.go),
 	// without encoding/json's set-up and reflection for every event.
 	var raw *http.Response
-	if err := p.client.Post(ctx, "v1/messages", body, &raw); err != nil {
+	var ropts []option.RequestOption
+	if req.CompactAt > 0 || len(req.Compaction) > 0 {
+		ropts = append(ropts, option.WithHeaderAdd("anthropic-beta", CompactionBeta))
+	}
+	if err := p.client.Post(ctx, "v1/messages", body, &raw, ropts...); err != nil {
 		return nil, p.describe(ctx, err)
 	}
 	events := ssestream.NewDecoder(raw)
@@ -216,7 +234,7 @@ func (p *Provider) Complete(ctx context.Context, req model.Request, s model.Stre
 		if ev.Type == "message_stop" {
 			finished = true
 		}
-		if err := acc.add(&ev, s); err != nil {
+		if err := acc.add(&ev, e.Data, s); err != nil {
 			return nil, fmt.Errorf("anthropic: %s: %w", p.model, err)
 		}
 	}

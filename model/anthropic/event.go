@@ -63,6 +63,12 @@ func (e *event) UnmarshalJSON(data []byte) error {
 					return r.Str(&d.PartialJSON)
 				case jsonwalk.KeyIs(key, "stop_reason"):
 					return r.StrOf(&d.StopReason, eventNames)
+				case jsonwalk.KeyIs(key, "content"):
+					return r.Str(&d.Content)
+				case jsonwalk.KeyIs(key, "encrypted_content"):
+					return r.Str(&d.EncryptedContent)
+				case jsonwalk.KeyIs(key, "signature"):
+					return r.Str(&d.Signature)
 				}
 				return r.Skip()
 			})
@@ -99,5 +105,5 @@ func usage(r *jsonwalk.Reader, u *eventUsage) error {
 var eventNames = []string{
 	"content_block_delta", "input_json_delta", "text_delta", "content_block_start",
 	"content_block_stop", "message_delta", "message_start", "message_stop",
-	"text", "tool_use", "end_turn",
+	"text", "tool_use", "end_turn", "compaction", "compaction_delta", "signature_delta",
 }

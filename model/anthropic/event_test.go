@@ -23,6 +23,10 @@ var eventCorpus = []string{
 	`{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":89}}`,
 	`{"type":"message_stop"}`,
 	`{"type":"ping"}`,
+	`{"type":"content_block_start","index":0,"content_block":{"type":"compaction","content":null,"encrypted_content":null}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"compaction_delta","content":"Summary: \u00e9","encrypted_content":"ZW5j"}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"compaction_delta","content":null}}`,
+	`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}`,
 	// Order, spacing, case and repetition that encoding/json accepts.
 	` { "index" : 3 , "type" : "content_block_delta" , "delta" : { "text" : "x" , "type" : "text_delta" } } `,
 	`{"TYPE":"message_stop","Index":7}`,

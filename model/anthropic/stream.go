@@ -14,9 +14,10 @@ const maxBlocks = 1024
 
 // block is one content block being assembled from stream events.
 type block struct {
-	kind     string // "text", "tool_use" or another type, which is ignored
+	kind     string // "text", "tool_use", "compaction" or another type, which is ignored
 	id, name string
-	buf      strings.Builder // text, or the tool input's JSON
+	buf      strings.Builder  // text, or the tool input's JSON
+	compact  *compactionBlock // a compaction block (compaction.go)
 }
 
 // accumulator assembles a streamed message from its events.
@@ -25,6 +26,10 @@ type accumulator struct {
 	stop   string
 	size   int
 	usage  model.Usage
+	// compactUsage is what the compaction cost, when the API reported it
+	// apart (compactionUsage).
+	compactUsage model.Usage
+	compacted    bool // a compaction block started
 }
 
 func (a *accumulator) grow(n int) error {
@@ -55,6 +60,11 @@ type event struct {
 		Text        string `json:"text"`
 		PartialJSON string `json:"partial_json"`
 		StopReason  string `json:"stop_reason"`
+		// A compaction block's summary and opaque state (compaction_delta)
+		// and signature (signature_delta).
+		Content          string `json:"content"`
+		EncryptedContent string `json:"encrypted_content"`
+		Signature        string `json:"signature"`
 	} `json:"delta"`
 	Usage eventUsage `json:"usage"`
 }
@@ -67,10 +77,21 @@ type eventUsage struct {
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
 }
 
-// add folds one stream event in, passing text deltas to s.
-func (a *accumulator) add(ev *event, s model.Stream) error {
+// add folds one stream event in, passing text deltas to s. data is the
+// event as it arrived, from which a compaction block is kept byte for
+// byte.
+func (a *accumulator) add(ev *event, data []byte, s model.Stream) error {
 	if a.blocks == nil {
 		a.blocks = map[int64]*block{}
+	}
+	if a.compacted && (ev.Type == "message_delta" || ev.Type == "message_start") {
+		u, ok, err := compactionUsage(data)
+		if err != nil {
+			return err
+		}
+		if ok {
+			a.compactUsage = u
+		}
 	}
 	switch ev.Type {
 	case "message_start":
@@ -90,6 +111,16 @@ func (a *accumulator) add(ev *event, s model.Stream) error {
 			return fmt.Errorf("the response has more than %d content blocks", maxBlocks)
 		}
 		a.blocks[ev.Index] = b
+		if cb.Type == "compaction" {
+			c, err := startCompaction(data)
+			if err != nil {
+				return err
+			}
+			if err := a.grow(len(c.start)); err != nil {
+				return err
+			}
+			b.compact, a.compacted = c, true
+		}
 		if cb.Type == "text" && cb.Text != "" {
 			if err := a.grow(len(cb.Text)); err != nil {
 				return err
@@ -118,6 +149,13 @@ func (a *accumulator) add(ev *event, s model.Stream) error {
 				return err
 			}
 			b.buf.WriteString(ev.Delta.PartialJSON)
+		case "compaction_delta", "signature_delta":
+			if b.compact != nil {
+				if err := a.grow(len(ev.Delta.Content) + len(ev.Delta.EncryptedContent) + len(ev.Delta.Signature)); err != nil {
+					return err
+				}
+				b.compact.delta(ev)
+			}
 		}
 	case "message_delta":
 		if ev.Delta.StopReason != "" {
@@ -131,7 +169,9 @@ func (a *accumulator) add(ev *event, s model.Stream) error {
 }
 
 // response is the assembled assistant turn. Text blocks are joined in order;
-// each tool_use block becomes a ToolCall with its input as arguments.
+// each tool_use block becomes a ToolCall with its input as arguments; the
+// last compaction block that holds a summary is the Compaction (one with
+// none, a compaction that failed, changes nothing).
 func (a *accumulator) response(modelID string) (*model.Response, error) {
 	idx := make([]int64, 0, len(a.blocks))
 	for i := range a.blocks {
@@ -154,6 +194,14 @@ func (a *accumulator) response(modelID string) (*model.Response, error) {
 				return nil, fmt.Errorf("anthropic: %s: tool_use block %d (id %s, tool %s) streamed input that is not valid JSON; retry the request", modelID, i, b.id, b.name)
 			}
 			resp.ToolCalls = append(resp.ToolCalls, model.ToolCall{ID: b.id, Name: b.name, Arguments: json.RawMessage(args)})
+		case "compaction":
+			raw, summary, err := b.compact.block()
+			if err != nil {
+				return nil, fmt.Errorf("anthropic: %s: compaction block %d: %w; retry the request", modelID, i, err)
+			}
+			if summary != "" {
+				resp.Compaction = &model.CompactionBlock{Summary: summary, Raw: raw, Usage: a.compactUsage}
+			}
 		}
 	}
 	resp.Text = text.String()

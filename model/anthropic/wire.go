@@ -66,7 +66,21 @@ func (p *Provider) encode(dst []byte, req model.Request, stream bool) ([]byte, e
 	if nt.base+len(nt.turns) == 0 {
 		return nil, errors.New("anthropic: the request has no messages with content: add a user message")
 	}
-	return p.encodeBody(dst, limit, req.System, req.Tools, nt, w, req.SettledSeq, stream)
+	var pre []byte // what goes before max_tokens
+	if req.CompactAt > 0 || len(req.Compaction) > 0 {
+		if _, err := p.ServerCompaction(); err != nil {
+			return nil, fmt.Errorf("anthropic: the request asks for server-side compaction, but %w", err)
+		}
+	}
+	if req.CompactAt > 0 {
+		if req.CompactAt < MinCompactionTrigger {
+			return nil, fmt.Errorf("anthropic: a compaction trigger of %d input tokens is below the API's least, %d: raise the context window or the share it compacts at", req.CompactAt, MinCompactionTrigger)
+		}
+		if pre, err = p.contextManagementFor(req.CompactAt); err != nil {
+			return nil, err
+		}
+	}
+	return p.encodeBody(dst, limit, req.System, req.Tools, nt, w, req.SettledSeq, stream, pre, req.Compaction)
 }
 
 // normalized is a request's conversation turns from turn base on: the
@@ -94,8 +108,11 @@ func (nt *normalized) turn(i int) model.Turn { return nt.turns[i-nt.base] }
 // encodeBody appends the body to dst; with w (locked by the caller) the
 // stable turns come from, and go to, the cache, each encoded once: the
 // last of them, the breakpoint, is cached without its cache_control and
-// sent with one inserted where appendTurn marked.
-func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []model.ToolSpec, nt normalized, w *model.WireCache, seq int64, stream bool) ([]byte, error) {
+// sent with one inserted where appendTurn marked. pre, when set, is the
+// context_management member and its comma; compaction, when set, a stored
+// compaction block, sent as the first message (appendCompactionMessage),
+// before the turns and outside the cache.
+func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []model.ToolSpec, nt normalized, w *model.WireCache, seq int64, stream bool, pre, compaction []byte) ([]byte, error) {
 	stable, count := nt.stable, nt.base+len(nt.turns)
 	var cached []byte
 	var ends []int
@@ -110,14 +127,22 @@ func (p *Provider) encodeBody(dst []byte, limit int, system string, tools []mode
 	if k < nt.base {
 		return nil, fmt.Errorf("anthropic: internal error: %d turns cached, %d needed", k, nt.base)
 	}
-	size := 64 + len(head)
+	size := 64 + len(head) + len(pre) + len(compaction)
 	if k > 0 {
 		size += ends[k-1]
 	}
 	b := model.GrowBody(dst[:0], size+1024*(count-k))
-	b = append(b, `{"max_tokens":`...)
+	b = append(b, '{')
+	b = append(b, pre...)
+	b = append(b, `"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(limit), 10)
 	b = append(b, `,"messages":[`...)
+	if len(compaction) > 0 {
+		if b, err = appendCompactionMessage(b, compaction); err != nil {
+			return nil, err
+		}
+		b = append(b, ',') // count > 0: encode checked
+	}
 	bp := stable - 1 // the breakpoint turn, if any
 	switch {
 	case k == 0:

@@ -22,12 +22,13 @@ func (anthropicWire) breakpoints(body []byte) []Breakpoint { return antBreakpoin
 // Request shapes of the Messages API, as far as this server checks them.
 type (
 	antRequest struct {
-		Model     string          `json:"model"`
-		MaxTokens int             `json:"max_tokens"`
-		System    json.RawMessage `json:"system"`
-		Messages  []antMessage    `json:"messages"`
-		Tools     []antTool       `json:"tools"`
-		Stream    bool            `json:"stream"`
+		Model             string          `json:"model"`
+		MaxTokens         int             `json:"max_tokens"`
+		System            json.RawMessage `json:"system"`
+		Messages          []antMessage    `json:"messages"`
+		Tools             []antTool       `json:"tools"`
+		Stream            bool            `json:"stream"`
+		ContextManagement json.RawMessage `json:"context_management"`
 	}
 	antMessage struct {
 		Role    string          `json:"role"`
@@ -83,6 +84,12 @@ func (anthropicWire) decode(body []byte, req *Request) error {
 	req.Model, req.MaxTokens, req.Stream = ar.Model, ar.MaxTokens, ar.Stream
 	if ar.Model == "" {
 		return errors.New("model: Field required")
+	}
+	if cm := bytes.TrimSpace(ar.ContextManagement); len(cm) > 0 && cm[0] != 'n' {
+		if err := antContextManagement(cm, req.Header); err != nil {
+			return err
+		}
+		req.ContextManagement = cm
 	}
 	if ar.MaxTokens <= 0 {
 		return errors.New("max_tokens: must be a positive integer")
@@ -145,6 +152,18 @@ func (anthropicWire) decode(body []byte, req *Request) error {
 		for j, b := range bs {
 			bw := fmt.Sprintf("%s.content.%d", where, j)
 			switch b.Type {
+			case "compaction":
+				if m.Role != "assistant" {
+					return fmt.Errorf("%s: compaction blocks belong in assistant messages", bw)
+				}
+				if !hasBeta(req.Header, CompactionBeta) {
+					return fmt.Errorf("%s: a compaction block needs the beta header anthropic-beta: %s", bw, CompactionBeta)
+				}
+				raw, err := rawBlock(m.Content, j)
+				if err != nil {
+					return fmt.Errorf("%s: %v", bw, err)
+				}
+				req.CompactionBlocks = append(req.CompactionBlocks, raw)
 			case "text":
 				if b.Text == nil || *b.Text == "" {
 					return fmt.Errorf("%s: text content blocks must be non-empty", bw)
@@ -227,6 +246,66 @@ func (anthropicWire) decode(body []byte, req *Request) error {
 		}
 	}
 	return nil
+}
+
+// CompactionBeta is the anthropic-beta header value of server-side
+// compaction, which a request needs for a context_management edit of
+// type compact_20260112 or a compaction block.
+const CompactionBeta = "compact-2026-01-12"
+
+// minCompactionTrigger is the fewest input tokens the API takes as a
+// compaction trigger.
+const minCompactionTrigger = 50_000
+
+// hasBeta reports whether the request's anthropic-beta headers name beta.
+func hasBeta(h http.Header, beta string) bool {
+	for _, v := range h.Values("anthropic-beta") {
+		for _, b := range strings.Split(v, ",") {
+			if strings.TrimSpace(b) == beta {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// antContextManagement checks a context_management member: its edits of
+// type compact_20260112 need the beta header and a trigger of at least
+// minCompactionTrigger input tokens.
+func antContextManagement(raw json.RawMessage, h http.Header) error {
+	var cm struct {
+		Edits []struct {
+			Type    string `json:"type"`
+			Trigger *struct {
+				Type  string `json:"type"`
+				Value int    `json:"value"`
+			} `json:"trigger"`
+		} `json:"edits"`
+	}
+	if err := json.Unmarshal(raw, &cm); err != nil {
+		return fmt.Errorf("context_management: %v", err)
+	}
+	for i, e := range cm.Edits {
+		if e.Type != "compact_20260112" {
+			continue
+		}
+		if !hasBeta(h, CompactionBeta) {
+			return fmt.Errorf("context_management.edits.%d: compact_20260112 needs the beta header anthropic-beta: %s", i, CompactionBeta)
+		}
+		if t := e.Trigger; t != nil && (t.Type != "input_tokens" || t.Value < minCompactionTrigger) {
+			return fmt.Errorf("context_management.edits.%d.trigger: want input_tokens of at least %d, not %s %d", i, minCompactionTrigger, t.Type, t.Value)
+		}
+	}
+	return nil
+}
+
+// rawBlock returns block j of a content array as it is in the body.
+func rawBlock(content json.RawMessage, j int) ([]byte, error) {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(content, &raws); err != nil || j >= len(raws) {
+		return nil, fmt.Errorf("content is not an array of blocks")
+	}
+	return raws[j], nil
 }
 
 func antResult(b antBlock, where string) (model.ToolResult, error) {
@@ -315,7 +394,10 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 	usage := map[string]any{"input_tokens": max(len(req.Body)-req.CacheReadBytes-req.CacheWriteBytes, 0) / 4, "output_tokens": 0,
 		"cache_read_input_tokens": req.CacheReadBytes / 4, "cache_creation_input_tokens": req.CacheWriteBytes / 4}
 	if !req.Stream {
-		var content []map[string]any
+		var content []any
+		if c := rep.Compaction; c != nil {
+			content = append(content, c.Block)
+		}
 		if rep.Text != "" {
 			content = append(content, map[string]any{"type": "text", "text": rep.Text})
 		}
@@ -323,7 +405,7 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 			content = append(content, map[string]any{"type": "tool_use", "id": c.ID, "name": c.Name, "input": c.Arguments})
 		}
 		if content == nil {
-			content = []map[string]any{}
+			content = []any{}
 		}
 		usage["output_tokens"] = len(rep.Text) / 4
 		writeJSON(w, http.StatusOK, map[string]any{
@@ -340,6 +422,14 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": usage,
 	}})
 	index := 0
+	if c := rep.Compaction; c != nil {
+		s.send("content_block_start", `{"type":"content_block_start","index":0,"content_block":`+string(c.Block)+`}`)
+		if len(c.Delta) > 0 {
+			s.send("content_block_delta", `{"type":"content_block_delta","index":0,"delta":`+string(c.Delta)+`}`)
+		}
+		s.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
+		index++
+	}
 	if rep.Text != "" || rep.Hang || rep.StreamError != "" {
 		s.send("content_block_start", map[string]any{"type": "content_block_start", "index": index,
 			"content_block": map[string]any{"type": "text", "text": ""}})
@@ -369,9 +459,19 @@ func (anthropicWire) writeReply(w http.ResponseWriter, r *http.Request, req Requ
 		s.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 		index++
 	}
+	final := map[string]any{"output_tokens": max(1, len(rep.Text)/4)}
+	if rep.Compaction != nil {
+		// The compaction's own cost, apart from the answer's.
+		final["iterations"] = []map[string]any{
+			{"type": "compaction", "input_tokens": len(req.Body) / 4, "output_tokens": len(rep.Compaction.Block) / 4,
+				"cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+			{"type": "message", "input_tokens": usage["input_tokens"], "output_tokens": final["output_tokens"],
+				"cache_read_input_tokens": usage["cache_read_input_tokens"], "cache_creation_input_tokens": usage["cache_creation_input_tokens"]},
+		}
+	}
 	s.send("message_delta", map[string]any{"type": "message_delta",
 		"delta": map[string]any{"stop_reason": stopReason, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": max(1, len(rep.Text)/4)}})
+		"usage": final})
 	s.send("message_stop", map[string]any{"type": "message_stop"})
 }
 

@@ -73,6 +73,12 @@ type Request struct {
 	// prefix the server's prompt cache served and stored (see
 	// Breakpoint); usage reports them as tokens of four bytes.
 	CacheReadBytes, CacheWriteBytes int
+	// ContextManagement is the request's context_management member as
+	// sent (Anthropic), nil when it has none.
+	ContextManagement json.RawMessage
+	// CompactionBlocks are the compaction blocks of the request's
+	// assistant messages (Anthropic), each as its bytes in Body.
+	CompactionBlocks [][]byte
 }
 
 // ToolResults returns the tool results sent after the last assistant
@@ -113,6 +119,20 @@ type Reply struct {
 	Error string
 	// Header holds extra response headers, such as "Retry-After-Ms".
 	Header http.Header
+	// Compaction, when set, starts the reply with a compaction block, as
+	// Anthropic's server-side compaction does (Anthropic only).
+	Compaction *Compaction
+}
+
+// Compaction is the compaction block a reply starts with.
+type Compaction struct {
+	// Block is the content_block of the block's content_block_start
+	// event, sent as these bytes (a JSON object of type "compaction").
+	Block json.RawMessage
+	// Delta, when set, is the delta of one content_block_delta event
+	// sent after the start, such as a compaction_delta carrying the
+	// summary, sent as these bytes.
+	Delta json.RawMessage
 }
 
 // Script decides the reply to one request.
@@ -387,7 +407,12 @@ func (s *sse) send(event string, data any) {
 	if event != "" {
 		fmt.Fprintf(s.w, "event: %s\n", event)
 	}
-	fmt.Fprintf(s.w, "data: %s\n\n", b)
+	// Data with line breaks (bytes a test chose) takes one data line per
+	// line; the client joins them with line breaks.
+	for line := range strings.SplitSeq(string(b), "\n") {
+		fmt.Fprintf(s.w, "data: %s\n", line)
+	}
+	fmt.Fprint(s.w, "\n")
 	_ = s.rc.Flush()
 }
 

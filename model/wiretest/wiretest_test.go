@@ -78,6 +78,45 @@ func TestAnthropicValidation(t *testing.T) {
 	}
 }
 
+// The Anthropic server takes server-side compaction as the real API does:
+// a compact_20260112 edit or a compaction block only with the beta
+// header, a trigger of at least 50,000 input tokens, a compaction block
+// only in an assistant message; and it records the edit and each block as
+// sent.
+func TestAnthropicCompaction(t *testing.T) {
+	srv := wiretest.NewAnthropic(nil)
+	defer srv.Close()
+	url := srv.URL + "/v1/messages"
+	beta := map[string]string{"anthropic-beta": wiretest.CompactionBeta}
+	edit := func(tokens string) string {
+		return `"context_management":{"edits":[{"type":"compact_20260112","trigger":{"type":"input_tokens","value":` + tokens + `}}]}`
+	}
+	const block = `{"type":"compaction", "content":"S","encrypted_content":"E"}`
+	for _, tc := range []struct {
+		name, body string
+		header     map[string]string
+		want       string
+	}{
+		{"edit without the header", `{"model":"m","max_tokens":5,` + edit("60000") + `,"messages":[{"role":"user","content":"hi"}]}`, nil, "beta header"},
+		{"trigger too low", `{"model":"m","max_tokens":5,` + edit("1000") + `,"messages":[{"role":"user","content":"hi"}]}`, beta, "at least 50000"},
+		{"block without the header", `{"model":"m","max_tokens":5,"messages":[{"role":"assistant","content":[` + block + `]},{"role":"user","content":"hi"}]}`, nil, "beta header"},
+		{"block from the user", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[` + block + `]}]}`, beta, "assistant messages"},
+	} {
+		if status, body := post(t, url, tc.body, tc.header); status != 400 || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: status %d body %s; want 400 mentioning %q", tc.name, status, body, tc.want)
+		}
+	}
+	body := `{"model":"m","max_tokens":5,` + edit("60000") + `,"messages":[{"role":"assistant","content":[` + block + `,{"type":"text","text":"a"}]},{"role":"user","content":"hi"}]}`
+	if status, resp := post(t, url, body, beta); status != 200 {
+		t.Fatalf("a request with the edit and a block: status %d %s", status, resp)
+	}
+	reqs := srv.Requests()
+	last := reqs[len(reqs)-1]
+	if len(last.CompactionBlocks) != 1 || string(last.CompactionBlocks[0]) != block || !strings.Contains(string(last.ContextManagement), "compact_20260112") {
+		t.Errorf("recorded blocks %q and context_management %s; want the block as sent and the edit", last.CompactionBlocks, last.ContextManagement)
+	}
+}
+
 func TestOpenAIValidation(t *testing.T) {
 	srv := wiretest.NewOpenAI(nil)
 	defer srv.Close()

@@ -212,12 +212,16 @@ type SeenKey struct {
 }
 
 // Compaction replaces, in the model's view of a thread, its history up to
-// UpToSeq with Summary.
+// UpToSeq with Summary. Block, for a compaction the model's API made
+// itself, is its block as the API sent it (base64 in the archive, so its
+// bytes come back unchanged); absent for gorap's own compactions and in
+// archives written before it existed.
 type Compaction struct {
 	Thread   string    `json:"thread"`
 	UpToSeq  int64     `json:"upto_seq"`
 	Summary  string    `json:"summary"`
 	Messages int       `json:"messages"`
 	Usage    *Usage    `json:"usage,omitempty"`
+	Block    []byte    `json:"block,omitempty"`
 	Created  time.Time `json:"created"`
 }

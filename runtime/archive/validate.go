@@ -1,6 +1,8 @@
 package archive
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -10,7 +12,8 @@ import (
 // other thread's parent comes before it, thread ids are unique, every
 // record belongs to one of its threads, each thread's own messages are
 // numbered on from what it inherits without a gap, a call appears once,
-// and statuses, roles and states are ones the runtime knows.
+// statuses, roles and states are ones the runtime knows, and a
+// compaction's block, when it has one, is a JSON object.
 func (s *Session) Validate() error {
 	if s.Root == "" {
 		return invalidf("session without a root thread id")
@@ -132,6 +135,9 @@ func (s *Session) Validate() error {
 		}
 		if x.UpToSeq < 1 {
 			return bad("a compaction of thread %s covers no message", x.Thread)
+		}
+		if b := bytes.TrimSpace(x.Block); len(x.Block) > 0 && (len(b) == 0 || b[0] != '{' || !json.Valid(b)) {
+			return bad("the compaction of thread %s up to %d has a block that is not a JSON object: the model's API could not read it back", x.Thread, x.UpToSeq)
 		}
 	}
 	return nil

@@ -15,12 +15,13 @@ const EnvCompaction = "RAP_COMPACTION"
 // Compaction modes.
 const (
 	// CompactionAuto compacts with the provider's own compaction where
-	// gorap supports one, else gorap's: today, always gorap's.
+	// the model has one (Anthropic's server-side compaction, for
+	// claude-opus-4-6 and claude-sonnet-4-6), else with gorap's.
 	CompactionAuto = "auto"
 	// CompactionGorap always uses gorap's own compaction.
 	CompactionGorap = "gorap"
-	// CompactionProvider would use only the provider's compaction; no
-	// provider's is supported yet, so it is refused.
+	// CompactionProvider uses only the provider's own compaction; the
+	// runtime refuses to start with a model that has none.
 	CompactionProvider = "provider"
 	// CompactionOff never compacts: every request carries the whole
 	// history.
@@ -49,16 +50,16 @@ func (v compactionValue) Set(s string) error {
 // Type names the flag's kind in help and errors (pflag.Value).
 func (v compactionValue) Type() string { return "mode" }
 
-// ParseCompaction reads a compaction mode: auto (also ""), gorap or off.
-// provider is refused with why: no provider's compaction is supported yet.
+// ParseCompaction reads a compaction mode: auto (also ""), gorap,
+// provider or off. Whether the model has a compaction of its own for
+// provider is known only once the model is: the runtime checks it at
+// start (runtime.CompactionProvider).
 func ParseCompaction(s string) (string, error) {
 	switch m := strings.ToLower(strings.TrimSpace(s)); m {
 	case "", CompactionAuto:
 		return CompactionAuto, nil
-	case CompactionGorap, CompactionOff:
+	case CompactionGorap, CompactionProvider, CompactionOff:
 		return m, nil
-	case CompactionProvider:
-		return "", fmt.Errorf("provider compaction (such as Anthropic's server-side compaction) is not supported by this gorap yet; use auto or gorap, which summarise with the thread's own model on every provider")
 	}
-	return "", fmt.Errorf("%q is not a compaction mode; want auto, gorap or off", s)
+	return "", fmt.Errorf("%q is not a compaction mode; want auto, gorap, provider or off", s)
 }

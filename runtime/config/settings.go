@@ -202,7 +202,8 @@ type Settings struct {
 	// (EffectiveRetention). It maps to runtime.Config.Retention.
 	Retention *time.Duration
 	// Compaction is --compaction: CompactionAuto (the default, also
-	// ""), CompactionGorap or CompactionOff (compaction.go).
+	// ""), CompactionGorap, CompactionProvider or CompactionOff
+	// (compaction.go).
 	Compaction string
 	// ContextWindow, when set (by --context-window or
 	// RAP_CONTEXT_WINDOW), is the model's context window in tokens; 0
@@ -413,7 +414,7 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&s.TLSCert, "tls-cert", s.TLSCert, "serve HTTPS with the certificate chain in PEM `FILE` (with --tls-key) (env "+EnvTLSCert+")")
 	fs.StringVar(&s.TLSKey, "tls-key", s.TLSKey, "the private key in PEM `FILE` of --tls-cert; refused when every user may read it (env "+EnvTLSKey+")")
 	fs.Var(retentionValue{&s.Retention}, "retention", "delete closed sessions `D` after their last activity (a Go duration such as 720h, at least "+MinRetention.String()+"); 0 keeps them for ever, the default; overrides \"retention\" in rap.json (env "+EnvRetention+")")
-	fs.Var(compactionValue{&s.Compaction}, "compaction", "`MODE` of keeping long threads within the model's context window: auto (the default) or gorap summarise a thread's older history with its model when a request passes 75 % of the window (the store keeps every message); off sends the whole history every time; provider is not supported yet (env "+EnvCompaction+")")
+	fs.Var(compactionValue{&s.Compaction}, "compaction", "`MODE` of keeping long threads within the model's context window: auto (the default) uses the model provider's own compaction where the model has one (Anthropic's server-side compaction: claude-opus-4-6, claude-sonnet-4-6), else gorap's; gorap summarises a thread's older history with its model when a request passes 75 % of the window (the store keeps every message); provider uses only the provider's own and refuses to start without it; off sends the whole history every time (env "+EnvCompaction+")")
 	fs.Var(contextWindowValue{&s.ContextWindow}, "context-window", "the model's context window in `TOKENS`, such as 200000: each tool result sent to the model takes at most --max-result-share of it (the whole result is kept); default: the model's published window for the Anthropic and OpenAI models gorap knows, else 128000; overrides \"context_window\" in rap.json (env "+EnvContextWindow+")")
 	fs.Var(shareValue{&s.MaxResultShare}, "max-result-share", "the most of the context window one tool result may take in a model request, a `SHARE` above 0 and at most 1; a longer result is sent as its start and end with a note; 0 = the default of 0.1 (a tenth); overrides \"max_result_share\" in rap.json (env "+EnvMaxResultShare+")")
 	fs.IntVar(&s.MaxSubscriptions, "max-subscriptions", s.MaxSubscriptions, "most active subscriptions one thread may have, `N`; one more gets an error result and is cancelled (RAP SU-8); 0 = the runtime's default of 32 (env "+EnvMaxSubscriptions+")")

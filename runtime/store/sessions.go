@@ -125,7 +125,12 @@ type Compaction struct {
 	Messages int `json:"messages"`
 	// Usage is the token count of the completion that wrote the summary;
 	// nil when its provider reported none.
-	Usage   *Usage    `json:"usage,omitempty"`
+	Usage *Usage `json:"usage,omitempty"`
+	// Block, set for a compaction the model's API made itself
+	// (model.CompactionBlock), is its block as the API sent it; the
+	// requests after it send these bytes back instead of the messages it
+	// covers. Empty for gorap's own compactions.
+	Block   []byte    `json:"block,omitempty"`
 	Created time.Time `json:"created"`
 }
 

@@ -94,12 +94,20 @@ func fill(t *testing.T, st store.Store, root string) {
 		if _, err := tx.MarkKeySeen(root, "event:c0:e0"); err != nil {
 			return err
 		}
-		return tx.AddCompaction(store.Compaction{ThreadID: root, UpToSeq: 2, Summary: "they asked to deploy", Messages: 2, Created: t0})
+		if err := tx.AddCompaction(store.Compaction{ThreadID: root, UpToSeq: 2, Summary: "they asked to deploy", Messages: 2, Created: t0}); err != nil {
+			return err
+		}
+		// A compaction the model's API made, with its block.
+		return tx.AddCompaction(store.Compaction{ThreadID: root, UpToSeq: 3, Summary: "deployed", Messages: 3, Block: []byte(providerBlock), Created: t0})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 }
+
+// providerBlock is a compaction block as a model's API sent it, with
+// bytes that re-encoding JSON would change.
+const providerBlock = "{ \"type\":\"compaction\", \"content\":\"deployed <ok> \\u00e9\",\"encrypted_content\":\"QUJD\" }"
 
 func read(t *testing.T, st store.Store, root string) *archive.Session {
 	t.Helper()
@@ -183,8 +191,17 @@ func TestSessionSurvivesArchiveIntoAnotherStore(t *testing.T) {
 				b, _ := json.MarshalIndent(normal(after), "", " ")
 				t.Errorf("the session differs after its trip through an archive:\nbefore %s\nafter  %s", a, b)
 			}
-			// The child still reads its inherited history from the parent.
+			// The child still reads its inherited history from the parent;
+			// a compaction keeps its provider block byte for byte, and one
+			// without (as in every archive written before blocks) has none.
 			err := dst.View(context.Background(), func(tx store.Tx) error {
+				comps, err := tx.ThreadCompactions("s1")
+				if err != nil {
+					return err
+				}
+				if len(comps) != 2 || comps[0].Block != nil || string(comps[1].Block) != providerBlock {
+					t.Errorf("compactions after import = %+v; want the first without a block, the second with %q", comps, providerBlock)
+				}
 				h, err := tx.History("s1-child")
 				if err != nil {
 					return err
@@ -312,5 +329,29 @@ func TestReaderRefusesWhatItCannotTrust(t *testing.T) {
 				t.Errorf("error %v; want one containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// A session whose compaction carries a block that is not a JSON object
+// is refused (ErrInvalid) and writes nothing: the model's API could not
+// read the block back.
+func TestWriteSessionRefusesBrokenCompactionBlock(t *testing.T) {
+	src := openSQLite(t)
+	fill(t, src, "s1")
+	s := read(t, src, "s1")
+	s.Compactions[len(s.Compactions)-1].Block = []byte(`{"type":"compaction",`)
+	dst := openSQLite(t)
+	err := write(dst, s)
+	if !errors.Is(err, archive.ErrInvalid) || !strings.Contains(err.Error(), "not a JSON object") {
+		t.Fatalf("writing a broken block: %v; want ErrInvalid saying why", err)
+	}
+	err = dst.View(context.Background(), func(tx store.Tx) error {
+		if _, err := tx.Thread("s1"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("thread s1 after a refused import: %v; want ErrNotFound", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

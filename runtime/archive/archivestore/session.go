@@ -141,7 +141,7 @@ func readThread(tx store.Tx, th store.Thread, s *archive.Session) error {
 		return err
 	}
 	for _, c := range comps {
-		ac := archive.Compaction{Thread: th.ID, UpToSeq: c.UpToSeq, Summary: c.Summary, Messages: c.Messages, Created: c.Created}
+		ac := archive.Compaction{Thread: th.ID, UpToSeq: c.UpToSeq, Summary: c.Summary, Messages: c.Messages, Block: c.Block, Created: c.Created}
 		if c.Usage != nil {
 			u := archive.Usage(*c.Usage)
 			ac.Usage = &u
@@ -251,7 +251,7 @@ func WriteSession(tx store.Tx, s *archive.Session) error {
 		}
 	}
 	for _, c := range s.Compactions {
-		sc := store.Compaction{ThreadID: c.Thread, UpToSeq: c.UpToSeq, Summary: c.Summary, Messages: c.Messages, Created: c.Created}
+		sc := store.Compaction{ThreadID: c.Thread, UpToSeq: c.UpToSeq, Summary: c.Summary, Messages: c.Messages, Block: c.Block, Created: c.Created}
 		if c.Usage != nil {
 			u := store.Usage(*c.Usage)
 			sc.Usage = &u

@@ -16,20 +16,20 @@ func (t *tx) AddCompaction(c store.Compaction) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.exec(`INSERT INTO compactions (thread_id, upto_seq, summary, messages, usage, created) VALUES ($1, $2, $3, $4, $5, $6)`,
-		c.ThreadID, c.UpToSeq, bin(c.Summary), c.Messages, usage, t.stamp(c.Created))
+	_, err = t.exec(`INSERT INTO compactions (thread_id, upto_seq, summary, messages, usage, block, created) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		c.ThreadID, c.UpToSeq, bin(c.Summary), c.Messages, usage, binOrNull(c.Block), t.stamp(c.Created))
 	if err != nil {
 		return fmt.Errorf("record the compaction of thread %s up to %d: %w", c.ThreadID, c.UpToSeq, err)
 	}
 	return nil
 }
 
-const compactionCols = `thread_id, upto_seq, summary, messages, usage, created`
+const compactionCols = `thread_id, upto_seq, summary, messages, usage, block, created`
 
 func scanCompaction(sc interface{ Scan(...any) error }) (store.Compaction, error) {
 	var c store.Compaction
 	var summary, usage []byte
-	if err := sc.Scan(&c.ThreadID, &c.UpToSeq, &summary, &c.Messages, &usage, &c.Created); err != nil {
+	if err := sc.Scan(&c.ThreadID, &c.UpToSeq, &summary, &c.Messages, &usage, &c.Block, &c.Created); err != nil {
 		return c, err
 	}
 	c.Summary, c.Created = string(summary), utc(c.Created)

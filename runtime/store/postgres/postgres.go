@@ -469,6 +469,9 @@ var migrations = []string{
 		created TIMESTAMPTZ NOT NULL,
 		PRIMARY KEY (thread_id, upto_seq)
 	);`,
+	// SQLite's migration of the same name: the block of a compaction the
+	// model's API made itself, as it sent it; NULL for gorap's own.
+	`ALTER TABLE compactions ADD COLUMN block BYTEA;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -15,21 +15,29 @@ func (t *tx) AddCompaction(c store.Compaction) error {
 	if err != nil {
 		return err
 	}
-	_, err = t.tx.Exec(`INSERT INTO compactions (thread_id, upto_seq, summary, messages, usage, created) VALUES (?, ?, ?, ?, ?, ?)`,
-		c.ThreadID, c.UpToSeq, c.Summary, c.Messages, textOrNull(usage), nanos(t.stamp(c.Created)))
+	_, err = t.tx.Exec(`INSERT INTO compactions (thread_id, upto_seq, summary, messages, usage, block, created) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		c.ThreadID, c.UpToSeq, c.Summary, c.Messages, textOrNull(usage), blobOrNull(c.Block), nanos(t.stamp(c.Created)))
 	if err != nil {
 		return fmt.Errorf("record the compaction of thread %s up to %d: %w", c.ThreadID, c.UpToSeq, err)
 	}
 	return nil
 }
 
-const compactionCols = `thread_id, upto_seq, summary, messages, usage, created`
+const compactionCols = `thread_id, upto_seq, summary, messages, usage, block, created`
+
+// blobOrNull is b as a nullable BLOB parameter: NULL when empty.
+func blobOrNull(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
 
 func scanCompaction(sc scanner) (store.Compaction, error) {
 	var c store.Compaction
 	var usage []byte
 	var created int64
-	if err := sc.Scan(&c.ThreadID, &c.UpToSeq, &c.Summary, &c.Messages, &usage, &created); err != nil {
+	if err := sc.Scan(&c.ThreadID, &c.UpToSeq, &c.Summary, &c.Messages, &usage, &c.Block, &created); err != nil {
 		return c, err
 	}
 	c.Created = fromNanos(created)

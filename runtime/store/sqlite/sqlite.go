@@ -469,6 +469,9 @@ var migrations = []string{
 		created INTEGER NOT NULL,
 		PRIMARY KEY (thread_id, upto_seq)
 	);`,
+	// The block of a compaction the model's API made itself, as it sent
+	// it (store.Compaction.Block); NULL for gorap's own.
+	`ALTER TABLE compactions ADD COLUMN block BLOB;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -275,7 +275,12 @@ func testMoves(t *testing.T, s store.Store) {
 	})
 }
 
-// testCompactions: AddCompaction keeps every field; LatestCompaction is the
+// compactionBlock is a provider's compaction block, with bytes a
+// re-encoding would change (spacing, escapes, non-ASCII, a NUL escape).
+const compactionBlock = "{ \"type\":\"compaction\" ,\"content\":\"é \\u00e9 <&>\\u0000\",\"encrypted_content\":\"QUJD\"}\n"
+
+// testCompactions: AddCompaction keeps every field (a provider's block
+// byte for byte); LatestCompaction is the
 // one of highest UpToSeq (ErrNotFound before any); a second compaction of
 // the same UpToSeq is refused; ThreadCompactions lists them by UpToSeq;
 // DeleteSession removes them.
@@ -291,7 +296,7 @@ func testCompactions(t *testing.T, s store.Store) {
 			return err
 		}
 		return tx.AddCompaction(store.Compaction{ThreadID: "c", UpToSeq: 20, Summary: "earlier – ünïcode", Messages: 20,
-			Usage: &store.Usage{InputTokens: 5, OutputTokens: 3, Model: "m"}, Created: at(time.Second)})
+			Usage: &store.Usage{InputTokens: 5, OutputTokens: 3, Model: "m"}, Block: []byte(compactionBlock), Created: at(time.Second)})
 	})
 	err := s.Update(context.Background(), func(tx store.Tx) error {
 		return tx.AddCompaction(store.Compaction{ThreadID: "c", UpToSeq: 40, Summary: "again"})
@@ -304,7 +309,7 @@ func testCompactions(t *testing.T, s store.Store) {
 		if err != nil {
 			return err
 		}
-		if c.UpToSeq != 40 || c.Summary != "later" || c.Messages != 20 || !c.Created.Equal(at(2*time.Second)) || c.Usage != nil {
+		if c.UpToSeq != 40 || c.Summary != "later" || c.Messages != 20 || !c.Created.Equal(at(2*time.Second)) || c.Usage != nil || c.Block != nil {
 			t.Errorf("LatestCompaction = %+v; want the one up to 40", c)
 		}
 		all, err := tx.ThreadCompactions("c")
@@ -313,6 +318,8 @@ func testCompactions(t *testing.T, s store.Store) {
 		}
 		if len(all) != 2 || all[0].UpToSeq != 20 || all[0].Summary != "earlier – ünïcode" || all[0].Usage == nil || all[0].Usage.InputTokens != 5 {
 			t.Errorf("ThreadCompactions = %+v; want both, by UpToSeq, with every field", all)
+		} else if string(all[0].Block) != compactionBlock {
+			t.Errorf("a compaction's block came back as %q; want the bytes stored, %q", all[0].Block, compactionBlock)
 		}
 		return nil
 	})
