@@ -134,6 +134,7 @@ func (r *Runtime) work(threadID string) {
 		r.mu.Unlock()
 		r.hub.endTurn(threadID)
 		r.emit(threadID, EventStatus, api.Status{State: api.StateIdle})
+		r.turnEnded(threadID)
 		return
 	}
 }

@@ -89,6 +89,10 @@ type eventCoord interface {
 	// encoding: local, when it has a subscriber or a resume log; shared,
 	// always (clients of other processes may stream it).
 	watched(threadID string) bool
+	// anyKeptLocked reports whether events of a thread without a
+	// subscriber in this process may still be wanted: local, when a
+	// resume log is kept of any thread; shared, always. hub.mu is held.
+	anyKeptLocked() bool
 	// publishLocked numbers e, keeps it for clients that resume, and
 	// queues it on the thread's subscribers in this process (local: at
 	// once; shared: once stored, but a text_delta at once). hub.mu is held.

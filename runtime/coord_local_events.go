@@ -88,6 +88,9 @@ func (l *localEvents) watched(threadID string) bool {
 	return len(h.subs[threadID]) > 0 || l.logs[threadID] != nil
 }
 
+// anyKeptLocked reports whether a resume log is kept of any thread.
+func (l *localEvents) anyKeptLocked() bool { return len(l.logs) > 0 }
+
 // deltaLocked reports whether the thread's deltas are wanted.
 func (l *localEvents) deltaLocked(threadID, _ string) bool {
 	return l.logs[threadID] != nil || len(l.h.subs[threadID]) > 0

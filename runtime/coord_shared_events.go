@@ -104,6 +104,10 @@ func (se *sharedEvents) afterID(n int64, k uint64) string { return formatEventID
 // thread.
 func (se *sharedEvents) watched(string) bool { return true }
 
+// anyKeptLocked is always true: clients of other processes may stream
+// any thread.
+func (se *sharedEvents) anyKeptLocked() bool { return true }
+
 // publishLocked queues a stored event for the writer, or hands a
 // text_delta to this process's subscribers; h.mu is held.
 func (se *sharedEvents) publishLocked(e Event) {

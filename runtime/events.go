@@ -24,6 +24,7 @@ const (
 	EventUsage          = api.EventUsage          // api.Usage
 	EventCompacted      = api.EventCompacted      // api.Compaction
 	EventStatus         = api.EventStatus         // api.Status
+	EventTurnEnded      = api.EventTurnEnded      // api.TurnEnded
 	EventView           = api.EventView           // api.View
 	EventToolsets       = api.EventToolsets       // api.Toolsets
 	EventOAuth          = api.EventOAuth          // api.OAuth

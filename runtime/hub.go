@@ -260,6 +260,15 @@ func (h *hub) remove(threadID string, s *subscriber) {
 // eventCoord.watched).
 func (h *hub) watched(threadID string) bool { return h.ev.watched(threadID) }
 
+// anyWatched reports whether the events of some thread may be wanted: it
+// has a subscriber in this process, or the seam keeps events (see
+// eventCoord.anyKeptLocked).
+func (h *hub) anyWatched() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs) > 0 || h.ev.anyKeptLocked()
+}
+
 // publish numbers e and queues it for the thread's subscribers without
 // blocking (see eventCoord.publishLocked); a subscriber whose queue would
 // pass its bound is dropped and its memory freed. When the bytes queued

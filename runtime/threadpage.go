@@ -213,6 +213,9 @@ func (r *Runtime) readThreadInfo(tx store.Tx, th store.Thread) (api.ThreadInfo, 
 	if info.LastSeq, err = tx.LastSeq(id); err != nil {
 		return info, err
 	}
+	if info.State, err = r.threadState(tx, th); err != nil {
+		return info, err
+	}
 	if info.Usage, err = threadUsage(tx, id); err != nil {
 		return info, err
 	}

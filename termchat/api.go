@@ -61,9 +61,12 @@ type API interface {
 type ThreadStatus struct {
 	// ParentID is empty for a session's root thread; RootID is the
 	// session's root thread.
-	ParentID     string `json:"parent_id"`
-	RootID       string `json:"root_id"`
-	Status       string `json:"status"`
+	ParentID string `json:"parent_id"`
+	RootID   string `json:"root_id"`
+	Status   string `json:"status"`
+	// State is where the thread stands, its children included (an
+	// api.ThreadState); empty from a runtime that does not say.
+	State        string `json:"state"`
 	Queued       int    `json:"queued"`
 	LastSeq      int64  `json:"last_seq"`
 	PendingCalls []struct {

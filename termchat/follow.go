@@ -441,6 +441,15 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 		if st.Status == string(api.ThreadStatusClosed) {
 			continue
 		}
+		// The runtime says where the thread, its children included,
+		// stands: settled, it is quiet once the stream showed what was
+		// saved (an older runtime sends no state: inferred below).
+		state := api.ThreadState(st.State)
+		if state.Settled() || state == api.StateWaitingUser && open > 0 {
+			t.watch.caughtUp(ctx, st.LastSeq)
+			continue
+		}
+		before := len(busy)
 		switch {
 		case st.Queued > 0:
 			busy = append(busy, fmt.Sprintf("%s has %s", name, plural(st.Queued, "queued input")))
@@ -482,6 +491,26 @@ func (f *follower) busyThreads(ctx context.Context, root *followedThread, errsBe
 				}
 			}
 		}
+		if state != "" && len(busy) == before {
+			busy = append(busy, name+" is "+stateWords(state))
+		}
 	}
 	return busy, nil
+}
+
+// stateWords says a thread state in words.
+func stateWords(s api.ThreadState) string {
+	switch s {
+	case api.StateWaitingChildren:
+		return "waiting for its child threads"
+	case api.StateWaitingTools:
+		return "waiting for tools"
+	case api.StateWaitingUser:
+		return "waiting for an answer"
+	case api.StateWaitingTimer:
+		return "asleep until its timer"
+	case api.StateMoving:
+		return "moving to another runtime"
+	}
+	return string(s)
 }

@@ -95,6 +95,8 @@ func TestBrowserStreamedReplyNeverBeforeItsCause(t *testing.T) {
 
 	b.say("go slow")
 	check("the page's own message", ".msg.user", "go slow", replyFirst+replySecond)
+	// The runtime says the thread is quiet once the turn is over.
+	b.wait("the thread is quiet", `document.getElementById('thread-state').dataset.state === 'quiet' && document.getElementById('thread-state').textContent === ''`)
 	if n := eval[int](b, `document.querySelectorAll('.msg.assistant').length`); n != 4 {
 		t.Errorf("%d assistant messages shown, want 4", n)
 	}

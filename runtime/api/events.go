@@ -32,7 +32,13 @@ const (
 	// summarised in what the model sees (the history keeps every message).
 	EventCompacted = "compacted"
 	// EventStatus: Status — the thread started or finished processing.
+	// "idle" also comes while calls are pending: see EventTurnEnded to
+	// know where the thread stands.
 	EventStatus = "status"
+	// EventTurnEnded: TurnEnded — a turn of the thread, or of one of its
+	// descendants, ended; it says the thread's state now (quiet when
+	// nothing more happens without a new message).
+	EventTurnEnded = "turn_ended"
 	// EventView: View — a tool updated a view (RAP VU-2).
 	EventView = "view"
 	// EventToolsets: Toolsets — the session's toolsets.
@@ -239,6 +245,8 @@ func DecodeEvent(typ string, data []byte) (any, error) {
 		v = new(Compaction)
 	case EventStatus:
 		v = new(Status)
+	case EventTurnEnded:
+		v = new(TurnEnded)
 	case EventView:
 		v = new(View)
 	case EventToolsets:

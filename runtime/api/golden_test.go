@@ -76,6 +76,7 @@ var wireUsage = Usage{InputTokens: 1200, CachedInputTokens: 1000, UncachedInputT
 // included.
 var wireThreadInfo = ThreadInfo{
 	Thread: wireRoot,
+	State:  StateWaitingTools,
 	PendingCalls: []Call{{
 		ThreadID: "thr-root", CallID: "call-sub", ToolName: "subscribe_clock", Arguments: json.RawMessage(`{"interval_seconds":1}`),
 		Toolset: "gettime", Endpoint: "http://127.0.0.1:3001", TurnSeq: 2, State: CallDispatched,
@@ -129,6 +130,7 @@ var wireEvents = map[string]any{
 	EventUsage:          wireUsage,
 	EventCompacted:      Compaction{UpToSeq: 40, Messages: 40, Summary: "The user asked for a weekly report; it runs on Mondays.", Created: t0},
 	EventStatus:         Status{State: StateRunning},
+	EventTurnEnded:      TurnEnded{ThreadID: "thr-child", State: StateWaitingChildren, LastSeq: 12},
 	EventView:           View{ViewType: "todo", Content: json.RawMessage(`{"items":["a","b"]}`)},
 	EventToolsets:       Toolsets{Loaded: []string{"gettime", "github"}, Errors: []string{"http://127.0.0.1:3002: connection refused"}},
 	EventOAuth:          OAuth{CallID: "call-gh", Name: "list_repos", AuthURL: "https://github.example/login/oauth/authorize?state=s"},

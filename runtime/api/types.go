@@ -32,6 +32,8 @@ type ThreadPage struct {
 // EventThread.
 type ThreadInfo struct {
 	Thread
+	// State says where the thread, with its children, stands.
+	State ThreadState `json:"state"`
 	// PendingCalls are the thread's tool calls waiting for their results,
 	// oldest first.
 	PendingCalls []Call `json:"pending_calls"`

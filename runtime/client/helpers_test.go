@@ -28,9 +28,10 @@ type testRuntime struct {
 	stop    func()
 }
 
-// startRuntime starts a runtime running model m, served at an httptest
-// URL; with a token, the client API requires it, as rap serve does.
-func startRuntime(m model.Provider, token string) *testRuntime {
+// startRuntime starts a runtime running model m, with the RAP tool
+// servers at toolServers, served at an httptest URL; with a token, the
+// client API requires it, as rap serve does.
+func startRuntime(m model.Provider, token string, toolServers ...string) *testRuntime {
 	dir, err := os.MkdirTemp("", "gorap-client")
 	if err != nil {
 		log.Fatal(err)
@@ -68,11 +69,12 @@ func startRuntime(m model.Provider, token string) *testRuntime {
 		h.ServeHTTP(w, r)
 	}))
 	rt, err := runtime.New(&runtime.Config{
-		Store:     st,
-		Model:     m,
-		PublicURL: srv.URL,
-		Secret:    secret,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store:       st,
+		Model:       m,
+		ToolServers: toolServers,
+		PublicURL:   srv.URL,
+		Secret:      secret,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		log.Fatal(err)

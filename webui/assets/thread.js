@@ -10,6 +10,17 @@ const $ = (id) => document.getElementById(id);
 // The reserved tool name of subscription events injected inline (RAP SU-5).
 const INJECTED = 'receive_event__injected';
 
+// What the page says of each thread state the runtime reports (docs/api.md,
+// thread states) while no completion runs; quiet and closed say nothing.
+const STATE_WORDS = {
+  waiting_tools: 'waiting for tools…',
+  waiting_user: 'waiting for you',
+  waiting_timer: 'asleep',
+  waiting_children: 'waiting for child threads…',
+  failed: 'stopped: the model failed',
+  moving: 'moving…',
+};
+
 // How often a session's root thread reads its state again while it has
 // open child threads: their completions add to the session's tokens
 // without an event on the root's stream.
@@ -171,8 +182,18 @@ export class ThreadView {
   }
 
   setRunning(on) {
-    $('thread-state').textContent = on ? 'working…' : '';
-    $('thread-state').classList.toggle('busy', on);
+    this.running = on;
+    this.showState();
+  }
+
+  // showState shows where the thread stands: working while a completion
+  // runs, else the state the runtime last said (thread, turn_ended).
+  showState() {
+    const el = $('thread-state');
+    const state = this.running ? 'running' : this.state || '';
+    el.textContent = this.running ? 'working…' : STATE_WORDS[state] || '';
+    el.dataset.state = state;
+    el.classList.toggle('busy', !!this.running);
   }
 
   // event handles one event of the stream (docs/api.md, event types).
@@ -185,8 +206,14 @@ export class ThreadView {
         this.message(d);
         this.refreshStatus();
         break;
+      case 'turn_ended':
+        this.state = d.state;
+        this.showState();
+        break;
       case 'thread':
         this.status = d;
+        this.state = d.state;
+        this.showState();
         this.usage.set(d);
         this.drawStatus();
         this.watchSession();
@@ -440,6 +467,8 @@ export class ThreadView {
         // its sums: keep the figures the event made, and read again.
         if (seen !== this.usageEvents) this.refreshStatus();
         else this.usage.set(this.status);
+        this.state = this.status.state;
+        this.showState();
         this.drawStatus();
         this.watchSession();
       } catch (err) {
