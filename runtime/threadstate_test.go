@@ -145,3 +145,35 @@ func TestThreadStateFailed(t *testing.T) {
 		})
 	}
 }
+
+// turn_ended is an event of the stream like the others: a client that
+// was away when a turn ended gets it when it resumes with its last event
+// id, on SQLite and on PostgreSQL.
+func TestTurnEndedReplayedOnResume(t *testing.T) {
+	for _, o := range []envOptions{{}, {postgres: true}} {
+		e := newEnv(t, envOptions{model: &fnModel{fn: func(model.Request) *model.Response { return &model.Response{Text: "hi"} }}, postgres: o.postgres})
+		root := e.newThread()
+		s := openIDStream(t, e.srv.URL, root, "", false)
+		last := ""
+		for _, ev := range s.until(t, EventReplayDone) {
+			last = ev.id
+		}
+		s.close()
+		e.post(root, "hello")
+		waitState(t, e, root, api.StateQuiet)
+		r := openIDStream(t, e.srv.URL, root, last, false)
+		for {
+			ev := r.next(t)
+			if ev.typ == EventReset {
+				t.Fatalf("the stream could not resume: %s", ev.data)
+			}
+			if ev.typ == EventTurnEnded {
+				if !strings.Contains(ev.data, `"state":"quiet"`) || ev.id == "" {
+					t.Fatalf("turn_ended %s (id %q), want state quiet with an id", ev.data, ev.id)
+				}
+				break
+			}
+		}
+		r.close()
+	}
+}
