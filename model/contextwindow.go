@@ -5,7 +5,10 @@ package model
 // looked up by model name, and the optional interface through which a
 // provider declares its own.
 
-import "strings"
+import (
+	"context"
+	"strings"
+)
 
 // WindowReporter is implemented by a Provider that knows the context
 // window of its model. It is optional: the runtime asks for it with a type
@@ -127,4 +130,15 @@ func ProviderContextWindow(p Provider) (tokens int, known bool) {
 		name = name[:i] // "scripted:demo.json (scripted test model …)"
 	}
 	return ContextWindow(provider, name)
+}
+
+// TokenCounter is a Provider that can count the input tokens of a request
+// exactly, as its API does (Anthropic's count_tokens endpoint). Counting
+// costs a request, so the runtime asks only when its estimate says a
+// request is past the point where the thread compacts: a count under it
+// spares a compaction the estimate would have made.
+type TokenCounter interface {
+	// CountTokens returns the input tokens req takes for the provider's
+	// model.
+	CountTokens(ctx context.Context, req Request) (int, error)
 }

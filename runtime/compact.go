@@ -232,7 +232,7 @@ func (r *Runtime) requestFor(ctx context.Context, th store.Thread, history []sto
 		return req
 	}
 	limit := r.compactLimit()
-	if tokensAtMost(req) <= limit || estimateTokens(req) <= limit {
+	if tokensAtMost(req) <= limit || estimateTokens(req) <= limit || r.countedUnder(ctx, th.ID, req, limit) {
 		return req
 	}
 	// Near the window: another process (or an earlier run) may have
@@ -263,6 +263,30 @@ func (r *Runtime) requestFor(ctx context.Context, th store.Thread, history []sto
 	}
 	r.hist.useView(th.ID, viewBase(next))
 	return build(compactedView(history, next))
+}
+
+// countTimeout bounds a request to the provider's token count.
+const countTimeout = 10 * time.Second
+
+// countedUnder reports whether the model's provider, asked to count req's
+// tokens exactly (model.TokenCounter), says it is within limit although
+// the estimate said it was not: then the thread need not compact yet. A
+// provider that cannot count, or a count that fails, leaves the estimate's
+// answer.
+func (r *Runtime) countedUnder(ctx context.Context, threadID string, req model.Request, limit int) bool {
+	c, ok := r.cfg.Model.(model.TokenCounter)
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, countTimeout)
+	defer cancel()
+	n, err := c.CountTokens(ctx, req)
+	if err != nil {
+		r.log.Warn("compaction: the model's provider could not count the request's tokens; going by the estimate", "thread", threadID, "err", r.redact(err.Error()))
+		return false
+	}
+	r.log.Debug("compaction: the provider counted the request", "thread", threadID, "tokens", n, "estimate", estimateTokens(req), "limit", limit)
+	return n <= limit
 }
 
 func viewBase(c *store.Compaction) int64 {
