@@ -15,7 +15,7 @@ import (
 // rap delete against a running rap serve: without --yes and without a
 // terminal it deletes nothing and says to pass --yes; with --yes it
 // deletes the named session and prints it and the count; --user deletes
-// every session of that user and no other; an unknown session fails with
+// every session of that user, archived ones included, and no other; an unknown session fails with
 // status 1 and says why; bad arguments are status 2.
 func TestDeleteVerb(t *testing.T) {
 	clearRAPEnv(t)
@@ -36,7 +36,10 @@ func TestDeleteVerb(t *testing.T) {
 		_, err := c.Thread(ctx, id)
 		return errors.Is(err, client.ErrNotFound)
 	}
-	ada1, ada2, bob := session("ada"), session("ada"), session("bob")
+	ada1, ada2, ada3, bob := session("ada"), session("ada"), session("ada"), session("bob")
+	if _, err := c.ArchiveThread(ctx, ada3, true); err != nil { // --user deletes archived sessions too
+		t.Fatal(err)
+	}
 
 	if !isTerminal(os.Stdin) {
 		code, _, stderr := runVerb(t, ctx, "delete", "--server", info.URL, ada1)
@@ -57,11 +60,11 @@ func TestDeleteVerb(t *testing.T) {
 	}
 
 	code, stdout, stderr = runVerb(t, ctx, "delete", "--yes", "--server", info.URL, "--user", "ada")
-	if code != exitOK || !strings.Contains(stdout, "deleted session "+ada2) || !strings.Contains(stdout, "deleted 1 session(s)") {
+	if code != exitOK || !strings.Contains(stdout, "deleted session "+ada2) || !strings.Contains(stdout, "deleted session "+ada3) || !strings.Contains(stdout, "deleted 2 session(s)") {
 		t.Errorf("rap delete --user ada: status %d\nstdout %q\nstderr %q", code, stdout, stderr)
 	}
-	if !gone(ada2) || gone(bob) {
-		t.Errorf("after rap delete --user ada: ada's session gone = %v (want true), bob's gone = %v (want false)", gone(ada2), gone(bob))
+	if !gone(ada2) || !gone(ada3) || gone(bob) {
+		t.Errorf("after rap delete --user ada: ada's sessions gone = %v, %v (archived) (want true), bob's gone = %v (want false)", gone(ada2), gone(ada3), gone(bob))
 	}
 	code, stdout, _ = runVerb(t, ctx, "delete", "--yes", "--server", info.URL, "--user", "ada")
 	if code != exitOK || !strings.Contains(stdout, "nothing to delete") {
