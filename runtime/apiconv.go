@@ -25,6 +25,8 @@ func apiThread(t store.Thread) api.Thread {
 		OriginArgs:   t.OriginArgs,
 		InheritSeq:   t.InheritSeq,
 		UserID:       t.UserID,
+		Title:        sessionTitle(t),
+		Archived:     t.Archived,
 	}
 }
 

@@ -22,7 +22,8 @@ import (
 // but forgotten in the conversion, or added to a record without deciding
 // whether the API shows it, fails here.
 func TestAPIConversionsCopyEveryField(t *testing.T) {
-	checkConversion(t, apiThread)
+	// A session's first message is shown as the title derived from it.
+	checkConversion(t, apiThread, "FirstMessage")
 	// A turn's usage is shown summed, in the thread's state.
 	checkConversion(t, apiMessage, "Usage")
 	checkConversion(t, apiToolCall)

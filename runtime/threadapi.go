@@ -85,7 +85,9 @@ func (r *Runtime) PostMessageWithKey(ctx context.Context, threadID, text, idemKe
 		key = "user:" + threadID + ":" + idemKey
 	}
 	payload, _ := json.Marshal(store.UserMessage{Text: text})
+	fx := &effects{}
 	err = r.store.Update(ctx, func(tx store.Tx) error {
+		*fx = effects{}
 		th, err := visibleThread(ctx, tx, threadID)
 		if err != nil {
 			return err
@@ -94,11 +96,15 @@ func (r *Runtime) PostMessageWithKey(ctx context.Context, threadID, text, idemKe
 			return fmt.Errorf("%w: thread %s is closed; create a new thread", ErrBadInput, threadID)
 		}
 		added, err = tx.Enqueue(store.InboxItem{ThreadID: threadID, Kind: store.KindUserMessage, Payload: payload, DedupKey: key})
-		return err
+		if err != nil || !added || th.ParentID != "" || th.FirstMessage != "" {
+			return err
+		}
+		return r.noteFirstMessage(tx, th, text, fx)
 	})
 	if err != nil {
 		return false, err
 	}
+	r.apply(fx)
 	if added {
 		r.wake(threadID)
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
@@ -34,62 +35,11 @@ func (r *Runtime) CreateSession(ctx context.Context, userID string) (api.CreateT
 	return resp, nil
 }
 
-// ThreadsPage returns one page of threads, oldest first, as GET
-// /v1/threads answers it: up to limit threads (below 1:
-// api.DefaultPageLimit; at most api.MaxPageLimit) after cursor (the
-// NextCursor of the previous page, "" to start), only the children of
-// parentID when it is not "". NextCursor is empty on the last page. For a
-// Caller bound to a user (WithCaller) only that user's threads are listed;
-// the children of another user's thread, as of an unknown one, are none.
-// A cursor this runtime did not make wraps ErrBadInput.
+// ThreadsPage returns one page of threads, oldest first, archived
+// sessions' included: FindThreads of parentID, cursor and limit with
+// Archived api.ArchivedInclude.
 func (r *Runtime) ThreadsPage(ctx context.Context, parentID, cursor string, limit int) (api.ThreadPage, error) {
-	if limit < 1 {
-		limit = api.DefaultPageLimit
-	}
-	limit = min(limit, api.MaxPageLimit)
-	var resp api.ThreadPage
-	after, err := decodeCursor(cursor)
-	if err != nil {
-		return resp, err
-	}
-	user, scoped := api.ScopedUser(ctx)
-	var page []store.Thread
-	err = r.store.View(ctx, func(tx store.Tx) error {
-		var err error
-		switch {
-		case parentID != "" && scoped:
-			// Children belong to their parent's user: a foreign parent
-			// lists nothing, as an unknown one does.
-			p, err := tx.Thread(parentID)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && p.UserID != user) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			page, err = tx.ChildThreads(parentID, after, limit+1)
-			return err
-		case parentID != "":
-			page, err = tx.ChildThreads(parentID, after, limit+1)
-		case scoped:
-			page, err = tx.UserThreadsPage(user, after, limit+1)
-		default:
-			page, err = tx.ThreadsPage(after, limit+1)
-		}
-		return err
-	})
-	if err != nil {
-		return resp, err
-	}
-	if len(page) > limit {
-		page = page[:limit]
-		resp.NextCursor = encodeCursor(store.CursorOf(page[limit-1]))
-	}
-	resp.Threads = apiSlice(page, apiThread)
-	if resp.Threads == nil {
-		resp.Threads = []api.Thread{}
-	}
-	return resp, nil
+	return r.FindThreads(ctx, api.ThreadQuery{ParentID: parentID, Cursor: cursor, Limit: limit, Archived: api.ArchivedInclude})
 }
 
 // UserThreadsPage is ThreadsPage for the threads of one user's sessions
@@ -97,26 +47,62 @@ func (r *Runtime) ThreadsPage(ctx context.Context, parentID, cursor string, limi
 // delete --user` finds a user's sessions with it. A Caller bound to
 // another user lists nothing. An empty userID wraps ErrBadInput.
 func (r *Runtime) UserThreadsPage(ctx context.Context, userID, cursor string, limit int) (api.ThreadPage, error) {
-	var resp api.ThreadPage
 	if userID == "" {
-		return resp, inputError("user id is empty: name the user whose threads to list")
+		return api.ThreadPage{Threads: []api.Thread{}}, inputError("user id is empty: name the user whose threads to list")
 	}
+	return r.FindThreads(ctx, api.ThreadQuery{UserID: userID, Cursor: cursor, Limit: limit, Archived: api.ArchivedInclude})
+}
+
+// FindThreads returns one page of the threads q selects, oldest first,
+// as GET /v1/threads answers it: up to q.Limit threads (below 1:
+// api.DefaultPageLimit; at most api.MaxPageLimit) after q.Cursor (the
+// NextCursor of the previous page, "" to start); only the children of
+// q.ParentID, or the threads of q.UserID's sessions, when set; only those
+// of sessions whose title or first user message holds every word of
+// q.Query, ignoring case; and as q.Archived says for archived sessions
+// (see api.ThreadQuery). NextCursor is empty on the last page. For a
+// Caller bound to a user (WithCaller) only that user's threads are
+// listed; the children of another user's thread, as of an unknown one,
+// are none. A cursor this runtime did not make, an archived value it
+// does not know, a query longer than api.MaxSearchChars or both a parent
+// and a user wrap ErrBadInput.
+func (r *Runtime) FindThreads(ctx context.Context, q api.ThreadQuery) (api.ThreadPage, error) {
+	resp := api.ThreadPage{Threads: []api.Thread{}}
+	f, err := threadFilter(q)
+	if err != nil {
+		return resp, err
+	}
+	limit := q.Limit
 	if limit < 1 {
 		limit = api.DefaultPageLimit
 	}
 	limit = min(limit, api.MaxPageLimit)
-	after, err := decodeCursor(cursor)
+	after, err := decodeCursor(q.Cursor)
 	if err != nil {
 		return resp, err
 	}
-	resp.Threads = []api.Thread{}
-	if user, scoped := api.ScopedUser(ctx); scoped && user != userID {
-		return resp, nil
+	user, scoped := api.ScopedUser(ctx)
+	switch {
+	case scoped && f.UserID != "" && f.UserID != user:
+		return resp, nil // another user's threads: none to see
+	case scoped && f.ParentID == "":
+		f.UserID = user
 	}
 	var page []store.Thread
 	err = r.store.View(ctx, func(tx store.Tx) error {
+		if scoped && f.ParentID != "" {
+			// Children belong to their parent's user: a foreign parent
+			// lists nothing, as an unknown one does.
+			p, err := tx.Thread(f.ParentID)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && p.UserID != user) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
 		var err error
-		page, err = tx.UserThreadsPage(userID, after, limit+1)
+		page, err = tx.FindThreads(f, after, limit+1)
 		return err
 	})
 	if err != nil {
@@ -128,6 +114,34 @@ func (r *Runtime) UserThreadsPage(ctx context.Context, userID, cursor string, li
 	}
 	resp.Threads = append(resp.Threads, apiSlice(page, apiThread)...)
 	return resp, nil
+}
+
+// threadFilter checks q and returns the store's filter of it.
+func threadFilter(q api.ThreadQuery) (store.ThreadFilter, error) {
+	f := store.ThreadFilter{ParentID: q.ParentID, UserID: q.UserID, Search: strings.TrimSpace(q.Query)}
+	if f.ParentID != "" && f.UserID != "" {
+		return f, inputError("give parent_id or user_id, not both (a child belongs to its parent's user)")
+	}
+	if n := utf8.RuneCountInString(f.Search); n > api.MaxSearchChars {
+		return f, inputError(fmt.Sprintf("q has %d characters; the limit is %d: search for fewer words", n, api.MaxSearchChars))
+	}
+	switch q.Archived {
+	case "":
+		f.Archived = store.ArchivedExcluded
+		if f.ParentID != "" || f.UserID != "" {
+			f.Archived = store.ArchivedIncluded
+		}
+	case api.ArchivedExclude:
+		f.Archived = store.ArchivedExcluded
+	case api.ArchivedInclude:
+		f.Archived = store.ArchivedIncluded
+	case api.ArchivedOnly:
+		f.Archived = store.ArchivedOnly
+	default:
+		return f, inputError(fmt.Sprintf("archived %q: want %s (leave archived sessions out), %s or %s (archived sessions alone)",
+			q.Archived, api.ArchivedExclude, api.ArchivedInclude, api.ArchivedOnly))
+	}
+	return f, nil
 }
 
 // maxStatusChildren is how many children GET /v1/threads/{id} lists; past

@@ -32,8 +32,8 @@ func converse(t *testing.T, st *stack, texts ...string) string {
 }
 
 // At phone width (390 CSS pixels) the page fits without sideways
-// scrolling, the thread list hides behind a menu button that the keyboard
-// opens and Escape closes.
+// scrolling, the thread's actions included, the thread list hides behind
+// a menu button that the keyboard opens and Escape closes.
 func TestBrowserPhoneWidth(t *testing.T) {
 	st := newDemoStack(t, nil, "")
 	id := converse(t, st, "please edit main.go")
@@ -46,6 +46,10 @@ func TestBrowserPhoneWidth(t *testing.T) {
 	}
 	if w := eval[int](b, `Math.round(document.querySelector('#composer').getBoundingClientRect().right)`); w > 390 {
 		t.Errorf("the message box ends at x=%d, beyond the 390-pixel viewport", w)
+	}
+	b.wait("the thread's actions", `!document.getElementById('rename-thread').hidden`)
+	if out := eval[[]string](b, `[...document.querySelectorAll('.thread-actions button')].filter(e => !e.hidden && e.getBoundingClientRect().right > 390).map(e => e.textContent)`); len(out) > 0 {
+		t.Errorf("the thread's actions %q end beyond the 390-pixel viewport", out)
 	}
 	b.screenshot("webui-phone")
 

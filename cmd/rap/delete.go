@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/client"
 	"github.com/gorap/gorap/runtime/config"
 )
@@ -133,10 +134,11 @@ func runDelete(ctx context.Context, opts deleteOptions, ids []string, in io.Read
 }
 
 // userSessions returns the ids of the root threads of user's sessions,
-// oldest first, reading the runtime's thread list page after page.
+// archived ones included, oldest first, reading the runtime's thread list
+// page after page.
 func userSessions(ctx context.Context, c *client.Client, user string) ([]string, error) {
 	var ids []string
-	for th, err := range c.Threads(ctx, client.ListOptions{UserID: user, Limit: 1000}) {
+	for th, err := range c.Threads(ctx, client.ListOptions{UserID: user, Limit: 1000, Archived: api.ArchivedInclude}) {
 		if err != nil {
 			return nil, fmt.Errorf("list the sessions of user %q: %w", user, err)
 		}

@@ -15,7 +15,8 @@ import (
 // rap delete against a running rap serve: without --yes and without a
 // terminal it deletes nothing and says to pass --yes; with --yes it
 // deletes the named session and prints it and the count ("1 session",
-// "2 sessions"); --user deletes every session of that user and no other;
+// "2 sessions"); --user deletes every session of that user, archived ones
+// included, and no other;
 // an unknown session fails with status 1 and says why; bad arguments are
 // status 2.
 func TestDeleteVerb(t *testing.T) {
@@ -38,6 +39,9 @@ func TestDeleteVerb(t *testing.T) {
 		return errors.Is(err, client.ErrNotFound)
 	}
 	ada1, ada2, ada3, bob := session("ada"), session("ada"), session("ada"), session("bob")
+	if _, err := c.ArchiveThread(ctx, ada3, true); err != nil { // --user deletes archived sessions too
+		t.Fatal(err)
+	}
 
 	if !isTerminal(os.Stdin) {
 		code, _, stderr := runVerb(t, ctx, "delete", "--server", info.URL, ada1)

@@ -60,6 +60,11 @@ const (
 	// EventThreadClosed: ThreadClosed, on the closed thread and on its
 	// parent.
 	EventThreadClosed = "thread_closed"
+	// EventThreadUpdated: Thread, on a session's root thread — its
+	// title or archived flag changed (PATCH /v1/threads/{id}, or the
+	// first user message gave it a title); the payload is the root thread
+	// as GET /v1/threads lists it.
+	EventThreadUpdated = "thread_updated"
 	// EventThread: ThreadInfo — the thread's state, as GET
 	// /v1/threads/{id} answers it; in a replay, before the history.
 	EventThread = "thread"
@@ -261,6 +266,8 @@ func DecodeEvent(typ string, data []byte) (any, error) {
 		v = new(ThreadSpawned)
 	case EventThreadClosed:
 		v = new(ThreadClosed)
+	case EventThreadUpdated:
+		v = new(Thread)
 	case EventThread:
 		v = new(ThreadInfo)
 	case EventReset:

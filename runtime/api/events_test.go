@@ -14,7 +14,7 @@ func TestDecodeEvent(t *testing.T) {
 		EventToolResult: &ToolResultEvent{}, EventError: &Error{}, EventUsage: &Usage{}, EventStatus: &Status{},
 		EventView: &View{}, EventToolsets: &Toolsets{}, EventOAuth: &OAuth{}, EventUserChoice: &UserChoice{},
 		EventChoiceAnswered: &ChoiceAnswered{}, EventThreadSpawned: &ThreadSpawned{}, EventThreadClosed: &ThreadClosed{},
-		EventThread: &ThreadInfo{}, EventReset: &Reset{}, EventReplayDone: &ReplayDone{},
+		EventThreadUpdated: &Thread{}, EventThread: &ThreadInfo{}, EventReset: &Reset{}, EventReplayDone: &ReplayDone{},
 	}
 	for typ, want := range cases {
 		got, err := DecodeEvent(typ, []byte(`{}`))

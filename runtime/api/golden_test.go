@@ -34,6 +34,7 @@ var (
 var (
 	wireRoot = Thread{
 		ID: "thr-root", RootID: "thr-root", Status: ThreadStatusActive, Created: t0, UserID: "ada",
+		Title: "Time in Tokyo", Archived: true,
 	}
 	wireChild = Thread{
 		ID: "thr-child", ParentID: "thr-root", RootID: "thr-root", Status: ThreadStatusClosed, Created: t1,
@@ -113,6 +114,7 @@ var wireResponses = map[string]any{
 	"answer_choice_response":  AnswerChoiceResponse{Status: "answered", Selected: 1},
 	"close_response":          CloseResponse{Status: "closed"},
 	"delete_session_response": DeleteSessionResponse{DeletedThreads: 3},
+	"update_thread_request":   UpdateThreadRequest{Title: new("Time in Tokyo"), Archived: new(true)},
 	"error_response":          ErrorResponse{Error: "no thread thr-x: list the threads with GET /v1/threads"},
 }
 
@@ -138,6 +140,7 @@ var wireEvents = map[string]any{
 	EventChoiceAnswered: ChoiceAnswered{CallID: "call-choice", Selected: 1, Dismissed: true},
 	EventThreadSpawned:  ThreadSpawned{ThreadID: "thr-child", ParentID: "thr-root", OriginCallID: "call-sub", OriginTool: "subscribe_clock", Reason: SubscriptionEvent},
 	EventThreadClosed:   ThreadClosed{ThreadID: "thr-child"},
+	EventThreadUpdated:  wireRoot,
 	EventThread:         wireThreadInfo,
 	EventReset:          Reset{Reason: "the runtime restarted"},
 	EventReplayDone:     ReplayDone{Mode: ReplayFull, LastSeq: 4},

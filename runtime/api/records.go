@@ -51,6 +51,16 @@ type Thread struct {
 	// UserID is the end user of the session, sent to tools as user_id
 	// (RAP IN-1); empty when unknown. Child threads have their root's.
 	UserID string `json:"user_id,omitempty"`
+	// Title, on a root thread, is the session's title: the one a person
+	// gave it (PATCH /v1/threads/{id}), or else one derived from its
+	// first user message (its first line, cut at about 60 characters on a
+	// word boundary); empty until there is either. Child threads have
+	// none.
+	Title string `json:"title,omitempty"`
+	// Archived, on a root thread, says the session is archived: GET
+	// /v1/threads leaves its threads out unless asked for them
+	// (archived=include or only).
+	Archived bool `json:"archived,omitempty"`
 }
 
 // Role says who produced a history message.

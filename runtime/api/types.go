@@ -21,6 +21,64 @@ const (
 	MaxPageLimit     = 1000
 )
 
+// Values of the archived= parameter of GET /v1/threads
+// (ThreadQuery.Archived): what to do with the threads of archived
+// sessions.
+const (
+	// ArchivedExclude leaves them out: the default of the list of every
+	// thread (no parent_id, no user_id).
+	ArchivedExclude = "exclude"
+	// ArchivedInclude lists them with the others: the default with
+	// parent_id or user_id.
+	ArchivedInclude = "include"
+	// ArchivedOnly lists them alone.
+	ArchivedOnly = "only"
+)
+
+// MaxTitleChars is the most characters (Unicode code points) a session's
+// title may have.
+const MaxTitleChars = 200
+
+// MaxSearchChars is the most characters the q= of GET /v1/threads may
+// have.
+const MaxSearchChars = 200
+
+// ThreadQuery is what GET /v1/threads selects, its query parameters.
+type ThreadQuery struct {
+	// ParentID (parent_id), when set, lists only that thread's children.
+	ParentID string
+	// UserID (user_id), when set, lists only the threads of that user's
+	// sessions; not together with ParentID.
+	UserID string
+	// Cursor (cursor) is the NextCursor of the previous page; empty for
+	// the first.
+	Cursor string
+	// Limit (limit) is the most threads of the page: below 1
+	// DefaultPageLimit, at most MaxPageLimit.
+	Limit int
+	// Query (q), when it has words, lists only the threads of sessions
+	// whose title or first user message holds every word, ignoring case;
+	// at most MaxSearchChars characters.
+	Query string
+	// Archived (archived) is ArchivedExclude, ArchivedInclude or
+	// ArchivedOnly; empty for the default: ArchivedExclude, or
+	// ArchivedInclude with ParentID or UserID.
+	Archived string
+}
+
+// UpdateThreadRequest is the body of PATCH /v1/threads/{id}, on a
+// session's root thread: each member present changes what it names,
+// the others stay as they are.
+type UpdateThreadRequest struct {
+	// Title, when present, is the session's new title (at most
+	// MaxTitleChars characters, white space runs taken as one space);
+	// "" goes back to the title derived from the first user message.
+	Title *string `json:"title,omitempty"`
+	// Archived, when present, archives the session (true) or brings it
+	// back (false).
+	Archived *bool `json:"archived,omitempty"`
+}
+
 // ThreadPage is the answer of GET /v1/threads.
 type ThreadPage struct {
 	Threads []Thread `json:"threads"`

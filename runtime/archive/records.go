@@ -14,6 +14,10 @@ const Format = "gorap-session-archive"
 // highest it reads.
 const Version = 1
 
+// MaxTitleChars is the most characters (Unicode code points) a session's
+// title may have, as the client API allows (api.MaxTitleChars).
+const MaxTitleChars = 200
+
 // Header is the first line of an archive.
 type Header struct {
 	Format  string `json:"format"`
@@ -64,6 +68,13 @@ type Thread struct {
 	OriginArgs   json.RawMessage `json:"origin_args,omitempty"`
 	InheritSeq   int64           `json:"inherit_seq,omitempty"`
 	UserID       string          `json:"user_id,omitempty"`
+	// Title is the title a person gave the session, on its root thread.
+	// Optional: archives written before titles have none, and a session
+	// without one derives its title from its first user message.
+	Title string `json:"title,omitempty"`
+	// Archived says that the session is archived, on its root thread.
+	// Optional, as Title.
+	Archived bool `json:"archived,omitempty"`
 }
 
 // Message is one entry of a thread's own history.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Validate checks that s is whole and consistent, so that importing it
@@ -39,6 +40,12 @@ func (s *Session) Validate() error {
 		}
 		if th.Status != "active" && th.Status != "closed" {
 			return bad("thread %s has status %q; want active or closed", th.ID, th.Status)
+		}
+		if th.ID != s.Root && (th.Title != "" || th.Archived) {
+			return bad("child thread %s has a title or is archived; only the root thread %s has them", th.ID, s.Root)
+		}
+		if n := utf8.RuneCountInString(th.Title); n > MaxTitleChars {
+			return bad("its title has %d characters; the most is %d", n, MaxTitleChars)
 		}
 		threads[th.ID] = th
 	}

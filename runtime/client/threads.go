@@ -33,6 +33,16 @@ type ListOptions struct {
 	// UserID, when set, lists only the threads of that user's sessions
 	// (not together with ParentID).
 	UserID string
+	// Query, when it has words, lists only the threads of sessions whose
+	// title or first user message holds every word, ignoring case (at
+	// most api.MaxSearchChars characters).
+	Query string
+	// Archived is api.ArchivedExclude (leave archived sessions out, as the
+	// web UI's list does), api.ArchivedInclude or api.ArchivedOnly. Empty
+	// lists the threads of archived sessions too (api.ArchivedInclude), as
+	// this client did before sessions could be archived; GET /v1/threads
+	// without archived= leaves them out.
+	Archived string
 }
 
 // ListThreads returns one page of threads, oldest first (GET /v1/threads).
@@ -51,6 +61,14 @@ func (c *Client) ListThreads(ctx context.Context, opts ListOptions) (*api.Thread
 	if opts.UserID != "" {
 		q.Set("user_id", opts.UserID)
 	}
+	if opts.Query != "" {
+		q.Set("q", opts.Query)
+	}
+	archived := opts.Archived
+	if archived == "" {
+		archived = api.ArchivedInclude
+	}
+	q.Set("archived", archived)
 	path := "/v1/threads"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
@@ -62,9 +80,9 @@ func (c *Client) ListThreads(ctx context.Context, opts ListOptions) (*api.Thread
 	return &out, nil
 }
 
-// Threads yields every thread (or, with opts.ParentID, every child of
-// that thread), reading page after page from opts.Cursor on. It stops at
-// the first error, which it yields.
+// Threads yields every thread opts selects (every thread, or with
+// opts.ParentID every child of that thread), reading page after page
+// from opts.Cursor on. It stops at the first error, which it yields.
 func (c *Client) Threads(ctx context.Context, opts ListOptions) iter.Seq2[api.Thread, error] {
 	return func(yield func(api.Thread, error) bool) {
 		for {
@@ -96,6 +114,31 @@ func (c *Client) Children(ctx context.Context, threadID string) ([]api.Thread, e
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// UpdateThread changes what req names of the session whose root thread
+// is threadID (PATCH /v1/threads/{id}): its title, whether it is
+// archived. It returns the root thread as the thread list shows it.
+func (c *Client) UpdateThread(ctx context.Context, threadID string, req api.UpdateThreadRequest) (*api.Thread, error) {
+	var out api.Thread
+	if err := c.do(ctx, "PATCH", threadPath(threadID), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RenameThread sets the title of the session whose root thread is
+// threadID (at most api.MaxTitleChars characters); "" goes back to the
+// title derived from its first user message.
+func (c *Client) RenameThread(ctx context.Context, threadID, title string) (*api.Thread, error) {
+	return c.UpdateThread(ctx, threadID, api.UpdateThreadRequest{Title: &title})
+}
+
+// ArchiveThread archives the session whose root thread is threadID
+// (archived true), or brings it back (false). The thread list leaves
+// archived sessions out unless asked (ListOptions.Archived).
+func (c *Client) ArchiveThread(ctx context.Context, threadID string, archived bool) (*api.Thread, error) {
+	return c.UpdateThread(ctx, threadID, api.UpdateThreadRequest{Archived: &archived})
 }
 
 // Thread returns a thread's state (GET /v1/threads/{id}): its pending

@@ -149,6 +149,9 @@ func New(e Engine, opts *Options) http.Handler {
 	if c, ok := e.(Compactor); ok {
 		s.routeCompaction(mux, c)
 	}
+	if o, ok := e.(Organizer); ok {
+		s.routeOrganizer(mux, o) // organize.go
+	}
 	s.routeRemotes(mux, e) // remotes.go
 	var h http.Handler = mux
 	if m, ok := e.(SessionMover); ok {

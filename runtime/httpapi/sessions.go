@@ -1,10 +1,9 @@
 package httpapi
 
-// This file owns the client API's routes on whole sessions: DELETE
-// /v1/threads/{id} and the ?user_id= filter of GET /v1/threads.
+// This file owns the client API's route that deletes a whole session:
+// DELETE /v1/threads/{id}.
 
 import (
-	"fmt"
 	"net/http"
 
 	"github.com/gorap/gorap/runtime/api"
@@ -22,17 +21,4 @@ func (s *server) serveDeleteSession(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, api.DeleteSessionResponse{DeletedThreads: n})
-}
-
-// userThreadsPage answers GET /v1/threads?user_id=: a page of the threads
-// of that user's sessions. It cannot be combined with ?parent_id=.
-func (s *server) userThreadsPage(req *http.Request, user string, limit int) (api.ThreadPage, error) {
-	q := req.URL.Query()
-	if user == "" {
-		return api.ThreadPage{}, fmt.Errorf("%w: user_id is empty; name a user, or leave user_id out to list every thread", api.ErrBadInput)
-	}
-	if q.Get("parent_id") != "" {
-		return api.ThreadPage{}, fmt.Errorf("%w: give parent_id or user_id, not both (a child belongs to its parent's user)", api.ErrBadInput)
-	}
-	return s.e.UserThreadsPage(req.Context(), user, q.Get("cursor"), limit)
 }

@@ -40,9 +40,11 @@ func (s *server) serveCreateThread(w http.ResponseWriter, req *http.Request) {
 // serveListThreads answers GET /v1/threads one page at a time: ?limit=
 // (default api.DefaultPageLimit, at most api.MaxPageLimit), ?cursor= (the
 // previous page's next_cursor), ?parent_id= (only that thread's children)
-// or ?user_id= (only the threads of that user's sessions). The answer is
-// {"threads": [...], "next_cursor": "..."}; next_cursor is absent on the
-// last page.
+// or ?user_id= (only the threads of that user's sessions), ?q= (only the
+// threads of sessions whose title or first message holds every word) and
+// ?archived= (exclude, include or only; see api.ThreadQuery) (organize.go).
+// The answer is {"threads": [...], "next_cursor": "..."}; next_cursor is
+// absent on the last page.
 func (s *server) serveListThreads(w http.ResponseWriter, req *http.Request) {
 	q := req.URL.Query()
 	limit := api.DefaultPageLimit
@@ -54,13 +56,7 @@ func (s *server) serveListThreads(w http.ResponseWriter, req *http.Request) {
 		}
 		limit = min(n, api.MaxPageLimit)
 	}
-	var page api.ThreadPage
-	var err error
-	if user := q.Get("user_id"); user != "" || q.Has("user_id") {
-		page, err = s.userThreadsPage(req, user, limit)
-	} else {
-		page, err = s.e.ThreadsPage(req.Context(), q.Get("parent_id"), q.Get("cursor"), limit)
-	}
+	page, err := s.findThreads(req, limit)
 	if err != nil {
 		s.writeEngineError(w, err)
 		return

@@ -116,6 +116,17 @@ type Thread struct {
 	// on the root thread; CreateThread copies the parent's into a child
 	// whose UserID is empty.
 	UserID string `json:"user_id,omitempty"`
+	// Title is the title a person gave the session, on its root thread;
+	// empty when none was given (clients then derive one from
+	// FirstMessage). SetThreadTitle changes it.
+	Title string `json:"title,omitempty"`
+	// FirstMessage is the start of the session's first user message
+	// (FirstMessageOf), on its root thread; empty until there is one.
+	// SetFirstMessage records it once.
+	FirstMessage string `json:"first_message,omitempty"`
+	// Archived says that the session is archived, on its root thread:
+	// FindThreads can leave its threads out. SetThreadArchived changes it.
+	Archived bool `json:"archived,omitempty"`
 }
 
 // Threads stores the thread tree.
@@ -140,6 +151,23 @@ type Threads interface {
 	// sessions (Thread.UserID, which children take from their parent).
 	// Backed by an index.
 	UserThreadsPage(userID string, after ThreadCursor, limit int) ([]Thread, error)
+	// SetThreadTitle sets the thread's Title; "" removes it. A thread
+	// that does not exist is an error wrapping ErrNotFound.
+	SetThreadTitle(id, title string) error
+	// SetFirstMessage records text as the thread's FirstMessage unless it
+	// has one, and reports whether it did. A thread that does not exist
+	// is an error wrapping ErrNotFound.
+	SetFirstMessage(id, text string) (bool, error)
+	// SetThreadArchived sets the thread's Archived flag. A thread that
+	// does not exist is an error wrapping ErrNotFound.
+	SetThreadArchived(id string, archived bool) error
+	// FindThreads is ThreadsPage for the threads f selects, each judged
+	// by its session's root thread (its title, first message and
+	// Archived flag): up to limit of them after `after`, in ListThreads'
+	// order. The zero ThreadFilter selects every thread. A page walks the
+	// index of f's scope (every thread, a parent's children or a user's
+	// threads) and skips the threads f leaves out.
+	FindThreads(f ThreadFilter, after ThreadCursor, limit int) ([]Thread, error)
 }
 
 // ThreadCursor is a position in the order of threads (Created, then ID):

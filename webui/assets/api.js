@@ -46,8 +46,13 @@ export class API {
     return h;
   }
 
-  // needToken asks for a token once, however many requests were refused.
-  async needToken(rejected) {
+  // needToken asks for a token once, however many requests were refused;
+  // sent is the token the refused request carried. A request sent before
+  // the person gave a token, and refused after, is sent again with it
+  // without asking twice.
+  async needToken(sent) {
+    if (!this.asking && sent !== this.token()) return;
+    const rejected = sent !== '';
     if (!this.asking) {
       this.asking = this.askToken(rejected).then((t) => {
         sessionStorage.setItem(TOKEN_KEY, t);
@@ -71,7 +76,7 @@ export class API {
       const resp = await fetch(path, init);
       if (resp.type === 'opaqueredirect') throw new APIError(308, MOVED);
       if (resp.status === 401) {
-        await this.needToken(sent !== '');
+        await this.needToken(sent);
         continue;
       }
       const data = await resp.json().catch(() => ({}));
@@ -83,11 +88,22 @@ export class API {
   }
 
   createThread() { return this.request('POST', '/v1/threads', {}); }
-  listThreads(cursor) {
+  /**
+   * listThreads reads a page of the thread list after cursor; opts may
+   * name a search (q: words of titles and first messages), what to do
+   * with archived sessions (archived: exclude, the runtime's default,
+   * include or only) and a parent whose children alone to list.
+   */
+  listThreads(cursor, opts = {}) {
     const q = new URLSearchParams({ limit: '1000' });
     if (cursor) q.set('cursor', cursor);
+    if (opts.q) q.set('q', opts.q);
+    if (opts.archived) q.set('archived', opts.archived);
+    if (opts.parent) q.set('parent_id', opts.parent);
     return this.request('GET', '/v1/threads?' + q);
   }
+  /** update renames ({title}) or archives ({archived}) a session; resolves to its root thread. */
+  update(id, changes) { return this.request('PATCH', '/v1/threads/' + encodeURIComponent(id), changes); }
   thread(id) { return this.request('GET', '/v1/threads/' + encodeURIComponent(id)); }
   send(id, text) { return this.request('POST', '/v1/threads/' + encodeURIComponent(id) + '/messages', { text }); }
   /** history reads a thread's messages and its compactions. */
@@ -181,7 +197,7 @@ class EventStream {
     const resp = await fetch(this.path, { headers, signal: this.abort.signal, cache: 'no-store', redirect: 'manual' });
     if (resp.type === 'opaqueredirect') throw new APIError(308, MOVED);
     if (resp.status === 401) {
-      await this.api.needToken(sent !== '');
+      await this.api.needToken(sent);
       return false;
     }
     if (!resp.ok) {

@@ -3,13 +3,20 @@
 import { API } from './api.js';
 import { ThreadView } from './thread.js';
 import { MoveDialog } from './move.js';
+import { SessionHeader } from './title.js';
 import { h, shortID, time } from './render.js';
 
 const $ = (id) => document.getElementById(id);
 
 const api = new API(askToken);
-const threads = new Map(); // id → thread summary from GET /v1/threads
+// listed holds the threads of the list as the search box and Show
+// archived select them (GET /v1/threads); threads holds those and the
+// children of the open thread, which it shows even when the list leaves
+// them out.
+const listed = new Map(); // id → thread summary
+const threads = new Map(); // id → thread summary
 let current = null; // the open ThreadView
+const header = new SessionHeader(api, { toast, updated });
 const mover = new MoveDialog(api, {
   toast,
   moved,
@@ -48,25 +55,54 @@ export function toast(msg) {
   toast.timer = setTimeout(() => (t.hidden = true), 8000);
 }
 
-/** loadThreads reads every page of the thread list and redraws the tree. */
+// listQuery is what the list shows: the words searched for, and whether
+// archived sessions are shown too.
+function listQuery() {
+  return { q: $('thread-search').value.trim(), archived: $('show-archived').checked ? 'include' : '' };
+}
+
+let loads = 0; // the number of the last loadThreads begun
+
+/**
+ * loadThreads reads every page of the thread list as listQuery selects it,
+ * and the children of the open thread that it leaves out, and redraws the
+ * tree. Of loads that overlap only the last one counts.
+ */
 async function loadThreads() {
+  const n = ++loads;
+  const query = listQuery();
   try {
-    let cursor = '';
-    const seen = new Map();
-    for (let page = 0; page < 20; page++) {
-      const res = await api.listThreads(cursor);
-      for (const t of res.threads || []) seen.set(t.id, t);
-      cursor = res.next_cursor;
-      if (!cursor) break;
+    const seen = await readAll(query);
+    const known = new Map(seen);
+    const kids = current?.status?.children || [];
+    if (current && kids.some((id) => !known.has(id))) {
+      for (const [id, t] of await readAll({ parent: current.id, archived: 'include' })) known.set(id, t);
     }
+    if (n !== loads) return;
+    listed.clear();
+    for (const [id, t] of seen) listed.set(id, t);
     threads.clear();
-    for (const [id, t] of seen) threads.set(id, t);
-    drawTree();
+    for (const [id, t] of known) threads.set(id, t);
+    drawTree(query);
     current?.threadsChanged(threads);
   } catch (err) {
-    toast('Could not list the threads: ' + err.message);
+    if (n === loads) toast('Could not list the threads: ' + err.message);
   }
 }
+
+// readAll reads up to 20 pages of the threads opts selects.
+async function readAll(opts) {
+  let cursor = '';
+  const seen = new Map();
+  for (let page = 0; page < 20; page++) {
+    const res = await api.listThreads(cursor, opts);
+    for (const t of res.threads || []) seen.set(t.id, t);
+    cursor = res.next_cursor;
+    if (!cursor) break;
+  }
+  return seen;
+}
+
 let reloadTimer = null;
 /** reloadThreads reloads the thread list soon, once for many calls. */
 function reloadThreads() {
@@ -74,20 +110,54 @@ function reloadThreads() {
   reloadTimer = setTimeout(loadThreads, 150);
 }
 
-// threadLabel names a thread in the tree.
+let searchTimer = null;
+// searched reloads the list a moment after the person stopped typing.
+function searched() {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(loadThreads, 250);
+}
+
+/** updated shows a session's root thread t as a change answered (title, archived). */
+function updated(t) {
+  for (const m of [listed, threads]) {
+    const old = m.get(t.id);
+    if (old) m.set(t.id, Object.assign({}, old, { title: t.title || '', archived: !!t.archived }));
+  }
+  drawTree(listQuery());
+  // Archived or back, or renamed out of (or into) the search: the list
+  // may gain or lose it.
+  reloadThreads();
+}
+
+/** threadUpdated handles a thread_updated event of the open thread. */
+function threadUpdated(t) {
+  header.updated(t);
+  updated(t);
+}
+
+// showHeader draws the header of the open thread id from its state s.
+function showHeader(id, s) {
+  header.show(id, s, !!current?.moved);
+}
+
+// threadLabel names a thread in the tree: a session by its title (or
+// when it was started, before it has one), a child by why it started.
 function threadLabel(t) {
-  if (!t.parent_id) return ['Session ', time(t.created, true)];
+  if (!t.parent_id) {
+    if (t.title) return [h('span', { class: 'title-text' }, t.title), h('span', { class: 'id' }, time(t.created, true), ' · ', shortID(t.id))];
+    return ['Session ', time(t.created, true), h('span', { class: 'id' }, shortID(t.id))];
+  }
   const why = t.origin_tool === 'spawn_thread' ? 'spawned' : `event of ${t.origin_tool || 'a tool'}`;
-  return [why + ' ', time(t.created)];
+  return [why + ' ', time(t.created), h('span', { class: 'id' }, shortID(t.id))];
 }
 
 // drawTree redraws the thread tree: sessions newest first, children under
 // their parent in creation order.
-function drawTree() {
+function drawTree(query = listQuery()) {
   const kids = new Map();
   const roots = [];
-  for (const t of threads.values()) {
-    if (t.parent_id && threads.has(t.parent_id)) {
+  for (const t of listed.values()) {
+    if (t.parent_id && listed.has(t.parent_id)) {
       if (!kids.has(t.parent_id)) kids.set(t.parent_id, []);
       kids.get(t.parent_id).push(t);
     } else {
@@ -95,18 +165,25 @@ function drawTree() {
     }
   }
   const item = (t) => {
+    const closed = t.status === 'closed';
     const a = h('a', {
       href: '#/t/' + encodeURIComponent(t.id),
       'data-thread': t.id,
       'aria-current': current && current.id === t.id ? 'page' : null,
-      class: t.status === 'closed' ? 'closed' : null,
-    }, threadLabel(t), h('span', { class: 'id' }, shortID(t.id)), t.status === 'closed' ? h('span', { class: 'badge' }, 'closed') : null);
+      class: [closed ? 'closed' : '', t.archived ? 'archived' : ''].join(' ').trim() || null,
+    }, threadLabel(t), closed ? h('span', { class: 'badge' }, 'closed') : null, t.archived ? h('span', { class: 'badge' }, 'archived') : null);
     const ch = kids.get(t.id);
     return h('li', {}, a, ch ? h('ul', {}, ch.map(item)) : null);
   };
   const tree = $('thread-tree');
   tree.replaceChildren(...roots.reverse().map(item));
-  $('no-threads').hidden = roots.length > 0;
+  const sessions = roots.length;
+  const none = $('no-threads');
+  none.hidden = sessions > 0;
+  if (query.q) none.textContent = `No session matches “${query.q}”.`;
+  else none.textContent = query.archived ? 'No threads yet.' : 'No threads yet (archived sessions are not listed).';
+  const status = query.q ? (sessions === 1 ? '1 session matches.' : `${sessions} sessions match.`) : '';
+  if ($('list-status').textContent !== status) $('list-status').textContent = status;
 }
 
 // route opens the thread the address names (#/t/ID).
@@ -124,7 +201,7 @@ function route() {
   }
   $('empty').hidden = true;
   $('thread').hidden = false;
-  current = new ThreadView(api, id, { threads, reloadThreads, toast, canMove: () => mover.allowed });
+  current = new ThreadView(api, id, { threads, reloadThreads, toast, canMove: () => mover.allowed, showHeader, threadUpdated });
   drawTree();
   setMenu(false);
   if (!threads.has(id)) reloadThreads();
@@ -200,6 +277,13 @@ function init() {
   });
   $('menu').addEventListener('click', () => setMenu(!document.body.classList.contains('menu-open')));
   $('refresh').addEventListener('click', loadThreads);
+  $('thread-filter').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    clearTimeout(searchTimer);
+    loadThreads();
+  });
+  $('thread-search').addEventListener('input', searched);
+  $('show-archived').addEventListener('change', loadThreads);
   document.addEventListener('keydown', (ev) => {
     if (ev.key === 'Escape' && document.body.classList.contains('menu-open')) {
       setMenu(false);

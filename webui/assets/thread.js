@@ -51,8 +51,7 @@ export class ThreadView {
     this.list.replaceChildren(); // another thread's, queued messages included
     $('conn').dataset.mode = '';
     this.clear();
-    $('thread-title').textContent = 'Thread ' + shortID(id);
-    $('thread-title').title = id;
+    this.app.showHeader(id, null);
     if (!$('moved-note').hidden) {
       // The previous thread's session had moved away.
       $('moved-note').hidden = true;
@@ -124,6 +123,7 @@ export class ThreadView {
     note.replaceChildren('This session moved to ', link, '. It goes on there; that runtime may ask for its own client token.');
     note.hidden = false;
     for (const el of ['composer', 'move-thread', 'close-thread', 'compact-thread']) $(el).hidden = true;
+    this.app.showHeader(this.id, this.status); // no renaming or archiving here
     // What the thread waits for and shows live is the other runtime's now;
     // its history stays here to read.
     for (const box of ['choices', 'oauth', 'views', 'toolset-errors', 'thread-info']) $(box).replaceChildren();
@@ -266,6 +266,9 @@ export class ThreadView {
       case 'thread_closed':
         this.refreshStatus();
         this.app.reloadThreads();
+        break;
+      case 'thread_updated':
+        this.app.threadUpdated(d); // title.js
         break;
       default:
         // tool_call and tool_result arrive in messages too.
@@ -501,7 +504,7 @@ export class ThreadView {
     const s = this.status;
     const threads = this.app.threads;
     const link = (id) => h('a', { href: '#/t/' + encodeURIComponent(id), 'data-thread-link': id }, shortID(id));
-    $('thread-title').textContent = (s.parent_id ? 'Child thread ' : 'Session ') + shortID(this.id);
+    this.app.showHeader(this.id, s); // title.js
     const info = [];
     if (s.parent_id) info.push(h('p', { class: 'parent' }, 'Child of ', link(s.parent_id)));
     if (s.status === 'closed') info.push(h('p', { class: 'closed-note' }, 'This thread is closed: it takes no more messages.'));

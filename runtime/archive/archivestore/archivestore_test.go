@@ -94,6 +94,12 @@ func fill(t *testing.T, st store.Store, root string) {
 		if _, err := tx.MarkKeySeen(root, "event:c0:e0"); err != nil {
 			return err
 		}
+		if err := tx.SetThreadTitle(root, "Deploy "+root); err != nil {
+			return err
+		}
+		if err := tx.SetThreadArchived(root, true); err != nil {
+			return err
+		}
 		if err := tx.AddCompaction(store.Compaction{ThreadID: root, UpToSeq: 2, Summary: "they asked to deploy", Messages: 2, Created: t0}); err != nil {
 			return err
 		}
@@ -353,5 +359,98 @@ func TestWriteSessionRefusesBrokenCompactionBlock(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+
+// The root thread's title and archived flag go with the session; a
+// session of an archive written before titles (no title, no archived
+// flag) imports as one that has neither. The store derives the session's
+// first message from the first user message in the archive: its history,
+// or else its queued messages.
+func TestTitlesGoWithTheSession(t *testing.T) {
+	src := openSQLite(t)
+	fill(t, src, "s1")
+	s := roundTrip(t, read(t, src, "s1"))[0]
+	if s.Threads[0].Title != "Deploy s1" || !s.Threads[0].Archived || s.Threads[1].Title != "" || s.Threads[1].Archived {
+		t.Fatalf("threads read from the archive: %+v; want the root's title and archived flag, none on the child", s.Threads)
+	}
+	text := archiveText(t, s)
+	if !strings.Contains(text, `"title":"Deploy s1","archived":true`) {
+		t.Errorf("the archive's root thread line lacks its title and archived flag:\n%s", text)
+	}
+	older := strings.Replace(text, `,"title":"Deploy s1","archived":true`, "", 1)
+	if older == text {
+		t.Fatal("could not take the title out of the archive")
+	}
+	r, err := archive.NewReader(strings.NewReader(older))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := r.Next()
+	if err != nil {
+		t.Fatalf("an archive without titles: %v", err)
+	}
+	queued := *old
+	queued.Root, queued.Threads, queued.Messages = "q1", []archive.Thread{{ID: "q1", Status: "active", Created: t0}}, nil
+	queued.Inbox = []archive.InboxItem{{Thread: "q1", Kind: "user_message", Payload: json.RawMessage(`{"text":"  from the inbox\nsecond line"}`), DedupKey: "k", Created: t0}}
+	queued.Calls, queued.Subscriptions, queued.Views, queued.Timers, queued.Choices, queued.HeldEvents, queued.CallChecks, queued.SeenKeys, queued.Compactions = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	queued.Toolsets, queued.Trust = nil, nil
+	for name, in := range map[string]*archive.Session{"with a title": s, "older": old, "queued only": &queued} {
+		dst := openSQLite(t)
+		if err := write(dst, in); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		err := dst.View(context.Background(), func(tx store.Tx) error {
+			root, err := tx.Thread(in.Root)
+			if err != nil {
+				return err
+			}
+			want := store.Thread{Title: "Deploy s1", FirstMessage: "deploy it", Archived: true}
+			switch name {
+			case "older":
+				want.Title, want.Archived = "", false
+			case "queued only":
+				want = store.Thread{FirstMessage: "from the inbox\nsecond line"}
+			}
+			if root.Title != want.Title || root.FirstMessage != want.FirstMessage || root.Archived != want.Archived {
+				t.Errorf("%s: the imported root has title %q, first message %q, archived %v; want %q, %q, %v",
+					name, root.Title, root.FirstMessage, root.Archived, want.Title, want.FirstMessage, want.Archived)
+			}
+			if len(in.Threads) > 1 {
+				child, err := tx.Thread(in.Threads[1].ID)
+				if err != nil {
+					return err
+				}
+				if child.Title != "" || child.FirstMessage != "" || child.Archived {
+					t.Errorf("%s: the imported child has %+v; want no title, first message or archived flag", name, child)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// An archive whose child thread has a title or is archived, or whose
+// title is longer than the client API allows, is refused.
+func TestValidateRefusesBadTitles(t *testing.T) {
+	src := openSQLite(t)
+	fill(t, src, "s1")
+	for name, change := range map[string]func(s *archive.Session){
+		"a child with a title": func(s *archive.Session) { s.Threads[1].Title = "x" },
+		"an archived child":    func(s *archive.Session) { s.Threads[1].Archived = true },
+		"a title too long":     func(s *archive.Session) { s.Threads[0].Title = strings.Repeat("é", archive.MaxTitleChars+1) },
+	} {
+		s := read(t, src, "s1")
+		change(s)
+		if err := s.Validate(); err == nil {
+			t.Errorf("%s: Validate accepted it", name)
+		}
+	}
+	s := read(t, src, "s1")
+	s.Threads[0].Title = strings.Repeat("é", archive.MaxTitleChars)
+	if err := s.Validate(); err != nil {
+		t.Errorf("a title of the longest length: %v", err)
 	}
 }

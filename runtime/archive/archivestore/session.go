@@ -6,6 +6,7 @@
 package archivestore
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -33,7 +34,8 @@ func ReadSession(tx store.Tx, root string) (*archive.Session, error) {
 	s := &archive.Session{Root: root}
 	for _, th := range threads {
 		s.Threads = append(s.Threads, archive.Thread{ID: th.ID, ParentID: th.ParentID, Status: string(th.Status), Created: th.Created,
-			OriginCallID: th.OriginCallID, OriginTool: th.OriginTool, OriginArgs: th.OriginArgs, InheritSeq: th.InheritSeq, UserID: th.UserID})
+			OriginCallID: th.OriginCallID, OriginTool: th.OriginTool, OriginArgs: th.OriginArgs, InheritSeq: th.InheritSeq, UserID: th.UserID,
+			Title: th.Title, Archived: th.Archived})
 		if err := readThread(tx, th, s); err != nil {
 			return nil, fmt.Errorf("read thread %s of session %s: %w", th.ID, root, err)
 		}
@@ -180,9 +182,13 @@ func WriteSession(tx store.Tx, s *archive.Session) error {
 		}
 	}
 	for _, th := range s.Threads {
+		first := ""
+		if th.ID == s.Root {
+			first = store.FirstMessageOf(firstUserText(s))
+		}
 		if err := tx.CreateThread(store.Thread{ID: th.ID, ParentID: th.ParentID, RootID: s.Root, Status: store.ThreadStatus(th.Status),
 			Created: th.Created, OriginCallID: th.OriginCallID, OriginTool: th.OriginTool, OriginArgs: th.OriginArgs,
-			InheritSeq: th.InheritSeq, UserID: th.UserID}); err != nil {
+			InheritSeq: th.InheritSeq, UserID: th.UserID, Title: th.Title, FirstMessage: first, Archived: th.Archived}); err != nil {
 			return err
 		}
 	}
@@ -301,4 +307,25 @@ func writeMessages(tx store.Tx, s *archive.Session) error {
 		}
 	}
 	return nil
+}
+
+// firstUserText returns the text of the first user message of s's root
+// thread: from its history, or else its queued inputs; "" when it has
+// none. The store keeps its start (store.Thread.FirstMessage), which an
+// archive need not carry.
+func firstUserText(s *archive.Session) string {
+	for _, m := range s.Messages {
+		if m.Thread == s.Root && m.Role == string(store.RoleUser) {
+			return m.Text
+		}
+	}
+	for _, it := range s.Inbox {
+		if it.Thread == s.Root && it.Kind == string(store.KindUserMessage) {
+			var m store.UserMessage
+			if json.Unmarshal(it.Payload, &m) == nil {
+				return m.Text
+			}
+		}
+	}
+	return ""
 }

@@ -223,3 +223,39 @@ var SessionTables = []string{
 	"choices", "held_events", "call_checks", "thread_leases", "oauth_links",
 	"thread_event_heads", "thread_events", "compactions",
 }
+
+// SearchText is the searchable text a store keeps of a session's root
+// thread, from its title and first message (store.SearchFold of each, on
+// a line of its own): what ThreadFilter.Search words are looked for in.
+func SearchText(title, firstMessage string) string {
+	return store.SearchFold(title) + "\n" + store.SearchFold(firstMessage)
+}
+
+// SearchPatterns returns a LIKE pattern (with ESCAPE '\') for each word
+// of a search (store.ThreadFilter.Search): the folded word with LIKE's
+// wildcards and the escape character escaped, between two %, so that it
+// matches the word anywhere in a SearchText and nothing else. None when
+// the search has no word.
+func SearchPatterns(search string) []string {
+	words := store.SearchWords(search)
+	out := make([]string, len(words))
+	for i, w := range words {
+		out[i] = "%" + likeEscaper.Replace(w) + "%"
+	}
+	return out
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// ArchivedValues returns the two values of the Archived flag that
+// filter a keeps, for a query's "archived IN (a, b)": both for
+// store.ArchivedIncluded, one twice otherwise.
+func ArchivedValues(f store.ArchivedFilter) (a, b bool) {
+	switch f {
+	case store.ArchivedExcluded:
+		return false, false
+	case store.ArchivedOnly:
+		return true, true
+	}
+	return false, true
+}

@@ -81,6 +81,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	if err := s.backfillFirstMessages(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := s.initWakes(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -472,6 +476,18 @@ var migrations = []string{
 	// SQLite's migration of the same name: the block of a compaction the
 	// model's API made itself, as it sent it; NULL for gorap's own.
 	`ALTER TABLE compactions ADD COLUMN block BYTEA;`,
+	// Sessions' titles and archiving (SQLite's migration of the same
+	// name): the title a person gave, the start of the first user
+	// message (NULL until Open derived it for a thread older than this
+	// column: backfillFirstMessages), their folded search text (text, so
+	// that LIKE compares it; store.SearchFold keeps it free of NUL bytes)
+	// and the archived flag, all on the root thread. Adding a column with
+	// a constant default rewrites no row.
+	`ALTER TABLE threads ADD COLUMN title BYTEA NOT NULL DEFAULT ''::bytea;
+	ALTER TABLE threads ADD COLUMN first_message BYTEA;
+	ALTER TABLE threads ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
+	ALTER TABLE threads ADD COLUMN archived BOOLEAN NOT NULL DEFAULT false;
+	CREATE INDEX threads_first_message_unset ON threads(id) WHERE first_message IS NULL;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

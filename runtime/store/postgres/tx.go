@@ -129,22 +129,27 @@ func (t *tx) CreateThread(th store.Thread) error {
 	if th.ParentID != "" {
 		parent = th.ParentID
 	}
-	_, err = t.exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		th.ID, parent, th.RootID, string(th.Status), th.Created, th.OriginCallID, th.OriginTool, binOrNull(th.OriginArgs), th.InheritSeq, th.UserID)
+	_, err = t.exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id, title, first_message, search_text, archived)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+		th.ID, parent, th.RootID, string(th.Status), th.Created, th.OriginCallID, th.OriginTool, binOrNull(th.OriginArgs), th.InheritSeq, th.UserID,
+		bin(th.Title), bin(th.FirstMessage), backend.SearchText(th.Title, th.FirstMessage), th.Archived)
 	if err != nil {
 		return fmt.Errorf("create thread %s: %w", th.ID, err)
 	}
 	return nil
 }
 
-const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id`
+// threadCols are the columns scanThread reads.
+const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id, title, first_message, archived`
 
 func scanThread(sc interface{ Scan(...any) error }) (store.Thread, error) {
 	var th store.Thread
-	var args []byte
+	var args, title, first []byte
 	var status string
-	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &status, &th.Created, &th.OriginCallID, &th.OriginTool, &args, &th.InheritSeq, &th.UserID)
+	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &status, &th.Created, &th.OriginCallID, &th.OriginTool, &args, &th.InheritSeq, &th.UserID,
+		&title, &first, &th.Archived)
 	th.Status = store.ThreadStatus(status)
+	th.Title, th.FirstMessage = string(title), string(first)
 	th.Created = utc(th.Created)
 	if len(args) > 0 {
 		th.OriginArgs = json.RawMessage(args)

@@ -108,7 +108,7 @@ func TestMigrationSchedulesChecksOfPendingCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkThread(t, s, "t", "")
+	oldThread(t, s, "t")
 	update(t, s, func(tx store.Tx) error {
 		calls := []store.Call{
 			{ThreadID: "t", CallID: "dispatched", ToolName: "x", Arguments: []byte(`{}`), Toolset: "ts", State: store.CallDispatched},

@@ -123,6 +123,11 @@ func openLocked(abs string, opts openOptions) (*Store, error) {
 		writer.Close()
 		return nil, err
 	}
+	if err := backfillFirstMessages(context.Background(), writer); err != nil {
+		s.group.syncer.close()
+		writer.Close()
+		return nil, fmt.Errorf("sqlite store %s: %w", abs, err)
+	}
 	var waiting bool
 	if err := writer.QueryRow(`SELECT EXISTS (SELECT 1 FROM choices)`).Scan(&waiting); err != nil {
 		s.group.syncer.close()
@@ -472,6 +477,16 @@ var migrations = []string{
 	// The block of a compaction the model's API made itself, as it sent
 	// it (store.Compaction.Block); NULL for gorap's own.
 	`ALTER TABLE compactions ADD COLUMN block BLOB;`,
+	// Sessions' titles and archiving (PostgreSQL's migration of the same
+	// name): the title a person gave, the start of the first user message
+	// (NULL until Open derived it for a thread older than this column:
+	// backfillFirstMessages), their folded search text and the archived
+	// flag, all on the root thread.
+	`ALTER TABLE threads ADD COLUMN title TEXT NOT NULL DEFAULT '';
+	ALTER TABLE threads ADD COLUMN first_message TEXT;
+	ALTER TABLE threads ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
+	ALTER TABLE threads ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX threads_first_message_unset ON threads(id) WHERE first_message IS NULL;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

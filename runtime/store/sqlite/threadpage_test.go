@@ -83,10 +83,12 @@ func TestThreadsPageAndChildren(t *testing.T) {
 	})
 }
 
-// The page and children queries use an index, not a scan
-// of every thread.
+// The page and children queries, and those of FindThreads, use an index,
+// not a scan of every thread; FindThreads reads each thread's root by
+// its primary key.
 func TestThreadsPageUsesIndex(t *testing.T) {
 	s, _ := open(t)
+	filter := []any{false, true, `["%a%"]`}
 	for _, tc := range []struct {
 		q    string
 		args []any
@@ -95,6 +97,12 @@ func TestThreadsPageUsesIndex(t *testing.T) {
 		{threadsNextPage, []any{1, "a", 10, 1, 10, 10}},
 		{childrenFirstPage, []any{"p", 10}},
 		{childrenNextPage, []any{"p", 1, "a", 10, "p", 1, 10, 10}},
+		{findAllFirst, append(slices.Clone(filter), 10)},
+		{findAllNext, slices.Concat(filter, []any{1, "a", 10}, filter, []any{1, 10, 10})},
+		{findChildrenFirst, slices.Concat([]any{"p"}, filter, []any{10})},
+		{findChildrenNext, slices.Concat([]any{"p"}, filter, []any{1, "a", 10, "p"}, filter, []any{1, 10, 10})},
+		{findUserFirst, slices.Concat([]any{"u"}, filter, []any{10})},
+		{findUserNext, slices.Concat([]any{"u"}, filter, []any{1, "a", 10, "u"}, filter, []any{1, 10, 10})},
 	} {
 		q := tc.q
 		plan := queryPlan(t, s.reader, q, tc.args...)
@@ -103,11 +111,13 @@ func TestThreadsPageUsesIndex(t *testing.T) {
 		// order (a LIMITed "SCAN ... USING INDEX" reads limit rows); only
 		// the outer sort of a next page, of at most 2×limit rows, sorts.
 		for _, d := range plan {
-			if strings.Contains(d, "threads") && !strings.Contains(d, "INDEX threads_") {
+			thread := strings.Contains(d, "threads") || strings.HasPrefix(d, "SCAN t ") || strings.HasPrefix(d, "SEARCH t ") || strings.HasPrefix(d, "SEARCH r ")
+			if thread && !strings.Contains(d, "INDEX threads_") && !strings.Contains(d, "r USING INDEX sqlite_autoindex_threads_1 (id=?)") {
 				t.Errorf("plan of %s:\n  %s\nwant index searches only", q, p)
 			}
 		}
-		if (q == threadsFirstPage || q == childrenFirstPage) && strings.Contains(p, "TEMP B-TREE") {
+		first := q == threadsFirstPage || q == childrenFirstPage || q == findAllFirst || q == findChildrenFirst || q == findUserFirst
+		if first && strings.Contains(p, "TEMP B-TREE") {
 			t.Errorf("plan of %s:\n  %s\nwant no sort", q, p)
 		}
 	}

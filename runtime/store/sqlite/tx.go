@@ -98,21 +98,25 @@ func (t *tx) CreateThread(th store.Thread) error {
 	if t.tx.rows != nil {
 		t.tx.overlay.forget(th.ID)
 	}
-	_, err = t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		th.ID, parent, th.RootID, string(th.Status), nanos(th.Created), th.OriginCallID, th.OriginTool, originArgs, th.InheritSeq, th.UserID)
+	_, err = t.tx.Exec(`INSERT INTO threads (id, parent_id, root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id, title, first_message, search_text, archived) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		th.ID, parent, th.RootID, string(th.Status), nanos(th.Created), th.OriginCallID, th.OriginTool, originArgs, th.InheritSeq, th.UserID,
+		th.Title, th.FirstMessage, backend.SearchText(th.Title, th.FirstMessage), th.Archived)
 	if err != nil {
 		return fmt.Errorf("create thread %s: %w", th.ID, err)
 	}
 	return nil
 }
 
-const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, COALESCE(origin_args, ''), inherit_seq, user_id`
+// threadCols are the columns scanThread reads, created the fifth and id
+// the first (the page queries order by their numbers).
+const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, COALESCE(origin_args, ''), inherit_seq, user_id, title, COALESCE(first_message, ''), archived`
 
 func scanThread(sc scanner) (store.Thread, error) {
 	var th store.Thread
 	var created int64
 	var args string
-	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created, &th.OriginCallID, &th.OriginTool, &args, &th.InheritSeq, &th.UserID)
+	err := sc.Scan(&th.ID, &th.ParentID, &th.RootID, &th.Status, &created, &th.OriginCallID, &th.OriginTool, &args, &th.InheritSeq, &th.UserID,
+		&th.Title, &th.FirstMessage, &th.Archived)
 	th.Created = fromNanos(created)
 	if args != "" {
 		th.OriginArgs = json.RawMessage(args)

@@ -82,6 +82,8 @@ var cases = []struct {
 	{"ThreadsPage", testThreadsPage},
 	{"UserThreadsPage", testUserThreadsPage},
 	{"ChildThreads", testChildThreads},
+	{"ThreadTitles", testThreadTitles},
+	{"FindThreads", testFindThreads},
 	{"Messages", testMessages},
 	{"InheritedHistory", testInheritedHistory},
 	{"AwkwardText", testAwkwardText},
