@@ -360,6 +360,7 @@ func TestWriteSessionRefusesBrokenCompactionBlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
 
 // The root thread's title and archived flag go with the session; a
 // session of an archive written before titles (no title, no archived
