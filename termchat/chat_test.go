@@ -928,7 +928,7 @@ func TestTranscriptInteractEvents(t *testing.T) {
 
 func TestPrintThreadTree(t *testing.T) {
 	threads := []api.Thread{
-		{ID: "R1", Status: api.ThreadStatusActive},
+		{ID: "R1", Status: api.ThreadStatusActive, Title: "Plan the trip"},
 		{ID: "A", ParentID: "R1", Status: api.ThreadStatusClosed, OriginTool: "watch", OriginCallID: "c1"},
 		{ID: "B", ParentID: "R1", Status: api.ThreadStatusActive, OriginTool: "spawn_thread", OriginCallID: "c2"},
 		{ID: "B1", ParentID: "B", Status: api.ThreadStatusActive, OriginTool: "spawn_thread", OriginCallID: "c3"},
@@ -939,7 +939,7 @@ func TestPrintThreadTree(t *testing.T) {
 	if err := printThreadTree(&b, threads, "", "B1"); err != nil {
 		t.Fatal(err)
 	}
-	want := "R1  active  session\n" +
+	want := "R1  active  session \"Plan the trip\"\n" +
 		"├─ A  closed  event of watch (call c1)\n" +
 		"└─ B  active  spawn_thread (call c2)\n" +
 		"   └─ B1  active  spawn_thread (call c3)  ← this chat\n" +
@@ -952,7 +952,7 @@ func TestPrintThreadTree(t *testing.T) {
 	if err := printThreadTree(&b, threads, "B1", ""); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(b.String(), "R1  active  session\n") || strings.Contains(b.String(), "R2") {
+	if !strings.HasPrefix(b.String(), "R1  active  session \"Plan the trip\"\n") || strings.Contains(b.String(), "R2") {
 		t.Errorf("the tree of B1's session:\n%s", b.String())
 	}
 	b.Reset()

@@ -3,6 +3,7 @@ package termchat
 import (
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/gorap/gorap/runtime/api"
 )
@@ -90,9 +91,13 @@ func printThreadTree(w io.Writer, threads []api.Thread, only, mark string) error
 	return nil
 }
 
-// threadLine is one thread of the tree: id, status and origin.
+// threadLine is one thread of the tree: id, status and origin, and a
+// session's title in quotes.
 func threadLine(th api.Thread, mark string) string {
 	origin := "session"
+	if th.ParentID == "" && th.Title != "" {
+		origin += " " + strconv.Quote(oneLine(clean(th.Title), 80))
+	}
 	switch {
 	case th.ParentID == "":
 	case th.OriginTool == toolSpawnThread:
