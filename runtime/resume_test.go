@@ -294,10 +294,8 @@ func TestEventStreamResumeNoGapsOrDupes(t *testing.T) {
 			got = append(got, resumed[:len(resumed)-1]...)
 		}
 	}
-	want = append(want, ref.until(t, EventStatus)...) // running → the turn is saved … idle
-	for !strings.Contains(want[len(want)-1].data, "idle") {
-		want = append(want, ref.until(t, EventStatus)...)
-	}
+	// The turn is saved, the thread idle, then the turn's end is told.
+	want = append(want, ref.until(t, EventTurnEnded)...)
 	for len(got) < len(want) {
 		got = append(got, a.next(t))
 	}

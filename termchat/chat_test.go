@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -763,6 +764,9 @@ func TestChatFollowsChildThreadsAndTree(t *testing.T) {
 	if child.ParentID != root.ID {
 		root, child = child, root
 	}
+	if root.Title == "" {
+		t.Fatal("the session has no title; want the one derived from its first message")
+	}
 	p := "  [" + shortID(child.ID) + "] "
 	out := d.out.String()
 	wantLines(t, out,
@@ -775,7 +779,7 @@ func TestChatFollowsChildThreadsAndTree(t *testing.T) {
 		"· thread "+shortID(child.ID)+" closed",
 		"← event: Final report from child thread "+shortID(child.ID)+":",
 		// The tree: /threads.
-		root.ID+"  active  session  ← this chat\n└─ "+child.ID+"  closed  event of watch (call "+child.OriginCallID+")\n",
+		root.ID+"  active  session "+strconv.Quote(root.Title)+"  ← this chat\n└─ "+child.ID+"  closed  event of watch (call "+child.OriginCallID+")\n",
 	)
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "RAW-EVENT") && !strings.HasPrefix(line, p) {
@@ -789,7 +793,7 @@ func TestChatFollowsChildThreadsAndTree(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--tree: %v\n%s", err, errOut)
 	}
-	if want := root.ID + "  active  session\n└─ " + child.ID + "  closed  event of watch (call " + child.OriginCallID + ")\n"; tree != want {
+	if want := root.ID + "  active  session " + strconv.Quote(root.Title) + "\n└─ " + child.ID + "  closed  event of watch (call " + child.OriginCallID + ")\n"; tree != want {
 		t.Errorf("--tree printed:\n%s\nwant:\n%s", tree, want)
 	}
 	_, _, err = runChatFor(t, Options{Server: rt.URL, Tree: true, Thread: "nope"}, "")

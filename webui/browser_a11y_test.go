@@ -140,7 +140,11 @@ func TestBrowserAccessibility(t *testing.T) {
 		b.run("start another thread", chromedp.Click(chromedp.CSS("#new-thread")))
 		b.wait("the new thread is live", `location.hash !== '#/t/'+`+jsString(id)+` && document.getElementById('conn').dataset.state === 'live'`)
 		m.hold()
+		// The first message is taken (announced) while the model thinks;
+		// the second waits, queued, behind it.
 		b.say("hold on")
+		b.wait("the message taken", `[...document.querySelectorAll('#messages > .msg.user:not([data-queued]) .text')].some((e) => e.textContent === 'hold on')`)
+		b.say("and then?")
 		b.wait("the message queued while the model thinks", contains("#messages > .msg.user[data-queued] .meta", "queued"))
 		check("an archived session listed, a message queued")
 		m.release()
@@ -153,8 +157,8 @@ func TestBrowserAccessibility(t *testing.T) {
 }
 
 // holdingModel is a model whose completions for a last user message
-// "hold on" wait, after hold, until release: the message stays queued
-// meanwhile.
+// "hold on" wait, after hold, until release: a message sent meanwhile
+// stays queued.
 type holdingModel struct {
 	model.Provider
 	mu   sync.Mutex

@@ -382,7 +382,9 @@ export class ThreadView {
   error(d) {
     let retry = '';
     if (!d.final && d.retry_in_ms) retry = `Retrying in ${Math.ceil(d.retry_in_ms / 1000)} s` + (d.attempt ? ` (attempt ${d.attempt} of ${d.max_attempts}).` : '.');
-    const li = h('li', { class: 'msg error', role: 'alert', 'data-final': d.final ? '1' : null }, h('div', { class: 'meta' }, 'error'), h('div', { class: 'text' }, d.message || 'unknown error'), retry ? h('div', { class: 'retry' }, retry) : null);
+    // The alert is inside the list item: a list holds only list items.
+    const li = h('li', { class: 'msg error', 'data-final': d.final ? '1' : null },
+      h('div', { role: 'alert' }, h('div', { class: 'meta' }, 'error'), h('div', { class: 'text' }, d.message || 'unknown error'), retry ? h('div', { class: 'retry' }, retry) : null));
     this.list.append(li);
     this.scroll();
   }
