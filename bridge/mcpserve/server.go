@@ -266,7 +266,8 @@ func (s *Server) MCPServer() *mcp.Server { return s.mcp }
 func (s *Server) CallbackURL() string { return s.rt.URL() }
 
 // RunStdio serves one MCP session on standard input and output until the
-// client closes it or ctx ends, then closes the Server.
+// client closes it or ctx ends (which is no error), then closes the
+// Server.
 func (s *Server) RunStdio(ctx context.Context) error {
 	// Calls in flight end when ctx does: the SDK waits for them before it
 	// closes the session.
@@ -274,6 +275,9 @@ func (s *Server) RunStdio(ctx context.Context) error {
 	defer stop()
 	err := s.mcp.Run(ctx, &mcp.StdioTransport{})
 	s.Close()
+	if ctx.Err() != nil {
+		return nil
+	}
 	return err
 }
 
