@@ -135,6 +135,7 @@ func (ss *subscriptions) follow(ctx context.Context, sub *subscription) {
 		if err != nil {
 			return // stopped: end does the rest
 		}
+		sub.call.Release() // a subscription may run for days: keep only what is unread
 		ev, ok := msg.(*rap.SubscriptionEvent)
 		if !ok {
 			continue // view updates are not events
