@@ -161,6 +161,10 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.mcp = s.newMCPServer()
+	if len(s.tools) == 0 {
+		rt.Close()
+		return nil, fmt.Errorf("mcpserve: no tool to serve: %s", strings.Join(s.skipped, "; "))
+	}
 	return s, nil
 }
 
@@ -237,11 +241,32 @@ func (s *Server) newMCPServer() *mcp.Server {
 		SubscribeHandler:          s.subs.subscribe,
 		UnsubscribeHandler:        s.subs.unsubscribe,
 	})
+	kept := s.tools[:0]
 	for _, e := range s.tools {
-		srv.AddTool(e.mcp, s.handler(e))
+		if problem := addTool(srv, e.mcp, s.handler(e)); problem != "" {
+			s.skip(fmt.Sprintf("tool %q of toolset %q: the MCP SDK refused it: %s", e.tool.Tool.Name, e.tool.Toolset, problem))
+			s.log.Warn("mcpserve: left out", "problem", s.skipped[len(s.skipped)-1])
+			delete(s.byName, e.tool.Tool.Name)
+			continue
+		}
+		kept = append(kept, e)
 	}
+	s.tools = kept
 	s.subs.register(srv)
 	return srv
+}
+
+// addTool adds a tool to srv and returns "", or what the MCP SDK found
+// wrong with it: the SDK panics on a tool it cannot serve, and one odd
+// tool must not stop the others.
+func addTool(srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (problem string) {
+	defer func() {
+		if r := recover(); r != nil {
+			problem = fmt.Sprint(r)
+		}
+	}()
+	srv.AddTool(t, h)
+	return ""
 }
 
 // Tools returns the names of the tools served, sorted.

@@ -2,7 +2,9 @@ package mcpserve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -247,5 +249,28 @@ func TestOAuthWithoutElicitation(t *testing.T) {
 	res := callTool(t, cs, "sign_in", nil, nil)
 	if got := texts(res); !res.IsError || len(got) != 1 || !strings.Contains(got[0], "https://auth.example/authorize?state=xyz") {
 		t.Errorf("sign_in: isError %v, texts %q; want an error result with the link", res.IsError, got)
+	}
+}
+
+// A tool the MCP SDK refuses (here: an x-mcp-header on an object
+// property) is left out and reported; the others are served.
+func TestToolTheSDKRefusesIsLeftOut(t *testing.T) {
+	s := rap.NewServer("odd", &rap.ServerOptions{Description: "An odd tool and a plain one.", Logger: testLogger()})
+	s.AddRawTool(&rap.Tool{Name: "odd", Description: "Has a header annotation MCP refuses.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"o":{"type":"object","x-mcp-header":"X-O"}}}`)},
+		func(context.Context, *rap.Call, json.RawMessage) (*rap.Reply, error) { return rap.Text("odd"), nil })
+	s.AddRawTool(&rap.Tool{Name: "plain", Description: "Plain.", InputSchema: rap.EmptyObjectSchema},
+		func(context.Context, *rap.Call, json.RawMessage) (*rap.Reply, error) { return rap.Text("plain"), nil })
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { hs.Close(); _ = s.Shutdown(context.Background()) })
+	srv := newTestServer(t, nil, hs.URL)
+	if got := srv.Tools(); len(got) != 1 || got[0] != "plain" {
+		t.Errorf("tools served: %v, want plain only", got)
+	}
+	if sk := srv.Skipped(); len(sk) != 1 || !strings.Contains(sk[0], `"odd"`) || !strings.Contains(sk[0], "x-mcp-header") {
+		t.Errorf("skipped: %q, want odd with the SDK's reason", sk)
 	}
 }
