@@ -97,7 +97,6 @@ type Server struct {
 	log     *slog.Logger
 	rt      *raptest.Runtime
 	tools   []*exposedTool
-	byName  map[string]*exposedTool
 	skipped []string
 	mcp     *mcp.Server
 	subs    *subscriptions
@@ -154,7 +153,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpserve: %w", withoutRaptestPrefix(err))
 	}
-	s := &Server{opts: opts, log: log, rt: rt, byName: map[string]*exposedTool{}, threads: map[*mcp.ServerSession]string{}}
+	s := &Server{opts: opts, log: log, rt: rt, threads: map[*mcp.ServerSession]string{}}
 	s.subs = newSubscriptions(s)
 	if err := s.discover(ctx); err != nil {
 		rt.Close()
@@ -214,7 +213,6 @@ func (s *Server) discover(ctx context.Context) error {
 			}
 			e := &exposedTool{baseURL: bases[i], tool: rt, mcp: mt}
 			s.tools = append(s.tools, e)
-			s.byName[t.Name] = e
 		}
 	}
 	for _, p := range s.skipped {
@@ -246,7 +244,6 @@ func (s *Server) newMCPServer() *mcp.Server {
 		if problem := addTool(srv, e.mcp, s.handler(e)); problem != "" {
 			s.skip(fmt.Sprintf("tool %q of toolset %q: the MCP SDK refused it: %s", e.tool.Tool.Name, e.tool.Toolset, problem))
 			s.log.Warn("mcpserve: left out", "problem", s.skipped[len(s.skipped)-1])
-			delete(s.byName, e.tool.Tool.Name)
 			continue
 		}
 		kept = append(kept, e)
