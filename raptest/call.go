@@ -422,6 +422,35 @@ func (c *Call) Messages() []rap.Callback {
 	return append([]rap.Callback(nil), c.msgs...)
 }
 
+// Release forgets the messages Next has already returned, except the
+// tool_result, so that a long-lived subscription followed with Next holds
+// only what it has not read yet: a program that follows one for hours (rap
+// mcp serve) calls it after each message. Messages no longer returns the
+// forgotten messages, and Events never returns events forgotten before it
+// read them; Result keeps working.
+func (c *Call) Release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kept := make([]rap.Callback, 0, len(c.msgs)-c.next+1)
+	next, dropped := 0, 0
+	for i, m := range c.msgs {
+		_, isResult := m.(*rap.ToolResult)
+		switch {
+		case i >= c.next:
+			kept = append(kept, m)
+		case isResult:
+			kept = append(kept, m)
+			next++
+		default:
+			if _, ok := m.(*rap.SubscriptionEvent); ok {
+				dropped++
+			}
+		}
+	}
+	c.msgs, c.next = kept, next
+	c.eventsOut = max(c.eventsOut-dropped, 0)
+}
+
 // Cancel POSTs {thread_id, tool_call_id} for this call to the tool
 // server's /cancel_tool_call (RAP CA-1) and returns an error unless it
 // answers 200 (RAP CA-2). The call keeps accepting callbacks: a tool may

@@ -67,6 +67,9 @@ const (
 	maxErrorBody = 2 << 10
 	// maxRecordedErrors bounds Errors; later errors are counted, not kept.
 	maxRecordedErrors = 1000
+	// callbackReadTimeout bounds reading one callback request, headers
+	// and body: a callback of DefaultMaxCallbackBytes needs 140 KB/s.
+	callbackReadTimeout = time.Minute
 )
 
 // callbackPrefix is the path under which per-call callback URLs live.
@@ -210,6 +213,9 @@ func Start(opts ...Option) (*Runtime, error) {
 	rt.server = &http.Server{
 		Handler:           http.HandlerFunc(rt.serveCallback),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       callbackReadTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
 		ConnState:         rt.trackConn,
 	}
 	go rt.server.Serve(ln) //nolint:errcheck // Serve returns ErrServerClosed on Close.

@@ -666,3 +666,43 @@ func TestInvokeValidatesArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Release forgets what Next returned, except the tool_result: Messages
+// shrinks, Result still answers, and Next goes on with the rest.
+func TestRelease(t *testing.T) {
+	ctx := testContext(t)
+	ft := newFakeTool(t, func(inv *rap.Invocation, post func(any) int) {
+		r := result(inv, "subscribed")
+		r.Subscription = true
+		post(r)
+		for _, txt := range []string{`{"n":1}`, `{"n":2}`, `{"n":3}`} {
+			post(rap.SubscriptionEvent{GroupID: inv.GroupID, ToolCallID: inv.ID, Text: txt})
+		}
+	})
+	rt := NewRuntime()
+	defer rt.Close()
+	call, err := rt.Invoke(ctx, ft.srv.URL, "watch", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // the result and two events
+		if _, err := call.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	call.Release()
+	if n := len(call.Messages()); n < 1 || n > 2 {
+		t.Errorf("after Release, %d messages are kept; want the result and at most the unread third event", n)
+	}
+	if res, err := call.Result(ctx); err != nil || res.Text != "subscribed" {
+		t.Errorf("Result after Release = %+v, %v", res, err)
+	}
+	m, err := call.Next(ctx)
+	if ev, ok := m.(*rap.SubscriptionEvent); err != nil || !ok || ev.Text != `{"n":3}` {
+		t.Errorf("Next after Release = %+v, %v; want the third event", m, err)
+	}
+	call.Release()
+	if n := len(call.Messages()); n != 1 {
+		t.Errorf("after reading everything and Release, %d messages are kept; want the result only", n)
+	}
+}

@@ -29,7 +29,7 @@ var layers = []struct {
 	{"built on the protocol", []string{"rap/durable", "raptest", "model/anthropic", "model/openai", "model/scripted", "model/wiretest",
 		"runtime/api", "runtime/archive", "runtime/store", "runtime/config", "bridge/mcp", "bridge/otc", "bridge/toolsjson",
 		"examples/exec", "examples/fswatch", "examples/gettime", "examples/notes", "examples/toolsjson/weatherapi"}},
-	{"what the stores share, and sessions in and out of a store", []string{"runtime/store/backend", "runtime/archive/archivestore"}},
+	{"what the stores share, sessions in and out of a store, RAP tools over MCP", []string{"runtime/store/backend", "runtime/archive/archivestore", "bridge/mcpserve"}},
 	{"stores and the client", []string{"runtime/store/sqlite", "runtime/store/postgres", "runtime/store/storetest", "runtime/client"}},
 	{"built on the client and the stores", []string{"runtime/store/postgres/pgtest", "termchat"}},
 	{"the runtime's HTTP surface", []string{"runtime/httpapi"}},
