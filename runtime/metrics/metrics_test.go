@@ -142,6 +142,12 @@ func newRig(t *testing.T) *rig {
 // newRigOn is newRig on st, which it closes at the end of the test.
 func newRigOn(t *testing.T, st store.Store) *rig {
 	t.Helper()
+	return newRigWith(t, st, nil)
+}
+
+// newRigWith is newRigOn with the client API behind auth.
+func newRigWith(t *testing.T, st store.Store, auth func(http.Handler) http.Handler) *rig {
+	t.Helper()
 	g := &rig{reg: prometheus.NewRegistry(), tool: newToolServer(t)}
 	m, err := metrics.New(g.reg, &metrics.Options{CensusEvery: time.Nanosecond})
 	if err != nil {
@@ -159,7 +165,8 @@ func newRigOn(t *testing.T, st store.Store) *rig {
 	g.rt, err = runtime.New(&runtime.Config{Store: st, Model: usageModel{}, ToolServers: []string{g.tool.srv.URL}, PublicURL: srv.URL,
 		Secret: secret, Logger: slog.New(slog.DiscardHandler), Metrics: m, MetricsHandler: metrics.Handler(g.reg),
 		DefaultUserID: "user-7f3a", DispatchRetry: runtime.RetryPolicy{Initial: time.Millisecond, Attempts: 1},
-		Prices: map[string]model.Price{"tiny-1": {Input: 1, CacheRead: 0.5, CacheWrite: 2, Output: 10}}})
+		Prices:     map[string]model.Price{"tiny-1": {Input: 1, CacheRead: 0.5, CacheWrite: 2, Output: 10}},
+		ClientAuth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,4 +439,41 @@ func TestStoreGaugesFromOneProcess(t *testing.T) {
 	// leaves the gauges out.
 	a.want(t, 1, "gorap_store_gauges_exported")
 	b.want(t, 0, "gorap_store_gauges_exported")
+}
+
+// Behind client authentication, GET /metrics answers the callers it
+// lets through that are not bound to one user; a caller bound to a user
+// gets 403, since the metrics count every user's sessions.
+func TestMetricsNeedAnAdminCaller(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "rap.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.Header.Get("Authorization") {
+			case "Bearer admin":
+				next.ServeHTTP(w, r.WithContext(api.WithCaller(r.Context(), api.Caller{Admin: true})))
+			case "Bearer alice":
+				next.ServeHTTP(w, r.WithContext(api.WithCaller(r.Context(), api.Caller{UserID: "alice"})))
+			default:
+				http.Error(w, "no", http.StatusUnauthorized)
+			}
+		})
+	}
+	g := newRigWith(t, st, auth)
+	for token, want := range map[string]int{"": http.StatusUnauthorized, "alice": http.StatusForbidden, "admin": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, g.url+"/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /metrics with token %q = %d, want %d", token, resp.StatusCode, want)
+		}
+	}
 }
