@@ -439,6 +439,51 @@ func TestStoreGaugesFromOneProcess(t *testing.T) {
 	// leaves the gauges out.
 	a.want(t, 1, "gorap_store_gauges_exported")
 	b.want(t, 0, "gorap_store_gauges_exported")
+
+	// A conversation with a tool on the shared store, its transactions
+	// timed: the holder counts the other's thread too.
+	id := b.thread(t, "call fast")
+	inv := b.tool.invocation(t, "fast")
+	if st := post(t, inv.CallbackURL, rap.ToolResult{GroupID: inv.GroupID, ID: inv.ID, Text: "ok"}); st != http.StatusOK {
+		t.Fatalf("result: status %d", st)
+	}
+	b.waitState(t, id, api.StateQuiet)
+	// Either process may have run a slice (the other's sweep can take a
+	// thread nobody holds): count over both.
+	both := func(name string, labels ...string) float64 {
+		return max(a.value(t, name, labels...), 0) + max(b.value(t, name, labels...), 0)
+	}
+	if n := both("gorap_model_completions_total", "outcome", "ok"); n != 2 {
+		t.Errorf("completions over both processes = %v, want 2", n)
+	}
+	if n := both("gorap_callbacks_total", "type", "tool_result", "answer", "accepted"); n != 1 {
+		t.Errorf("results accepted over both processes = %v, want 1", n)
+	}
+	a.want(t, 2, "gorap_threads", "state", "quiet")
+}
+
+// Reporting an event to the metrics allocates nothing once its series
+// exists.
+func TestRuntimeMetricsDoNotAllocate(t *testing.T) {
+	m, err := metrics.New(prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := runtime.CompletionStats{Model: "testprov:tiny-1", Purpose: runtime.PurposeTurn, Outcome: runtime.CompletionOK,
+		Took: time.Second, Usage: turnUsage, Cost: 0.01, Priced: true}
+	events := func() {
+		m.Completion(c)
+		m.Slice(runtime.SliceOK, time.Millisecond)
+		m.Invocation("tools", "fast", runtime.InvocationAccepted, time.Millisecond)
+		m.ToolResult("tools", "fast", runtime.ResultOK, time.Second)
+		m.Callback("tool_result", runtime.CallbackAccepted)
+		m.SubscriptionEvent(runtime.EventInline)
+		m.StoreTx(runtime.TxUpdate, time.Millisecond, 2, false)
+	}
+	events()
+	if n := testing.AllocsPerRun(100, events); n != 0 {
+		t.Errorf("reporting allocates %v times per round, want 0", n)
+	}
 }
 
 // Behind client authentication, GET /metrics answers the callers it
