@@ -43,7 +43,7 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultCensusEvery   = 10 * time.Second
+	DefaultCensusEvery   = 30 * time.Second
 	DefaultCensusTimeout = 10 * time.Second
 )
 

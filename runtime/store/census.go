@@ -6,8 +6,9 @@ import "time"
 // in one read, its threads by what they wait for and its pending tool
 // calls by age: what the runtime's metrics show of the whole store. It is
 // not part of Tx: the engine asserts it, and a store without it has no
-// such gauges. A census reads every thread: it is meant to run every few
-// seconds at most, not on a hot path.
+// such gauges. A census reads every thread (and each table it needs
+// once, grouped by thread): it is meant to run every few tens of seconds
+// at most, never on a hot path.
 type Censuses interface {
 	// Census counts the store's threads and pending calls as q says.
 	Census(q CensusQuery) (Census, error)

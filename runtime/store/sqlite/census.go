@@ -16,23 +16,39 @@ var _ store.Censuses = (*tx)(nil)
 // censusThreadsSQL classifies every thread in one statement. Its
 // parameters: the retry timer kind, the sleep timer kind, the auth key
 // prefix, the local toolset, then the moving states and the pending call
-// states. The recursive part marks the threads with a busy descendant.
-// It is wrapped in a SELECT so that a reader transaction accepts it.
+// states. Each table is read once and grouped by thread (no table is
+// searched per thread: timers have no index by thread), then joined to
+// the threads; the recursive part marks the threads with a busy
+// descendant. It is wrapped in a SELECT so that a reader transaction
+// accepts it.
 const censusThreadsSQL = `SELECT * FROM (
-WITH RECURSIVE own AS (
+WITH RECURSIVE
+tm AS (SELECT thread_id, MAX(CASE WHEN kind = ?1 THEN 1 ELSE 0 END) AS retrying, SUM(CASE WHEN kind = ?2 THEN 1 ELSE 0 END) AS sleeps
+	FROM timers GROUP BY thread_id),
+pc AS (SELECT thread_id, COUNT(*) AS n FROM calls WHERE state IN (?7, ?8) GROUP BY thread_id),
+au AS (SELECT DISTINCT c.thread_id FROM calls c JOIN seen_keys k ON k.key = ?3 || c.thread_id || ':' || c.call_id
+	WHERE c.state IN (?7, ?8) AND c.toolset <> ?4),
+ch AS (SELECT DISTINCT thread_id FROM choices),
+sb AS (SELECT DISTINCT thread_id FROM subscriptions WHERE state = 'active'),
+ib AS (SELECT DISTINCT thread_id FROM inbox),
+mv AS (SELECT DISTINCT root_id FROM session_moves WHERE direction = 'out' AND state IN (?5, ?6)),
+own AS (
 	SELECT t.id AS id, COALESCE(t.parent_id, '') AS parent_id,
 		CASE WHEN t.status = 'closed' THEN 1 ELSE 0 END AS closed,
-		CASE WHEN t.status <> 'closed' AND EXISTS (SELECT 1 FROM session_moves m WHERE m.root_id = t.root_id AND m.direction = 'out' AND m.state IN (?5, ?6)) THEN 1 ELSE 0 END AS moving,
-		CASE WHEN t.status <> 'closed' AND EXISTS (SELECT 1 FROM inbox i WHERE i.thread_id = t.id) THEN 1 ELSE 0 END AS queued,
-		CASE WHEN t.status <> 'closed' AND EXISTS (SELECT 1 FROM timers m WHERE m.thread_id = t.id AND m.kind = ?1) THEN 1 ELSE 0 END AS retrying,
-		CASE WHEN t.status <> 'closed' AND (EXISTS (SELECT 1 FROM choices c WHERE c.thread_id = t.id)
-			OR EXISTS (SELECT 1 FROM calls c JOIN seen_keys k ON k.key = ?3 || c.thread_id || ':' || c.call_id
-				WHERE c.thread_id = t.id AND c.state IN (?7, ?8) AND c.toolset <> ?4)) THEN 1 ELSE 0 END AS asking,
-		CASE WHEN t.status <> 'closed' AND ((SELECT COUNT(*) FROM calls c WHERE c.thread_id = t.id AND c.state IN (?7, ?8))
-				> (SELECT COUNT(*) FROM timers m WHERE m.thread_id = t.id AND m.kind = ?2)
-			OR EXISTS (SELECT 1 FROM subscriptions s WHERE s.thread_id = t.id AND s.state = 'active')) THEN 1 ELSE 0 END AS tools,
-		CASE WHEN t.status <> 'closed' AND EXISTS (SELECT 1 FROM timers m WHERE m.thread_id = t.id AND m.kind = ?2) THEN 1 ELSE 0 END AS sleeping
+		CASE WHEN t.status <> 'closed' AND mv.root_id IS NOT NULL THEN 1 ELSE 0 END AS moving,
+		CASE WHEN t.status <> 'closed' AND ib.thread_id IS NOT NULL THEN 1 ELSE 0 END AS queued,
+		CASE WHEN t.status <> 'closed' AND COALESCE(tm.retrying, 0) = 1 THEN 1 ELSE 0 END AS retrying,
+		CASE WHEN t.status <> 'closed' AND (ch.thread_id IS NOT NULL OR au.thread_id IS NOT NULL) THEN 1 ELSE 0 END AS asking,
+		CASE WHEN t.status <> 'closed' AND (COALESCE(pc.n, 0) > COALESCE(tm.sleeps, 0) OR sb.thread_id IS NOT NULL) THEN 1 ELSE 0 END AS tools,
+		CASE WHEN t.status <> 'closed' AND COALESCE(tm.sleeps, 0) > 0 THEN 1 ELSE 0 END AS sleeping
 	FROM threads t
+	LEFT JOIN tm ON tm.thread_id = t.id
+	LEFT JOIN pc ON pc.thread_id = t.id
+	LEFT JOIN au ON au.thread_id = t.id
+	LEFT JOIN ch ON ch.thread_id = t.id
+	LEFT JOIN sb ON sb.thread_id = t.id
+	LEFT JOIN ib ON ib.thread_id = t.id
+	LEFT JOIN mv ON mv.root_id = t.root_id
 ),
 busy(id) AS (
 	SELECT parent_id FROM own
