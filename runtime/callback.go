@@ -399,4 +399,7 @@ func (r *Runtime) showAuth(threadID, callID string, data map[string]any) {
 
 // oauthKey marks a call whose tool asked for authorization (RAP OA-1);
 // the key holds no part of the auth URL.
-func oauthKey(threadID, callID string) string { return "oauth:" + threadID + ":" + callID }
+func oauthKey(threadID, callID string) string { return oauthKeyPrefix + threadID + ":" + callID }
+
+// oauthKeyPrefix begins every oauthKey.
+const oauthKeyPrefix = "oauth:"
