@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // Reply is what a tool handler returns: the tool result the model sees.
@@ -34,6 +35,9 @@ type Call struct {
 	baseURL   string // public base URL of this server, for response_url
 	journaled bool   // recorded in the server's CallJournal until finished
 	sent      atomic.Bool
+	// accepted is when the invocation was acknowledged, for the metrics;
+	// zero without them, and for a call answered after a restart.
+	accepted time.Time
 }
 
 // ToolName returns the operation being invoked.
@@ -59,6 +63,7 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 	}
 	inv := c.Invocation
 	r.GroupID, r.ID, r.CallID = inv.GroupID, inv.ID, inv.CallID
+	c.srv.countResult(c, r)
 	if c.srv.opts.Store != nil {
 		// Storing the result is a quick local write: do it even when a
 		// handler outlived Shutdown's deadline, so that the next Start

@@ -115,6 +115,7 @@ func (s *Sender) Run(ctx context.Context) error {
 		known: make(map[string]bool),
 		done:  make(chan struct{}, 1),
 	}
+	defer s.queued.Store(0) // what this Run held is read again by the next
 	defer l.wg.Wait()
 
 	poll := time.NewTicker(outboxPoll)
@@ -312,6 +313,7 @@ func (l *outboxLoop) hold(d *destination, m OutboxMessage) {
 	d.bytes += len(m.Body)
 	l.held++
 	l.bytes += len(m.Body)
+	l.s.queued.Add(1)
 }
 
 // drain delivers a lane's messages in order until the lane is empty or ctx
@@ -349,6 +351,7 @@ func (l *outboxLoop) drain(ctx context.Context, d *destination, ln *urlLane) {
 		d.bytes -= len(m.Body)
 		l.held--
 		l.bytes -= len(m.Body)
+		l.s.queued.Add(-1)
 		l.mu.Unlock()
 		l.s.signal()
 		select {
@@ -374,6 +377,7 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 		r := s.attempt(ctx, m.URL, key, body, m.Attempts+n)
 		<-d.sem
 		if r.ok() {
+			s.countDelivery(deliveryDelivered)
 			return l.finish(ctx, m)
 		}
 		last = r.err
@@ -385,6 +389,7 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 					s.log.Error("rap: the runtime refused a tool result as too large (HTTP 413); sending an error result instead",
 						"url", redactedURL(m.URL), "key", m.Key, "bytes", len(body))
 					key, body, replaced = m.Key+"-too-large", small, true
+					s.countDelivery(deliveryReplaced)
 					continue
 				}
 			case last.Status == http.StatusGone:
@@ -396,6 +401,7 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 					if s.onGone != nil {
 						s.onGone(h.GroupID, h.ToolCallID)
 					}
+					s.countDelivery(deliveryGone)
 					return l.finish(ctx, m)
 				}
 			}
@@ -411,6 +417,7 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 			return l.deadLetter(ctx, m, last.Status, fmt.Sprintf("not delivered after %d attempts in %v, the maximum retry age (RetryPolicy.GiveUpAfter)",
 				m.Attempts+n, age.Round(time.Second)))
 		}
+		s.countDelivery(deliveryRetried)
 		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), outboxMarkTimeout)
 		if err := s.outbox.Attempted(mctx, m.Key); err != nil {
 			s.log.Warn("rap: recording a callback attempt in the outbox failed", "url", redactedURL(m.URL), "key", m.Key, "error", err)
@@ -443,6 +450,7 @@ func (l *outboxLoop) finish(ctx context.Context, m OutboxMessage) bool {
 // removes it when the outbox keeps none.
 func (l *outboxLoop) deadLetter(ctx context.Context, m OutboxMessage, status int, reason string) bool {
 	s := l.s
+	s.countDelivery(deliveryDeadLettered)
 	ds, ok := s.outbox.(DeadLetterStore)
 	s.log.Error("rap: callback dead-lettered; it will not be retried", "url", redactedURL(m.URL), "key", m.Key,
 		"status", status, "reason", reason, "kept", ok, "age", time.Since(m.Created).Round(time.Millisecond))

@@ -186,6 +186,10 @@ type Sender struct {
 	// onGone, when set, is told of a subscription event answered 410
 	// Gone: the runtime no longer knows the subscription (RAP SU-4).
 	onGone func(groupID, toolCallID string)
+	// metrics are its Server's (metrics.go), nil without; queued counts
+	// the messages Run holds and has not delivered.
+	metrics *serverMetrics
+	queued  atomic.Int64
 
 	warnMu     sync.Mutex
 	warnedDest map[string]bool // destinations warned about withheld headers

@@ -20,6 +20,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/internal/webguard"
 )
@@ -148,6 +150,14 @@ type ServerOptions struct {
 	// their Host header, besides loopback names, IP addresses and
 	// PublicURL's host; "*" turns the check off. See Server.ServeHTTP.
 	AllowedHosts []string
+	// Metrics, when set, gets the server's Prometheus metrics: its
+	// invocations, results, callback deliveries, callbacks waiting for
+	// delivery and active subscriptions, labelled with the toolset's
+	// name (docs/observability.md). Several servers may share one
+	// registry; serve it yourself (promhttp.HandlerFor). Nil, the
+	// default: no metrics. NewServer panics when registering fails (a
+	// second server of the same name on the registry).
+	Metrics prometheus.Registerer
 }
 
 // Server is a RAP tool server. It is an http.Handler that answers:
@@ -179,6 +189,9 @@ type Server struct {
 	// the Store keeps one (CallJournal).
 	journal CallJournal
 	pool    *pool
+	// metrics are the server's metrics (metrics.go); nil without
+	// ServerOptions.Metrics.
+	metrics *serverMetrics
 
 	// baseCtx is the parent of every handler and subscription context;
 	// Shutdown cancels it with ErrServerShutdown.
@@ -277,6 +290,13 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	s.subs = s.subIndex
 	s.sender = NewSender(so)
 	s.sender.onGone = s.subscriptionGone
+	if o.Metrics != nil {
+		m, err := newServerMetrics(o.Metrics, s)
+		if err != nil {
+			panic(fmt.Sprintf("rap: NewServer %q: register its metrics: %v", name, err))
+		}
+		s.metrics, s.sender.metrics = m, m
+	}
 	s.baseCtx, s.stop = context.WithCancelCause(context.Background())
 	s.deliverCtx, s.stopDelivery = context.WithCancel(context.Background())
 	return s
@@ -688,10 +708,12 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	inv, invalid, err := parseInvocation(*bp)
 	putBody(bp) // inv holds copies of what it keeps
 	if err != nil {
+		s.countInvocation("", metricInvalid)
 		http.Error(w, "invalid invocation: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	if n, full := s.sender.backlog(inv.CallbackURL); full {
+		s.countInvocation(inv.Operation, metricBusy)
 		// The runtime is not taking its callbacks;
 		// refuse its new calls rather than queue without bound or hold
 		// workers. Other runtimes are served as usual.
@@ -700,6 +722,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.pool.reserve() {
+		s.countInvocation(inv.Operation, metricBusy)
 		w.Header().Set("Retry-After", "1")
 		msg := "tool server busy: all workers and queue slots are taken; retry later"
 		if s.isClosing() {
@@ -715,6 +738,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		// Acknowledge again and let the first run send the one result.
 		s.pool.release()
 		cancel(nil)
+		s.countInvocation(inv.Operation, metricDuplicate)
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -725,6 +749,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		cancel(nil)
 		s.log.Error("rap: could not record an invocation in the call journal; answered 503", "toolset", s.name,
 			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
+		s.countInvocation(inv.Operation, metricBusy)
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "tool server could not record the call durably; retry later", http.StatusServiceUnavailable)
 		return
@@ -734,7 +759,11 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		base = s.invocationBase(r)
 	}
 	c := &Call{Invocation: inv, srv: s, baseURL: base, journaled: journaled}
+	if s.metrics != nil {
+		c.accepted = time.Now()
+	}
 	s.attach(inv.GroupID, inv.ID, c)
+	s.countInvocation(inv.Operation, metricAccepted)
 	// Acknowledge first, and only then hand the work over (RAP TR-2, IN-3).
 	// An explicit empty length makes the flushed header the whole answer.
 	w.Header()["Content-Length"] = contentLengthZero

@@ -68,6 +68,18 @@ var errTokenRefused = errors.New("invalid callback token; use the callback_url o
 // 503 with RetryAfter when an early event cannot be held now (retry
 // later); 500 when the store failed.
 func (r *Runtime) DeliverCallback(ctx context.Context, token string, body io.Reader, idempotencyKey string) api.CallbackResult {
+	if r.metrics == nil {
+		return r.deliverCallback(ctx, token, body, idempotencyKey, nil)
+	}
+	kind := CallbackKindUnknown
+	res := r.deliverCallback(ctx, token, body, idempotencyKey, &kind)
+	r.observeCallback(kind, res)
+	return res
+}
+
+// deliverCallback is DeliverCallback; it sets *kind (when not nil) to
+// the message's type once the body is decoded.
+func (r *Runtime) deliverCallback(ctx context.Context, token string, body io.Reader, idempotencyKey string, kind *string) api.CallbackResult {
 	threadID, callID, err := r.verifyToken(token)
 	if err != nil {
 		// RAP RE-5, TR-7: forged or mangled tokens change nothing. The
@@ -99,6 +111,9 @@ func (r *Runtime) DeliverCallback(ctx context.Context, token string, body io.Rea
 		// RAP TR-5: the body must be a valid callback message.
 		r.log.Warn("callback refused: invalid body", "thread", threadID, "call_id", callID, "err", err)
 		return api.CallbackResult{Status: http.StatusBadRequest, Message: "invalid callback message: " + err.Error()}
+	}
+	if kind != nil {
+		*kind = string(msg.MessageType())
 	}
 	out := r.handleCallback(ctx, threadID, callID, msg, idempotencyKey)
 	if out.wake {
@@ -266,6 +281,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		out, _ := ok("accepted", true)
 		out.fx = &fx
 		out.after = func() {
+			r.observeResult(call, res.IsError)
 			r.coord.forgetAuth(call.ThreadID, call.CallID)
 			if !checkDue.IsZero() {
 				r.kickCallStatus(checkDue)
@@ -383,4 +399,7 @@ func (r *Runtime) showAuth(threadID, callID string, data map[string]any) {
 
 // oauthKey marks a call whose tool asked for authorization (RAP OA-1);
 // the key holds no part of the auth URL.
-func oauthKey(threadID, callID string) string { return "oauth:" + threadID + ":" + callID }
+func oauthKey(threadID, callID string) string { return oauthKeyPrefix + threadID + ":" + callID }
+
+// oauthKeyPrefix begins every oauthKey.
+const oauthKeyPrefix = "oauth:"

@@ -72,8 +72,15 @@ func (r *Runtime) work(threadID string) {
 		st.again = false
 		r.mu.Unlock()
 
+		var start time.Time
+		if r.metrics != nil {
+			start = time.Now()
+		}
 		progressed, drained, err := r.slice(c.context(), threadID)
 		lost := c.lost() != nil
+		if r.metrics != nil && (progressed || err != nil || lost) {
+			r.observeSlice(start, err, lost)
+		}
 		if lost {
 			// The slice stopped where the claim was found lost; what it
 			// did not commit is another process's to do (the inputs stay

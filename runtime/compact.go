@@ -416,11 +416,20 @@ func (r *Runtime) compact(ctx context.Context, th store.Thread, history []store.
 	start := time.Now()
 	r.log.Info("compacting thread", "thread", th.ID, "messages", covered, "up_to_seq", upto, "forced", force)
 	resp, err := r.model.Complete(ctx, req, discardStream{})
+	if r.metrics != nil {
+		var u model.Usage
+		if err == nil {
+			u = resp.Usage
+		}
+		r.observeCompletion(PurposeCompaction, start, u, err)
+	}
 	if err != nil {
+		r.observeCompaction(CompactedByGorap, OutcomeError)
 		return nil, fmt.Errorf("%w: it did not write the summary: %w", api.ErrModelFailed, err)
 	}
 	summary := strings.TrimSpace(resp.Text)
 	if summary == "" {
+		r.observeCompaction(CompactedByGorap, OutcomeError)
 		return nil, fmt.Errorf("%w: it wrote an empty summary", api.ErrModelFailed)
 	}
 	c := store.Compaction{ThreadID: th.ID, UpToSeq: upto, Summary: summary, Messages: covered, Usage: r.storedUsage(resp.Usage), Created: time.Now().UTC()}
@@ -434,8 +443,10 @@ func (r *Runtime) compact(ctx context.Context, th store.Thread, history []store.
 		return tx.AddCompaction(c)
 	})
 	if err != nil {
+		r.observeCompaction(CompactedByGorap, OutcomeError)
 		return nil, fmt.Errorf("record the compaction: %w", err)
 	}
+	r.observeCompaction(CompactedByGorap, OutcomeOK)
 	r.compacted.set(th.ID, &c)
 	r.log.Info("thread compacted", "thread", th.ID, "messages", covered, "up_to_seq", upto, "summary_bytes", len(c.Summary),
 		"took", time.Since(start).Round(time.Millisecond), "forced", force)

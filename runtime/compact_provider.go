@@ -200,6 +200,7 @@ func (r *Runtime) serverCompacted(threadID string, c *store.Compaction) {
 	if c == nil {
 		return
 	}
+	r.observeCompaction(CompactedByProvider, OutcomeOK)
 	r.compacted.set(threadID, c)
 	r.hist.useView(threadID, c.UpToSeq)
 	r.log.Info("thread compacted by the model's provider", "thread", threadID, "messages", c.Messages, "up_to_seq", c.UpToSeq,

@@ -66,6 +66,12 @@ type coord interface {
 	// whether this process is to fire it. Local: always. Shared: when its
 	// claim in the store is this process's.
 	claimTimer(tx store.Tx, timerID string) (bool, error)
+	// exportsStoreGauges reports whether this process is the one to
+	// export the gauges that count the whole store (metrics.go), so that
+	// processes sharing it do not count it twice. Local: always. Shared:
+	// while it holds the metrics lease in the store, taken or renewed by
+	// the call.
+	exportsStoreGauges(ctx context.Context) (bool, error)
 
 	eventCoord
 }

@@ -42,6 +42,8 @@ func (c *localCoord) fence(context.Context, store.Tx, string) error { return nil
 
 func (c *localCoord) claimTimer(store.Tx, string) (bool, error) { return true, nil }
 
+func (c *localCoord) exportsStoreGauges(context.Context) (bool, error) { return true, nil }
+
 // noop does nothing.
 func noop() {}
 

@@ -161,6 +161,31 @@ func (c *leaseClaim) end(handBack bool) {
 // transactions cannot hold leases.
 var errNoLeases = errors.New("the store is shared by processes but its transactions do not implement store.Leases")
 
+// storeGaugesLease names the lease, among the threads' leases, whose
+// holder exports the gauges that count the whole store (metrics.go); it
+// is no thread's id. storeGaugesTTL is how long it lasts without being
+// renewed by a scrape: after that, another process's scrape takes it.
+const (
+	storeGaugesLease = "rap-metrics:store-gauges"
+	storeGaugesTTL   = time.Minute
+)
+
+// exportsStoreGauges takes or renews the metrics lease and reports
+// whether this process holds it.
+func (s *sharedCoord) exportsStoreGauges(ctx context.Context) (bool, error) {
+	var ok bool
+	err := s.r.store.Update(ctx, func(tx store.Tx) error {
+		l, err := leasesOf(tx)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		ok, err = l.ClaimThread(storeGaugesLease, s.owner, now, now.Add(storeGaugesTTL))
+		return err
+	})
+	return ok, err
+}
+
 // leasesOf returns the lease methods of a transaction of the shared store.
 func leasesOf(tx store.Tx) (store.Leases, error) {
 	l, ok := tx.(store.Leases)

@@ -148,7 +148,7 @@ func (se *sharedEvents) waitStored(ctx context.Context, threadID string) {
 // the store relays them, and waits (a bounded time) until it listens.
 func (se *sharedEvents) startDeltaRelay() {
 	r := se.r
-	dr, ok := r.store.(deltaRelay)
+	dr, ok := r.cfg.Store.(deltaRelay)
 	if !ok {
 		return
 	}
@@ -198,7 +198,7 @@ func (se *sharedEvents) completionStarted(ctx context.Context, threadID string) 
 // its buffered deltas are sent first (before the turn is announced).
 func (se *sharedEvents) completionEnded(threadID string, sendRest bool) {
 	r, h := se.r, se.h
-	dr, _ := r.store.(deltaRelay)
+	dr, _ := r.cfg.Store.(deltaRelay)
 	se.relay.sendMu.Lock()
 	defer se.relay.sendMu.Unlock()
 	h.mu.Lock()

@@ -21,7 +21,7 @@ func (se *sharedEvents) start() {
 	go se.eventWriter()
 	go se.eventTailer()
 	go se.eventPruner()
-	if l, ok := r.store.(store.EventListener); ok {
+	if l, ok := r.cfg.Store.(store.EventListener); ok {
 		r.wg.Add(1)
 		go se.eventListener(l)
 	}

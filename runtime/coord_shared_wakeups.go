@@ -32,7 +32,7 @@ const listenReadyWait = 10 * time.Second
 // them, and waits (a bounded time) until it listens, so that inputs
 // committed elsewhere after Start returns wake this process.
 func (s *sharedCoord) startWakeListener() {
-	wl, ok := s.r.store.(wakeListener)
+	wl, ok := s.r.cfg.Store.(wakeListener)
 	if !ok {
 		return
 	}

@@ -88,6 +88,9 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	if err != nil {
 		outcome = "failed"
 	}
+	if r.metrics != nil {
+		r.metrics.Invocation(c.Toolset, c.ToolName, invocationOutcome(status, err), time.Since(start))
+	}
 	if r.log.Enabled(ctx, slog.LevelInfo) { // the arguments cost a dozen allocations
 		r.log.Info("rap invocation", "audit", true, "operation", c.ToolName, "toolset", c.Toolset,
 			"endpoint", redact(c.Endpoint), "thread", c.ThreadID, "call_id", c.CallID, "started", start,

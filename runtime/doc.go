@@ -119,6 +119,8 @@
 //   - runtime/client: a Go client of the client API; it imports api only.
 //   - runtime/clientauth: bearer tokens for the client API, given to the
 //     engine as Config.ClientAuth.
+//   - runtime/metrics: the Prometheus metrics, given to the engine as
+//     Config.Metrics (docs/observability.md).
 //   - runtime/config: rap serve's settings and the tool-server files.
 //   - runtime/store: the store interfaces and records; store/backend, the
 //     logic of a store that is not SQL, written once; store/sqlite and
@@ -137,7 +139,8 @@
 //     streamlimits.go (the bounds of event streams), health.go
 //     (readiness), http.go (Handler and the forwarders to
 //     runtime/httpapi), gopool.go (the goroutine pool of workers and
-//     dispatches).
+//     dispatches), metrics.go (what Config.Metrics is told, the timed
+//     store, the census of the store for the store-wide gauges).
 //   - Inputs from clients: threadapi.go (create a thread, post a message,
 //     history, Idle), close.go (closing a thread), delete.go (deleting a
 //     session) with delete_forget.go (forgetting it in memory) and

@@ -40,6 +40,7 @@ func (r *Runtime) httpOptions() *httpapi.Options {
 		ClientAuth:         r.cfg.ClientAuth,
 		InsecureClientAPI:  r.cfg.InsecureClientAPI,
 		StreamWriteTimeout: r.hub.limits.WriteTimeout,
+		Metrics:            r.cfg.MetricsHandler,
 	}
 }
 

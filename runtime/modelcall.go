@@ -134,6 +134,10 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 		r.coord.completionEnded(threadID, false)
 		return nil, err
 	}
+	var start time.Time
+	if r.metrics != nil {
+		start = time.Now()
+	}
 	resp, err := r.model.Complete(ctx, req, s)
 	// The last deltas go to other processes before the turn is announced.
 	r.coord.completionEnded(threadID, err == nil && resp != nil)
@@ -144,7 +148,13 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 		if cause := context.Cause(ctx); errors.Is(cause, ErrModelIdle) || errors.Is(cause, ErrModelTimeout) {
 			err = fmt.Errorf("%w (%w)", cause, err)
 		}
+		if r.metrics != nil {
+			r.observeCompletion(PurposeTurn, start, model.Usage{}, err)
+		}
 		return nil, model.RedactError(err, r.cfg.Secrets...)
+	}
+	if r.metrics != nil {
+		r.observeCompletion(PurposeTurn, start, resp.Usage, nil)
 	}
 	return resp, nil
 }

@@ -47,7 +47,7 @@ func (r *Runtime) PrepareMove(ctx context.Context, p api.MovePrepare) (api.MoveP
 	if p.ID == "" || len(p.Secret) < 32 || p.Session == "" {
 		return prep, fmt.Errorf("%w: a move needs its id, a secret of at least 32 characters and the session", api.ErrBadInput)
 	}
-	if sh, ok := r.store.(store.Shared); ok && p.StoreID != "" && sh.StoreID() == p.StoreID {
+	if sh, ok := r.cfg.Store.(store.Shared); ok && p.StoreID != "" && sh.StoreID() == p.StoreID {
 		return prep, fmt.Errorf("%w: the source and this runtime share one database: the session is here already", api.ErrConflict)
 	}
 	err := r.store.Update(ctx, func(tx store.Tx) error {
@@ -187,6 +187,7 @@ func (r *Runtime) CommitMove(ctx context.Context, root, id, secret string, rd io
 		delete(r.catalogs, root)
 		r.mu.Unlock()
 		r.resumeImported(s)
+		r.observeMove(MoveDirectionIn, true, "")
 		r.log.Info("session arrived", "audit", true, "session", root, "threads", len(s.Threads))
 	}
 	return r.moveState(ctx, root, id, secret)
@@ -213,6 +214,7 @@ func (r *Runtime) AbortMove(ctx context.Context, root, id, secret string) (api.M
 	if err != nil {
 		return st, err
 	}
+	r.observeMove(MoveDirectionIn, false, MoveAborted)
 	return api.MoveState{State: string(store.MoveAborted)}, nil
 }
 

@@ -79,7 +79,7 @@ func (r *Runtime) MoveSession(ctx context.Context, root string, req api.MoveRequ
 		return resp, err
 	}
 	storeID := ""
-	if sh, ok := r.store.(store.Shared); ok {
+	if sh, ok := r.cfg.Store.(store.Shared); ok {
 		if sh.SharedByProcesses() {
 			return resp, fmt.Errorf("%w: moving a session out of a store several processes share is not supported yet; stop the processes and use rap export and rap import", api.ErrConflict)
 		}
@@ -90,6 +90,7 @@ func (r *Runtime) MoveSession(ctx context.Context, root string, req api.MoveRequ
 		return resp, err
 	}
 	committed := false
+	defer func() { r.observeMove(MoveDirectionOut, committed, MoveFailed) }()
 	defer func() {
 		if !committed && mv.state == store.MoveLeaving {
 			r.undoMove(context.WithoutCancel(ctx), mv, "the move failed")

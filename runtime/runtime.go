@@ -251,6 +251,16 @@ type Config struct {
 	// reaches it for a session that moved away (tools' results and events
 	// sent to the old callback URLs); zero means DefaultMoveForwardFor.
 	MoveForwardFor time.Duration
+	// Metrics, when set, is told what the runtime does (completions,
+	// slices, invocations, callbacks, store transactions) and reads what
+	// it counts when scraped (metrics.go); runtime/metrics.New makes one
+	// on a Prometheus registry. Nil: nothing is counted, at no cost.
+	Metrics Metrics
+	// MetricsHandler, when set, is served at GET /metrics by Handler,
+	// behind the same authentication as the client API; a Caller bound
+	// to one user (not an admin) gets 403, since metrics count every
+	// user's sessions.
+	MetricsHandler http.Handler
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -285,8 +295,12 @@ type Runtime struct {
 	// coord is what differs between a runtime alone on its store and one
 	// of several processes sharing it (coord.go); New picks it.
 	coord coord
+	// metrics is Config.Metrics, nil when none (metrics.go).
+	metrics Metrics
 
-	cfg   Config
+	cfg Config
+	// store is Config.Store, its transactions timed when metrics are on
+	// (timedStore): ask optional interfaces of cfg.Store.
 	store store.Store
 	model model.Provider
 	log   *slog.Logger
@@ -440,6 +454,11 @@ func New(opts *Config) (*Runtime, error) {
 		r.coord = newSharedCoord(r, cfg, sh.StoreID())
 	} else {
 		r.coord = newLocalCoord(r)
+	}
+	if cfg.Metrics != nil {
+		r.metrics = cfg.Metrics
+		r.store = timedStore{Store: cfg.Store, m: cfg.Metrics}
+		cfg.Metrics.Watch(r.watched())
 	}
 	return r, nil
 }

@@ -21,7 +21,7 @@ import (
 // bridgeMCPFlags are the flags of "rap bridge mcp".
 type bridgeMCPFlags struct {
 	listen, url, name, prefix, mode, token, publicURL, samplingModel string
-	dataDir, oauthDir, oauthRedirect                                 string
+	dataDir, oauthDir, oauthRedirect, metricsListen                  string
 	headers, env                                                     multiFlag
 	callTimeout, startupTimeout                                      time.Duration
 }
@@ -66,6 +66,7 @@ Then: rap validate http://127.0.0.1:3001 and rap invoke http://127.0.0.1:3001 TO
 	fs.StringVar(&f.oauthDir, "oauth-dir", "", "enable MCP OAuth for the --url server: `DIR` of the per-user token files (0600)")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcp.DefaultCallTimeout, "give up on a tools/call the MCP server has not answered after this long (the RAP call ends with an Error: result); calls the server runs as MCP tasks are not bounded by it")
 	fs.DurationVar(&f.startupTimeout, "startup-timeout", 0, "start-up limit: how long the MCP server may take to start and answer MCP's initialize (0: "+mcp.DefaultConnectTimeout.String()+", or "+mcp.DefaultLauncherConnectTimeout.String()+" for a command run by npx, uvx and other package launchers, whose first start downloads the package)")
+	addMetricsListenFlag(fs, &f.metricsListen)
 	fs.StringVar(&f.oauthRedirect, "oauth-redirect-url", "", "`URL` where the user's browser reaches this bridge's "+mcp.CallbackPath+" (default: http://LISTEN"+mcp.CallbackPath+")")
 	return cmd
 }
@@ -128,6 +129,12 @@ func runBridgeMCP(ctx context.Context, a *app, f bridgeMCPFlags, pos []string) e
 		defer st.Close()
 		opts.Server.Store = st
 	}
+	reg, stopMetrics, err := bridgeMetrics(ctx, "mcp", f.metricsListen, a.stdout, a.log) // bridge_metrics.go
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	opts.Server.Metrics = reg
 	return bridgeMCP(ctx, opts, f.listen, a.stdout, nil)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gorap/gorap/bridge/otc"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
 
@@ -22,6 +23,10 @@ type otcFlags struct {
 	name, dialect, secretEnv, secretFile, secretsDir string
 	noAuth                                           bool
 	callTimeout, authTimeout                         time.Duration
+	// metricsListen is --metrics-listen; metrics the registry the
+	// bridge's tool server counts on (nil: none).
+	metricsListen string
+	metrics       prometheus.Registerer
 }
 
 // newOTCBridge builds a bridge from its settings; the worker secret is read
@@ -42,7 +47,7 @@ func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, lo
 		CallTimeout: f.callTimeout,
 		AuthTimeout: f.authTimeout,
 		Logger:      log,
-		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log},
+		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log, Metrics: f.metrics},
 	})
 }
 
@@ -76,11 +81,18 @@ is read from an environment variable (--secret-env) or a file
 	fs.DurationVar(&f.callTimeout, "call-timeout", otc.DefaultCallTimeout, "give up on a worker call after this long (the RAP call ends with an Error: result)")
 	fs.DurationVar(&f.authTimeout, "auth-timeout", otc.DefaultAuthTimeout, "give up waiting for a user authorization after this long")
 	addToolTokenFlag(fs, &token, "bearer `TOKEN` the RAP runtime must send (empty: none)")
+	addMetricsListenFlag(fs, &f.metricsListen)
 	return cmd
 }
 
 func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, worker string) error {
 	stdout, log, pos := a.stdout, a.log, []string{worker}
+	reg, stopMetrics, err := bridgeMetrics(ctx, "otc", f.metricsListen, stdout, log) // bridge_metrics.go
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	f.metrics = reg
 	b, err := newOTCBridge(ctx, pos[0], f, token, log)
 	if err != nil {
 		return err

@@ -13,7 +13,7 @@ import (
 
 func newBridgeToolsJSONCmd(a *app) *cobra.Command {
 	var f toolsJSONFlags
-	var listen string
+	var listen, metricsListen string
 	cmd := &cobra.Command{
 		Use:   "toolsjson BUNDLE [flags]",
 		Short: "serve the tools of a tools.json bundle (agents/NAME or agent.bundle) as a RAP tool server",
@@ -26,10 +26,17 @@ again) and an audit log. See docs/toolsjson.md.`,
 			if len(args) != 1 {
 				return usageErrorf("want exactly one BUNDLE (a bundle directory or its tools.json), got %d arguments", len(args))
 			}
+			reg, stopMetrics, err := bridgeMetrics(cmd.Context(), "toolsjson", metricsListen, a.stdout, a.log) // bridge_metrics.go
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+			f.metrics = reg
 			return runBridgeToolsJSON(cmd.Context(), a, f, listen, args[0])
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:3101", "`ADDR` to listen on")
+	addMetricsListenFlag(cmd.Flags(), &metricsListen)
 	f.register(cmd.Flags(), a.getenv)
 	return cmd
 }

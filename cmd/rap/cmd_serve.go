@@ -67,6 +67,7 @@ sites' pages.`,
 var settingsEnv = map[string]string{
 	"config":               config.EnvConfig,
 	"listen":               config.EnvListen,
+	"metrics-listen":       config.EnvMetricsListen,
 	"public-url":           config.EnvPublicURL,
 	"data-dir":             config.EnvDataDir,
 	"model":                config.EnvModel,

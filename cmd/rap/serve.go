@@ -22,6 +22,7 @@ import (
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/clientauth"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/gorap/gorap/runtime/metrics"
 	"github.com/gorap/gorap/webui"
 )
 
@@ -41,6 +42,8 @@ type server struct {
 	Model     string // the model's description
 	// HTTP is the runtime's HTTP server (its timeouts and limits).
 	HTTP *http.Server
+	// MetricsURL is the URL of /metrics on --metrics-listen, "" without.
+	MetricsURL string
 }
 
 // toolsetPins turns the "sha256" and "pin" members of the toolset_server
@@ -166,6 +169,22 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	if err != nil {
 		return err
 	}
+	reg, met, err := newServeMetrics(log) // serve_metrics.go
+	if err != nil {
+		return err
+	}
+	var metricsURL string
+	if s.MetricsListen != "" {
+		var stopMetrics func(context.Context)
+		if metricsURL, stopMetrics, err = listenMetrics(ctx, s.MetricsListen, reg, log); err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+			defer cancel()
+			stopMetrics(sctx)
+		}()
+	}
 	rt, err := runtime.New(&runtime.Config{
 		Store:                     st,
 		Model:                     mdl,
@@ -202,6 +221,8 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		ToolsetBudgets:            toolsetBudgets(toolSets),
 		SessionBudget:             sessionBudget(toolSets),
 		Prices:                    toolSets.Prices,
+		Metrics:                   met,
+		MetricsHandler:            metrics.Handler(reg),
 	})
 	if err != nil {
 		return err
@@ -211,9 +232,12 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 
 	handler := rt.Handler()
+	api := handler
 	// The web UI at "/": static assets, no token; the
 	// page sends the token on its API requests.
 	handler = webui.WithAPI(handler, rt.WebGuard)
+	// /metrics is the runtime's, behind the client token.
+	handler = withMetricsRoute(handler, api)
 	// Health and readiness probes, without the token.
 	handler = rt.WithHealth(handler)
 	// Read, write and idle timeouts, a header limit and a connection cap;
@@ -237,7 +261,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}()
 
 	listenURL, elsewhere := listenURLs(scheme, ln.Addr())
-	info := &server{Runtime: rt, URL: listenURL, PublicURL: publicURL, Model: describeModel(mdl), HTTP: srv}
+	info := &server{Runtime: rt, URL: listenURL, PublicURL: publicURL, Model: describeModel(mdl), HTTP: srv, MetricsURL: metricsURL}
 	fmt.Fprintf(stdout, "rap serve: listening on %s\n", listenURL)
 	if len(elsewhere) > 0 {
 		fmt.Fprintf(stdout, "  from other machines: %s (listening on every address)\n", strings.Join(elsewhere, ", "))
@@ -250,6 +274,10 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	fmt.Fprintf(stdout, "  web UI:       %s/\n", listenURL)
 	fmt.Fprintf(stdout, "  data dir:     %s\n", s.DataDir)
 	fmt.Fprintf(stdout, "  store:        %s\n", storeLabel)
+	fmt.Fprintf(stdout, "  metrics:      %s/metrics (behind the client API's token)\n", listenURL)
+	if metricsURL != "" {
+		fmt.Fprintf(stdout, "                %s WITHOUT a token (--metrics-listen: keep it on a private network)\n", metricsURL)
+	}
 	if s.StoreIsPostgres() {
 		ttl, sweep := cmp.Or(s.LeaseTTL, runtime.DefaultLeaseTTL), cmp.Or(s.SweepEvery, runtime.DefaultSweepEvery)
 		fmt.Fprintf(stdout, "  leases:       %v, swept every %v (a killed process's threads resume elsewhere within %v)\n", ttl, sweep, ttl+sweep)

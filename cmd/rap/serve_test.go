@@ -40,7 +40,7 @@ func (s *syncBuffer) String() string {
 // provider environment.
 func clearRAPEnv(t *testing.T) {
 	for _, k := range []string{config.EnvConfig, config.EnvListen, config.EnvPublicURL, config.EnvDataDir, config.EnvModel,
-		config.EnvToken, config.EnvToolToken, config.EnvLogLevel, envLogFormat, config.EnvSystem, config.EnvToolTimeout, config.EnvMaxSubscriptions, config.EnvStore,
+		config.EnvToken, config.EnvToolToken, config.EnvLogLevel, envLogFormat, config.EnvSystem, config.EnvToolTimeout, config.EnvMaxSubscriptions, config.EnvStore, config.EnvMetricsListen,
 		"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"} {
 		t.Setenv(k, "")
 	}

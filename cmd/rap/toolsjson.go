@@ -15,6 +15,7 @@ import (
 	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 )
 
@@ -32,6 +33,9 @@ type toolsJSONFlags struct {
 	dataDir       string
 	token         string
 	timeout       time.Duration
+	// metrics is the registry the tool server counts on (nil: none);
+	// rap bridge toolsjson sets it from --metrics-listen.
+	metrics prometheus.Registerer
 }
 
 func (f *toolsJSONFlags) register(fs *pflag.FlagSet, getenv func(string) string) {
@@ -87,7 +91,7 @@ func toolsJSONServer(bundle string, f toolsJSONFlags, log *slog.Logger, replay *
 		Timeout:   f.timeout,
 		NoConfirm: f.noConfirm,
 		Replay:    replay,
-		Server:    &rap.ServerOptions{BearerToken: f.token, Logger: log},
+		Server:    &rap.ServerOptions{BearerToken: f.token, Logger: log, Metrics: f.metrics},
 	}
 	s, err := toolsjson.NewServer(b, opts)
 	if err != nil {

@@ -34,7 +34,7 @@ var layers = []struct {
 	{"built on the client and the stores", []string{"runtime/store/postgres/pgtest", "termchat"}},
 	{"the runtime's HTTP surface", []string{"runtime/httpapi"}},
 	{"the runtime engine", []string{"runtime"}},
-	{"built on the runtime", []string{"runtime/clientauth", "runtime/bench", "runtime/crashtest"}},
+	{"built on the runtime", []string{"runtime/clientauth", "runtime/metrics", "runtime/bench", "runtime/crashtest"}},
 	{"parts of the command", []string{"cmd/rap/internal/loadtest", "cmd/rap/internal/toolsetcmd"}},
 	{"the command", []string{"cmd/rap"}},
 }

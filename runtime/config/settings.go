@@ -17,16 +17,19 @@ import (
 // Environment variables read by FromEnv. Flags override them; they override
 // the defaults.
 const (
-	EnvConfig      = "RAP_CONFIG"       // tool-server config file(s), separated by the OS list separator
-	EnvListen      = "RAP_LISTEN"       // listen address
-	EnvPublicURL   = "RAP_PUBLIC_URL"   // base URL tools call back to
-	EnvDataDir     = "RAP_DATA_DIR"     // directory of the store and callback key
-	EnvModel       = "RAP_MODEL"        // PROVIDER:MODEL
-	EnvToken       = "RAP_TOKEN"        // bearer token required by the client API
-	EnvToolToken   = "RAP_TOOL_TOKEN"   // bearer token sent to tool servers
-	EnvLogLevel    = "RAP_LOG_LEVEL"    // debug, info, warn or error
-	EnvSystem      = "RAP_SYSTEM"       // system prompt
-	EnvToolTimeout = "RAP_TOOL_TIMEOUT" // default per-tool timeout (Go duration), 0 = none
+	EnvConfig = "RAP_CONFIG" // tool-server config file(s), separated by the OS list separator
+	EnvListen = "RAP_LISTEN" // listen address
+	// EnvMetricsListen is a second listen address serving only /metrics,
+	// without the client token.
+	EnvMetricsListen = "RAP_METRICS_LISTEN"
+	EnvPublicURL     = "RAP_PUBLIC_URL"   // base URL tools call back to
+	EnvDataDir       = "RAP_DATA_DIR"     // directory of the store and callback key
+	EnvModel         = "RAP_MODEL"        // PROVIDER:MODEL
+	EnvToken         = "RAP_TOKEN"        // bearer token required by the client API
+	EnvToolToken     = "RAP_TOOL_TOKEN"   // bearer token sent to tool servers
+	EnvLogLevel      = "RAP_LOG_LEVEL"    // debug, info, warn or error
+	EnvSystem        = "RAP_SYSTEM"       // system prompt
+	EnvToolTimeout   = "RAP_TOOL_TIMEOUT" // default per-tool timeout (Go duration), 0 = none
 	// EnvMaxSubscriptions is the most active subscriptions one thread may
 	// have (RAP SU-8); 0 = the runtime's default.
 	EnvMaxSubscriptions = "RAP_MAX_SUBSCRIPTIONS"
@@ -114,6 +117,11 @@ type Settings struct {
 	ConfigFiles []string
 	// Listen is the address the HTTP server listens on.
 	Listen string
+	// MetricsListen, when set, is a second address serving only GET
+	// /metrics, without the client token: for a private network that a
+	// Prometheus server scrapes. The main address serves /metrics too,
+	// behind the client token.
+	MetricsListen string
 	// PublicURL is the base URL tools call back to. Empty means derived from
 	// the bound listen address (see PublicURLFor).
 	PublicURL string
@@ -270,6 +278,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 		}
 	}
 	set(&s.Listen, EnvListen)
+	set(&s.MetricsListen, EnvMetricsListen)
 	set(&s.PublicURL, EnvPublicURL)
 	set(&s.DataDir, EnvDataDir)
 	set(&s.Store, EnvStore)
@@ -379,6 +388,7 @@ func FromEnv(getenv func(string) string) (Settings, error) {
 func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 	fs.Var(&listValue{dst: &s.ConfigFiles}, "config", "tool-server config `FILE` (repeatable); replaces the project-level .rap/rap.json and user-level ~/.config/rap/rap.json (env "+EnvConfig+")")
 	fs.StringVar(&s.Listen, "listen", s.Listen, "listen `ADDR` of the HTTP server (env "+EnvListen+")")
+	fs.StringVar(&s.MetricsListen, "metrics-listen", s.MetricsListen, "also serve GET /metrics (Prometheus) on `ADDR`, WITHOUT the client token: listen on loopback or a private network only, never where the public can reach it; the main address serves /metrics behind the token either way (env "+EnvMetricsListen+")")
 	fs.StringVar(&s.PublicURL, "public-url", s.PublicURL, "base `URL` tools call back to; default derived from the listen address (env "+EnvPublicURL+")")
 	fs.StringVar(&s.DataDir, "data-dir", s.DataDir, "`DIR` of the SQLite store and the callback key; default .rap/data in a project (a directory with .rap/rap.json), else the one shown (env "+EnvDataDir+")")
 	fs.StringVar(&s.Store, "store", s.Store, "`STORE`: sqlite (default, in the data dir) or a postgres://user@host:5432/db URL that several rap serve processes may share (env "+EnvStore+"; prefer the env var for a URL with a password: flags show in ps)")
@@ -425,6 +435,14 @@ func (s *Settings) RegisterFlags(fs *flag.FlagSet) {
 func (s *Settings) Check() error {
 	if _, _, err := net.SplitHostPort(s.Listen); err != nil {
 		return fmt.Errorf("listen address %q: %v; want HOST:PORT such as 127.0.0.1:8080", s.Listen, err)
+	}
+	if s.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(s.MetricsListen); err != nil {
+			return fmt.Errorf("metrics listen address %q: %v; want HOST:PORT such as 10.0.0.5:9464; pass --metrics-listen ADDR or set %s", s.MetricsListen, err, EnvMetricsListen)
+		}
+		if s.MetricsListen == s.Listen {
+			return fmt.Errorf("metrics listen address %q is the listen address: give --metrics-listen an address of its own (the listen address serves /metrics behind the client token already)", s.MetricsListen)
+		}
 	}
 	if s.PublicURL != "" {
 		u, err := url.Parse(s.PublicURL)
@@ -551,6 +569,7 @@ func (s Settings) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.Any("config", s.ConfigFiles),
 		slog.String("listen", s.Listen),
+		slog.String("metrics_listen", s.MetricsListen),
 		slog.String("public_url", s.PublicURL),
 		slog.String("data_dir", s.DataDir),
 		slog.String("store", StoreLabel(s.Store)),

@@ -89,6 +89,10 @@ type Options struct {
 	// MaxImportBytes bounds the body of POST /v1/import; zero means
 	// DefaultMaxImportBytes.
 	MaxImportBytes int64
+	// Metrics, when set, is served at GET MetricsPath behind the client
+	// API's authentication (ClientAuth, or loopback only), to callers
+	// not bound to one user (403 otherwise).
+	Metrics http.Handler
 }
 
 // DefaultMaxImportBytes is Options.MaxImportBytes' default: 1 GiB.
@@ -153,6 +157,9 @@ func New(e Engine, opts *Options) http.Handler {
 		s.routeOrganizer(mux, o) // organize.go
 	}
 	s.routeRemotes(mux, e) // remotes.go
+	if s.opts.Metrics != nil {
+		mux.HandleFunc("GET "+MetricsPath, s.serveMetrics) // metrics.go
+	}
 	var h http.Handler = mux
 	if m, ok := e.(SessionMover); ok {
 		s.routeMoves(mux, m)

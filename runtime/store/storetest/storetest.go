@@ -119,6 +119,7 @@ var cases = []struct {
 	{"Sessions", testSessions},
 	{"Moves", testMoves},
 	{"Compactions", testCompactions},
+	{"Census", testCensus},
 }
 
 // testClosed: after Close, Update, View and QuickView fail with
