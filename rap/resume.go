@@ -109,9 +109,11 @@ func (s *Server) resumeCall(r CallRecord) bool {
 	}
 	ctx, cancel := context.WithCancelCause(s.baseCtx)
 	if !s.register(inv.GroupID, inv.ID, cancel) {
+		// Already resumed, by a Start that failed later and is called
+		// again: that run sends the result.
 		s.pool.release()
 		cancel(nil)
-		return false
+		return true
 	}
 	base := s.opts.PublicURL
 	if base == "" {

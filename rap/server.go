@@ -135,10 +135,6 @@ type ServerOptions struct {
 	// needsMigration: true (RAP MI-1). It must return only once the
 	// destination holds the session's state.
 	Migrator func(ctx context.Context, req *MigrateRequest) error
-	// OXP, when set, also serves the OXP 1.0 routes GET /health, GET /tools
-	// and POST /tools/call, so that an OXP client can call the tools
-	// synchronously (see oxp.go and docs/otc.md).
-	OXP bool
 	// PublicURL is the server's base URL as the runtime reaches it, used to
 	// build user choices' response_url. Empty means the base URL each
 	// invocation request reached. Set it when a proxy rewrites the host.
@@ -449,9 +445,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ref := s.refuseBrowser(r); ref != nil {
 		http.Error(w, ref.Message, ref.Status)
-		return
-	}
-	if s.opts.OXP && s.serveOXP(w, r) {
 		return
 	}
 	if h := s.extraRoutes()[r.URL.Path]; h != nil {
