@@ -2,6 +2,7 @@ package rap
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,6 +39,17 @@ type Call struct {
 	// accepted is when the invocation was acknowledged, for the metrics;
 	// zero without them, and for a call answered after a restart.
 	accepted time.Time
+
+	// resumed and state: the call was resumed by Start with the state
+	// the previous process saved (resume.go).
+	resumed bool
+	state   json.RawMessage
+	// saved: SaveState stored a state, so the call resumes after a crash
+	// or Shutdown.
+	saved atomic.Bool
+	// result, for a call run by Server.Invoke, receives its one result
+	// instead of the callback URL (buffered(1)).
+	result chan *ToolResult
 }
 
 // ToolName returns the operation being invoked.
@@ -64,6 +76,16 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 	inv := c.Invocation
 	r.GroupID, r.ID, r.CallID = inv.GroupID, inv.ID, inv.CallID
 	c.srv.countResult(c, r)
+	if c.result != nil {
+		if c.journaled {
+			if err := c.srv.journal.EndCall(context.WithoutCancel(ctx), inv.GroupID, inv.ID); err != nil {
+				c.srv.log.Error("rap: could not forget a finished call in the call journal", "toolset", c.srv.name,
+					"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
+			}
+		}
+		c.result <- r
+		return true
+	}
 	if c.srv.opts.Store != nil {
 		// Storing the result is a quick local write: do it even when a
 		// handler outlived Shutdown's deadline, so that the next Start

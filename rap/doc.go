@@ -35,8 +35,9 @@
 // default they live in memory; with ServerOptions.Store (package
 // rap/durable keeps one in SQLite) every result waits in a durable outbox
 // until the runtime accepts it, every accepted call is journaled so that a
-// crash still ends it with a result, and subscriptions resume after a
-// restart. ServerOptions also sets the bearer token inbound requests need,
+// crash still ends it with a result (or resumes it, for a handler that
+// saved where it stands with Call.SaveState), and subscriptions resume
+// after a restart. ServerOptions also sets the bearer token inbound requests need,
 // the bounds on workers, queue, bodies and subscriptions, and the HTTP
 // limits (HTTPLimits) that keep slow or idle clients from holding memory
 // or locking other clients out.

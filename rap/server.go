@@ -137,10 +137,6 @@ type ServerOptions struct {
 	// needsMigration: true (RAP MI-1). It must return only once the
 	// destination holds the session's state.
 	Migrator func(ctx context.Context, req *MigrateRequest) error
-	// OXP, when set, also serves the OXP 1.0 routes GET /health, GET /tools
-	// and POST /tools/call, so that an OXP client can call the tools
-	// synchronously (see oxp.go and docs/otc.md).
-	OXP bool
 	// PublicURL is the server's base URL as the runtime reaches it, used to
 	// build user choices' response_url. Empty means the base URL each
 	// invocation request reached. Set it when a proxy rewrites the host.
@@ -206,6 +202,8 @@ type Server struct {
 	bodyBytes atomic.Int64 // request body bytes being read (MaxBodyBytesInFlight)
 	lastBase  atomic.Pointer[baseCache]
 	emptyArgs sync.Map // *Schema → emptyArgsResult: see validateArgs
+	// routes are the routes added with Handle, replaced whole.
+	routes atomic.Pointer[map[string]http.Handler]
 
 	mu       sync.Mutex
 	runStop  context.CancelFunc // stops the sender loop; set by Start
@@ -457,7 +455,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // ServeHTTP routes a request to the discovery, invocation, close_thread,
 // cancel_tool_call, migrate, tool_call_status or user_choice_response
-// endpoint.
+// endpoint, or to a route added with Handle.
 //
 // No web page can make a browser use the server (see refuseBrowser): a
 // request a browser sends for another site's page gets 403, a POST whose
@@ -469,7 +467,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, ref.Message, ref.Status)
 		return
 	}
-	if s.opts.OXP && s.serveOXP(w, r) {
+	if h := s.extraRoutes()[r.URL.Path]; h != nil {
+		h.ServeHTTP(w, r) // added with Handle
 		return
 	}
 	switch r.URL.Path {
@@ -803,8 +802,10 @@ func (s *Server) beginCall(ctx context.Context, inv *Invocation) (bool, error) {
 
 // answerUnfinished answers each call the journal still holds, a call that
 // was running when the previous process stopped, with an error result,
-// and forgets it. A call that became a stored subscription is forgotten
-// only: the subscription resumes.
+// and forgets it. A call whose handler saved a state (Call.SaveState) is
+// resumed instead. A call that became a stored subscription, or was run by
+// Invoke, is forgotten only: the subscription resumes, and a synchronous
+// caller is gone.
 func (s *Server) answerUnfinished(ctx context.Context, subs []SubscriptionRecord) error {
 	// The store's journal, even with NoCallJournal: calls recorded before
 	// it was set still get their answer.
@@ -822,6 +823,18 @@ func (s *Server) answerUnfinished(ctx context.Context, subs []SubscriptionRecord
 	}
 	for _, r := range recs {
 		if !subscribed[[2]string{r.GroupID, r.ID}] {
+			if r.CallbackURL == "" {
+				// A call run by Invoke: its caller's connection is gone.
+				s.log.Warn("rap: a synchronous call (Server.Invoke) was running when the tool server stopped; its caller got no result", "toolset", s.name,
+					"operation", r.Operation, "group_id", r.GroupID, "id", r.ID)
+				if err := journal.EndCall(ctx, r.GroupID, r.ID); err != nil {
+					return err
+				}
+				continue
+			}
+			if len(r.State) > 0 && s.resumeCall(r) {
+				continue
+			}
 			res := errorResult(fmt.Sprintf("the tool server stopped (it crashed or was restarted) while %s was running, accepted at %s, so the call has no result. "+
 				"Its work may be partly done: check before calling it again.", opName(r.Operation), r.Accepted.UTC().Format(time.RFC3339)))
 			res.GroupID, res.ID, res.CallID = r.GroupID, r.ID, r.CallID
@@ -1037,6 +1050,11 @@ func (s *Server) runCall(ctx context.Context, cancel context.CancelCauseFunc, c 
 		return
 	}
 	rep, err := e.run(ctx, c, inv.Arguments)
+	if c.leftToResume(err, context.Cause(ctx)) {
+		s.log.Info("rap: a resumable call was stopped by Shutdown; the next Start resumes it", "toolset", s.name,
+			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID)
+		return
+	}
 	if err != nil {
 		s.log.Info("rap: tool returned an error", "toolset", s.name, "operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
 		c.finish(s.deliverCtx, &ToolResult{Text: handlerErrorText(inv.Operation, err, context.Cause(ctx))})

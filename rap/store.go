@@ -71,15 +71,24 @@ type Store interface {
 }
 
 // CallRecord is what a CallJournal keeps about an accepted invocation: what
-// a restarted tool server needs to answer it. The arguments are not kept.
+// a restarted tool server needs to answer it. The arguments are not kept,
+// unless the handler saved a state (Call.SaveState).
 type CallRecord struct {
-	GroupID     string `json:"group_id"`
-	ID          string `json:"id"`
-	CallID      string `json:"call_id,omitempty"`
-	Operation   string `json:"operation,omitempty"`
+	GroupID string `json:"group_id"`
+	ID      string `json:"id"`
+	CallID  string `json:"call_id,omitempty"`
+	// Operation is the tool name.
+	Operation string `json:"operation,omitempty"`
+	// CallbackURL is where the result goes; it is empty for a call run
+	// synchronously with Server.Invoke, whose result goes back to its
+	// caller directly.
 	CallbackURL string `json:"callback_url"`
 	// Accepted is when the invocation was acknowledged.
 	Accepted time.Time `json:"accepted"`
+	// State is what the handler last saved with Call.SaveState, with the
+	// invocation it needs to resume (arguments included); empty when it
+	// saved nothing. Only a CallStateJournal keeps it; BeginCall ignores it.
+	State json.RawMessage `json:"state,omitempty"`
 }
 
 // CallJournal is an optional part of a Store. A server whose Store has it
@@ -101,6 +110,24 @@ type CallJournal interface {
 	// UnfinishedCalls returns every recorded call, oldest first.
 	UnfinishedCalls(ctx context.Context) ([]CallRecord, error)
 }
+
+// CallStateJournal is an optional part of a CallJournal that keeps a
+// state with a recorded call, so that a restarted server resumes the call
+// (see Call.SaveState) instead of answering it with an error result.
+// UnfinishedCalls returns the state in CallRecord.State. Package
+// rap/durable implements it.
+type CallStateJournal interface {
+	CallJournal
+	// SaveCallState stores state with the recorded call (group id, id),
+	// replacing the state saved before. It returns only once the state is
+	// durable. A call that is not recorded (it has ended) is left
+	// unrecorded, and that is not an error.
+	SaveCallState(ctx context.Context, groupID, id string, state []byte) error
+}
+
+// MaxCallStateBytes bounds the encoded state Call.SaveState stores: the
+// invocation with its arguments, and the handler's state.
+const MaxCallStateBytes = 4 << 20
 
 // SequencedMessage is an outbox message with its position in enqueue order.
 type SequencedMessage struct {

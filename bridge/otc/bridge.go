@@ -200,8 +200,26 @@ func (b *Bridge) handler(m *Mapped) rap.RawToolHandler {
 				req.Tokens = map[string]string{m.Provider: tok}
 			}
 		}
+		st, err := b.startState(ctx, c, log, m)
+		if err != nil {
+			return nil, err
+		}
 		authorized := false
 		for {
+			if st.Phase == phaseAuth {
+				done, err := b.awaitAuth(ctx, c, log, m, req, &st)
+				if err != nil {
+					return nil, err
+				}
+				if done != nil {
+					log.Info("otc: call done after authorization", "outcome", done.kind())
+					return b.reply(ctx, log, m, done), nil
+				}
+				// Authorized: the call is sent again. The journal keeps
+				// the authorization phase, so that a restart checks the
+				// authorization (and learns its token) again first.
+				authorized = true
+			}
 			out, err := b.call(ctx, req)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -217,15 +235,14 @@ func (b *Bridge) handler(m *Mapped) rap.RawToolHandler {
 			if authorized {
 				return nil, fmt.Errorf("Error: the tool %s still asks for authorization after the user completed it; ask the user to check the account they authorized, then try again", m.Tool.Name)
 			}
-			done, err := b.awaitAuth(ctx, c, log, m, req, out.Auth)
-			if err != nil {
-				return nil, err
+			if out.Auth.URL == "" {
+				return nil, fmt.Errorf("Error: the tool %s needs an authorization but its server gave no link to complete it; tell the user", m.Tool.Name)
 			}
-			if done != nil {
-				log.Info("otc: call done after authorization", "outcome", done.kind())
-				return b.reply(ctx, log, m, done), nil
+			if err := c.RequestOAuth(ctx, out.Auth.URL); err != nil {
+				return nil, fmt.Errorf("Error: the tool %s needs the user to authorize it, but the link could not be shown: %v", m.Tool.Name, err)
 			}
-			authorized = true
+			st = callState{Phase: phaseAuth, Auth: &savedChallenge{ID: out.Auth.ID, CheckURL: out.Auth.CheckURL}, AuthDeadline: time.Now().Add(b.opts.AuthTimeout)}
+			b.save(ctx, c, log, st)
 		}
 	}
 }
@@ -280,23 +297,18 @@ func (b *Bridge) token(ctx context.Context, provider, user string) string {
 	return tok
 }
 
-// awaitAuth sends the challenge to the runtime as an oauth message and
-// waits until the authorization is done: by polling check_url when the
-// challenge has one (OXP), otherwise by repeating the call until the worker
-// stops asking (Arcade workers report no separate status route). It
-// returns the outcome when a repeated call already ran the tool, nothing
-// when the call should now be retried, or the error result.
-func (b *Bridge) awaitAuth(ctx context.Context, c *rap.Call, log *slog.Logger, m *Mapped, req *CallRequest, ch *AuthChallenge) (*Outcome, error) {
-	if ch.URL == "" {
-		return nil, fmt.Errorf("Error: the tool %s needs an authorization but its server gave no link to complete it; tell the user", m.Tool.Name)
-	}
-	if err := c.RequestOAuth(ctx, ch.URL); err != nil {
-		return nil, fmt.Errorf("Error: the tool %s needs the user to authorize it, but the link could not be shown: %v", m.Tool.Name, err)
-	}
+// awaitAuth waits until the authorization of st.Auth is done, the user
+// having been shown its link: by polling check_url when the challenge has
+// one (OXP), otherwise by repeating the call until the worker stops asking
+// (Arcade workers report no separate status route). It returns the outcome
+// when a repeated call already ran the tool, nothing when the call should
+// now be sent again, or the error result.
+func (b *Bridge) awaitAuth(ctx context.Context, c *rap.Call, log *slog.Logger, m *Mapped, req *CallRequest, st *callState) (*Outcome, error) {
+	ch := st.Auth
 	log.Info("otc: waiting for authorization", "provider", m.Provider, "check_url", ch.CheckURL != "")
-	deadline := time.Now().Add(b.opts.AuthTimeout)
+	deadline := st.AuthDeadline
 	wait := b.opts.AuthPollMin
-	timer := time.NewTimer(wait)
+	timer := time.NewTimer(min(wait, max(time.Until(deadline), time.Millisecond)))
 	defer timer.Stop()
 	for {
 		select {
@@ -306,12 +318,12 @@ func (b *Bridge) awaitAuth(ctx context.Context, c *rap.Call, log *slog.Logger, m
 		}
 		if ch.CheckURL != "" {
 			cctx, cancel := context.WithTimeout(ctx, authCheckRequestWindow)
-			st, tok, err := b.client.AuthStatus(cctx, ch.CheckURL)
+			status, tok, err := b.client.AuthStatus(cctx, ch.CheckURL)
 			cancel()
 			switch {
 			case err != nil:
 				log.Debug("otc: authorization status check failed; will retry", "err", err.Error())
-			case st == "completed" || st == "authorized":
+			case status == "completed" || status == "authorized":
 				if tok != "" {
 					provider := cmp(m.Provider, ch.ID)
 					b.mu.Lock()
@@ -323,10 +335,17 @@ func (b *Bridge) awaitAuth(ctx context.Context, c *rap.Call, log *slog.Logger, m
 					req.Tokens[provider] = tok
 				}
 				return nil, nil
-			case st == "failed" || st == "denied" || st == "expired":
-				return nil, fmt.Errorf("Error: the user's authorization for %s ended with status %q, so the tool did not run. Ask the user whether to try again", m.Tool.Name, st)
+			case status == "failed" || status == "denied" || status == "expired":
+				return nil, fmt.Errorf("Error: the user's authorization for %s ended with status %q, so the tool did not run. Ask the user whether to try again", m.Tool.Name, status)
 			}
 		} else {
+			// A repeated call may run the tool. Arcade workers do not
+			// promise that repeating a call is harmless, so the journal
+			// says a call is in flight until its answer is in.
+			if !b.repeatable() {
+				st.Phase = phaseCall
+				b.save(ctx, c, log, *st)
+			}
 			out, err := b.call(ctx, req)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -336,6 +355,10 @@ func (b *Bridge) awaitAuth(ctx context.Context, c *rap.Call, log *slog.Logger, m
 			} else if out.Auth == nil {
 				// The worker ran the tool: deliver this outcome.
 				return out, nil
+			}
+			if !b.repeatable() {
+				st.Phase = phaseAuth
+				b.save(ctx, c, log, *st)
 			}
 		}
 		if time.Now().After(deadline) {

@@ -7,7 +7,12 @@
 // github.com/ArcadeAI/arcade-mcp) and OXP 1.0 (GET /health, GET /tools,
 // POST /tools/call; the openapi-1.0.json document). A Client talks to one
 // worker; a Bridge serves its tools as a RAP tool server built with the rap
-// SDK, so that a RAP runtime calls them asynchronously.
+// SDK, so that a RAP runtime calls them asynchronously. With a durable
+// Store (rap/durable) a Bridge resumes the calls it had accepted when it
+// is restarted, killed or not (durable.go).
+//
+// The other way round, ServeOXP makes any rap.Server answer the OXP 1.0
+// routes, so that an OXP client calls its tools.
 //
 // The mapping of every field, and what is not mapped, is in docs/otc.md.
 package otc

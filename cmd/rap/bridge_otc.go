@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/gorap/gorap/bridge/otc"
+	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/rap"
+	"github.com/gorap/gorap/rap/durable"
 	"github.com/gorap/gorap/runtime/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
@@ -30,8 +33,9 @@ type otcFlags struct {
 }
 
 // newOTCBridge builds a bridge from its settings; the worker secret is read
-// from the environment or a file, never from a flag value.
-func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, log *slog.Logger) (*otc.Bridge, error) {
+// from the environment or a file, never from a flag value. A store keeps
+// its calls and callbacks across restarts; nil keeps them in memory.
+func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, store rap.Store, log *slog.Logger) (*otc.Bridge, error) {
 	c := &otc.Client{BaseURL: strings.TrimRight(url, "/"), Dialect: otc.Dialect(f.dialect)}
 	if !f.noAuth {
 		secret, err := otc.LoadWorkerSecret(f.secretEnv, f.secretFile)
@@ -47,13 +51,26 @@ func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, lo
 		CallTimeout: f.callTimeout,
 		AuthTimeout: f.authTimeout,
 		Logger:      log,
-		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log, Metrics: f.metrics},
+		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log, Metrics: f.metrics, Store: store},
 	})
+}
+
+// openOTCStore opens the durable store of the bridge name in dir,
+// DIR/NAME.db, creating dir (0700; the file is 0600).
+func openOTCStore(dir, name string) (*durable.Store, error) {
+	if err := privfile.MkdirAll(dir); err != nil {
+		return nil, err
+	}
+	st, err := durable.Open(filepath.Join(dir, name+".db"))
+	if err != nil {
+		return nil, fmt.Errorf("opening the bridge's store: %w", err)
+	}
+	return st, nil
 }
 
 func newBridgeOTCCmd(a *app) *cobra.Command {
 	var f otcFlags
-	var listen, token string
+	var listen, token, dataDir string
 	cmd := &cobra.Command{
 		Use:   "otc [flags] WORKER_URL",
 		Short: "serve an Open Tool Calling worker (Arcade worker protocol or OXP 1.0) as a RAP tool server",
@@ -67,7 +84,7 @@ is read from an environment variable (--secret-env) or a file
 			if len(args) != 1 {
 				return usageErrorf("want exactly one WORKER_URL, got %d arguments", len(args))
 			}
-			return runBridgeOTC(cmd.Context(), a, f, listen, token, args[0])
+			return runBridgeOTC(cmd.Context(), a, f, listen, token, dataDir, args[0])
 		},
 	}
 	fs := cmd.Flags()
@@ -82,10 +99,11 @@ is read from an environment variable (--secret-env) or a file
 	fs.DurationVar(&f.authTimeout, "auth-timeout", otc.DefaultAuthTimeout, "give up waiting for a user authorization after this long")
 	addToolTokenFlag(fs, &token, "bearer `TOKEN` the RAP runtime must send (empty: none)")
 	addMetricsListenFlag(fs, &f.metricsListen)
+	fs.StringVar(&dataDir, "data-dir", "", "`DIR` of a durable store (DIR/NAME.db) so that calls in progress and undelivered callbacks survive a restart (default: in memory)")
 	return cmd
 }
 
-func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, worker string) error {
+func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, dataDir, worker string) error {
 	stdout, log, pos := a.stdout, a.log, []string{worker}
 	reg, stopMetrics, err := bridgeMetrics(ctx, "otc", f.metricsListen, stdout, log) // bridge_metrics.go
 	if err != nil {
@@ -93,7 +111,16 @@ func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, worker
 	}
 	defer stopMetrics()
 	f.metrics = reg
-	b, err := newOTCBridge(ctx, pos[0], f, token, log)
+	var store rap.Store
+	if dataDir != "" {
+		st, err := openOTCStore(dataDir, f.name)
+		if err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
+		defer st.Close()
+		store = st
+	}
+	b, err := newOTCBridge(ctx, pos[0], f, token, store, log)
 	if err != nil {
 		return err
 	}
@@ -112,7 +139,8 @@ func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, worker
 // startOTCBridges starts one bridge per otc_server entry of the merged tool
 // configuration, served in process at NAME.otc.rap.invalid (see
 // inProcessHosts), and returns their base URLs for the runtime's tool
-// servers and a function that stops them.
+// servers and a function that stops them. With a data dir, each bridge
+// keeps its calls and callbacks in DATADIR/otc/NAME.db.
 func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts inProcessHosts, log *slog.Logger) ([]string, func(), error) {
 	f, _, err := s.LoadToolSets(dir, getenvOS)
 	if err != nil || f == nil {
@@ -120,17 +148,31 @@ func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts 
 	}
 	var urls []string
 	var bridges []*otc.Bridge
+	var stores []*durable.Store
 	stop := func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, b := range bridges {
 			_ = b.Server().Shutdown(sctx)
 		}
+		for _, st := range stores {
+			_ = st.Close()
+		}
 	}
 	for _, o := range f.OTCServers() {
 		fl := otcFlags{name: o.Name, dialect: o.Dialect, secretEnv: o.SecretEnv, secretFile: o.SecretFile,
 			noAuth: o.NoAuth, secretsDir: o.SecretsDir, callTimeout: time.Duration(o.CallTimeout), authTimeout: time.Duration(o.AuthTimeout)}
-		b, err := newOTCBridge(ctx, o.URL, fl, s.ToolToken, log.With("otc_server", o.Name))
+		var store rap.Store
+		if s.DataDir != "" {
+			st, err := openOTCStore(filepath.Join(s.DataDir, "otc"), o.Name)
+			if err != nil {
+				stop()
+				return nil, func() {}, fmt.Errorf("otc_server %q (%s): %w", o.Name, o.URL, err)
+			}
+			stores = append(stores, st)
+			store = st
+		}
+		b, err := newOTCBridge(ctx, o.URL, fl, s.ToolToken, store, log.With("otc_server", o.Name))
 		if err != nil {
 			stop()
 			return nil, func() {}, fmt.Errorf("otc_server %q (%s): %w", o.Name, o.URL, err)

@@ -210,8 +210,9 @@ func TestExampleOXP(t *testing.T) {
 	}
 }
 
-// rap bridge otc + rap invoke for the OXP dialect (detected), and a worker
-// that is down at start stops rap bridge otc with a clear error.
+// rap bridge otc + rap invoke for the OXP dialect (detected), with
+// --data-dir keeping its calls in DIR/NAME.db (0600), and a worker that is
+// down at start stops rap bridge otc with a clear error.
 func TestBridgeOTCCommandOXPAndDown(t *testing.T) {
 	clearRAPEnv(t)
 	t.Setenv("ARCADE_WORKER_SECRET", "")
@@ -231,8 +232,9 @@ func TestBridgeOTCCommandOXPAndDown(t *testing.T) {
 	defer cancel()
 	out := &syncBuffer{}
 	done := make(chan int, 1)
+	dataDir := filepath.Join(t.TempDir(), "data")
 	go func() {
-		done <- run(ctx, []string{"bridge", "otc", miniOXPWorker(t), "--no-auth", "--listen", "127.0.0.1:0"}, out, &syncBuffer{})
+		done <- run(ctx, []string{"bridge", "otc", miniOXPWorker(t), "--no-auth", "--listen", "127.0.0.1:0", "--data-dir", dataDir}, out, &syncBuffer{})
 	}()
 	var url string
 	deadline := time.Now().Add(30 * time.Second)
@@ -258,5 +260,9 @@ func TestBridgeOTCCommandOXPAndDown(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("rap bridge otc did not stop")
+	}
+	fi, err := os.Stat(filepath.Join(dataDir, "otc.db"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("--data-dir store: %v, %v; want DIR/otc.db with mode 0600", fi, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorap/gorap/bridge/otc"
 	"github.com/gorap/gorap/examples/exec"
 	"github.com/gorap/gorap/examples/fswatch"
 	"github.com/gorap/gorap/examples/gettime"
@@ -44,6 +45,14 @@ var examples = map[string]struct {
 // plainExample builds an example that needs only its server options.
 func plainExample(build func(*rap.ServerOptions) *rap.Server) func(*rap.ServerOptions, exampleFlags) (exampleServer, error) {
 	return func(opts *rap.ServerOptions, _ exampleFlags) (exampleServer, error) { return build(opts), nil }
+}
+
+// rapServer returns the *rap.Server of an example.
+func rapServer(s exampleServer) *rap.Server {
+	if n, ok := s.(*notes.Server); ok {
+		return n.RAP()
+	}
+	return s.(*rap.Server)
 }
 
 // buildNotes builds the notes example on the directory runExample chose.
@@ -148,7 +157,6 @@ func runExample(ctx context.Context, a *app, f exampleFlags, pos []string) error
 
 	log := a.log
 	opts := &rap.ServerOptions{Logger: log, BearerToken: *token, PublicURL: *publicURL}
-	opts.OXP = *oxp
 	if *dataDir != "" {
 		if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 			return fmt.Errorf("creating --data-dir: %w", err)
@@ -176,6 +184,9 @@ func runExample(ctx context.Context, a *app, f exampleFlags, pos []string) error
 	srv, err := ex.build(opts, f)
 	if err != nil {
 		return err
+	}
+	if *oxp {
+		otc.ServeOXP(rapServer(srv))
 	}
 
 	// Run by a runtime's toolset_command entry

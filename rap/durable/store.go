@@ -91,6 +91,7 @@ var (
 	_ rap.SequencedOutbox   = (*Store)(nil)
 	_ rap.DestinationOutbox = (*Store)(nil)
 	_ rap.DeadLetterStore   = (*Store)(nil)
+	_ rap.CallStateJournal  = (*Store)(nil)
 )
 
 // Open opens or creates the SQLite database at path and brings its schema
@@ -301,6 +302,8 @@ var migrations = []string{
 		reason   TEXT    NOT NULL
 	);
 	CREATE INDEX dead_letters_dead_at ON dead_letters (dead_at);`,
+	// 4: the state a resumable call saved (rap.Call.SaveState).
+	`ALTER TABLE calls ADD COLUMN state BLOB;`,
 }
 
 // migrate applies the migrations the file has not seen yet, each in its
@@ -505,15 +508,14 @@ func (s *Store) ListSubscriptions(ctx context.Context) ([]rap.SubscriptionRecord
 }
 
 // BeginCall records an accepted invocation until EndCall (rap.CallJournal).
-// It returns once the record is synced to disk.
+// It returns once the record is synced to disk. An empty callback URL is a
+// call run synchronously (rap.Server.Invoke).
 func (s *Store) BeginCall(ctx context.Context, r rap.CallRecord) error {
 	switch {
 	case r.GroupID == "" || r.ID == "":
 		return errors.New("durable: BeginCall: empty group id or id; record the invocation's group_id and id")
 	case len(r.GroupID) > MaxIDBytes || len(r.ID) > MaxIDBytes || len(r.CallID) > MaxIDBytes || len(r.Operation) > MaxIDBytes:
 		return fmt.Errorf("durable: BeginCall: an id or the operation is over the %d-byte limit", MaxIDBytes)
-	case r.CallbackURL == "":
-		return fmt.Errorf("durable: BeginCall %s/%s: empty callback URL; the result could never be delivered", r.GroupID, r.ID)
 	case len(r.CallbackURL) > MaxURLBytes:
 		return fmt.Errorf("durable: BeginCall %s/%s: callback URL is %d bytes, over the %d-byte limit", r.GroupID, r.ID, len(r.CallbackURL), MaxURLBytes)
 	}
@@ -532,15 +534,29 @@ func (s *Store) EndCall(ctx context.Context, groupID, id string) error {
 	return s.execWrite(ctx, "EndCall "+groupID+"/"+id, `DELETE FROM calls WHERE group_id = ? AND id = ?`, groupID, id)
 }
 
-// UnfinishedCalls returns the calls recorded and not ended, oldest first
-// (rap.CallJournal).
+// SaveCallState stores the state of a recorded call, replacing the one
+// saved before (rap.CallStateJournal). A call that is not recorded is left
+// unrecorded. It returns once the state is synced to disk.
+func (s *Store) SaveCallState(ctx context.Context, groupID, id string, state []byte) error {
+	if len(state) > rap.MaxCallStateBytes {
+		return fmt.Errorf("durable: SaveCallState %s/%s: the state is %d bytes, over the %d-byte limit", groupID, id, len(state), rap.MaxCallStateBytes)
+	}
+	return s.execWrite(ctx, "SaveCallState "+groupID+"/"+id, `UPDATE calls SET state = ? WHERE group_id = ? AND id = ?`, state, groupID, id)
+}
+
+// UnfinishedCalls returns the calls recorded and not ended, oldest first,
+// with the state each saved (rap.CallJournal, rap.CallStateJournal).
 func (s *Store) UnfinishedCalls(ctx context.Context) ([]rap.CallRecord, error) {
-	return readAll(ctx, s, "UnfinishedCalls", `SELECT group_id, id, call_id, operation, callback_url, accepted FROM calls ORDER BY accepted, group_id, id`,
+	return readAll(ctx, s, "UnfinishedCalls", `SELECT group_id, id, call_id, operation, callback_url, accepted, state FROM calls ORDER BY accepted, group_id, id`,
 		func(rows *sql.Rows) (rap.CallRecord, error) {
 			var r rap.CallRecord
 			var accepted int64
-			err := rows.Scan(&r.GroupID, &r.ID, &r.CallID, &r.Operation, &r.CallbackURL, &accepted)
+			var state []byte
+			err := rows.Scan(&r.GroupID, &r.ID, &r.CallID, &r.Operation, &r.CallbackURL, &accepted, &state)
 			r.Accepted = time.Unix(0, accepted)
+			if len(state) > 0 {
+				r.State = state
+			}
 			return r, err
 		})
 }

@@ -172,8 +172,8 @@ func TestSchemaMigrations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tool.db")
 	st := open(t, path)
 	v, err := st.SchemaVersion(ctx)
-	if err != nil || v != 3 {
-		t.Fatalf("SchemaVersion = %d, %v; want 3", v, err)
+	if err != nil || v != 4 {
+		t.Fatalf("SchemaVersion = %d, %v; want 4", v, err)
 	}
 	if err := st.Enqueue(ctx, msg(1)); err != nil {
 		t.Fatal(err)
@@ -499,8 +499,8 @@ func TestSchemaUpgradeFromVersion1(t *testing.T) {
 	db.Close()
 	st2 := open(t, path)
 	defer st2.Close()
-	if v, err := st2.SchemaVersion(ctx); err != nil || v != 3 {
-		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 3", v, err)
+	if v, err := st2.SchemaVersion(ctx); err != nil || v != 4 {
+		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 4", v, err)
 	}
 	if p, err := st2.Pending(ctx, 10); err != nil || len(p) != 1 {
 		t.Errorf("after upgrade Pending = %v, %v; the outbox must be kept", keys(p), err)
@@ -533,7 +533,6 @@ func TestCallJournal(t *testing.T) {
 		want string
 	}{
 		{rap.CallRecord{ID: "x", CallbackURL: "http://rt"}, "empty group id"},
-		{rap.CallRecord{GroupID: "g", ID: "x"}, "empty callback URL"},
 		{rap.CallRecord{GroupID: "g", ID: strings.Repeat("x", durable.MaxIDBytes+1), CallbackURL: "http://rt"}, "limit"},
 	}
 	for _, b := range bad {
@@ -569,5 +568,53 @@ func TestCallJournal(t *testing.T) {
 	a := got[0]
 	if a.CallID != "toolu_a" || a.Operation != "build" || a.CallbackURL != "http://rt/cb?t=a" || !a.Accepted.Equal(t0) {
 		t.Errorf("record a = %+v; the second BeginCall must not replace the first", a)
+	}
+}
+
+// A recorded call keeps the state saved with it across a reopen, the last
+// one saved replacing the earlier; a call without one has none; saving the
+// state of a call that has ended records nothing; an oversized state is
+// refused with an error naming the limit.
+func TestCallState(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tool.db")
+	st := open(t, path)
+	for _, id := range []string{"a", "b"} {
+		if err := st.BeginCall(ctx, rap.CallRecord{GroupID: "g", ID: id, CallbackURL: "http://rt/cb"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, state := range []string{`{"phase":"call"}`, `{"phase":"auth"}`} {
+		if err := st.SaveCallState(ctx, "g", "a", []byte(state)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.SaveCallState(ctx, "g", "ended", []byte(`{}`)); err != nil {
+		t.Fatalf("saving the state of an unrecorded call: %v", err)
+	}
+	if err := st.SaveCallState(ctx, "g", "b", make([]byte, rap.MaxCallStateBytes+1)); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("oversized state: %v, want an error naming the limit", err)
+	}
+	st.Close()
+	st2 := open(t, path)
+	defer st2.Close()
+	got, err := st2.UnfinishedCalls(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("UnfinishedCalls = %+v, want a and b only", got)
+	}
+	for _, r := range got {
+		switch r.ID {
+		case "a":
+			if string(r.State) != `{"phase":"auth"}` {
+				t.Errorf("state of a = %s, want the last one saved", r.State)
+			}
+		case "b":
+			if r.State != nil {
+				t.Errorf("state of b = %s, want none", r.State)
+			}
+		}
 	}
 }
