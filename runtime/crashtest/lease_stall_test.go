@@ -268,10 +268,25 @@ func TestStalledProcessNeverAsksTheModelForLostThreads(t *testing.T) {
 	}
 	continued = false
 	// The other processes take the victim's threads once its leases
-	// expire; wait (bounded) for that, then the rest of the stall.
-	waitUntil(t, 60*time.Second, "another replica to answer after the stall began", func() bool {
+	// expire; wait (bounded) until one of the threads the victim served
+	// last before the stop was answered by another, then the rest of the
+	// stall. On a loaded machine the sweep takes longer: the stall lasts
+	// as long as it needs to prove something.
+	waitUntil(t, 90*time.Second, "another replica to answer a thread of the stopped one", func() bool {
+		lastBefore := map[int]stallRequest{}
+		takenAfter := map[int]bool{}
 		for _, q := range l.snapshot() {
-			if q.replica != victim && q.start.After(stopAt.Add(stallLeaseTTL)) {
+			switch {
+			case q.start.Before(stopAt):
+				if p, ok := lastBefore[q.thread]; !ok || q.start.After(p.start) {
+					lastBefore[q.thread] = q
+				}
+			case q.replica != victim:
+				takenAfter[q.thread] = true
+			}
+		}
+		for th, q := range lastBefore {
+			if q.replica == victim && takenAfter[th] {
 				return true
 			}
 		}
