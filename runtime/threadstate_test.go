@@ -113,7 +113,7 @@ func TestThreadStates(t *testing.T) {
 		states = append(states, who+":"+string(te.State))
 	}
 	got := strings.Join(states, " ")
-	for _, want := range []string{"root:waiting_timer", "root:waiting_tools", "root:quiet", "root:waiting_children", "child:waiting_children", "child:quiet"} {
+	for _, want := range []string{"root:waiting_timer", "root:waiting_tools", "root:quiet", "root:waiting_children", "child:quiet"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("turn_ended events %q lack %q", got, want)
 		}
