@@ -21,6 +21,8 @@ type inflightInputs struct {
 	// base is the Seq of the thread's last saved message when they were
 	// announced; the first of them is saved under base+1.
 	base int64
+	// keys are set when the inputs were published (someone watched the
+	// thread); then the commit does not publish them again.
 	keys []string
 	msgs []store.Message
 }
@@ -45,17 +47,21 @@ func (r *Runtime) announceInputs(threadID string, base int64, msgs []store.Messa
 	}
 	h := r.hub
 	watched := h.watched(threadID) // else skip the encoding
-	in := &inflightInputs{base: base, keys: make([]string, len(msgs)), msgs: make([]store.Message, len(msgs))}
+	in := &inflightInputs{base: base, msgs: make([]store.Message, len(msgs))}
 	now := time.Now().UTC()
 	for i, m := range msgs {
 		m.ThreadID, m.Seq = threadID, base+int64(i)+1
 		if m.Created.IsZero() {
 			m.Created = now
 		}
-		in.keys[i], in.msgs[i] = inputKey(m), m
+		in.msgs[i] = m
 	}
 	var events []Event
 	if watched {
+		in.keys = make([]string, len(msgs))
+		for i, m := range in.msgs {
+			in.keys[i] = inputKey(m)
+		}
 		events = in.events()
 	}
 	h.mu.Lock()
@@ -96,11 +102,11 @@ func (h *hub) announcedLocked(threadID string, m store.Message) bool {
 	if in == nil {
 		return false
 	}
-	if m.Seq > in.base+int64(len(in.keys)) || m.Seq <= in.base {
+	if m.Seq > in.base+int64(len(in.msgs)) || m.Seq <= in.base {
 		delete(h.inflight, threadID)
 		return false
 	}
-	return in.has(m.Seq, inputKey(m))
+	return len(in.keys) > 0 && in.has(m.Seq, inputKey(m))
 }
 
 // dropInflight forgets the thread's announced inputs: they were discarded,
@@ -113,9 +119,19 @@ func (h *hub) dropInflight(threadID string) {
 
 // inflightLocked returns the events of the thread's inputs announced but
 // not yet saved; h.mu is held.
+//
+// A client gets them in its replay: the commit must not publish them
+// again, even when nobody watched the thread when they were taken.
 func (h *hub) inflightLocked(threadID string) []Event {
-	if in := h.inflight[threadID]; in != nil {
-		return in.events()
+	in := h.inflight[threadID]
+	if in == nil {
+		return nil
 	}
-	return nil
+	if in.keys == nil {
+		in.keys = make([]string, len(in.msgs))
+		for i, m := range in.msgs {
+			in.keys[i] = inputKey(m)
+		}
+	}
+	return in.events()
 }
