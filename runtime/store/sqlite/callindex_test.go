@@ -21,11 +21,13 @@ import (
 func TestPendingCallQueriesUseThePartialIndexes(t *testing.T) {
 	s, _ := open(t)
 	queries := map[string][]any{
-		pendingCallsSQL:        {"t"},
-		callsInPendingStateSQL: {"new"},
-		dueCallsSQL:            {1},
-		nextDeadlineSQL:        nil,
-		uncheckedCallsSQL:      {1, "b", 10},
+		pendingCallsSQL:           {"t"},
+		callsInPendingStateSQL:    {"new"},
+		dueCallsSQL:               {1},
+		nextDeadlineSQL:           nil,
+		uncheckedCallsSQL:         {1, "b", 10},
+		oldestPendingCallsSQL:     {0, "", "", 10},
+		oldestUserPendingCallsSQL: {0, "", "", 10, "u"},
 	}
 	for q, args := range queries {
 		plan := queryPlan(t, s.group.conn, q, args...)
@@ -118,8 +120,8 @@ func TestMigrationToPartialCallIndexes(t *testing.T) {
 		indexes = append(indexes, n)
 	}
 	rows.Close()
-	if fmt.Sprint(indexes) != "[calls_pending calls_pending_thread]" {
-		t.Errorf("indexes on calls after the upgrade: %v; want [calls_pending calls_pending_thread]", indexes)
+	if fmt.Sprint(indexes) != "[calls_pending calls_pending_created calls_pending_thread]" {
+		t.Errorf("indexes on calls after the upgrade: %v; want [calls_pending calls_pending_created calls_pending_thread]", indexes)
 	}
 	view(t, s, func(tx store.Tx) error {
 		pending, err := tx.PendingCalls("t")
