@@ -185,8 +185,9 @@ func promtool(t *testing.T) string {
 	return p
 }
 
-// promtool accepts the alert rules, and each query of the dashboard (as
-// a recording rule of a file of its own): every expression parses.
+// promtool accepts the alert rules, each query of the dashboard (as a
+// recording rule of a file of its own): every expression parses; and the
+// scrape configuration, with its token file where it says.
 func TestPromtoolChecksRulesAndDashboardQueries(t *testing.T) {
 	bin := promtool(t)
 	check := func(file string) {
@@ -204,9 +205,35 @@ func TestPromtoolChecksRulesAndDashboardQueries(t *testing.T) {
 		q, _ := json.Marshal(e) // a JSON string is a YAML string
 		b.WriteString("      - record: dashboard:query_" + strconv.Itoa(i) + "\n        expr: " + string(q) + "\n")
 	}
-	file := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dashboard-rules.yml")
 	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	check(file)
+
+	// The configuration, in a directory of its own with the rules it
+	// loads and its token file moved there.
+	conf, err := os.ReadFile("prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := os.ReadFile("rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := filepath.Join(dir, "rap-token")
+	moved := strings.ReplaceAll(string(conf), "/etc/prometheus/rap-token", token)
+	if moved == string(conf) {
+		t.Fatal("prometheus.yml does not read the token from /etc/prometheus/rap-token")
+	}
+	for name, data := range map[string]string{"prometheus.yml": moved, "rules.yml": string(rules), "rap-token": "rap_example"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(bin, "check", "config", filepath.Join(dir, "prometheus.yml")).CombinedOutput(); err != nil ||
+		!strings.Contains(string(out), "rules found") { // it loaded rules.yml
+		t.Errorf("promtool check config prometheus.yml: %v\n%s", err, out)
+	}
 }
