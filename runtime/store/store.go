@@ -427,8 +427,8 @@ type Calls interface {
 	// starts at the oldest. When userID is not "", only the calls of the
 	// threads of that user's sessions (Thread.UserID) are returned.
 	// Backed by an index of the pending calls in that order: a page
-	// costs O(log n + limit), plus, for a user, the calls of other users
-	// it passes over.
+	// costs O(log n + limit). For a user, a store may instead read the
+	// pending calls of that user's threads by thread and sort them.
 	OldestPendingCalls(userID string, after CallCursor, limit int) ([]Call, error)
 }
 

@@ -38,6 +38,17 @@ func TestPendingCallQueriesUseThePartialIndexes(t *testing.T) {
 	}
 }
 
+// TestOldestPendingCallsWalkTheIndexInOrder: the list of the oldest
+// pending calls reads calls_pending_created in its order and stops at
+// the limit, without sorting every pending call first.
+func TestOldestPendingCallsWalkTheIndexInOrder(t *testing.T) {
+	s, _ := open(t)
+	plan := strings.Join(queryPlan(t, s.group.conn, oldestPendingCallsSQL, 0, "", "", 10), "; ")
+	if !strings.Contains(plan, "INDEX calls_pending_created") || strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("plan %q: want a search of calls_pending_created without a sort", plan)
+	}
+}
+
 // queryPlan returns the details of SQLite's plan for q, one per step.
 func queryPlan(t *testing.T, db interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)

@@ -508,9 +508,13 @@ const (
 	uncheckedCallsSQL      = `SELECT ` + callCols + ` FROM calls c WHERE ` + pendingCalls + ` AND state = 'dispatched' AND updated <= ? AND toolset != ?
 		AND NOT EXISTS (SELECT 1 FROM call_checks k WHERE k.thread_id = c.thread_id AND k.call_id = c.call_id) LIMIT ?`
 	// oldestPendingCallsSQL and the same for one user's threads take the
-	// cursor (created, thread id, call id) and the limit.
-	oldestPendingCallsSQL = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND (created, thread_id, call_id) > (?1, ?2, ?3)
-		ORDER BY created, thread_id, call_id LIMIT ?4`
+	// cursor (created, thread id, call id) and the limit. The first walks
+	// the index in its order and stops at the limit (named: SQLite's
+	// planner would rather search calls_pending by state and sort every
+	// pending call); the second reads the user's threads' pending calls
+	// (calls_pending_thread) and sorts those.
+	oldestPendingCallsSQL = `SELECT ` + callCols + ` FROM calls INDEXED BY calls_pending_created WHERE ` + pendingCalls + `
+		AND (created, thread_id, call_id) > (?1, ?2, ?3) ORDER BY created, thread_id, call_id LIMIT ?4`
 	oldestUserPendingCallsSQL = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND (created, thread_id, call_id) > (?1, ?2, ?3)
 		AND thread_id IN (SELECT id FROM threads WHERE user_id = ?5) ORDER BY created, thread_id, call_id LIMIT ?4`
 )
