@@ -42,8 +42,8 @@ type WaitingResponse struct {
 type WaitingThread struct {
 	ThreadID string `json:"thread_id"`
 	// ParentID is the parent thread's id, empty for a session's root
-	// thread. A parent waits on the children listed here (its state is
-	// waiting_children).
+	// thread. The parent waits on this thread (its state is
+	// waiting_children) and is not listed for it.
 	ParentID string `json:"parent_id,omitempty"`
 	// RootID is the session's root thread.
 	RootID string `json:"root_id"`
