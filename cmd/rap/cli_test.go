@@ -267,7 +267,7 @@ func TestCLIDocsUpToDate(t *testing.T) {
 // flag name has one type on every verb.
 func TestOneMeaningPerFlagName(t *testing.T) {
 	root := newRootCmd(&app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: docsEnv})
-	clientVerbs := map[string]bool{"rap serve": true, "rap chat": true, "rap delete": true, "rap export": true, "rap import": true, "rap migrate": true,
+	clientVerbs := map[string]bool{"rap serve": true, "rap chat": true, "rap delete": true, "rap status": true, "rap export": true, "rap import": true, "rap migrate": true,
 		"rap mcp serve": true} // its --token is what MCP clients send
 	types := map[string]map[string][]string{} // flag name → type → verbs
 	var walk func(c *cobra.Command)

@@ -116,6 +116,17 @@ var wireResponses = map[string]any{
 	"delete_session_response": DeleteSessionResponse{DeletedThreads: 3},
 	"update_thread_request":   UpdateThreadRequest{Title: new("Time in Tokyo"), Archived: new(true)},
 	"error_response":          ErrorResponse{Error: "no thread thr-x: list the threads with GET /v1/threads"},
+	"waiting_response": WaitingResponse{AsOf: t2, Threads: []WaitingThread{
+		{ThreadID: "thr-child", ParentID: "thr-root", RootID: "thr-root", UserID: "ada", Title: "Time in Tokyo", State: StateWaitingTools,
+			Since: t0, More: 2, WaitingOn: []WaitItem{
+				{Kind: WaitTool, CallID: "call-1", Tool: "get_time_in_zone", Toolset: "gettime", Since: t0},
+				{Kind: WaitTimer, CallID: "call-2", Tool: "sleep", Toolset: "builtin", Since: t1, Due: t2},
+			}},
+		{ThreadID: "thr-other", RootID: "thr-other", State: StateFailed, Since: t1, LastErrorUnknown: true,
+			WaitingOn: []WaitItem{{Kind: WaitRetry, Since: t1, Due: t2}}},
+		{ThreadID: "thr-third", RootID: "thr-third", State: StateFailed, Since: t1, LastError: "model: 529 overloaded",
+			WaitingOn: []WaitItem{{Kind: WaitRetry, Since: t1}}},
+	}},
 }
 
 // wireEvents are the payloads of the events of GET /v1/threads/{id}/events,
@@ -212,7 +223,7 @@ func TestWireGolden(t *testing.T) {
 func zeroValues(cases map[string]any) map[string]any {
 	zero := map[string]any{
 		"Thread": Thread{}, "Message": Message{}, "ToolCall": ToolCall{}, "ToolResult": ToolResult{},
-		"Call": Call{}, "Subscription": Subscription{}, "Choice": Choice{},
+		"Call": Call{}, "Subscription": Subscription{}, "Choice": Choice{}, "WaitingThread": WaitingThread{}, "WaitItem": WaitItem{},
 		"rap.ContentItem": rap.ContentItem{}, "rap.DisplaySegment": rap.DisplaySegment{},
 	}
 	for name, v := range cases {

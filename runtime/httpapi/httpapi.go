@@ -157,6 +157,9 @@ func New(e Engine, opts *Options) http.Handler {
 		s.routeOrganizer(mux, o) // organize.go
 	}
 	s.routeRemotes(mux, e) // remotes.go
+	if l, ok := e.(WaitLister); ok {
+		s.routeWaiting(mux, l) // waiting.go
+	}
 	if s.opts.Metrics != nil {
 		mux.HandleFunc("GET "+MetricsPath, s.serveMetrics) // metrics.go
 	}

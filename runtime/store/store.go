@@ -421,6 +421,29 @@ type Calls interface {
 	DueCalls(now time.Time) ([]Call, error)
 	// NextDeadline returns the earliest deadline of a pending call.
 	NextDeadline() (t time.Time, ok bool, err error)
+	// OldestPendingCalls returns up to limit pending calls
+	// (CallState.Pending) that come after `after` in the order of their
+	// creation (Created, then ThreadID, then CallID); the zero cursor
+	// starts at the oldest. When userID is not "", only the calls of the
+	// threads of that user's sessions (Thread.UserID) are returned.
+	// Backed by an index of the pending calls in that order: a page
+	// costs O(log n + limit). For a user, a store may instead read the
+	// pending calls of that user's threads by thread and sort them.
+	OldestPendingCalls(userID string, after CallCursor, limit int) ([]Call, error)
+}
+
+// CallCursor is a position in the order of calls by creation (Created,
+// then ThreadID, then CallID): the last call of the previous page. The
+// zero cursor is the start.
+type CallCursor struct {
+	Created  time.Time
+	ThreadID string
+	CallID   string
+}
+
+// CallCursorOf returns the cursor just after c.
+func CallCursorOf(c Call) CallCursor {
+	return CallCursor{Created: c.Created, ThreadID: c.ThreadID, CallID: c.CallID}
 }
 
 // SubscriptionState is the state of a subscription.

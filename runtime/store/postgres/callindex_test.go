@@ -112,7 +112,7 @@ func TestMigrationToPartialCallIndexes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"calls_pending", "calls_pending_thread", "calls_pkey"}; !slices.Equal(indexes, want) {
+	if want := []string{"calls_pending", "calls_pending_created", "calls_pending_thread", "calls_pkey"}; !slices.Equal(indexes, want) {
 		t.Errorf("indexes on calls after the upgrade = %v, want %v", indexes, want)
 	}
 	ids := func(cs []store.Call) []string {

@@ -488,6 +488,9 @@ var migrations = []string{
 	ALTER TABLE threads ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
 	ALTER TABLE threads ADD COLUMN archived BOOLEAN NOT NULL DEFAULT false;
 	CREATE INDEX threads_first_message_unset ON threads(id) WHERE first_message IS NULL;`,
+	// SQLite's migration of the same name: the pending calls in the
+	// order they were made (store.Calls.OldestPendingCalls).
+	`CREATE INDEX calls_pending_created ON calls(created, thread_id, call_id) WHERE ` + pendingCalls + `;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls
@@ -504,4 +507,10 @@ const (
 	callsInPendingStateSQL = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND state = $1 ORDER BY created, call_id`
 	dueCallsSQL            = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL AND deadline <= $1 ORDER BY deadline`
 	nextDeadlineSQL        = `SELECT MIN(deadline) FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL`
+	// oldestPendingCallsSQL and the same for one user's threads take the
+	// cursor (created, thread id, call id) and the limit.
+	oldestPendingCallsSQL = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND (created, thread_id, call_id) > ($1, $2, $3)
+		ORDER BY created, thread_id, call_id LIMIT $4`
+	oldestUserPendingCallsSQL = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND (created, thread_id, call_id) > ($1, $2, $3)
+		AND thread_id IN (SELECT id FROM threads WHERE user_id = $5) ORDER BY created, thread_id, call_id LIMIT $4`
 )

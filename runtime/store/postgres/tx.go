@@ -470,6 +470,19 @@ func (t *tx) NextDeadline() (time.Time, bool, error) {
 	return utcPtr(d), d != nil, nil
 }
 
+// OldestPendingCalls implements store.Calls.
+func (t *tx) OldestPendingCalls(userID string, after store.CallCursor, limit int) ([]store.Call, error) {
+	if limit < 1 {
+		return nil, nil
+	}
+	args := []any{after.Created, after.ThreadID, after.CallID, limit}
+	q := oldestPendingCallsSQL
+	if userID != "" {
+		q, args = oldestUserPendingCallsSQL, append(args, userID)
+	}
+	return collect(t, "list the oldest pending calls", scanCallRows, q, args...)
+}
+
 // Subscriptions
 
 // PutSubscription implements store.Subscriptions.

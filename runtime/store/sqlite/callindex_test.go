@@ -21,11 +21,13 @@ import (
 func TestPendingCallQueriesUseThePartialIndexes(t *testing.T) {
 	s, _ := open(t)
 	queries := map[string][]any{
-		pendingCallsSQL:        {"t"},
-		callsInPendingStateSQL: {"new"},
-		dueCallsSQL:            {1},
-		nextDeadlineSQL:        nil,
-		uncheckedCallsSQL:      {1, "b", 10},
+		pendingCallsSQL:           {"t"},
+		callsInPendingStateSQL:    {"new"},
+		dueCallsSQL:               {1},
+		nextDeadlineSQL:           nil,
+		uncheckedCallsSQL:         {1, "b", 10},
+		oldestPendingCallsSQL:     {0, "", "", 10},
+		oldestUserPendingCallsSQL: {0, "", "", 10, "u"},
 	}
 	for q, args := range queries {
 		plan := queryPlan(t, s.group.conn, q, args...)
@@ -33,6 +35,17 @@ func TestPendingCallQueriesUseThePartialIndexes(t *testing.T) {
 		if !strings.Contains(joined, "USING INDEX calls_pending") && !strings.Contains(joined, "USING COVERING INDEX calls_pending") {
 			t.Errorf("query %q\nplan %q: want it to search a calls_pending index", q, joined)
 		}
+	}
+}
+
+// TestOldestPendingCallsWalkTheIndexInOrder: the list of the oldest
+// pending calls reads calls_pending_created in its order and stops at
+// the limit, without sorting every pending call first.
+func TestOldestPendingCallsWalkTheIndexInOrder(t *testing.T) {
+	s, _ := open(t)
+	plan := strings.Join(queryPlan(t, s.group.conn, oldestPendingCallsSQL, 0, "", "", 10), "; ")
+	if !strings.Contains(plan, "INDEX calls_pending_created") || strings.Contains(plan, "TEMP B-TREE") {
+		t.Errorf("plan %q: want a search of calls_pending_created without a sort", plan)
 	}
 }
 
@@ -118,8 +131,8 @@ func TestMigrationToPartialCallIndexes(t *testing.T) {
 		indexes = append(indexes, n)
 	}
 	rows.Close()
-	if fmt.Sprint(indexes) != "[calls_pending calls_pending_thread]" {
-		t.Errorf("indexes on calls after the upgrade: %v; want [calls_pending calls_pending_thread]", indexes)
+	if fmt.Sprint(indexes) != "[calls_pending calls_pending_created calls_pending_thread]" {
+		t.Errorf("indexes on calls after the upgrade: %v; want [calls_pending calls_pending_created calls_pending_thread]", indexes)
 	}
 	view(t, s, func(tx store.Tx) error {
 		pending, err := tx.PendingCalls("t")

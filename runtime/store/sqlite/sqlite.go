@@ -487,6 +487,9 @@ var migrations = []string{
 	ALTER TABLE threads ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
 	ALTER TABLE threads ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX threads_first_message_unset ON threads(id) WHERE first_message IS NULL;`,
+	// The pending calls in the order they were made, for the list of
+	// the threads waiting longest (store.Calls.OldestPendingCalls).
+	`CREATE INDEX calls_pending_created ON calls(created, thread_id, call_id) WHERE ` + pendingCalls + `;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls
@@ -504,6 +507,16 @@ const (
 	nextDeadlineSQL        = `SELECT MIN(deadline) FROM calls WHERE ` + pendingCalls + ` AND deadline IS NOT NULL`
 	uncheckedCallsSQL      = `SELECT ` + callCols + ` FROM calls c WHERE ` + pendingCalls + ` AND state = 'dispatched' AND updated <= ? AND toolset != ?
 		AND NOT EXISTS (SELECT 1 FROM call_checks k WHERE k.thread_id = c.thread_id AND k.call_id = c.call_id) LIMIT ?`
+	// oldestPendingCallsSQL and the same for one user's threads take the
+	// cursor (created, thread id, call id) and the limit. The first walks
+	// the index in its order and stops at the limit (named: SQLite's
+	// planner would rather search calls_pending by state and sort every
+	// pending call); the second reads the user's threads' pending calls
+	// (calls_pending_thread) and sorts those.
+	oldestPendingCallsSQL = `SELECT ` + callCols + ` FROM calls INDEXED BY calls_pending_created WHERE ` + pendingCalls + `
+		AND (created, thread_id, call_id) > (?1, ?2, ?3) ORDER BY created, thread_id, call_id LIMIT ?4`
+	oldestUserPendingCallsSQL = `SELECT ` + callCols + ` FROM calls WHERE ` + pendingCalls + ` AND (created, thread_id, call_id) > (?1, ?2, ?3)
+		AND thread_id IN (SELECT id FROM threads WHERE user_id = ?5) ORDER BY created, thread_id, call_id LIMIT ?4`
 )
 
 // SchemaVersion is the schema version this package writes.

@@ -520,6 +520,19 @@ func (t *tx) PendingCalls(threadID string) ([]store.Call, error) {
 	return calls, nil
 }
 
+// OldestPendingCalls implements store.Calls.
+func (t *tx) OldestPendingCalls(userID string, after store.CallCursor, limit int) ([]store.Call, error) {
+	if limit < 1 {
+		return nil, nil
+	}
+	args := []any{nanos(after.Created), after.ThreadID, after.CallID, limit}
+	q := oldestPendingCallsSQL
+	if userID != "" {
+		q, args = oldestUserPendingCallsSQL, append(args, userID)
+	}
+	return collect(t, "list the oldest pending calls", scanCall, q, args...)
+}
+
 // cachedPendingCalls returns a thread's pending calls from the writer's
 // row cache, if it knows them all.
 func (t *tx) cachedPendingCalls(threadID string) ([]store.Call, bool) {

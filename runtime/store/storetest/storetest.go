@@ -93,6 +93,7 @@ var cases = []struct {
 	{"InboxOnce", testInboxOnce},
 	{"Calls", testCalls},
 	{"PendingStates", testPendingStates},
+	{"OldestPendingCalls", testOldestPendingCalls},
 	{"Subscriptions", testSubscriptions},
 	{"Views", testViews},
 	{"Timers", testTimers},

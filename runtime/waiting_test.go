@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/runtime/api"
+)
+
+// failingOn is m, failing each completion whose last user message is
+// word.
+type failingOn struct {
+	*fnModel
+	word string
+}
+
+func (f failingOn) Complete(ctx context.Context, req model.Request, s model.Stream) (*model.Response, error) {
+	if inputOfReq(req).user == f.word {
+		return nil, errors.New("model unavailable (HTTP 529)")
+	}
+	return f.fnModel.Complete(ctx, req, s)
+}
+
+// Waiting lists the threads waiting longest, oldest first: one waiting
+// on a tool server's call (tool, toolset, call id), one asleep (the
+// timer's due time), one whose completion failed (since its queued
+// message, with the error); each with its session's title and state. A
+// limit keeps the oldest, and a caller bound to a user sees only that
+// user's threads.
+func TestWaitingListsTheThreadsWaitingLongest(t *testing.T) {
+	ts := newToolServer(t, "jobs", tool("job"))
+	m := failingOn{fnModel: &fnModel{fn: func(req model.Request) *model.Response {
+		switch inputOfReq(req).user {
+		case "nap":
+			return &model.Response{ToolCalls: []model.ToolCall{toolCall(BuiltinSleep, map[string]any{"seconds": 3600})}}
+		case "work":
+			return &model.Response{ToolCalls: []model.ToolCall{toolCall("job", map[string]any{})}}
+		}
+		return &model.Response{Text: "done"}
+	}}, word: "fail"}
+	e := newEnv(t, envOptions{model: m, servers: []string{ts.URL()}})
+	ctx := context.Background()
+	session := func(user string) string {
+		t.Helper()
+		resp, err := e.rt.CreateSession(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ID
+	}
+	worker, sleeper, failer := session("ann"), session("bob"), session("ann")
+	e.post(worker, "work")
+	inv := ts.next()
+	waitState(t, e, worker, api.StateWaitingTools)
+	e.post(sleeper, "nap")
+	waitState(t, e, sleeper, api.StateWaitingTimer)
+	e.post(failer, "fail")
+	idleCtx, cancel := context.WithTimeout(ctx, waitFor)
+	defer cancel()
+	if err := e.rt.Idle(idleCtx, failer); !errors.Is(err, ErrSliceFailed) {
+		t.Fatalf("Idle of the failing thread = %v, want ErrSliceFailed", err)
+	}
+
+	before := time.Now()
+	got, err := e.rt.Waiting(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AsOf.Before(before.Add(-time.Minute)) || got.AsOf.After(time.Now().Add(time.Minute)) {
+		t.Errorf("AsOf = %v, want about now", got.AsOf)
+	}
+	var ids []string
+	for _, w := range got.Threads {
+		ids = append(ids, w.ThreadID)
+	}
+	if want := []string{worker, sleeper, failer}; strings.Join(ids, " ") != strings.Join(want, " ") {
+		t.Fatalf("Waiting lists %v, want %v (worker, sleeper, failer: oldest first)", ids, want)
+	}
+	w, s, f := got.Threads[0], got.Threads[1], got.Threads[2]
+	if w.State != api.StateWaitingTools || w.Title != "work" || w.UserID != "ann" || w.RootID != worker || len(w.WaitingOn) != 1 {
+		t.Fatalf("the worker = %+v, want waiting_tools, titled work, of ann, waiting on one call", w)
+	}
+	if it := w.WaitingOn[0]; it.Kind != api.WaitTool || it.Tool != "job" || it.CallID != inv.ID || it.Toolset == "" || it.Toolset == builtinToolset ||
+		!it.Since.Equal(w.Since) || !it.Due.IsZero() {
+		t.Errorf("the worker waits on %+v, want the tool job of its toolset, call %s, since the thread's since, no due time", it, inv.ID)
+	}
+	if w.LastError != "" || w.LastErrorUnknown {
+		t.Errorf("the worker's last error = %q (unknown %v), want none", w.LastError, w.LastErrorUnknown)
+	}
+	if s.State != api.StateWaitingTimer || s.Title != "nap" || len(s.WaitingOn) != 1 {
+		t.Fatalf("the sleeper = %+v, want waiting_timer, titled nap, waiting on one call", s)
+	}
+	if it := s.WaitingOn[0]; it.Kind != api.WaitTimer || it.Tool != BuiltinSleep || it.Due.Sub(it.Since) < 59*time.Minute || it.Due.Sub(it.Since) > 61*time.Minute {
+		t.Errorf("the sleeper waits on %+v, want the sleep call, due an hour after it was made", it)
+	}
+	if f.State != api.StateFailed || f.Title != "fail" || len(f.WaitingOn) != 1 || f.WaitingOn[0].Kind != api.WaitRetry {
+		t.Fatalf("the failed thread = %+v, want failed, titled fail, waiting on a retry", f)
+	}
+	if !strings.Contains(f.LastError, "model unavailable (HTTP 529)") || f.LastErrorUnknown {
+		t.Errorf("the failed thread's last error = %q (unknown %v), want the model's error", f.LastError, f.LastErrorUnknown)
+	}
+	if !w.Since.Before(s.Since) || !s.Since.Before(f.Since) {
+		t.Errorf("since: worker %v, sleeper %v, failer %v; want them in that order", w.Since, s.Since, f.Since)
+	}
+
+	two, err := e.rt.Waiting(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(two.Threads) != 2 || two.Threads[0].ThreadID != worker || two.Threads[1].ThreadID != sleeper {
+		t.Errorf("Waiting(2) = %+v, want the worker and the sleeper", two.Threads)
+	}
+	ann, err := e.rt.Waiting(api.WithCaller(ctx, api.Caller{UserID: "ann"}), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ann.Threads) != 2 || ann.Threads[0].ThreadID != worker || ann.Threads[1].ThreadID != failer {
+		t.Errorf("Waiting for ann = %+v, want her worker and failed threads", ann.Threads)
+	}
+
+	reply(t, inv, "job done")
+	waitState(t, e, worker, api.StateQuiet)
+	after, err := e.rt.Waiting(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Threads) != 2 || after.Threads[0].ThreadID != sleeper {
+		t.Errorf("after the job's result Waiting = %+v, want the sleeper and the failed thread", after.Threads)
+	}
+}
