@@ -488,6 +488,9 @@ var migrations = []string{
 	ALTER TABLE threads ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
 	ALTER TABLE threads ADD COLUMN archived BOOLEAN NOT NULL DEFAULT false;
 	CREATE INDEX threads_first_message_unset ON threads(id) WHERE first_message IS NULL;`,
+	// User inputs (the user_input gorap extension) wait in choices, with
+	// their form in fields (NULL for a user choice).
+	`ALTER TABLE choices ADD COLUMN fields BYTEA;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -487,6 +487,9 @@ var migrations = []string{
 	ALTER TABLE threads ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
 	ALTER TABLE threads ADD COLUMN archived INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX threads_first_message_unset ON threads(id) WHERE first_message IS NULL;`,
+	// User inputs (the user_input gorap extension) wait in choices, with
+	// their form in fields (NULL for a user choice).
+	`ALTER TABLE choices ADD COLUMN fields TEXT;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls
