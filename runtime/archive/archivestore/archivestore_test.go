@@ -334,6 +334,7 @@ func TestReaderRefusesWhatItCannotTrust(t *testing.T) {
 		"count":           {strings.Replace(good, `"type":"end","sessions":1`, `"type":"end","sessions":2`, 1), "counts 2 sessions"},
 		"record count":    {strings.Replace(good, `{"type":"seen_key"`, `{"type":"nothing_here_either"`, 1), "nothing_here_either"},
 		"gap":             {strings.Replace(good, `"seq":3,`, `"seq":4,`, 1), "should be number 3"},
+		"user input form": {strings.Replace(good, `{"name":"email","type":"string"`, `{"name":"email","type":"colour"`, 1), "fields[0].type"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
