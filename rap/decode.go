@@ -236,7 +236,7 @@ func decodeInvocationFast(data []byte) (*Invocation, bool) {
 	text := string(data) // one copy; the fields are substrings of it
 	var (
 		inv                              Invocation
-		args, ancestors                  []byte
+		args, ancestors, extensions      []byte
 		haveOp, haveArgs, haveID         bool
 		haveCallback, haveGroup, haveAnc bool
 	)
@@ -289,6 +289,8 @@ func decodeInvocationFast(data []byte) (*Invocation, bool) {
 			args, haveArgs, ok = val, true, val[0] == '{'
 		case "thread_ancestors":
 			ancestors, haveAnc, ok = val, true, val[0] == '['
+		case "extensions":
+			extensions, ok = val, val[0] == '['
 		}
 		if !ok {
 			return nil, false
@@ -325,6 +327,13 @@ func decodeInvocationFast(data []byte) (*Invocation, bool) {
 			return nil, false
 		}
 		inv.ThreadAncestors = list
+	}
+	if extensions != nil {
+		list, ok := plainStrings(extensions)
+		if !ok {
+			return nil, false
+		}
+		inv.Extensions = list
 	}
 	return &inv, true
 }

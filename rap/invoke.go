@@ -128,7 +128,7 @@ func (s *Server) ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, bool)
 // called while the server serves.
 func (s *Server) Handle(path string, h http.Handler) {
 	switch path {
-	case WellKnownPath, "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, ToolCallStatusPath, UserChoiceResponsePath:
+	case WellKnownPath, "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, ToolCallStatusPath, UserChoiceResponsePath, UserInputResponsePath:
 		panic(fmt.Sprintf("rap: Handle: %q is a RAP route of the server", path))
 	}
 	if h == nil || !strings.HasPrefix(path, "/") {

@@ -9,7 +9,9 @@ import (
 // MessageType is the value of the "type" member of a callback message.
 type MessageType string
 
-// The five callback message types a tool may POST to a callback URL (RAP TR-5).
+// The five callback message types a tool may POST to a callback URL (RAP
+// TR-5). gorap adds a sixth, TypeUserInput (userinput.go), for runtimes
+// that list ExtensionUserInput.
 const (
 	TypeToolResult        MessageType = "tool_result"
 	TypeSubscriptionEvent MessageType = "subscription_event"
@@ -38,6 +40,10 @@ type Invocation struct {
 	ThreadAncestors []string `json:"thread_ancestors,omitempty"`
 	// UserID is the end user's identity, when the runtime knows it.
 	UserID string `json:"user_id,omitempty"`
+	// Extensions names the gorap extensions the runtime understands, such
+	// as ExtensionUserInput. Not part of RAP: tools that do not know the
+	// member ignore it, as they ignore every unknown member.
+	Extensions []string `json:"extensions,omitempty"`
 }
 
 // MarshalJSON writes the invocation; absent Arguments are sent as {}, since
@@ -95,6 +101,12 @@ func decodeInvocationStrict(data []byte) (*Invocation, error) {
 	}
 	if inv.UserID, err = o.str("user_id", false); err != nil {
 		return nil, err
+	}
+	if inv.Extensions, err = o.strings("extensions", false); err != nil {
+		return nil, err
+	}
+	if len(inv.Extensions) == 0 {
+		inv.Extensions = nil
 	}
 	return inv, nil
 }
@@ -371,9 +383,9 @@ func DecodeCallback(data []byte) (Callback, error) {
 		return nil, err
 	}
 	switch MessageType(t) {
-	case TypeToolResult, TypeSubscriptionEvent, TypeOAuth, TypeUserChoice, TypeViewUpdate:
+	case TypeToolResult, TypeSubscriptionEvent, TypeOAuth, TypeUserChoice, TypeViewUpdate, TypeUserInput:
 	default:
-		return nil, &FieldError{Field: "type", Problem: fmt.Sprintf("unknown message type %q; want one of tool_result, subscription_event, oauth, user_choice, view_update", t)}
+		return nil, &FieldError{Field: "type", Problem: fmt.Sprintf("unknown message type %q; want one of tool_result, subscription_event, oauth, user_choice, view_update, user_input", t)}
 	}
 	groupID, err := o.nonEmpty("group_id")
 	if err != nil {
@@ -414,6 +426,8 @@ func DecodeCallback(data []byte) (Callback, error) {
 		return m, nil
 	case TypeUserChoice:
 		return decodeUserChoice(o, groupID)
+	case TypeUserInput:
+		return decodeUserInput(o, groupID)
 	case TypeViewUpdate:
 		v := &ViewUpdate{GroupID: groupID}
 		if v.ViewType, err = o.str("view_type", true); err != nil {

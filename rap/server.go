@@ -215,6 +215,7 @@ type Server struct {
 	active   map[string]map[string]activeCall // group_id → id → call
 	idleMaps []map[string]activeCall          // emptied per-group maps, reused by register
 	choices  map[string]*pendingChoice        // invocation id → pending AskUser
+	inputs   map[string]*pendingInput         // invocation id → pending AskInput
 	subsWG   sync.WaitGroup                   // running subscription handlers; Add only under mu while !closing
 	nsubs    int                              // subscriptions holding a slot (MaxSubscriptions)
 }
@@ -265,6 +266,7 @@ func NewServer(name string, opts *ServerOptions) *Server {
 		tools:   map[string]*toolEntry{},
 		active:  map[string]map[string]activeCall{},
 		choices: map[string]*pendingChoice{},
+		inputs:  map[string]*pendingInput{},
 	}
 	client := o.HTTPClient
 	if client == nil {
@@ -479,7 +481,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveDiscovery(w, r)
 		return
-	case "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, ToolCallStatusPath, UserChoiceResponsePath:
+	case "/", InvokePath, CloseThreadPath, CancelToolCallPath, MigratePath, ToolCallStatusPath, UserChoiceResponsePath, UserInputResponsePath:
 	default:
 		http.Error(w, fmt.Sprintf("no RAP endpoint at %q; invocations go to POST / (or /invoke), the manifest is at GET %s", r.URL.Path, WellKnownPath), http.StatusNotFound)
 		return
@@ -490,6 +492,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == UserChoiceResponsePath {
 		s.serveUserChoiceResponse(w, r) // authenticates with the bearer token or the choice's key
+		return
+	}
+	if r.URL.Path == UserInputResponsePath {
+		s.serveUserInputResponse(w, r) // likewise, with the question's key
 		return
 	}
 	if !s.authorized(r) {

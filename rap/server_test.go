@@ -89,6 +89,10 @@ func (k *sdkSink) forID(id string) []rap.Callback {
 			if m.ID == id {
 				out = append(out, m)
 			}
+		case *rap.UserInput:
+			if m.ID == id {
+				out = append(out, m)
+			}
 		}
 	}
 	return out

@@ -60,12 +60,13 @@ func (rt *Runtime) toolset(ctx context.Context, baseURL string) (*discovered, er
 type InvokeOption func(*invokeConfig)
 
 type invokeConfig struct {
-	id        string
-	callID    string
-	thread    string
-	ancestors []string
-	userID    string
-	unchecked bool
+	id         string
+	callID     string
+	thread     string
+	ancestors  []string
+	userID     string
+	extensions []string
+	unchecked  bool
 }
 
 // WithID sets the invocation's id instead of a fresh random one.
@@ -83,6 +84,13 @@ func InThread(groupID string) InvokeOption { return func(c *invokeConfig) { c.th
 // to the parent (RAP IN-1).
 func WithAncestors(ids ...string) InvokeOption {
 	return func(c *invokeConfig) { c.ancestors = append([]string(nil), ids...) }
+}
+
+// WithExtensions lists gorap extensions in the invocation, such as
+// rap.ExtensionUserInput: the tool may then send their messages, which
+// Call.Next returns like any other.
+func WithExtensions(names ...string) InvokeOption {
+	return func(c *invokeConfig) { c.extensions = append([]string(nil), names...) }
 }
 
 // WithUserID sets the invocation's user_id.
@@ -141,6 +149,7 @@ func (rt *Runtime) Invoke(ctx context.Context, baseURL, operation string, args a
 		GroupID:         ic.thread,
 		ThreadAncestors: ic.ancestors,
 		UserID:          ic.userID,
+		Extensions:      ic.extensions,
 	}
 	if inv.ID == "" {
 		inv.ID = "call_" + randomHex(12)
@@ -258,6 +267,11 @@ func (c *Call) check(msg rap.Callback) (status int, problem string) {
 	case *rap.OAuth:
 		id, callID, hasCallID = m.ID, m.CallID, true
 	case *rap.UserChoice:
+		id, callID, hasCallID = m.ID, m.CallID, true
+	case *rap.UserInput:
+		if !inv.HasExtension(rap.ExtensionUserInput) {
+			return 400, "user_input is a gorap extension this invocation did not list in extensions; a tool must not send it (use raptest.WithExtensions)"
+		}
 		id, callID, hasCallID = m.ID, m.CallID, true
 	case *rap.SubscriptionEvent:
 		if m.ToolCallID != inv.ID {

@@ -509,6 +509,25 @@ func (rt *Runtime) Choose(ctx context.Context, uc *rap.UserChoice, selected int)
 	return rt.post(ctx, uc.ResponseURL, body)
 }
 
+// AnswerInput answers a user input (the user_input gorap extension) as a
+// runtime does: it POSTs {id, values} to the message's response_url, or
+// {id, dismissed: true} when values is nil. The values are sent as they
+// are, so that a test can check how the tool treats values that do not
+// fit its form.
+func (rt *Runtime) AnswerInput(ctx context.Context, ui *rap.UserInput, values map[string]any) error {
+	if ui == nil {
+		return errors.New("raptest: AnswerInput needs the user_input message the tool sent")
+	}
+	resp := map[string]any{"id": ui.ID}
+	if values == nil {
+		resp["dismissed"] = true
+	} else {
+		resp["values"] = values
+	}
+	body, _ := json.Marshal(resp)
+	return rt.post(ctx, ui.ResponseURL, body)
+}
+
 // joinURL appends path to base, avoiding a doubled slash.
 func joinURL(base, path string) string {
 	return strings.TrimRight(base, "/") + path

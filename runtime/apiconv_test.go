@@ -31,7 +31,9 @@ func TestAPIConversionsCopyEveryField(t *testing.T) {
 	checkConversion(t, apiCall)
 	checkConversion(t, apiSubscription)
 	// The response URL may hold a key: the API never shows it.
-	checkConversion(t, apiChoice, "ResponseURL")
+	// A choice has no fields: a record with fields is a user input, shown
+	// by apiInput (inputs.go) as api.Input.
+	checkConversion(t, apiChoice, "ResponseURL", "Fields")
 }
 
 // checkConversion checks conv as TestAPIConversionsCopyEveryField says;

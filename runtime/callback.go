@@ -106,6 +106,8 @@ func (r *Runtime) deliverCallback(ctx context.Context, token string, body io.Rea
 	msg, err := rap.DecodeCallback(data)
 	if err == nil {
 		err = checkEventID(msg)
+	} else if bad := asInvalidUserInput(data, err); bad != nil {
+		msg, err = bad, nil // refused below, ending the call
 	}
 	if err != nil {
 		// RAP TR-5: the body must be a valid callback message.
@@ -368,6 +370,10 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 				Prompt: m.Prompt, Choices: m.Choices, Default: m.Default}))
 		}
 		return out, nil
+	case *rap.UserInput:
+		return r.acceptUserInput(tx, call, m)
+	case *invalidUserInput:
+		return r.refuseUserInput(tx, call, m)
 	default:
 		return callbackOutcome{status: http.StatusBadRequest, msg: fmt.Sprintf("unsupported callback type %q", msg.MessageType())}, nil
 	}

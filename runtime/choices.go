@@ -35,8 +35,8 @@ func (r *Runtime) PendingChoices(ctx context.Context, threadID string) ([]api.Ch
 		if _, err := visibleThread(ctx, tx, threadID); err != nil {
 			return err
 		}
-		choices, err := tx.ThreadChoices(threadID)
-		out = apiSlice(choices, apiChoice)
+		all, err := tx.ThreadChoices(threadID)
+		out, _ = splitAsks(all) // user inputs are listed by PendingInputs
 		return err
 	})
 	return out, err
@@ -65,6 +65,10 @@ func (r *Runtime) AnswerChoice(ctx context.Context, threadID, callID string, sel
 		}
 		var err error
 		ch, err = tx.TakeChoice(threadID, callID)
+		if err == nil && ch.Fields != nil {
+			// A user input: the error rolls the take back.
+			return fmt.Errorf("%w: thread %s, call %s asks for user input, not a choice; answer it with POST /v1/threads/%s/inputs/%s", ErrNoChoice, threadID, callID, threadID, callID)
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: thread %s, call %s (it was answered already, or never asked); see GET /v1/threads/%s/choices", ErrNoChoice, threadID, callID, threadID)
 		}

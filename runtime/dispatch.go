@@ -202,6 +202,7 @@ func (r *Runtime) encodeInvocation(c store.Call, ancestors []string, userID stri
 		GroupID:         c.ThreadID,
 		UserID:          userID,
 		ThreadAncestors: ancestors,
+		Extensions:      runtimeExtensions,
 	}
 	return json.Marshal(inv)
 }

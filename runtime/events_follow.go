@@ -172,6 +172,9 @@ func (r *Runtime) replayEvents(ctx context.Context, id string, att attachment) (
 	for _, c := range info.Choices {
 		add(EventUserChoice, choiceEvent(c))
 	}
+	for _, in := range info.Inputs {
+		add(EventUserInput, inputEvent(in))
+	}
 	links, err := r.coord.authEvents(ctx, id)
 	if err != nil {
 		return nil, 0, err

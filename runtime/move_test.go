@@ -120,6 +120,12 @@ func testSessionMoves(t *testing.T, pgDest bool) {
 		return countResults(h, "noted") == 1 && countResults(h, "watching") == 1
 	})
 	a.idle(th)
+	// An open user input of the job moves with the session.
+	input := rap.UserInput{GroupID: job.GroupID, ID: job.ID, Prompt: "Which?", Fields: []rap.InputField{{Name: "n", Type: rap.InputString}},
+		ResponseURL: jobsA.URL() + "/answer"}
+	if status, body := callback(t, job.CallbackURL, input); status != http.StatusOK {
+		t.Fatalf("user input: %d %s", status, body)
+	}
 	// A child thread, written while the source is stopped, moves too.
 	child := th + "-child"
 	a.stop()
@@ -153,6 +159,9 @@ func testSessionMoves(t *testing.T, pgDest bool) {
 	}
 	if _, err := os.Stat(filepath.Join(notesA, file)); !os.IsNotExist(err) {
 		t.Errorf("the source's notes server still has the session's notes: %v", err)
+	}
+	if ins, err := b.rt.PendingInputs(context.Background(), th); err != nil || len(ins) != 1 || ins[0].CallID != job.ID || ins[0].Fields[0].Name != "n" {
+		t.Errorf("the destination's open user inputs = %+v, %v; want the job's", ins, err)
 	}
 	// The history moved.
 	hist := b.history(th)

@@ -216,9 +216,7 @@ func (r *Runtime) readThreadInfo(tx store.Tx, th store.Thread) (api.ThreadInfo, 
 	if err != nil {
 		return info, err
 	}
-	for _, c := range choices {
-		info.Choices = append(info.Choices, apiChoice(c))
-	}
+	info.Choices, info.Inputs = splitAsks(choices)
 	q, err := tx.Queued(id)
 	if err != nil {
 		return info, err

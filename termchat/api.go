@@ -50,6 +50,8 @@ type API interface {
 	// AnswerChoice answers a user choice: selected, or a dismissal when
 	// nil.
 	AnswerChoice(ctx context.Context, threadID, callID string, selected *int) error
+	// AnswerInput answers a user input with values, or dismisses it.
+	AnswerInput(ctx context.Context, threadID, callID string, values map[string]json.RawMessage, dismiss bool) error
 	// Status reads the thread's state.
 	Status(ctx context.Context, threadID string) (*ThreadStatus, error)
 	// Threads lists every thread, or only parent's children when parent
@@ -81,6 +83,12 @@ type ThreadStatus struct {
 		Choices  []string `json:"choices"`
 		Default  int      `json:"default"`
 	} `json:"choices"`
+	Inputs []struct {
+		CallID   string          `json:"call_id"`
+		ToolName string          `json:"tool_name"`
+		Prompt   string          `json:"prompt"`
+		Fields   json.RawMessage `json:"fields"`
+	} `json:"inputs"`
 	// Subscriptions are the thread's subscriptions; one whose state is
 	// "active" still produces events.
 	Subscriptions []struct {
@@ -120,6 +128,10 @@ func (st *ThreadStatus) choiceEvents() []Event {
 	for _, c := range st.Choices {
 		out = append(out, Event{Type: "user_choice", Data: mustJSON(map[string]any{
 			"call_id": c.CallID, "name": c.ToolName, "prompt": c.Prompt, "choices": c.Choices, "default": c.Default})})
+	}
+	for _, in := range st.Inputs {
+		out = append(out, Event{Type: "user_input", Data: mustJSON(map[string]any{
+			"call_id": in.CallID, "name": in.ToolName, "prompt": in.Prompt, "fields": in.Fields})})
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
 )
 
@@ -44,8 +45,11 @@ func (a *userAsks) note(threadID string, ev Event) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch ev.Type {
-	case "user_choice":
+	case "user_choice", "user_input":
 		c, ok := decodeChoice(ev.Data)
+		if ev.Type == "user_input" {
+			c, ok = decodeInput(ev.Data)
+		}
 		if !ok {
 			return
 		}
@@ -72,7 +76,7 @@ func (a *userAsks) note(threadID string, ev Event) {
 			a.auth[askKey(threadID, o.CallID)] = o.Name
 			a.added++
 		}
-	case "choice_answered":
+	case "choice_answered", "input_answered":
 		var c struct {
 			CallID string `json:"call_id"`
 		}
@@ -156,7 +160,11 @@ func (a *userAsks) describe() []string {
 	defer a.mu.Unlock()
 	var out []string
 	for _, c := range a.choices {
-		out = append(out, fmt.Sprintf("%s waits for your choice (thread %s)", toolLabel(c.tool), c.threadID))
+		what := "choice"
+		if c.fields != nil {
+			what = "input"
+		}
+		out = append(out, fmt.Sprintf("%s waits for your %s (thread %s)", toolLabel(c.tool), what, c.threadID))
 	}
 	keys := make([]string, 0, len(a.auth))
 	for k := range a.auth {
@@ -186,11 +194,13 @@ func parseChoiceAnswer(text string, n int) (*int, error) {
 	return &k, nil
 }
 
-// openChoice is a user choice waiting for its answer.
+// openChoice is a user choice waiting for its answer, or a user input
+// (the user_input gorap extension) when fields is set.
 type openChoice struct {
 	threadID, callID, tool, prompt string
 	choices                        []string
 	def                            int
+	fields                         []rap.InputField
 }
 
 // decodeChoice reads the data of a user_choice event.

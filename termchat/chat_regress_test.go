@@ -224,6 +224,10 @@ func (busyAPI) Events(ctx context.Context, _ string) (<-chan Event, func() error
 	return ch, func() error { return nil }, nil
 }
 func (busyAPI) AnswerChoice(context.Context, string, string, *int) error { return nil }
+
+func (busyAPI) AnswerInput(context.Context, string, string, map[string]json.RawMessage, bool) error {
+	return nil
+}
 func (busyAPI) Status(context.Context, string) (*ThreadStatus, error) {
 	return &ThreadStatus{Status: "active"}, nil
 }

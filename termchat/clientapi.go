@@ -102,6 +102,16 @@ func (a clientAPI) AnswerChoice(ctx context.Context, threadID, callID string, se
 	return err
 }
 
+// AnswerInput implements API.
+func (a clientAPI) AnswerInput(ctx context.Context, threadID, callID string, values map[string]json.RawMessage, dismiss bool) error {
+	if dismiss {
+		_, err := a.c.DismissInput(ctx, threadID, callID)
+		return err
+	}
+	_, err := a.c.AnswerInput(ctx, threadID, callID, values)
+	return err
+}
+
 // Status implements API.
 func (a clientAPI) Status(ctx context.Context, threadID string) (*ThreadStatus, error) {
 	info, err := a.c.Thread(ctx, threadID)

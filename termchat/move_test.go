@@ -97,5 +97,5 @@ func TestChatHelpNamesMove(t *testing.T) {
 		t.Fatalf("chat: %v\n%s", err, errOut)
 	}
 	wantLines(t, out, "/move URL_OR_REMOTE [TOKEN]", "/usage (the tokens", "/compact (the model summarises")
-	wantLines(t, errOut, "/threads, /usage, /compact, /move, /help and /quit")
+	wantLines(t, errOut, "/threads, /usage, /compact, /move, /dismiss, /help and /quit")
 }

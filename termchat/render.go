@@ -323,6 +323,10 @@ func (t *transcript) event(ev Event) {
 		t.userChoice(ev.Data)
 	case "choice_answered":
 		t.choiceAnswered(ev.Data)
+	case "user_input":
+		t.userInput(ev.Data)
+	case "input_answered":
+		t.inputAnswered(ev.Data)
 	case "thread_spawned":
 		var e struct {
 			ThreadID   string `json:"thread_id"`

@@ -80,6 +80,7 @@ type session struct {
 
 	refusals       int // messages or answers the runtime refused
 	errsAtLastPost int
+	form           *inputProgress // the answer being typed to a user input (inputs.go)
 }
 
 // Run runs "rap chat": it posts each input line as a user message and
@@ -255,6 +256,9 @@ func (s *session) endLine() {
 // the oldest open choice.
 func (s *session) promptText() string {
 	if c, ok := s.f.asks.next(); ok {
+		if c.fields != nil {
+			return s.inputPromptText(c)
+		}
 		return fmt.Sprintf("choice 1-%d, d to dismiss> ", len(c.choices))
 	}
 	return "you> "
@@ -342,14 +346,19 @@ func (s *session) line(ctx context.Context, text string) error {
 		return s.compactNow(ctx) // compact.go
 	case text == "/move" || strings.HasPrefix(text, "/move "):
 		return s.move(ctx, strings.Fields(text)[1:]) // move.go
+	case text == "/dismiss":
+		return s.dismissInput(ctx) // inputs.go
 	case text == "/help":
-		s.say(stdout, "commands: /threads (the thread tree of this session), /usage (the tokens this thread and its session used), /compact (the model summarises this thread's older messages now, and reads the summary instead of them from then on; every message is kept), %s, /quit; a line starting with // sends it with one / less\n", moveUsage)
+		s.say(stdout, "commands: /threads (the thread tree of this session), /usage (the tokens this thread and its session used), /compact (the model summarises this thread's older messages now, and reads the summary instead of them from then on; every message is kept), %s, /dismiss (declines a tool's form), /quit; a line starting with // sends it with one / less\n", moveUsage)
 		return nil
 	case strings.HasPrefix(text, "/") && !strings.HasPrefix(text, "//"):
-		s.say(stderr, "rap chat: unknown command %q: the commands are /threads, /usage, /compact, /move, /help and /quit; to send a message that starts with /, start it with //\n", oneLine(text, 40))
+		s.say(stderr, "rap chat: unknown command %q: the commands are /threads, /usage, /compact, /move, /dismiss, /help and /quit; to send a message that starts with /, start it with //\n", oneLine(text, 40))
 		return nil
 	}
 	if c, open := s.f.asks.next(); open {
+		if c.fields != nil {
+			return s.answerInputLine(ctx, c, text)
+		}
 		return s.answerChoice(ctx, c, text)
 	}
 	if text == "" {

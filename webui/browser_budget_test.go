@@ -74,7 +74,7 @@ func TestBrowserBudgets(t *testing.T) {
 	if got, want := eval[string](b, budgetRow("deploy")), "deploy: 0 of 5 tokens, $0.00 of $10.00"; got != want {
 		t.Errorf("deploy's budget reads %q; want %q", got, want)
 	}
-	if got, want := b.text("#budgets summary"), "Budgets: 4 tools, 1 over budget"; got != want {
+	if got, want := b.text("#budgets summary"), "Budgets: 5 tools, 1 over budget"; got != want {
 		t.Errorf("the budgets' summary reads %q; want %q", got, want)
 	}
 	if eval[bool](b, `document.querySelector('#budgets-detail li[data-budget="deploy"]').classList.contains('over')`) {

@@ -54,6 +54,23 @@ func demoTools(t *testing.T, authorized <-chan struct{}) string {
 			}
 			return rap.Text("deployed to " + choices[i]), nil
 		})
+	rap.AddTool(s, &rap.Tool{Name: "sign_up", Description: "Signs the user up for the newsletter."},
+		func(ctx context.Context, c *rap.Call, _ struct{}) (*rap.Reply, error) {
+			a, err := c.AskInput(ctx, "Your details for the newsletter", []rap.InputField{
+				{Name: "email", Title: "Email", Description: "Where the newsletter goes", Type: rap.InputString, Required: true, Format: rap.FormatEmail},
+				{Name: "copies", Title: "Copies", Type: rap.InputInteger, Minimum: new(1.0)},
+				{Name: "weekly", Title: "Weekly", Type: rap.InputBoolean},
+				{Name: "topic", Title: "Topic", Type: rap.InputEnum, Options: []string{"go", "rap"}, Default: json.RawMessage(`"rap"`), Required: true},
+			}, waitFor)
+			if err != nil {
+				return nil, err
+			}
+			if a.Dismissed {
+				return rap.Text("not signed up"), nil
+			}
+			b, _ := json.Marshal(a.Values)
+			return rap.Text("signed up " + string(b)), nil
+		})
 	rap.AddTool(s, &rap.Tool{Name: "connect_calendar", Description: "Connects the user's calendar."},
 		func(ctx context.Context, c *rap.Call, _ struct{}) (*rap.Reply, error) {
 			if err := c.RequestOAuth(ctx, "https://auth.example.com/authorize?client=gorap"); err != nil {
@@ -108,6 +125,8 @@ func demoScript() []scripted.Turn {
 		{When: &scripted.When{LastResultContains: "edited main.go", LastInput: "tool_result"}, Text: "Done: main.go now greets the world."},
 		{AfterUser: "deploy", Text: "Where should it go?", ToolCalls: []scripted.Call{call("deploy", `{}`)}},
 		{When: &scripted.When{LastResultContains: "deployed to", LastInput: "tool_result"}, Text: "Deployment finished: {{last_result}}."},
+		{AfterUser: "sign me up", ToolCalls: []scripted.Call{call("sign_up", `{}`)}},
+		{When: &scripted.When{LastResultContains: "signed up", LastInput: "tool_result"}, Text: "Result: {{last_result}}."},
 		{AfterUser: "calendar", ToolCalls: []scripted.Call{call("connect_calendar", `{}`)}},
 		// The runtime tells the model that authorization is in progress
 		// (RAP OA-1); the result then arrives after that turn, as a note.

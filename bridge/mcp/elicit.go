@@ -16,7 +16,8 @@ import (
 // the user for input while a tool call runs gets its answer through RAP
 // user_choice messages, one per field, when every field of the form is an
 // enum or a boolean. Other forms are declined and the tool result says
-// why. A URL-mode elicitation becomes a RAP oauth message with the URL.
+// why, unless the runtime accepts user inputs (elicit_input.go). A
+// URL-mode elicitation becomes a RAP oauth message with the URL.
 
 // declineChoice is the last choice of every question; it is the default,
 // so that a dismissal declines.
@@ -106,6 +107,11 @@ func (b *Bridge) elicit(ctx context.Context, req *sdk.ElicitRequest) (*sdk.Elici
 			return &sdk.ElicitResult{Action: "decline"}, nil
 		}
 		return &sdk.ElicitResult{Action: "accept"}, nil
+	}
+	if f.call.Invocation.HasExtension(rap.ExtensionUserInput) {
+		if res, ok, err := b.elicitInput(ctx, f, p); ok {
+			return res, err
+		}
 	}
 	fields, why := formFields(p.RequestedSchema)
 	if why != "" {

@@ -30,6 +30,22 @@ func nextChoice(t *testing.T, ctx context.Context, c *raptest.Call, seen int) *r
 	return uc
 }
 
+// nextInput waits for the call's user_input message.
+func nextInput(t *testing.T, c *raptest.Call) *rap.UserInput {
+	t.Helper()
+	var ui *rap.UserInput
+	waitFor(t, "a user_input", func() bool {
+		for _, m := range c.Messages() {
+			if u, ok := m.(*rap.UserInput); ok {
+				ui = u
+				return true
+			}
+		}
+		return false
+	})
+	return ui
+}
+
 // A form elicitation whose fields are an enum and a
 // boolean becomes one RAP user_choice per field (RAP UC-1, UC-2); the
 // selections return to the MCP server as the elicitation's content.

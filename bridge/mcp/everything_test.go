@@ -162,6 +162,59 @@ func TestEverythingStdio(t *testing.T) {
 			t.Errorf("trigger-elicitation-request = %q", r.Text)
 		}
 	})
+	t.Run("elicitation as a user input", func(t *testing.T) {
+		// With a runtime that lists the user_input extension, the same
+		// form is asked as one user_input with typed fields (its optional
+		// multi-select fields left out, as the result says); the values
+		// reach the server.
+		ctx := ctxT(t)
+		c, err := f.rt.Invoke(ctx, f.url, "trigger-elicitation-request", map[string]any{}, raptest.WithExtensions(rap.ExtensionUserInput))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ui := nextInput(t, c)
+		byName := map[string]rap.InputField{}
+		for _, fld := range ui.Fields {
+			byName[fld.Name] = fld
+		}
+		if ui.Fields[0].Name != "name" || !ui.Fields[0].Required || byName["email"].Format != rap.FormatEmail ||
+			byName["integer"].Type != rap.InputInteger || *byName["integer"].Maximum != 100 || byName["check"].Type != rap.InputBoolean ||
+			len(byName["titledSingleSelectEnum"].Options) != 3 || byName["untitledSingleSelectEnum"].Type != rap.InputEnum {
+			t.Fatalf("user_input fields = %+v", ui.Fields)
+		}
+		if _, ok := byName["untitledMultipleSelectEnum"]; ok {
+			t.Errorf("a multi-select field was asked: %+v", ui.Fields)
+		}
+		if err := f.rt.AnswerInput(ctx, ui, map[string]any{"name": "Ada Lovelace", "check": true, "integer": 7, "email": "ada@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Result(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"- Name: Ada Lovelace", "- Agreed to terms: true", "- Favorite Integer: 7", "- Email: ada@example.com", "left out its optional fields"} {
+			if !strings.Contains(res.Text, want) {
+				t.Errorf("result lacks %q: %q", want, res.Text)
+			}
+		}
+	})
+	t.Run("elicitation as a user input, dismissed", func(t *testing.T) {
+		ctx := ctxT(t)
+		c, err := f.rt.Invoke(ctx, f.url, "trigger-elicitation-request", map[string]any{}, raptest.WithExtensions(rap.ExtensionUserInput))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.rt.AnswerInput(ctx, nextInput(t, c), nil); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Result(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(res.Text, "declined") {
+			t.Errorf("result = %q, want the server's decline", res.Text)
+		}
+	})
 	t.Run("url elicitation", func(t *testing.T) {
 		// The link reaches the runtime as an oauth message.
 		ctx := ctxT(t)

@@ -64,8 +64,16 @@ A line starting with / is a command, not a message:
                                   session stays here and the chat goes on.
                                   A TOKEN typed at the prompt is not kept in
                                   the line history.
+  /dismiss                        decline the form a tool asks you to fill
+                                  in (a user input)
   /help, /quit
 A line starting with // is sent as a message with one / less.
+
+When a tool asks you to fill in a form (a user input, a gorap extension),
+the chat asks its fields one by one, each on a line of its own (piped, each
+input line answers the next field): an empty line leaves an optional field
+empty, y or n answers a yes/no field, an option's number picks it. A value
+that does not fit is refused and the field asked again.
 
 Where the runtime compacted the thread (near the model's context window,
 or after /compact), the transcript shows "· compacted N earlier messages

@@ -52,6 +52,13 @@ const (
 	// EventChoiceAnswered: ChoiceAnswered — a choice was answered (by any
 	// client).
 	EventChoiceAnswered = "choice_answered"
+	// EventUserInput: UserInput (the user_input gorap extension) — show
+	// the form and answer with POST /v1/threads/{id}/inputs/{call_id}.
+	// The call stays pending.
+	EventUserInput = "user_input"
+	// EventInputAnswered: InputAnswered — a user input was answered or
+	// dismissed (by any client).
+	EventInputAnswered = "input_answered"
 	// EventThreadSpawned: ThreadSpawned, on the parent — a child thread
 	// started, for spawn_thread (reason "spawn_thread") or for a
 	// subscription event (reason "subscription_event", RAP SU-6). Open the
@@ -262,6 +269,10 @@ func DecodeEvent(typ string, data []byte) (any, error) {
 		v = new(UserChoice)
 	case EventChoiceAnswered:
 		v = new(ChoiceAnswered)
+	case EventUserInput:
+		v = new(UserInput)
+	case EventInputAnswered:
+		v = new(InputAnswered)
 	case EventThreadSpawned:
 		v = new(ThreadSpawned)
 	case EventThreadClosed:

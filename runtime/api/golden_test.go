@@ -66,6 +66,16 @@ var wireHistory = []Message{
 	{ThreadID: "thr-root", Seq: 4, Role: RoleAssistant, Text: "In Tokyo it is 18:30.", Created: t1},
 }
 
+// wireInputFields is a user input's form with every member of a field.
+var wireInputFields = []rap.InputField{
+	{Name: "email", Title: "Email", Description: "Where the receipt goes", Type: rap.InputString, Required: true,
+		Default: json.RawMessage(`"ada@example.com"`), MinLength: new(3), MaxLength: new(254), Format: rap.FormatEmail},
+	{Name: "seats", Type: rap.InputInteger, Minimum: new(1.0), Maximum: new(10.0)},
+	{Name: "plan", Type: rap.InputEnum, Options: []string{"free", "pro"}},
+}
+
+var wireInput = Input{ThreadID: "thr-root", CallID: "call-input", ToolName: "sign_up", Prompt: "Your details?", Fields: wireInputFields, Created: t0}
+
 var wireChoice = Choice{
 	ThreadID: "thr-root", CallID: "call-choice", ToolName: "pick_one", Prompt: "Which branch?",
 	Choices: []string{"main", "dev"}, Default: 1, Created: t1,
@@ -88,6 +98,7 @@ var wireThreadInfo = ThreadInfo{
 	Children:           []string{"thr-child"},
 	ChildrenNextCursor: "cursor-children-2",
 	Choices:            []Choice{wireChoice},
+	Inputs:             []Input{wireInput},
 	Usage:              &wireUsage,
 	SessionUsage:       &Usage{InputTokens: 2400, CachedInputTokens: 2000, UncachedInputTokens: 400, CacheWriteInputTokens: 100, OutputTokens: 160},
 	Budgets: []Budget{
@@ -112,6 +123,9 @@ var wireResponses = map[string]any{
 	"choices_response":        ChoicesResponse{Choices: []Choice{wireChoice}},
 	"answer_choice_request":   AnswerChoiceRequest{Selected: new(1), Dismiss: false},
 	"answer_choice_response":  AnswerChoiceResponse{Status: "answered", Selected: 1},
+	"inputs_response":         InputsResponse{Inputs: []Input{wireInput}},
+	"answer_input_request":    AnswerInputRequest{Values: map[string]json.RawMessage{"email": json.RawMessage(`"ada@example.com"`), "seats": json.RawMessage(`2`)}},
+	"answer_input_response":   AnswerInputResponse{Status: "sent"},
 	"close_response":          CloseResponse{Status: "closed"},
 	"delete_session_response": DeleteSessionResponse{DeletedThreads: 3},
 	"update_thread_request":   UpdateThreadRequest{Title: new("Time in Tokyo"), Archived: new(true)},
@@ -149,6 +163,8 @@ var wireEvents = map[string]any{
 	EventOAuth:          OAuth{CallID: "call-gh", Name: "list_repos", AuthURL: "https://github.example/login/oauth/authorize?state=s"},
 	EventUserChoice:     UserChoice{CallID: "call-choice", Name: "pick_one", Prompt: "Which branch?", Choices: []string{"main", "dev"}, Default: 1},
 	EventChoiceAnswered: ChoiceAnswered{CallID: "call-choice", Selected: 1, Dismissed: true},
+	EventUserInput:      UserInput{CallID: "call-input", Name: "sign_up", Prompt: "Your details?", Fields: wireInputFields},
+	EventInputAnswered:  InputAnswered{CallID: "call-input", Dismissed: true},
 	EventThreadSpawned:  ThreadSpawned{ThreadID: "thr-child", ParentID: "thr-root", OriginCallID: "call-sub", OriginTool: "subscribe_clock", Reason: SubscriptionEvent},
 	EventThreadClosed:   ThreadClosed{ThreadID: "thr-child"},
 	EventThreadUpdated:  wireRoot,

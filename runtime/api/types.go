@@ -110,6 +110,9 @@ type ThreadInfo struct {
 	ChildrenNextCursor string `json:"children_next_cursor,omitempty"`
 	// Choices are the user choices waiting for an answer (RAP UC-1).
 	Choices []Choice `json:"choices"`
+	// Inputs are the user inputs waiting for an answer (the user_input
+	// gorap extension); absent when there are none.
+	Inputs []Input `json:"inputs,omitempty"`
 	// Usage sums the tokens of the thread's completions, as saved with
 	// each turn (they survive restarts and moves); nil when there were
 	// none.

@@ -195,6 +195,9 @@ type Choice struct {
 	Default     int       `json:"default"`
 	ResponseURL string    `json:"response_url"`
 	Created     time.Time `json:"created"`
+	// Fields, when set, make it a user input (the user_input gorap
+	// extension): the JSON array of its form's fields.
+	Fields json.RawMessage `json:"fields,omitempty"`
 }
 
 // HeldEvent is a subscription event that arrived before its subscription

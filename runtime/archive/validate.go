@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/gorap/gorap/rap"
 )
 
 // Validate checks that s is whole and consistent, so that importing it
@@ -119,6 +121,15 @@ func (s *Session) Validate() error {
 	for _, x := range s.Choices {
 		if err := in("user choice", x.Thread); err != nil {
 			return err
+		}
+		if x.Fields != nil {
+			var fields []rap.InputField
+			if err := json.Unmarshal(x.Fields, &fields); err != nil {
+				return bad("the user input of call %s in thread %s has fields that do not read: %v", x.CallID, x.Thread, err)
+			}
+			if err := rap.ValidateInputFields(fields); err != nil {
+				return bad("the user input of call %s in thread %s: %v", x.CallID, x.Thread, err)
+			}
 		}
 	}
 	for _, x := range s.HeldEvents {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -222,6 +223,39 @@ func (c *Client) DismissChoice(ctx context.Context, threadID, callID string) (*a
 func (c *Client) answer(ctx context.Context, threadID, callID string, req api.AnswerChoiceRequest) (*api.AnswerChoiceResponse, error) {
 	var out api.AnswerChoiceResponse
 	if err := c.do(ctx, "POST", threadPath(threadID, "choices", callID), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Inputs returns the user inputs waiting for an answer (GET
+// /v1/threads/{id}/inputs; the user_input gorap extension).
+func (c *Client) Inputs(ctx context.Context, threadID string) ([]api.Input, error) {
+	var out api.InputsResponse
+	if err := c.do(ctx, "GET", threadPath(threadID, "inputs"), nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Inputs, nil
+}
+
+// AnswerInput answers a user input with the values of its fields (POST
+// /v1/threads/{id}/inputs/{call_id}). Values that do not fit the form
+// are refused (400) with an error naming the field.
+func (c *Client) AnswerInput(ctx context.Context, threadID, callID string, values map[string]json.RawMessage) (*api.AnswerInputResponse, error) {
+	if values == nil {
+		values = map[string]json.RawMessage{}
+	}
+	return c.answerInput(ctx, threadID, callID, api.AnswerInputRequest{Values: values})
+}
+
+// DismissInput declines a user input: the tool is told it was dismissed.
+func (c *Client) DismissInput(ctx context.Context, threadID, callID string) (*api.AnswerInputResponse, error) {
+	return c.answerInput(ctx, threadID, callID, api.AnswerInputRequest{Dismiss: true})
+}
+
+func (c *Client) answerInput(ctx context.Context, threadID, callID string, req api.AnswerInputRequest) (*api.AnswerInputResponse, error) {
+	var out api.AnswerInputResponse
+	if err := c.do(ctx, "POST", threadPath(threadID, "inputs", callID), req, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -56,6 +56,10 @@ type Engine interface {
 	// AnswerChoice answers a user choice (nil selected dismisses it) and
 	// returns the index sent.
 	AnswerChoice(ctx context.Context, threadID, callID string, selected *int) (int, error)
+	// PendingInputs returns the user inputs waiting for an answer.
+	PendingInputs(ctx context.Context, threadID string) ([]api.Input, error)
+	// AnswerInput answers a user input with values, or dismisses it.
+	AnswerInput(ctx context.Context, threadID, callID string, values map[string]json.RawMessage, dismiss bool) error
 	// FollowEvents opens a stream of the thread's events for a client
 	// that last saw lastEventID ("" for none).
 	FollowEvents(ctx context.Context, threadID, lastEventID string) (api.EventStream, error)
@@ -146,6 +150,8 @@ func New(e Engine, opts *Options) http.Handler {
 	mux.HandleFunc("DELETE /v1/threads/{id}", s.serveDeleteSession) // sessions.go
 	mux.HandleFunc("GET /v1/threads/{id}/choices", s.serveChoices)
 	mux.HandleFunc("POST /v1/threads/{id}/choices/{call_id}", s.owned(s.serveAnswerChoice))
+	mux.HandleFunc("GET /v1/threads/{id}/inputs", s.serveInputs)
+	mux.HandleFunc("POST /v1/threads/{id}/inputs/{call_id}", s.owned(s.serveAnswerInput))
 	mux.HandleFunc("POST "+CallbackPath+"{token}", s.serveCallback)
 	if a, ok := e.(SessionArchiver); ok {
 		s.routeArchives(mux, a)
@@ -185,7 +191,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 func (s *server) writeEngineError(w http.ResponseWriter, err error) {
 	var moved *api.MovedError
 	switch {
-	case errors.Is(err, api.ErrUnknownThread), errors.Is(err, api.ErrNoChoice):
+	case errors.Is(err, api.ErrUnknownThread), errors.Is(err, api.ErrNoChoice), errors.Is(err, api.ErrNoInput):
 		writeError(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, api.ErrChoiceDelivery):
 		writeError(w, http.StatusBadGateway, err.Error())

@@ -168,3 +168,36 @@ func (s *server) serveAnswerChoice(w http.ResponseWriter, req *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "sent", "selected": sel})
 }
+
+func (s *server) serveInputs(w http.ResponseWriter, req *http.Request) {
+	inputs, err := s.e.PendingInputs(req.Context(), req.PathValue("id"))
+	if err != nil {
+		s.writeEngineError(w, err)
+		return
+	}
+	if inputs == nil {
+		inputs = []api.Input{}
+	}
+	writeJSON(w, http.StatusOK, api.InputsResponse{Inputs: inputs})
+}
+
+func (s *server) serveAnswerInput(w http.ResponseWriter, req *http.Request) {
+	var body api.AnswerInputRequest
+	if err := readJSON(w, req, &body); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if body.Values == nil && !body.Dismiss {
+		writeError(w, http.StatusBadRequest, `send {"values": {"<field>": <value>, ...}} to answer, or {"dismiss": true} to decline`)
+		return
+	}
+	if body.Values != nil && body.Dismiss {
+		writeError(w, http.StatusBadRequest, `send either "values" or "dismiss", not both`)
+		return
+	}
+	if err := s.e.AnswerInput(req.Context(), req.PathValue("id"), req.PathValue("call_id"), body.Values, body.Dismiss); err != nil {
+		s.writeEngineError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.AnswerInputResponse{Status: "sent", Dismissed: body.Dismiss})
+}

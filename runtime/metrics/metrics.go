@@ -180,7 +180,7 @@ func New(reg prometheus.Registerer, opts *Options) (*Runtime, error) {
 		resultBuckets, "toolset", "outcome")
 	m.resultD = newCache(0, func(k toolKey) prometheus.Observer { return resultD.WithLabelValues(k.toolset, k.outcome) })
 	callbacks := counterVec("gorap_callbacks_total",
-		"Callbacks tools posted, by message type (tool_result, subscription_event, view_update, oauth, user_choice; unknown when the token was refused or the body could not be read) and answer (accepted, duplicate, ignored, invalid, forbidden, unknown_call, gone, deferred, failed).",
+		"Callbacks tools posted, by message type (tool_result, subscription_event, view_update, oauth, user_choice, user_input; unknown when the token was refused or the body could not be read) and answer (accepted, duplicate, ignored, invalid, forbidden, unknown_call, gone, deferred, failed).",
 		"type", "answer")
 	m.callbacks = newCache(0, func(k [2]string) prometheus.Counter { return callbacks.WithLabelValues(k[0], k[1]) })
 	events := counterVec("gorap_subscription_events_total",

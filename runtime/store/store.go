@@ -559,6 +559,10 @@ type Choice struct {
 	Default     int       `json:"default"`
 	ResponseURL string    `json:"-"`
 	Created     time.Time `json:"created"`
+	// Fields, when set, make this a user input (the user_input gorap
+	// extension) rather than a choice: the JSON array of its
+	// rap.InputField. Choices and Default are then unused.
+	Fields json.RawMessage `json:"fields,omitempty"`
 }
 
 // Choices stores the user choices waiting for an answer.

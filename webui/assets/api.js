@@ -121,6 +121,11 @@ export class API {
   }
   /** movedTo says where the session of thread id went (404: it did not move). */
   movedTo(id) { return this.request('GET', '/v1/moved/' + encodeURIComponent(id)); }
+  /** answerInput answers a user input with values, or dismisses it (null). */
+  answerInput(id, callID, values) {
+    const body = values === null ? { dismiss: true } : { values };
+    return this.request('POST', `/v1/threads/${encodeURIComponent(id)}/inputs/${encodeURIComponent(callID)}`, body);
+  }
   answer(id, callID, selected) {
     const body = selected === null ? { dismiss: true } : { selected };
     return this.request('POST', `/v1/threads/${encodeURIComponent(id)}/choices/${encodeURIComponent(callID)}`, body);

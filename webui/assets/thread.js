@@ -4,6 +4,7 @@
 import { h, json, resultBody, safeURL, segments, shortID, time, view } from './render.js';
 import { UsageLine } from './usage.js';
 import { Compactions } from './compact.js';
+import { inputForm } from './inputs.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -260,6 +261,14 @@ export class ThreadView {
         this.answered.add(d.call_id);
         this.removeChoice(d.call_id);
         break;
+      case 'user_input':
+        this.answered.delete(d.call_id);
+        this.input(d);
+        break;
+      case 'input_answered':
+        this.answered.add(d.call_id);
+        this.removeInput(d.call_id);
+        break;
       case 'thread_spawned':
         this.spawned(d);
         break;
@@ -447,6 +456,25 @@ export class ThreadView {
     }
   }
 
+  // input shows a user input (the user_input gorap extension) as a form;
+  // its first field takes the focus unless the person is busy elsewhere.
+  input(d) {
+    if (this.answered.has(d.call_id)) return;
+    if ($('choices').querySelector(`[data-input="${CSS.escape(d.call_id)}"]`)) return;
+    const done = (form) => { this.answered.add(d.call_id); form.remove(); };
+    const form = inputForm(d,
+      async (values) => { await this.api.answerInput(this.id, d.call_id, values); done(form); },
+      async () => { await this.api.answerInput(this.id, d.call_id, null); done(form); });
+    $('choices').append(form);
+    const active = document.activeElement;
+    const busy = (active === $('input') && $('input').value !== '') || active?.closest('.choice');
+    if (!busy) form.querySelector('input, select')?.focus({ preventScroll: true });
+  }
+
+  removeInput(callID) {
+    $('choices').querySelector(`[data-input="${CSS.escape(callID)}"]`)?.remove();
+  }
+
   removeChoice(callID) {
     $('choices').querySelector(`[data-choice="${CSS.escape(callID)}"]`)?.remove();
   }
@@ -541,6 +569,7 @@ export class ThreadView {
     // A session moves whole: from its root thread.
     $('move-thread').hidden = !!s.parent_id || !this.app.canMove();
     for (const c of s.choices || []) this.choice({ call_id: c.call_id, name: c.tool_name, prompt: c.prompt, choices: c.choices, default: c.default });
+    for (const c of s.inputs || []) this.input({ call_id: c.call_id, name: c.tool_name, prompt: c.prompt, fields: c.fields });
     if (children.some((id) => !threads.has(id))) this.app.reloadThreads();
   }
 

@@ -85,6 +85,10 @@ func fill(t *testing.T, st store.Store, root string) {
 		if err := tx.PutChoice(store.Choice{ThreadID: root, CallID: "c1", ToolName: "deploy", Prompt: "Really?", Choices: []string{"yes", "no"}, Default: 1, ResponseURL: "http://ops/answer?key=s3cret", Created: t0}); err != nil {
 			return err
 		}
+		if err := tx.PutChoice(store.Choice{ThreadID: root, CallID: "c2", ToolName: "signup", Prompt: "Details?", ResponseURL: "http://ops/input?key=s3cret", Created: t0,
+			Fields: json.RawMessage(`[{"name":"email","type":"string","required":true}]`)}); err != nil {
+			return err
+		}
 		if err := tx.HoldEvent(store.HeldEvent{ThreadID: root, CallID: "c1", Payload: json.RawMessage(`{"event_id":"e1"}`), Created: t0}); err != nil {
 			return err
 		}
@@ -176,6 +180,9 @@ func TestSessionSurvivesArchiveIntoAnotherStore(t *testing.T) {
 	before := read(t, src, "s1")
 	if before.Records() < 17 {
 		t.Fatalf("the filled session has %d records; the test needs one of every kind", before.Records())
+	}
+	if len(before.Choices) != 2 || before.Choices[1].Fields == nil {
+		t.Fatalf("the filled session has choices %+v; the test needs a user input (with fields)", before.Choices)
 	}
 	got := roundTrip(t, before, read(t, src, "s2"))
 	if len(got) != 2 || got[0].Root != "s1" || got[1].Root != "s2" {
@@ -327,6 +334,7 @@ func TestReaderRefusesWhatItCannotTrust(t *testing.T) {
 		"count":           {strings.Replace(good, `"type":"end","sessions":1`, `"type":"end","sessions":2`, 1), "counts 2 sessions"},
 		"record count":    {strings.Replace(good, `{"type":"seen_key"`, `{"type":"nothing_here_either"`, 1), "nothing_here_either"},
 		"gap":             {strings.Replace(good, `"seq":3,`, `"seq":4,`, 1), "should be number 3"},
+		"user input form": {strings.Replace(good, `{"name":"email","type":"string"`, `{"name":"email","type":"colour"`, 1), "fields[0].type"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

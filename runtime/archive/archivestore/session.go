@@ -122,7 +122,7 @@ func readThread(tx store.Tx, th store.Thread, s *archive.Session) error {
 	}
 	for _, c := range choices {
 		s.Choices = append(s.Choices, archive.Choice{Thread: th.ID, CallID: c.CallID, ToolName: c.ToolName, Prompt: c.Prompt, Choices: c.Choices,
-			Default: c.Default, ResponseURL: c.ResponseURL, Created: c.Created})
+			Default: c.Default, ResponseURL: c.ResponseURL, Created: c.Created, Fields: c.Fields})
 	}
 	held, err := tx.ThreadHeldEvents(th.ID)
 	if err != nil {
@@ -237,7 +237,7 @@ func WriteSession(tx store.Tx, s *archive.Session) error {
 	}
 	for _, c := range s.Choices {
 		if err := tx.PutChoice(store.Choice{ThreadID: c.Thread, CallID: c.CallID, ToolName: c.ToolName, Prompt: c.Prompt, Choices: c.Choices,
-			Default: c.Default, ResponseURL: c.ResponseURL, Created: c.Created}); err != nil {
+			Default: c.Default, ResponseURL: c.ResponseURL, Created: c.Created, Fields: c.Fields}); err != nil {
 			return err
 		}
 	}

@@ -29,6 +29,7 @@ const (
 	ToolCallsColumn   = "messages.tool_calls"
 	ToolResultsColumn = "messages.tool_results"
 	ChoicesColumn     = "choices.choices"
+	FieldsColumn      = "choices.fields"
 	UsageColumn       = "messages.usage"
 )
 
@@ -295,4 +296,39 @@ func DecodeChoices(b []byte) ([]string, error) {
 		return nil, fmt.Errorf("%s: %w", ChoicesColumn, err)
 	}
 	return choices, nil
+}
+
+// inputFieldsRecord is the fields column of a user input: its form, the
+// JSON array of rap.InputField, with the record's version.
+type inputFieldsRecord struct {
+	V      int             `json:"v"`
+	Fields json.RawMessage `json:"fields"`
+}
+
+// EncodeInputFields returns the fields column of a user input, or nil
+// (NULL) for a user choice, whose fields are nil.
+func EncodeInputFields(fields json.RawMessage) ([]byte, error) {
+	if fields == nil {
+		return nil, nil
+	}
+	if !json.Valid(fields) {
+		return nil, fmt.Errorf("encode %s: the fields are not valid JSON", FieldsColumn)
+	}
+	return json.Marshal(inputFieldsRecord{V: FormatVersion, Fields: fields})
+}
+
+// DecodeInputFields reads a fields column, refused with a *FormatError
+// unless this program reads its version.
+func DecodeInputFields(b []byte) (json.RawMessage, error) {
+	var rec inputFieldsRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", FieldsColumn, err)
+	}
+	if err := checkVersion(FieldsColumn, rec.V); err != nil {
+		return nil, err
+	}
+	if len(rec.Fields) == 0 {
+		return nil, fmt.Errorf("%s: the record has no fields", FieldsColumn)
+	}
+	return rec.Fields, nil
 }

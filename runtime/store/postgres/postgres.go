@@ -491,6 +491,9 @@ var migrations = []string{
 	// SQLite's migration of the same name: the pending calls in the
 	// order they were made (store.Calls.OldestPendingCalls).
 	`CREATE INDEX calls_pending_created ON calls(created, thread_id, call_id) WHERE ` + pendingCalls + `;`,
+	// User inputs (the user_input gorap extension) wait in choices, with
+	// their form in fields (NULL for a user choice).
+	`ALTER TABLE choices ADD COLUMN fields BYTEA;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -652,28 +652,37 @@ func (t *tx) PutChoice(c store.Choice) error {
 	if err != nil {
 		return fmt.Errorf("store user choice %s of thread %s: %w", c.CallID, c.ThreadID, err)
 	}
-	_, err = t.exec(`INSERT INTO choices (thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	fields, err := backend.EncodeInputFields(c.Fields)
+	if err != nil {
+		return fmt.Errorf("store user input %s of thread %s: %w", c.CallID, c.ThreadID, err)
+	}
+	_, err = t.exec(`INSERT INTO choices (thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created, fields) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, prompt = excluded.prompt, choices = excluded.choices,
-		default_index = excluded.default_index, response_url = excluded.response_url, created = excluded.created`,
-		c.ThreadID, c.CallID, c.ToolName, bin(c.Prompt), choices, c.Default, bin(c.ResponseURL), t.stamp(c.Created))
+		default_index = excluded.default_index, response_url = excluded.response_url, created = excluded.created, fields = excluded.fields`,
+		c.ThreadID, c.CallID, c.ToolName, bin(c.Prompt), choices, c.Default, bin(c.ResponseURL), t.stamp(c.Created), fields)
 	if err != nil {
 		return fmt.Errorf("store user choice %s of thread %s: %w", c.CallID, c.ThreadID, err)
 	}
 	return nil
 }
 
-const choiceCols = `thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created`
+const choiceCols = `thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created, fields`
 
 func scanChoice(sc interface{ Scan(...any) error }) (store.Choice, error) {
 	var c store.Choice
-	var prompt, choices, url []byte
-	if err := sc.Scan(&c.ThreadID, &c.CallID, &c.ToolName, &prompt, &choices, &c.Default, &url, &c.Created); err != nil {
+	var prompt, choices, url, fields []byte
+	if err := sc.Scan(&c.ThreadID, &c.CallID, &c.ToolName, &prompt, &choices, &c.Default, &url, &c.Created, &fields); err != nil {
 		return c, err
 	}
 	c.Prompt, c.ResponseURL, c.Created = string(prompt), string(url), utc(c.Created)
 	var err error
 	if c.Choices, err = backend.DecodeChoices(choices); err != nil {
 		return c, fmt.Errorf("user choice %s: %w", c.CallID, err)
+	}
+	if fields != nil {
+		if c.Fields, err = backend.DecodeInputFields(fields); err != nil {
+			return c, fmt.Errorf("user input %s: %w", c.CallID, err)
+		}
 	}
 	return c, nil
 }

@@ -490,6 +490,9 @@ var migrations = []string{
 	// The pending calls in the order they were made, for the list of
 	// the threads waiting longest (store.Calls.OldestPendingCalls).
 	`CREATE INDEX calls_pending_created ON calls(created, thread_id, call_id) WHERE ` + pendingCalls + `;`,
+	// User inputs (the user_input gorap extension) wait in choices, with
+	// their form in fields (NULL for a user choice).
+	`ALTER TABLE choices ADD COLUMN fields TEXT;`,
 }
 
 // pendingCalls is the condition of the partial indexes on calls

@@ -764,29 +764,43 @@ func (t *tx) PutChoice(c store.Choice) error {
 	if err != nil {
 		return fmt.Errorf("store user choice %s of thread %s: %w", c.CallID, c.ThreadID, err)
 	}
-	_, err = t.tx.Exec(`INSERT INTO choices (thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	fields, err := backend.EncodeInputFields(c.Fields)
+	if err != nil {
+		return fmt.Errorf("store user input %s of thread %s: %w", c.CallID, c.ThreadID, err)
+	}
+	var fieldsCol any // NULL for a choice
+	if fields != nil {
+		fieldsCol = string(fields)
+	}
+	_, err = t.tx.Exec(`INSERT INTO choices (thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created, fields) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (thread_id, call_id) DO UPDATE SET tool_name = excluded.tool_name, prompt = excluded.prompt, choices = excluded.choices,
-		default_index = excluded.default_index, response_url = excluded.response_url, created = excluded.created`,
-		c.ThreadID, c.CallID, c.ToolName, c.Prompt, string(choices), c.Default, c.ResponseURL, nanos(t.stamp(c.Created)))
+		default_index = excluded.default_index, response_url = excluded.response_url, created = excluded.created, fields = excluded.fields`,
+		c.ThreadID, c.CallID, c.ToolName, c.Prompt, string(choices), c.Default, c.ResponseURL, nanos(t.stamp(c.Created)), fieldsCol)
 	if err != nil {
 		return fmt.Errorf("store user choice %s of thread %s: %w", c.CallID, c.ThreadID, err)
 	}
 	return nil
 }
 
-const choiceCols = `thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created`
+const choiceCols = `thread_id, call_id, tool_name, prompt, choices, default_index, response_url, created, fields`
 
 func scanChoice(sc scanner) (store.Choice, error) {
 	var c store.Choice
 	var choices string
+	var fields sql.NullString
 	var created int64
-	if err := sc.Scan(&c.ThreadID, &c.CallID, &c.ToolName, &c.Prompt, &choices, &c.Default, &c.ResponseURL, &created); err != nil {
+	if err := sc.Scan(&c.ThreadID, &c.CallID, &c.ToolName, &c.Prompt, &choices, &c.Default, &c.ResponseURL, &created, &fields); err != nil {
 		return c, err
 	}
 	c.Created = fromNanos(created)
 	var err error
 	if c.Choices, err = backend.DecodeChoices([]byte(choices)); err != nil {
 		return c, fmt.Errorf("user choice %s: %w", c.CallID, err)
+	}
+	if fields.Valid {
+		if c.Fields, err = backend.DecodeInputFields([]byte(fields.String)); err != nil {
+			return c, fmt.Errorf("user input %s: %w", c.CallID, err)
+		}
 	}
 	return c, nil
 }

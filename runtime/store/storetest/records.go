@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -286,11 +287,34 @@ func testChoices(t *testing.T, s store.Store) {
 		}
 		return nil
 	})
+	// A user input keeps its fields; a choice has none.
+	input := mk("b", "k9", 3*time.Second)
+	input.Choices, input.Default = nil, 0
+	input.Fields = json.RawMessage(`[{"name":"email","type":"string","required":true}]`)
+	update(t, s, func(tx store.Tx) error { return tx.PutChoice(input) })
+	view(t, s, func(tx store.Tx) error {
+		cs, err := tx.ThreadChoices("b")
+		if err != nil {
+			return err
+		}
+		if len(cs) != 2 || cs[0].Fields != nil || !choiceEqual(cs[1], input) {
+			t.Errorf("ThreadChoices(b) = %+v, want k1 without fields and then the user input %+v", cs, input)
+		}
+		return nil
+	})
+	update(t, s, func(tx store.Tx) error {
+		took, err := tx.TakeChoice("b", "k9")
+		if err == nil && !choiceEqual(took, input) {
+			t.Errorf("TakeChoice(b, k9) = %+v, want %+v", took, input)
+		}
+		return err
+	})
 }
 
 func choiceEqual(a, b store.Choice) bool {
 	return a.ThreadID == b.ThreadID && a.CallID == b.CallID && a.ToolName == b.ToolName && a.Prompt == b.Prompt &&
-		slices.Equal(a.Choices, b.Choices) && a.Default == b.Default && a.ResponseURL == b.ResponseURL && a.Created.Equal(b.Created)
+		slices.Equal(a.Choices, b.Choices) && a.Default == b.Default && a.ResponseURL == b.ResponseURL && a.Created.Equal(b.Created) &&
+		bytes.Equal(a.Fields, b.Fields)
 }
 
 // testHeldEvents: HoldEvent appends to a call's held events with
