@@ -68,12 +68,16 @@ var errTokenRefused = errors.New("invalid callback token; use the callback_url o
 // 503 with RetryAfter when an early event cannot be held now (retry
 // later); 500 when the store failed.
 func (r *Runtime) DeliverCallback(ctx context.Context, token string, body io.Reader, idempotencyKey string) api.CallbackResult {
-	if r.metrics == nil {
+	if r.metrics == nil && r.tracer == nil {
 		return r.deliverCallback(ctx, token, body, idempotencyKey, nil)
 	}
 	kind := CallbackKindUnknown
+	ctx, span := r.startCallback(ctx) // tracing.go
 	res := r.deliverCallback(ctx, token, body, idempotencyKey, &kind)
-	r.observeCallback(kind, res)
+	endCallback(span, kind, res.Status)
+	if r.metrics != nil {
+		r.observeCallback(kind, res)
+	}
 	return res
 }
 
@@ -115,8 +119,10 @@ func (r *Runtime) deliverCallback(ctx context.Context, token string, body io.Rea
 	if kind != nil {
 		*kind = string(msg.MessageType())
 	}
+	r.traceCallback(ctx, threadID, callID) // tracing.go
 	out := r.handleCallback(ctx, threadID, callID, msg, idempotencyKey)
 	if out.wake {
+		r.linkSlice(ctx, threadID) // tracing.go
 		r.wake(threadID)
 	}
 	return api.CallbackResult{Status: out.status, Message: out.msg, RetryAfter: out.retryAfter}
