@@ -18,6 +18,7 @@ import (
 	"github.com/gorap/gorap/runtime/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // otcFlags are the settings shared by "rap bridge otc" and otc_server
@@ -30,6 +31,8 @@ type otcFlags struct {
 	// bridge's tool server counts on (nil: none).
 	metricsListen string
 	metrics       prometheus.Registerer
+	// tracer is the tracer provider of the OTEL_* variables (nil: none).
+	tracer trace.TracerProvider
 }
 
 // newOTCBridge builds a bridge from its settings; the worker secret is read
@@ -51,7 +54,7 @@ func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, st
 		CallTimeout: f.callTimeout,
 		AuthTimeout: f.authTimeout,
 		Logger:      log,
-		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log, Metrics: f.metrics, Store: store},
+		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log, Metrics: f.metrics, Store: store, TracerProvider: f.tracer},
 	})
 }
 
@@ -111,6 +114,12 @@ func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, dataDi
 	}
 	defer stopMetrics()
 	f.metrics = reg
+	tp, log, stopTracing, err := startTracing(ctx, "gorap-bridge-otc", log) // tracing.go
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	f.tracer = tp
 	var store rap.Store
 	if dataDir != "" {
 		st, err := openOTCStore(dataDir, f.name)

@@ -15,12 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/gorap/gorap/display"
 	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/internal/privfile"
-	"github.com/gorap/gorap/internal/tracing"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/clientauth"
@@ -73,23 +70,11 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 // serveLogged is serve with the logger of --log-level and --log-format.
 func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdout io.Writer, ready func(*server)) error {
 	// Traces, when an OTEL_* variable asks for them (docs/observability.md).
-	tp, err := tracing.FromEnv(ctx, "gorap", nil, nil)
+	tracerProvider, log, stopTracing, err := startTracing(ctx, "gorap", log) // tracing.go
 	if err != nil {
 		return err
 	}
-	var tracerProvider trace.TracerProvider
-	if tp != nil {
-		tracerProvider = tp
-		log = slog.New(tracing.LogHandler(log.Handler()))
-		log.Info("tracing on", "exporter", tp.Exporter)
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-			defer cancel()
-			if err := tp.Shutdown(sctx); err != nil {
-				log.Warn("tracing: spans not exported at shutdown", "err", err)
-			}
-		}()
-	}
+	defer stopTracing()
 
 	// HTTPS: a certificate or key that does not load stops serve before
 	// anything else starts.
