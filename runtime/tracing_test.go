@@ -231,6 +231,11 @@ func TestTracesFollowACallAcrossARestart(t *testing.T) {
 			dispatch.SpanContext().TraceID(), dispatch.SpanContext().SpanID())
 	}
 
+	// The callback's log line names the callback span.
+	if recs := logs.records("callback received"); len(recs) == 0 || recs[0]["span_id"] != cb.SpanContext().SpanID().String() {
+		t.Errorf("callback log lines = %v; want one with the callback span's id %s", recs, cb.SpanContext().SpanID())
+	}
+
 	// Privacy: no span carries the arguments or the result.
 	for _, s := range append(spans, toolSpans...) {
 		for _, a := range s.Attributes() {
