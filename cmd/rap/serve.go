@@ -97,13 +97,13 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	// Bridged entries are served in process (no port): otc_server, tools_json
 	// and the MCP entries below.
 	hosts := inProcessHosts{}
-	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, hosts, log)
+	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, hosts, tracerProvider, log)
 	if err != nil {
 		return err
 	}
 	defer stopOTC()
 	toolServers = append(toolServers, otcURLs...)
-	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, hosts, log, stdout)
+	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, hosts, tracerProvider, log, stdout)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 	// mcp_server and http_mcp_server entries, bridged in process;
 	// the runtime's model answers their sampling requests.
-	mcpb := startMCPBridges(ctx, &s, dir, mdl, log, stdout)
+	mcpb := startMCPBridges(ctx, &s, dir, mdl, tracerProvider, log, stdout)
 	defer mcpb.shutdown()
 	toolServers = append(toolServers, mcpb.urls...)
 	for host, b := range mcpb.byHost {
