@@ -48,7 +48,8 @@ const (
 
 // spanLinks keeps, per thread, the span contexts of the callbacks that
 // gave it work, so that the slice that answers them is linked to them.
-// It is memory only: after a restart the next slice is not linked.
+// It is memory only: after a restart the next slice is not linked. It
+// holds at most maxLinkedThreads threads of maxLinksPerThread links.
 type spanLinks struct {
 	mu sync.Mutex
 	m  map[string][]trace.Link
@@ -62,7 +63,12 @@ func (l *spanLinks) add(threadID string, links ...trace.Link) {
 	}
 	have, ok := l.m[threadID]
 	if !ok && len(l.m) >= maxLinkedThreads {
-		return
+		// Full of threads whose slice runs elsewhere or never: forget one
+		// (map order: any) rather than link no new thread.
+		for id := range l.m {
+			delete(l.m, id)
+			break
+		}
 	}
 	for _, k := range links {
 		if k.SpanContext.IsValid() && len(have) < maxLinksPerThread {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -275,5 +276,35 @@ func TestNoTracerProviderSendsNoTraceHeaders(t *testing.T) {
 		if s.Parent().IsValid() {
 			t.Errorf("tool server span %s has parent %s; an invocation without trace context has none", s.Name(), s.Parent().SpanID())
 		}
+	}
+}
+
+// The links kept for the next slices are bounded: at most
+// maxLinksPerThread per thread and maxLinkedThreads threads, the newest
+// thread kept when full; a slice takes its thread's links once.
+func TestSpanLinksAreBounded(t *testing.T) {
+	var l spanLinks
+	sc := func(i int) trace.Link {
+		return trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: trace.TraceID{1}, SpanID: trace.SpanID{byte(i), byte(i >> 8), 1}})}
+	}
+	for i := range maxLinksPerThread + 5 {
+		l.add("t", sc(i))
+	}
+	if got := len(l.take("t")); got != maxLinksPerThread {
+		t.Errorf("links kept for one thread = %d, want %d", got, maxLinksPerThread)
+	}
+	if got := len(l.take("t")); got != 0 {
+		t.Errorf("links taken twice: %d the second time", got)
+	}
+	for i := range maxLinkedThreads + 10 {
+		l.add("thread-"+strconv.Itoa(i), sc(i))
+	}
+	if n := len(l.m); n != maxLinkedThreads {
+		t.Errorf("threads with links = %d, want at most %d", n, maxLinkedThreads)
+	}
+	l.add("newest", sc(1))
+	if got := len(l.take("newest")); got != 1 {
+		t.Errorf("a thread added to a full table kept %d links, want 1", got)
 	}
 }
