@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Reply is what a tool handler returns: the tool result the model sees.
@@ -50,6 +53,11 @@ type Call struct {
 	// result, for a call run by Server.Invoke, receives its one result
 	// instead of the callback URL (buffered(1)).
 	result chan *ToolResult
+	// trace is the W3C trace context the invocation carried, sent back
+	// with every callback; span is the handler's span, nil when the
+	// server does not trace (tracing.go).
+	trace traceContext
+	span  trace.Span
 }
 
 // ToolName returns the operation being invoked.
@@ -76,6 +84,9 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 	inv := c.Invocation
 	r.GroupID, r.ID, r.CallID = inv.GroupID, inv.ID, inv.CallID
 	c.srv.countResult(c, r)
+	if c.span != nil && strings.HasPrefix(r.ModelText(), "Error:") {
+		c.span.SetStatus(codes.Error, "the tool returned an error result")
+	}
 	if c.result != nil {
 		if c.journaled {
 			if err := c.srv.journal.EndCall(context.WithoutCancel(ctx), inv.GroupID, inv.ID); err != nil {
@@ -99,7 +110,7 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 	if c.journaled {
 		endsGroup, endsID = inv.GroupID, inv.ID
 	}
-	if err := c.srv.sender.sendEnding(ctx, inv.CallbackURL, r, endsGroup, endsID); err != nil {
+	if err := c.srv.sender.sendEnding(withTrace(ctx, c.trace), inv.CallbackURL, r, endsGroup, endsID); err != nil {
 		c.srv.log.ErrorContext(ctx, "rap: could not deliver tool result",
 			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
 	}

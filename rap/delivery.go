@@ -374,7 +374,7 @@ func (l *outboxLoop) deliver(ctx context.Context, d *destination, m OutboxMessag
 		case <-ctx.Done():
 			return false
 		}
-		r := s.attempt(ctx, m.URL, key, body, m.Attempts+n)
+		r := s.attempt(withTrace(ctx, traceContext{m.TraceParent, m.TraceState}), m.URL, key, body, m.Attempts+n)
 		<-d.sem
 		if r.ok() {
 			s.countDelivery(deliveryDelivered)

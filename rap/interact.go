@@ -50,7 +50,7 @@ func (c *Call) RequestOAuth(ctx context.Context, authURL string) error {
 	}
 	inv := c.Invocation
 	msg := &OAuth{GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID, AuthURL: authURL}
-	if err := c.srv.sender.Send(ctx, inv.CallbackURL, msg); err != nil {
+	if err := c.srv.sender.Send(withTrace(ctx, c.trace), inv.CallbackURL, msg); err != nil {
 		return fmt.Errorf("rap: RequestOAuth for call %s: %w", inv.ID, err)
 	}
 	return nil
@@ -112,7 +112,7 @@ func (c *Call) AskUser(ctx context.Context, prompt string, choices []string, def
 		Prompt: prompt, Choices: choices, Default: def,
 		ResponseURL: c.baseURL + UserChoiceResponsePath + "?" + ChoiceKeyParam + "=" + p.key,
 	}
-	if err := s.sender.Send(ctx, inv.CallbackURL, msg); err != nil {
+	if err := s.sender.Send(withTrace(ctx, c.trace), inv.CallbackURL, msg); err != nil {
 		return def, fmt.Errorf("rap: AskUser for call %s: %w", inv.ID, err)
 	}
 	var expired <-chan time.Time
@@ -147,7 +147,7 @@ func (c *Call) UpdateView(ctx context.Context, viewType string, content any) err
 	}
 	inv := c.Invocation
 	msg := &ViewUpdate{GroupID: inv.GroupID, ViewType: viewType, Content: raw}
-	if err := c.srv.sender.Send(ctx, inv.CallbackURL, msg); err != nil {
+	if err := c.srv.sender.Send(withTrace(ctx, c.trace), inv.CallbackURL, msg); err != nil {
 		return fmt.Errorf("rap: UpdateView %q for call %s: %w", viewType, inv.ID, err)
 	}
 	return nil

@@ -76,7 +76,7 @@ func (s *Server) Invoke(ctx context.Context, inv *Invocation) (*ToolResult, erro
 		cancel(nil)
 		return nil, ErrBusy
 	}
-	journaled, err := s.beginCall(ctx, &copied)
+	journaled, err := s.beginCall(ctx, &copied, traceContext{})
 	if err != nil {
 		s.unregister(copied.GroupID, copied.ID)
 		s.pool.release()

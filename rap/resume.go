@@ -119,7 +119,8 @@ func (s *Server) resumeCall(r CallRecord) bool {
 	if base == "" {
 		base = sc.BaseURL
 	}
-	c := &Call{Invocation: &inv, srv: s, baseURL: base, journaled: true, resumed: true, state: sc.State}
+	c := &Call{Invocation: &inv, srv: s, baseURL: base, journaled: true, resumed: true, state: sc.State,
+		trace: traceContext{r.TraceParent, r.TraceState}}
 	c.saved.Store(true)
 	s.attach(inv.GroupID, inv.ID, c)
 	s.log.Info("rap: resuming a call that was running when the tool server stopped", "toolset", s.name,

@@ -335,7 +335,9 @@ func (s *Sender) sendEnding(ctx context.Context, callbackURL string, msg Callbac
 	if s.outbox == nil {
 		return s.sendNow(ctx, callbackURL, key, body)
 	}
-	m := OutboxMessage{Key: key, URL: callbackURL, Body: body, Created: time.Now(), EndsGroupID: endsGroup, EndsID: endsID}
+	tc := traceFrom(ctx)
+	m := OutboxMessage{Key: key, URL: callbackURL, Body: body, Created: time.Now(), EndsGroupID: endsGroup, EndsID: endsID,
+		TraceParent: tc.parent, TraceState: tc.state}
 	if err := s.outbox.Enqueue(ctx, m); err != nil {
 		return fmt.Errorf("rap: Send: storing %s message for %s in the outbox: %w", msg.MessageType(), RedactURL(callbackURL), err)
 	}
@@ -497,6 +499,7 @@ func (s *Sender) attempt(ctx context.Context, callbackURL, key string, body []by
 	}
 	req.Header["Content-Type"] = jsonContentType // RAP TR-1; set, not added to
 	req.Header[IdempotencyKeyHeader] = []string{key}
+	traceFrom(ctx).set(req.Header) // the call's trace context (tracing.go)
 
 	t0 := time.Now()
 	resp, err := s.client.Do(req)

@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/gorap/gorap/internal/bearer"
 	"github.com/gorap/gorap/internal/webguard"
@@ -154,6 +155,12 @@ type ServerOptions struct {
 	// default: no metrics. NewServer panics when registering fails (a
 	// second server of the same name on the registry).
 	Metrics prometheus.Registerer
+	// TracerProvider, when set, gives each call's handler an
+	// OpenTelemetry span, the child of the span context its invocation's
+	// traceparent header carried (docs/observability.md). Nil, the
+	// default: no spans. The trace context headers are sent back with the
+	// call's callbacks either way.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is a RAP tool server. It is an http.Handler that answers:
@@ -173,6 +180,7 @@ type ServerOptions struct {
 // IN-4, RE-1). Call Shutdown to stop.
 type Server struct {
 	name   string
+	tracer trace.Tracer // ServerOptions.TracerProvider's; nil when none
 	opts   ServerOptions
 	hosts  *webguard.Policy // host names it answers to (webguard.go)
 	log    *slog.Logger
@@ -290,6 +298,9 @@ func NewServer(name string, opts *ServerOptions) *Server {
 	s.subs = s.subIndex
 	s.sender = NewSender(so)
 	s.sender.onGone = s.subscriptionGone
+	if o.TracerProvider != nil {
+		s.tracer = o.TracerProvider.Tracer(tracerName)
+	}
 	if o.Metrics != nil {
 		m, err := newServerMetrics(o.Metrics, s)
 		if err != nil {
@@ -747,7 +758,8 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	journaled, err := s.beginCall(r.Context(), inv)
+	tc := traceContextOf(r.Header) // tracing.go
+	journaled, err := s.beginCall(r.Context(), inv, tc)
 	if err != nil {
 		s.unregister(inv.GroupID, inv.ID)
 		s.pool.release()
@@ -763,7 +775,7 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 	if base == "" {
 		base = s.invocationBase(r)
 	}
-	c := &Call{Invocation: inv, srv: s, baseURL: base, journaled: journaled}
+	c := &Call{Invocation: inv, srv: s, baseURL: base, journaled: journaled, trace: tc}
 	if s.metrics != nil {
 		c.accepted = time.Now()
 	}
@@ -788,7 +800,7 @@ const MaxJournalIDBytes = 1024
 
 // beginCall records inv in the call journal, when there is one, before
 // the invocation is acknowledged; it reports whether inv was recorded.
-func (s *Server) beginCall(ctx context.Context, inv *Invocation) (bool, error) {
+func (s *Server) beginCall(ctx context.Context, inv *Invocation, tc traceContext) (bool, error) {
 	if s.journal == nil {
 		return false, nil
 	}
@@ -802,7 +814,7 @@ func (s *Server) beginCall(ctx context.Context, inv *Invocation) (bool, error) {
 		op = op[:MaxJournalIDBytes] // only named in the error result
 	}
 	err := s.journal.BeginCall(ctx, CallRecord{GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID, Operation: op,
-		CallbackURL: inv.CallbackURL, Accepted: time.Now()})
+		CallbackURL: inv.CallbackURL, Accepted: time.Now(), TraceParent: tc.parent, TraceState: tc.state})
 	return err == nil, err
 }
 
@@ -844,7 +856,7 @@ func (s *Server) answerUnfinished(ctx context.Context, subs []SubscriptionRecord
 			res := errorResult(fmt.Sprintf("the tool server stopped (it crashed or was restarted) while %s was running, accepted at %s, so the call has no result. "+
 				"Its work may be partly done: check before calling it again.", opName(r.Operation), r.Accepted.UTC().Format(time.RFC3339)))
 			res.GroupID, res.ID, res.CallID = r.GroupID, r.ID, r.CallID
-			if err := s.sender.sendEnding(ctx, r.CallbackURL, res, r.GroupID, r.ID); err != nil {
+			if err := s.sender.sendEnding(withTrace(ctx, traceContext{r.TraceParent, r.TraceState}), r.CallbackURL, res, r.GroupID, r.ID); err != nil {
 				s.log.Error("rap: could not store the error result of a call interrupted by a restart; it is retried at the next Start", "toolset", s.name,
 					"operation", r.Operation, "group_id", r.GroupID, "id", r.ID, "error", err)
 				continue
@@ -1012,6 +1024,12 @@ func (s *Server) isClosing() bool {
 func (s *Server) runCall(ctx context.Context, cancel context.CancelCauseFunc, c *Call, invalid error) {
 	inv := c.Invocation
 	handedOff := false // a subscription keeps its context and registration
+	if s.tracer != nil {
+		var span trace.Span
+		ctx, span = s.startHandlerSpan(ctx, c) // tracing.go
+		c.span = span
+		defer span.End()
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("rap: tool handler panicked",

@@ -25,6 +25,10 @@ type OutboxMessage struct {
 	// a call both answered and recorded as unfinished. Only Enqueue reads
 	// them.
 	EndsGroupID, EndsID string
+	// TraceParent and TraceState, when set, are sent as the W3C
+	// traceparent and tracestate headers of the callback: the trace
+	// context of the invocation the message is about.
+	TraceParent, TraceState string
 }
 
 // Outbox keeps callback messages durably until they are delivered, so that a
@@ -89,6 +93,12 @@ type CallRecord struct {
 	// invocation it needs to resume (arguments included); empty when it
 	// saved nothing. Only a CallStateJournal keeps it; BeginCall ignores it.
 	State json.RawMessage `json:"state,omitempty"`
+	// TraceParent and TraceState are the W3C trace context headers the
+	// invocation carried (docs/observability.md), sent back with the
+	// call's callbacks, also after a restart; empty when it carried none,
+	// and in a journal written before gorap kept them.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // CallJournal is an optional part of a Store. A server whose Store has it

@@ -68,12 +68,16 @@ var errTokenRefused = errors.New("invalid callback token; use the callback_url o
 // 503 with RetryAfter when an early event cannot be held now (retry
 // later); 500 when the store failed.
 func (r *Runtime) DeliverCallback(ctx context.Context, token string, body io.Reader, idempotencyKey string) api.CallbackResult {
-	if r.metrics == nil {
+	if r.metrics == nil && r.tracer == nil {
 		return r.deliverCallback(ctx, token, body, idempotencyKey, nil)
 	}
 	kind := CallbackKindUnknown
+	ctx, span := r.startCallback(ctx) // tracing.go
 	res := r.deliverCallback(ctx, token, body, idempotencyKey, &kind)
-	r.observeCallback(kind, res)
+	endCallback(span, kind, res.Status)
+	if r.metrics != nil {
+		r.observeCallback(kind, res)
+	}
 	return res
 }
 
@@ -111,14 +115,16 @@ func (r *Runtime) deliverCallback(ctx context.Context, token string, body io.Rea
 	}
 	if err != nil {
 		// RAP TR-5: the body must be a valid callback message.
-		r.log.Warn("callback refused: invalid body", "thread", threadID, "call_id", callID, "err", err)
+		r.log.WarnContext(ctx, "callback refused: invalid body", "thread", threadID, "call_id", callID, "err", err)
 		return api.CallbackResult{Status: http.StatusBadRequest, Message: "invalid callback message: " + err.Error()}
 	}
 	if kind != nil {
 		*kind = string(msg.MessageType())
 	}
+	r.traceCallback(ctx, threadID, callID) // tracing.go
 	out := r.handleCallback(ctx, threadID, callID, msg, idempotencyKey)
 	if out.wake {
+		r.linkSlice(ctx, threadID) // tracing.go
 		r.wake(threadID)
 	}
 	return api.CallbackResult{Status: out.status, Message: out.msg, RetryAfter: out.retryAfter}
@@ -132,7 +138,7 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 		return append([]any{"thread", threadID, "call_id", callID, "type", string(msg.MessageType())}, more...)
 	}
 	if msg.Thread() != threadID {
-		r.log.Warn("callback refused: group_id does not match the callback URL", logAttrs()...)
+		r.log.WarnContext(ctx, "callback refused: group_id does not match the callback URL", logAttrs()...)
 		return callbackOutcome{status: http.StatusForbidden, msg: "group_id does not match the callback URL; send the group_id of the invocation"}
 	}
 	var out callbackOutcome
@@ -179,13 +185,13 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 	r.apply(out.fx)
 	switch {
 	case out.status == http.StatusNotFound:
-		r.log.Warn("callback discarded: unknown tool call (RAP RE-5)", logAttrs()...)
+		r.log.WarnContext(ctx, "callback discarded: unknown tool call (RAP RE-5)", logAttrs()...)
 	case out.status == http.StatusServiceUnavailable:
-		r.log.Warn("callback deferred: the tool is asked to retry", logAttrs("reason", out.msg, "retry_after", out.retryAfter)...)
+		r.log.WarnContext(ctx, "callback deferred: the tool is asked to retry", logAttrs("reason", out.msg, "retry_after", out.retryAfter)...)
 	case out.status != http.StatusOK:
-		r.log.Warn("callback refused", logAttrs("status", out.status, "reason", out.msg)...)
+		r.log.WarnContext(ctx, "callback refused", logAttrs("status", out.status, "reason", out.msg)...)
 	default:
-		r.log.Info("callback received", logAttrs("outcome", out.msg)...)
+		r.log.InfoContext(ctx, "callback received", logAttrs("outcome", out.msg)...)
 	}
 	return out
 }

@@ -18,6 +18,8 @@ import (
 	"net/url"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/store"
 )
@@ -26,6 +28,12 @@ import (
 // already persisted (RAP RT-1). ancestors are the thread's ancestors, root
 // first (RAP IN-1); nil means they are looked up in the store.
 func (r *Runtime) dispatchAsync(c store.Call, ancestors []string) {
+	r.dispatchAsyncIn(trace.SpanContext{}, c, ancestors)
+}
+
+// dispatchAsyncIn is dispatchAsync for a call made in the span parent:
+// the dispatch's span is its child (tracing.go).
+func (r *Runtime) dispatchAsyncIn(parent trace.SpanContext, c store.Call, ancestors []string) {
 	r.mu.Lock()
 	if r.stopping {
 		r.mu.Unlock()
@@ -44,7 +52,13 @@ func (r *Runtime) dispatchAsync(c store.Call, ancestors []string) {
 			r.mu.Unlock()
 			r.wg.Done()
 		}()
-		r.dispatch(r.baseCtx, c, ancestors)
+		ctx := r.baseCtx
+		if r.tracer != nil {
+			var span trace.Span
+			ctx, span = r.startDispatch(ctx, parent, c.Toolset, c.ToolName, c.CallID, c.ThreadID)
+			defer span.End() // ended before, with its outcome, unless interrupted
+		}
+		r.dispatch(ctx, c, ancestors)
 	})
 }
 
@@ -80,7 +94,7 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	if ctx.Err() != nil {
 		// Shutting down: the call stays "new" and is dispatched at the next
 		// Start.
-		r.log.Info("rap invocation interrupted by shutdown", "audit", true, "operation", c.ToolName,
+		r.log.InfoContext(ctx, "rap invocation interrupted by shutdown", "audit", true, "operation", c.ToolName,
 			"thread", c.ThreadID, "call_id", c.CallID, "started", start, "outcome", "interrupted")
 		return
 	}
@@ -91,8 +105,11 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 	if r.metrics != nil {
 		r.metrics.Invocation(c.Toolset, c.ToolName, invocationOutcome(status, err), time.Since(start))
 	}
+	if r.tracer != nil {
+		endDispatch(trace.SpanFromContext(ctx), attempts, status, err) // tracing.go
+	}
 	if r.log.Enabled(ctx, slog.LevelInfo) { // the arguments cost a dozen allocations
-		r.log.Info("rap invocation", "audit", true, "operation", c.ToolName, "toolset", c.Toolset,
+		r.log.InfoContext(ctx, "rap invocation", "audit", true, "operation", c.ToolName, "toolset", c.Toolset,
 			"endpoint", redact(c.Endpoint), "thread", c.ThreadID, "call_id", c.CallID, "started", start,
 			"duration", time.Since(start), "attempts", attempts, "status", status, "outcome", outcome,
 			"error", errString(err))
@@ -221,7 +238,7 @@ func (r *Runtime) post(ctx context.Context, c store.Call, body []byte) (attempts
 			return attempts, status, err
 		}
 		wait := backoff + time.Duration(rand.Int64N(int64(backoff)/5+1))
-		r.log.Warn("rap invocation retry", "operation", c.ToolName, "thread", c.ThreadID, "call_id", c.CallID,
+		r.log.WarnContext(ctx, "rap invocation retry", "operation", c.ToolName, "thread", c.ThreadID, "call_id", c.CallID,
 			"attempt", attempts, "wait", wait, "error", err.Error())
 		select {
 		case <-ctx.Done():
@@ -241,6 +258,7 @@ func (r *Runtime) postOnce(ctx context.Context, endpoint string, body []byte, ti
 		return 0, false, fmt.Errorf("bad endpoint %s: %w", redact(endpoint), err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	r.injectTrace(ctx, req.Header) // traceparent, tracestate (tracing.go)
 	resp, err := r.http.Do(req)
 	if err != nil {
 		var ue *url.Error

@@ -140,7 +140,9 @@
 //     (readiness), http.go (Handler and the forwarders to
 //     runtime/httpapi), gopool.go (the goroutine pool of workers and
 //     dispatches), metrics.go (what Config.Metrics is told, the timed
-//     store, the census of the store for the store-wide gauges).
+//     store, the census of the store for the store-wide gauges),
+//     tracing.go (the spans of Config.TracerProvider and the trace
+//     context sent with invocations).
 //   - Inputs from clients: threadapi.go (create a thread, post a message,
 //     history, Idle), close.go (closing a thread), delete.go (deleting a
 //     session) with delete_forget.go (forgetting it in memory) and

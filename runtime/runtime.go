@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
@@ -261,6 +263,11 @@ type Config struct {
 	// to one user (not an admin) gets 403, since metrics count every
 	// user's sessions.
 	MetricsHandler http.Handler
+	// TracerProvider, when set, makes the runtime's OpenTelemetry spans
+	// (tracing.go): slices, completions, dispatches (whose span context
+	// goes to the tool server in the W3C traceparent header), callbacks
+	// and built-in calls. Nil: no spans and no trace headers, at no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // NewTransport returns the HTTP transport the runtime uses when
@@ -297,6 +304,10 @@ type Runtime struct {
 	coord coord
 	// metrics is Config.Metrics, nil when none (metrics.go).
 	metrics Metrics
+	// tracer is Config.TracerProvider's, nil when none; links are the
+	// callbacks' span contexts kept for the next slice (tracing.go).
+	tracer trace.Tracer
+	links  spanLinks
 
 	cfg Config
 	// store is Config.Store, its transactions timed when metrics are on
@@ -454,6 +465,9 @@ func New(opts *Config) (*Runtime, error) {
 		r.coord = newSharedCoord(r, cfg, sh.StoreID())
 	} else {
 		r.coord = newLocalCoord(r)
+	}
+	if cfg.TracerProvider != nil {
+		r.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
 	if cfg.Metrics != nil {
 		r.metrics = cfg.Metrics

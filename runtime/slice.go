@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/runtime/store"
 )
@@ -20,6 +22,8 @@ import (
 // (drained): then the worker need not look at the inbox again unless a
 // row was queued meanwhile (threadState.again).
 func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drained bool, err error) {
+	ctx, span := r.startSlice(ctx, threadID) // tracing.go
+	defer func() { endSpan(span, err) }()
 	var th store.Thread
 	var items []store.InboxItem
 	var history []store.Message
@@ -186,7 +190,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		}
 		for i := range accepted {
 			accepted[i].TurnSeq = turnSeq(appended)
-			r.dispatchAsync(accepted[i], ancestors)
+			r.dispatchAsyncIn(trace.SpanContextFromContext(ctx), accepted[i], ancestors)
 		}
 		pending = append(pending, accepted...)
 		pending = append(pending, fx.calls...)
@@ -283,7 +287,9 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 		seq := turnSeq(appended)
 		results := append([]store.ToolResult(nil), rejected...)
 		for _, c := range builtins {
+			span := r.builtinSpan(ctx, c.Name, c.ID) // tracing.go
 			res, done, err := r.execBuiltin(tx, th, c, fx)
+			endSpan(span, err)
 			if err != nil {
 				return fmt.Errorf("built-in %s: %w", c.Name, err)
 			}

@@ -135,6 +135,12 @@ func runBridgeMCP(ctx context.Context, a *app, f bridgeMCPFlags, pos []string) e
 	}
 	defer stopMetrics()
 	opts.Server.Metrics = reg
+	tp, log, stopTracing, err := startTracing(ctx, "gorap-bridge-mcp", opts.Logger) // tracing.go
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	opts.Server.TracerProvider, opts.Logger = tp, log
 	return bridgeMCP(ctx, opts, f.listen, a.stdout, nil)
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/gorap/gorap/runtime/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // otcFlags are the settings shared by "rap bridge otc" and otc_server
@@ -30,6 +31,8 @@ type otcFlags struct {
 	// bridge's tool server counts on (nil: none).
 	metricsListen string
 	metrics       prometheus.Registerer
+	// tracer is the tracer provider of the OTEL_* variables (nil: none).
+	tracer trace.TracerProvider
 }
 
 // newOTCBridge builds a bridge from its settings; the worker secret is read
@@ -51,7 +54,7 @@ func newOTCBridge(ctx context.Context, url string, f otcFlags, bearer string, st
 		CallTimeout: f.callTimeout,
 		AuthTimeout: f.authTimeout,
 		Logger:      log,
-		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log, Metrics: f.metrics, Store: store},
+		Server:      &rap.ServerOptions{BearerToken: bearer, Logger: log, Metrics: f.metrics, Store: store, TracerProvider: f.tracer},
 	})
 }
 
@@ -111,6 +114,12 @@ func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, dataDi
 	}
 	defer stopMetrics()
 	f.metrics = reg
+	tp, log, stopTracing, err := startTracing(ctx, "gorap-bridge-otc", log) // tracing.go
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	f.tracer = tp
 	var store rap.Store
 	if dataDir != "" {
 		st, err := openOTCStore(dataDir, f.name)
@@ -141,7 +150,7 @@ func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, dataDi
 // inProcessHosts), and returns their base URLs for the runtime's tool
 // servers and a function that stops them. With a data dir, each bridge
 // keeps its calls and callbacks in DATADIR/otc/NAME.db.
-func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts inProcessHosts, log *slog.Logger) ([]string, func(), error) {
+func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts inProcessHosts, tp trace.TracerProvider, log *slog.Logger) ([]string, func(), error) {
 	f, _, err := s.LoadToolSets(dir, getenvOS)
 	if err != nil || f == nil {
 		return nil, func() {}, err
@@ -161,7 +170,7 @@ func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts 
 	}
 	for _, o := range f.OTCServers() {
 		fl := otcFlags{name: o.Name, dialect: o.Dialect, secretEnv: o.SecretEnv, secretFile: o.SecretFile,
-			noAuth: o.NoAuth, secretsDir: o.SecretsDir, callTimeout: time.Duration(o.CallTimeout), authTimeout: time.Duration(o.AuthTimeout)}
+			noAuth: o.NoAuth, secretsDir: o.SecretsDir, callTimeout: time.Duration(o.CallTimeout), authTimeout: time.Duration(o.AuthTimeout), tracer: tp}
 		var store rap.Store
 		if s.DataDir != "" {
 			st, err := openOTCStore(filepath.Join(s.DataDir, "otc"), o.Name)

@@ -32,7 +32,15 @@ again) and an audit log. See docs/toolsjson.md.`,
 			}
 			defer stopMetrics()
 			f.metrics = reg
-			return runBridgeToolsJSON(cmd.Context(), a, f, listen, args[0])
+			tp, log, stopTracing, err := startTracing(cmd.Context(), "gorap-bridge-toolsjson", a.log) // tracing.go
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
+			f.tracer = tp
+			run := *a
+			run.log = log
+			return runBridgeToolsJSON(cmd.Context(), &run, f, listen, args[0])
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:3101", "`ADDR` to listen on")

@@ -69,6 +69,12 @@ func serve(ctx context.Context, s config.Settings, stdout, stderr io.Writer, rea
 
 // serveLogged is serve with the logger of --log-level and --log-format.
 func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdout io.Writer, ready func(*server)) error {
+	// Traces, when an OTEL_* variable asks for them (docs/observability.md).
+	tracerProvider, log, stopTracing, err := startTracing(ctx, "gorap", log) // tracing.go
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 
 	// HTTPS: a certificate or key that does not load stops serve before
 	// anything else starts.
@@ -91,13 +97,13 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	// Bridged entries are served in process (no port): otc_server, tools_json
 	// and the MCP entries below.
 	hosts := inProcessHosts{}
-	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, hosts, log)
+	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, hosts, tracerProvider, log)
 	if err != nil {
 		return err
 	}
 	defer stopOTC()
 	toolServers = append(toolServers, otcURLs...)
-	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, hosts, log, stdout)
+	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, hosts, tracerProvider, log, stdout)
 	if err != nil {
 		return err
 	}
@@ -118,7 +124,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 	// mcp_server and http_mcp_server entries, bridged in process;
 	// the runtime's model answers their sampling requests.
-	mcpb := startMCPBridges(ctx, &s, dir, mdl, log, stdout)
+	mcpb := startMCPBridges(ctx, &s, dir, mdl, tracerProvider, log, stdout)
 	defer mcpb.shutdown()
 	toolServers = append(toolServers, mcpb.urls...)
 	for host, b := range mcpb.byHost {
@@ -223,6 +229,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		Prices:                    toolSets.Prices,
 		Metrics:                   met,
 		MetricsHandler:            metrics.Handler(reg),
+		TracerProvider:            tracerProvider,
 	})
 	if err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/gorap/gorap/bridge/mcp"
 	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/model"
@@ -36,7 +38,7 @@ type mcpBridges struct {
 // startMCPBridges starts a bridge for each MCP entry of the tool-server
 // config, in parallel; sampler answers their sampling requests. An entry whose server cannot start is reported on
 // stdout and in the log, and skipped; the others load.
-func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sampler model.Provider, log *slog.Logger, stdout io.Writer) *mcpBridges {
+func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sampler model.Provider, tp trace.TracerProvider, log *slog.Logger, stdout io.Writer) *mcpBridges {
 	m := &mcpBridges{byHost: map[string]*mcp.Bridge{}}
 	f, _, err := s.LoadToolSets(dir, getenvOS)
 	if err != nil || f == nil {
@@ -48,7 +50,7 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 	errs := make([]error, len(entries))
 	var wg sync.WaitGroup
 	for i, e := range entries {
-		wg.Go(func() { started[i], stores[i], errs[i] = startMCPBridge(ctx, e, s.DataDir, sampler, log) })
+		wg.Go(func() { started[i], stores[i], errs[i] = startMCPBridge(ctx, e, s.DataDir, sampler, tp, log) })
 	}
 	wg.Wait()
 	for i, e := range entries {
@@ -94,7 +96,7 @@ func mcpEntryOptions(c *config.MCPServer, sampler model.Provider, log *slog.Logg
 // the bridge keeps its callbacks and resource subscriptions in the
 // durable store DATADIR/mcp/NAME.db, so that subscriptions survive a
 // restart of rap serve.
-func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampler model.Provider, log *slog.Logger) (_ *mcp.Bridge, _ *durable.Store, err error) {
+func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampler model.Provider, tp trace.TracerProvider, log *slog.Logger) (_ *mcp.Bridge, _ *durable.Store, err error) {
 	c := e.MCP
 	opts := mcpEntryOptions(c, sampler, log)
 	if c.OAuth != nil {
@@ -117,6 +119,12 @@ func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampl
 			}
 		}()
 		opts.Server = &rap.ServerOptions{Store: st}
+	}
+	if tp != nil {
+		if opts.Server == nil {
+			opts.Server = &rap.ServerOptions{}
+		}
+		opts.Server.TracerProvider = tp
 	}
 	b, err := mcp.New(opts)
 	if err != nil {

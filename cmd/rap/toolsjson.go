@@ -17,6 +17,7 @@ import (
 	"github.com/gorap/gorap/runtime/config"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // This file holds what "rap bridge toolsjson", "rap replay", "rap serve"
@@ -36,6 +37,8 @@ type toolsJSONFlags struct {
 	// metrics is the registry the tool server counts on (nil: none);
 	// rap bridge toolsjson sets it from --metrics-listen.
 	metrics prometheus.Registerer
+	// tracer is the tracer provider of the OTEL_* variables (nil: none).
+	tracer trace.TracerProvider
 }
 
 func (f *toolsJSONFlags) register(fs *pflag.FlagSet, getenv func(string) string) {
@@ -91,7 +94,7 @@ func toolsJSONServer(bundle string, f toolsJSONFlags, log *slog.Logger, replay *
 		Timeout:   f.timeout,
 		NoConfirm: f.noConfirm,
 		Replay:    replay,
-		Server:    &rap.ServerOptions{BearerToken: f.token, Logger: log, Metrics: f.metrics},
+		Server:    &rap.ServerOptions{BearerToken: f.token, Logger: log, Metrics: f.metrics, TracerProvider: f.tracer},
 	}
 	s, err := toolsjson.NewServer(b, opts)
 	if err != nil {
@@ -114,7 +117,7 @@ func serveToolsJSON(ctx context.Context, s *toolsjson.Server, ln net.Listener) e
 // of the config, served in process at
 // NAME.toolsjson.rap.invalid (see inProcessHosts), and returns their base
 // URLs. stop shuts them down.
-func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, hosts inProcessHosts, log *slog.Logger, out io.Writer) (urls []string, stop func(), err error) {
+func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, hosts inProcessHosts, tp trace.TracerProvider, log *slog.Logger, out io.Writer) (urls []string, stop func(), err error) {
 	f, _, err := st.LoadToolSets(dir, getenvOS)
 	if err != nil {
 		return nil, func() {}, err
@@ -127,7 +130,7 @@ func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, 
 		}
 	}
 	for _, e := range entries {
-		flags := toolsJSONFlags{allowUnsigned: e.AllowUnsigned, noConfirm: !f.ConfirmExternalActions(), dataDir: st.DataDir, token: st.ToolToken, timeout: toolsjson.DefaultTimeout}
+		flags := toolsJSONFlags{allowUnsigned: e.AllowUnsigned, noConfirm: !f.ConfirmExternalActions(), dataDir: st.DataDir, token: st.ToolToken, timeout: toolsjson.DefaultTimeout, tracer: tp}
 		s, _, closeFn, err := toolsJSONServer(e.Bundle, flags, log.With("bundle", e.Bundle), nil, out)
 		if err != nil {
 			stop()

@@ -304,6 +304,12 @@ var migrations = []string{
 	CREATE INDEX dead_letters_dead_at ON dead_letters (dead_at);`,
 	// 4: the state a resumable call saved (rap.Call.SaveState).
 	`ALTER TABLE calls ADD COLUMN state BLOB;`,
+	// 5: the W3C trace context of a call and of a callback (NULL: none),
+	// sent with the callbacks (rap.CallRecord.TraceParent).
+	`ALTER TABLE calls ADD COLUMN traceparent TEXT;
+	ALTER TABLE calls ADD COLUMN tracestate TEXT;
+	ALTER TABLE outbox ADD COLUMN traceparent TEXT;
+	ALTER TABLE outbox ADD COLUMN tracestate TEXT;`,
 }
 
 // migrate applies the migrations the file has not seen yet, each in its
@@ -386,15 +392,15 @@ func (s *Store) Enqueue(ctx context.Context, m rap.OutboxMessage) error {
 	}
 	if m.EndsGroupID == "" && m.EndsID == "" {
 		return s.execWrite(ctx, "Enqueue "+m.Key,
-			`INSERT INTO outbox (key, url, body, attempts, created) VALUES (?, ?, ?, ?, ?)
+			`INSERT INTO outbox (key, url, body, attempts, created, traceparent, tracestate) VALUES (?, ?, ?, ?, ?, ?, ?)
 			 ON CONFLICT (key) DO NOTHING`,
-			m.Key, m.URL, m.Body, m.Attempts, created.UnixNano())
+			m.Key, m.URL, m.Body, m.Attempts, created.UnixNano(), nullable(m.TraceParent), nullable(m.TraceState))
 	}
 	// The message answers a journaled call: store it and forget the call
 	// in one transaction.
 	return s.write(ctx, "Enqueue "+m.Key, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (key, url, body, attempts, created) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (key) DO NOTHING`, m.Key, m.URL, m.Body, m.Attempts, created.UnixNano()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (key, url, body, attempts, created, traceparent, tracestate) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (key) DO NOTHING`, m.Key, m.URL, m.Body, m.Attempts, created.UnixNano(), nullable(m.TraceParent), nullable(m.TraceState)); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `DELETE FROM calls WHERE group_id = ? AND id = ?`, m.EndsGroupID, m.EndsID)
@@ -409,11 +415,11 @@ func (s *Store) Pending(ctx context.Context, limit int) ([]rap.OutboxMessage, er
 		return nil, fmt.Errorf("durable: Pending: limit %d; ask for at least one message", limit)
 	}
 	limit = min(limit, MaxPending)
-	return readAll(ctx, s, "Pending", `SELECT key, url, body, attempts, created FROM outbox ORDER BY seq LIMIT ?`,
+	return readAll(ctx, s, "Pending", `SELECT key, url, body, attempts, created, COALESCE(traceparent, ''), COALESCE(tracestate, '') FROM outbox ORDER BY seq LIMIT ?`,
 		func(rows *sql.Rows) (rap.OutboxMessage, error) {
 			var m rap.OutboxMessage
 			var created int64
-			err := rows.Scan(&m.Key, &m.URL, &m.Body, &m.Attempts, &created)
+			err := rows.Scan(&m.Key, &m.URL, &m.Body, &m.Attempts, &created, &m.TraceParent, &m.TraceState)
 			m.Created = time.Unix(0, created)
 			return m, err
 		}, limit)
@@ -428,11 +434,11 @@ func (s *Store) PendingAfter(ctx context.Context, after int64, limit int) ([]rap
 		return nil, fmt.Errorf("durable: PendingAfter: limit %d; ask for at least one message", limit)
 	}
 	limit = min(limit, MaxPending)
-	return readAll(ctx, s, "PendingAfter", `SELECT seq, key, url, body, attempts, created FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?`,
+	return readAll(ctx, s, "PendingAfter", `SELECT seq, key, url, body, attempts, created, COALESCE(traceparent, ''), COALESCE(tracestate, '') FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?`,
 		func(rows *sql.Rows) (rap.SequencedMessage, error) {
 			var m rap.SequencedMessage
 			var created int64
-			err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created)
+			err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created, &m.TraceParent, &m.TraceState)
 			m.Created = time.Unix(0, created)
 			return m, err
 		}, after, limit)
@@ -523,9 +529,9 @@ func (s *Store) BeginCall(ctx context.Context, r rap.CallRecord) error {
 		r.Accepted = time.Now()
 	}
 	return s.execWrite(ctx, "BeginCall "+r.GroupID+"/"+r.ID,
-		`INSERT INTO calls (group_id, id, call_id, operation, callback_url, accepted) VALUES (?, ?, ?, ?, ?, ?)
+		`INSERT INTO calls (group_id, id, call_id, operation, callback_url, accepted, traceparent, tracestate) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		 ON CONFLICT (group_id, id) DO NOTHING`,
-		r.GroupID, r.ID, r.CallID, r.Operation, r.CallbackURL, r.Accepted.UnixNano())
+		r.GroupID, r.ID, r.CallID, r.Operation, r.CallbackURL, r.Accepted.UnixNano(), nullable(r.TraceParent), nullable(r.TraceState))
 }
 
 // EndCall forgets a call recorded by BeginCall (rap.CallJournal); unknown
@@ -547,12 +553,13 @@ func (s *Store) SaveCallState(ctx context.Context, groupID, id string, state []b
 // UnfinishedCalls returns the calls recorded and not ended, oldest first,
 // with the state each saved (rap.CallJournal, rap.CallStateJournal).
 func (s *Store) UnfinishedCalls(ctx context.Context) ([]rap.CallRecord, error) {
-	return readAll(ctx, s, "UnfinishedCalls", `SELECT group_id, id, call_id, operation, callback_url, accepted, state FROM calls ORDER BY accepted, group_id, id`,
+	return readAll(ctx, s, "UnfinishedCalls", `SELECT group_id, id, call_id, operation, callback_url, accepted, state,
+		COALESCE(traceparent, ''), COALESCE(tracestate, '') FROM calls ORDER BY accepted, group_id, id`,
 		func(rows *sql.Rows) (rap.CallRecord, error) {
 			var r rap.CallRecord
 			var accepted int64
 			var state []byte
-			err := rows.Scan(&r.GroupID, &r.ID, &r.CallID, &r.Operation, &r.CallbackURL, &accepted, &state)
+			err := rows.Scan(&r.GroupID, &r.ID, &r.CallID, &r.Operation, &r.CallbackURL, &accepted, &state, &r.TraceParent, &r.TraceState)
 			r.Accepted = time.Unix(0, accepted)
 			if len(state) > 0 {
 				r.State = state
@@ -582,3 +589,7 @@ func readAll[T any](ctx context.Context, s *Store, what, query string, scan func
 	}
 	return out, nil
 }
+
+// nullable stores an empty string as NULL: a column added later (the
+// trace context) costs nothing in the rows that have none.
+func nullable(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

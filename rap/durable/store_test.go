@@ -172,8 +172,8 @@ func TestSchemaMigrations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tool.db")
 	st := open(t, path)
 	v, err := st.SchemaVersion(ctx)
-	if err != nil || v != 4 {
-		t.Fatalf("SchemaVersion = %d, %v; want 4", v, err)
+	if err != nil || v != 5 {
+		t.Fatalf("SchemaVersion = %d, %v; want 5", v, err)
 	}
 	if err := st.Enqueue(ctx, msg(1)); err != nil {
 		t.Fatal(err)
@@ -493,14 +493,14 @@ func TestSchemaUpgradeFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`DROP TABLE calls; DROP TABLE dead_letters; DELETE FROM schema_migrations WHERE version >= 2`); err != nil {
+	if _, err := db.Exec(`DROP TABLE calls; DROP TABLE dead_letters; ALTER TABLE outbox DROP COLUMN traceparent; ALTER TABLE outbox DROP COLUMN tracestate; DELETE FROM schema_migrations WHERE version >= 2`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	st2 := open(t, path)
 	defer st2.Close()
-	if v, err := st2.SchemaVersion(ctx); err != nil || v != 4 {
-		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 4", v, err)
+	if v, err := st2.SchemaVersion(ctx); err != nil || v != 5 {
+		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 5", v, err)
 	}
 	if p, err := st2.Pending(ctx, 10); err != nil || len(p) != 1 {
 		t.Errorf("after upgrade Pending = %v, %v; the outbox must be kept", keys(p), err)

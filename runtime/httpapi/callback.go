@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/gorap/gorap/rap"
 )
 
@@ -23,7 +25,13 @@ const CallbackPath = "/rap/callback/"
 // with Retry-After when an early event cannot be held now (retry later).
 func (s *server) serveCallback(w http.ResponseWriter, req *http.Request) {
 	body := http.MaxBytesReader(w, req.Body, rap.MaxCallbackBytes)
-	out := s.e.DeliverCallback(req.Context(), req.PathValue("token"), body, req.Header.Get(rap.IdempotencyKeyHeader))
+	ctx := req.Context()
+	if req.Header.Get("Traceparent") != "" {
+		// The span context the tool sent back (docs/observability.md):
+		// the engine links its callback span to it.
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(req.Header))
+	}
+	out := s.e.DeliverCallback(ctx, req.PathValue("token"), body, req.Header.Get(rap.IdempotencyKeyHeader))
 	if out.TokenRefused {
 		// RAP RE-5, TR-7: forged or mangled tokens change nothing.
 		s.opts.Log.Warn("callback refused: invalid token", "remote", req.RemoteAddr)
