@@ -144,6 +144,11 @@ func TestBrowserAccessibility(t *testing.T) {
 		// the second waits, queued, behind it.
 		b.say("hold on")
 		b.wait("the message taken", `[...document.querySelectorAll('#messages > .msg.user:not([data-queued]) .text')].some((e) => e.textContent === 'hold on')`)
+		// The new thread's view may still be settling on its address.
+		b.wait("the message box ready", `(() => {
+			const i = document.getElementById('input');
+			return !!i && !i.disabled && i.checkVisibility() && document.getElementById('conn').dataset.state === 'live';
+		})()`)
 		b.say("and then?")
 		b.wait("the message queued while the model thinks", contains("#messages > .msg.user[data-queued] .meta", "queued"))
 		check("an archived session listed, a message queued")
