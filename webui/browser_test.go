@@ -170,6 +170,9 @@ func newDemoStackModel(t *testing.T, authorized <-chan struct{}, token string, m
 // person at the keyboard does.
 func (b *browser) say(text string) {
 	b.t.Helper()
+	// The box is disabled while the previous message is being sent: the
+	// runtime may announce that message before the send returns.
+	b.wait("the message box enabled", `(() => { const i = document.getElementById('input'); return !!i && !i.disabled; })()`)
 	b.run("type "+text, chromedp.Focus(chromedp.CSS("#input")), chromedp.SendKeys(chromedp.CSS("#input"), text), chromedp.KeyEvent(kb.Enter))
 }
 
