@@ -31,7 +31,7 @@ var layers = []struct {
 		"examples/exec", "examples/fswatch", "examples/gettime", "examples/notes", "examples/toolsjson/weatherapi"}},
 	{"what the stores share, sessions in and out of a store, RAP tools over MCP", []string{"runtime/store/backend", "runtime/archive/archivestore", "bridge/mcpserve"}},
 	{"stores and the client", []string{"runtime/store/sqlite", "runtime/store/postgres", "runtime/store/storetest", "runtime/client"}},
-	{"built on the client and the stores", []string{"runtime/store/postgres/pgtest", "termchat"}},
+	{"built on the client and the stores", []string{"runtime/store/postgres/pgtest", "termchat", "conformance"}},
 	{"the runtime's HTTP surface", []string{"runtime/httpapi"}},
 	{"the runtime engine", []string{"runtime"}},
 	{"built on the runtime", []string{"runtime/clientauth", "runtime/metrics", "runtime/bench", "runtime/crashtest"}},
