@@ -2,16 +2,12 @@ package rap
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"time"
-
-	"github.com/gorap/gorap/internal/bearer"
 )
 
 // Limits of Call.AskUser.
@@ -27,11 +23,11 @@ const (
 // so the key authenticates the answer even without a bearer token.
 const ChoiceKeyParam = "key"
 
-// pendingChoice is an AskUser waiting for its answer.
-type pendingChoice struct {
-	key     string
-	choices int
-	answer  chan int // buffered(1)
+// choiceQuestion is the kind of question AskUser asks; the answer is the
+// index of the choice picked.
+var choiceQuestion = question[int]{
+	name:    "user choice",
+	pending: func(s *Server) map[string]*pendingAsk[int] { return s.choices },
 }
 
 // RequestOAuth asks the runtime to show authURL to the user so that they
@@ -88,47 +84,25 @@ func (c *Call) AskUser(ctx context.Context, prompt string, choices []string, def
 		return def, c.afterResult("AskUser")
 	}
 	inv := c.Invocation
-	var k [16]byte
-	_, _ = rand.Read(k[:])
-	p := &pendingChoice{key: hex.EncodeToString(k[:]), choices: len(choices), answer: make(chan int, 1)}
-	s := c.srv
-	s.mu.Lock()
-	if _, busy := s.choices[inv.ID]; busy {
-		s.mu.Unlock()
-		return def, fmt.Errorf("rap: AskUser: call %s is already waiting for a user choice; ask one question at a time", inv.ID)
-	}
-	s.choices[inv.ID] = p
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		if s.choices[inv.ID] == p {
-			delete(s.choices, inv.ID)
+	check := func(selected int) error {
+		if selected >= len(choices) {
+			return fmt.Errorf("selected: index %d is out of range; the choice offered %d options (0 to %d)", selected, len(choices), len(choices)-1)
 		}
-		s.mu.Unlock()
-	}()
-
-	msg := &UserChoice{
-		GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID,
-		Prompt: prompt, Choices: choices, Default: def,
-		ResponseURL: c.baseURL + UserChoiceResponsePath + "?" + ChoiceKeyParam + "=" + p.key,
+		return nil
 	}
-	if err := s.sender.Send(withTrace(ctx, c.trace), inv.CallbackURL, msg); err != nil {
-		return def, fmt.Errorf("rap: AskUser for call %s: %w", inv.ID, err)
+	v, answered, err := ask(ctx, c, choiceQuestion, UserChoiceResponsePath, check, timeout, func(responseURL string) Callback {
+		return &UserChoice{
+			GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID,
+			Prompt: prompt, Choices: choices, Default: def, ResponseURL: responseURL,
+		}
+	})
+	if err != nil {
+		return def, fmt.Errorf("rap: AskUser: %w", err)
 	}
-	var expired <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expired = t.C
-	}
-	select {
-	case v := <-p.answer:
-		return v, nil
-	case <-expired:
+	if !answered {
 		return def, nil
-	case <-ctx.Done():
-		return def, fmt.Errorf("rap: AskUser for call %s: stopped waiting: %w", inv.ID, context.Cause(ctx))
 	}
+	return v, nil
 }
 
 // UpdateView replaces the content of the view viewType of the call's
@@ -167,41 +141,5 @@ func (s *Server) serveUserChoiceResponse(w http.ResponseWriter, r *http.Request)
 		http.Error(w, "invalid user choice response: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.mu.Lock()
-	p := s.choices[resp.ID]
-	s.mu.Unlock()
-	if p == nil && s.opts.BearerToken != "" && !s.bearerOK(r) {
-		// Whether a choice is pending is the server's state: with a token
-		// configured, only an authenticated caller learns it.
-		bearer.Challenge(w.Header(), "rap")
-		http.Error(w, "user choice response not authenticated: POST to the response_url exactly as sent (it carries the key), or send the tool server's bearer token", http.StatusUnauthorized)
-		return
-	}
-	if p == nil {
-		http.Error(w, fmt.Sprintf("no user choice is pending for id %q: it was already answered, timed out, or never asked", resp.ID), http.StatusBadRequest)
-		return
-	}
-	key := r.URL.Query().Get(ChoiceKeyParam)
-	if !s.bearerOK(r) && !equalSecret(key, p.key) {
-		bearer.Challenge(w.Header(), "rap")
-		http.Error(w, "user choice response not authenticated: POST to the response_url exactly as sent (it carries the key), or send the tool server's bearer token", http.StatusUnauthorized)
-		return
-	}
-	if resp.Selected >= p.choices {
-		http.Error(w, fmt.Sprintf("selected: index %d is out of range; the choice offered %d options (0 to %d)", resp.Selected, p.choices, p.choices-1), http.StatusBadRequest)
-		return
-	}
-	s.mu.Lock()
-	if s.choices[resp.ID] == p {
-		delete(s.choices, resp.ID) // answered once; a replay finds nothing (RAP UC-2)
-	} else {
-		p = nil
-	}
-	s.mu.Unlock()
-	if p == nil {
-		http.Error(w, fmt.Sprintf("no user choice is pending for id %q: it was already answered", resp.ID), http.StatusBadRequest)
-		return
-	}
-	p.answer <- resp.Selected
-	w.WriteHeader(http.StatusOK)
+	answerAsk(s, w, r, choiceQuestion, resp.ID, resp.Selected)
 }

@@ -220,12 +220,12 @@ type Server struct {
 	closing  bool
 	tools    map[string]*toolEntry
 	order    []string
-	active   map[string]map[string]activeCall // group_id → id → call
-	idleMaps []map[string]activeCall          // emptied per-group maps, reused by register
-	choices  map[string]*pendingChoice        // invocation id → pending AskUser
-	inputs   map[string]*pendingInput         // invocation id → pending AskInput
-	subsWG   sync.WaitGroup                   // running subscription handlers; Add only under mu while !closing
-	nsubs    int                              // subscriptions holding a slot (MaxSubscriptions)
+	active   map[string]map[string]activeCall    // group_id → id → call
+	idleMaps []map[string]activeCall             // emptied per-group maps, reused by register
+	choices  map[string]*pendingAsk[int]         // invocation id → pending AskUser
+	inputs   map[string]*pendingAsk[InputAnswer] // invocation id → pending AskInput
+	subsWG   sync.WaitGroup                      // running subscription handlers; Add only under mu while !closing
+	nsubs    int                                 // subscriptions holding a slot (MaxSubscriptions)
 }
 
 // activeCall is an invocation or subscription whose context is live.
@@ -273,8 +273,8 @@ func NewServer(name string, opts *ServerOptions) *Server {
 		pool:    newPool(o.Workers, o.Queue),
 		tools:   map[string]*toolEntry{},
 		active:  map[string]map[string]activeCall{},
-		choices: map[string]*pendingChoice{},
-		inputs:  map[string]*pendingInput{},
+		choices: map[string]*pendingAsk[int]{},
+		inputs:  map[string]*pendingAsk[InputAnswer]{},
 	}
 	client := o.HTTPClient
 	if client == nil {

@@ -135,3 +135,60 @@ func TestTraceContextKeptInTheCallJournal(t *testing.T) {
 		t.Errorf("callback after the restart: trace headers = %q, %q; want %q, %q", h.Get("Traceparent"), h.Get("Tracestate"), traceParent, traceState)
 	}
 }
+
+// The questions a handler asks the user (a user choice, a user input) go
+// with the invocation's trace context, as its result does.
+func TestTraceContextSentWithQuestions(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]http.Header{} // callback type → headers
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			Type string `json:"type"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got[m.Type] = r.Header.Clone()
+		mu.Unlock()
+	}))
+	t.Cleanup(sink.Close)
+	_, hs := newSDKServer(t, &rap.ServerOptions{}, func(s *rap.Server) {
+		rap.AddTool(s, &rap.Tool{Name: "ask", Description: "Asks."}, func(ctx context.Context, c *rap.Call, in struct{}) (*rap.Reply, error) {
+			if _, err := c.AskUser(ctx, "Go on?", []string{"yes", "no"}, 0, time.Millisecond); err != nil {
+				return nil, err
+			}
+			if _, err := c.AskInput(ctx, "Name?", []rap.InputField{{Name: "name", Type: "string"}}, time.Millisecond); err != nil {
+				return nil, err
+			}
+			return rap.Text("asked"), nil
+		})
+	})
+	inv := withExtensions(t, sdkInvocation("ask", "q1", "thread_q", sink.URL, map[string]any{}), rap.ExtensionUserInput)
+	if status, body, _ := sdkPost(t, hs.URL, inv, "Traceparent", traceParent); status != 200 {
+		t.Fatalf("refused: %d %s", status, body)
+	}
+	deadline := time.Now().Add(sdkWait)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, typ := range []string{"user_choice", "user_input", "tool_result"} {
+		h, ok := got[typ]
+		if !ok {
+			t.Errorf("no %s callback arrived", typ)
+			continue
+		}
+		if h.Get("Traceparent") != traceParent {
+			t.Errorf("%s: traceparent = %q, want the invocation's %q", typ, h.Get("Traceparent"), traceParent)
+		}
+	}
+}

@@ -2,15 +2,11 @@ package rap
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/gorap/gorap/internal/bearer"
 )
 
 // UserInputResponsePath is where a Server receives the answers to
@@ -30,11 +26,10 @@ type InputAnswer struct {
 	Dismissed bool
 }
 
-// pendingInput is an AskInput waiting for its answer.
-type pendingInput struct {
-	key    string
-	fields []InputField
-	answer chan InputAnswer // buffered(1)
+// inputQuestion is the kind of question AskInput asks.
+var inputQuestion = question[InputAnswer]{
+	name:    "user input",
+	pending: func(s *Server) map[string]*pendingAsk[InputAnswer] { return s.inputs },
 }
 
 // AskInput asks the user to fill in fields and waits for the answer (the
@@ -64,46 +59,25 @@ func (c *Call) AskInput(ctx context.Context, prompt string, fields []InputField,
 	if c.sent.Load() {
 		return dismissed, c.afterResult("AskInput")
 	}
-	var k [16]byte
-	_, _ = rand.Read(k[:])
-	p := &pendingInput{key: hex.EncodeToString(k[:]), fields: fields, answer: make(chan InputAnswer, 1)}
-	s := c.srv
-	s.mu.Lock()
-	if _, busy := s.inputs[inv.ID]; busy {
-		s.mu.Unlock()
-		return dismissed, fmt.Errorf("rap: AskInput: call %s is already waiting for user input; ask one question at a time", inv.ID)
-	}
-	s.inputs[inv.ID] = p
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		if s.inputs[inv.ID] == p {
-			delete(s.inputs, inv.ID)
+	check := func(a InputAnswer) error {
+		if a.Dismissed {
+			return nil
 		}
-		s.mu.Unlock()
-	}()
-
-	msg := &UserInput{
-		GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID, Prompt: prompt, Fields: fields,
-		ResponseURL: c.baseURL + UserInputResponsePath + "?" + ChoiceKeyParam + "=" + p.key,
+		return CheckInputValues(fields, a.Values)
 	}
-	if err := s.sender.Send(ctx, inv.CallbackURL, msg); err != nil {
-		return dismissed, fmt.Errorf("rap: AskInput for call %s: %w", inv.ID, err)
+	a, answered, err := ask(ctx, c, inputQuestion, UserInputResponsePath, check, timeout, func(responseURL string) Callback {
+		return &UserInput{
+			GroupID: inv.GroupID, ID: inv.ID, CallID: inv.CallID, Prompt: prompt, Fields: fields,
+			ResponseURL: responseURL,
+		}
+	})
+	if err != nil {
+		return dismissed, fmt.Errorf("rap: AskInput: %w", err)
 	}
-	var expired <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expired = t.C
-	}
-	select {
-	case a := <-p.answer:
-		return a, nil
-	case <-expired:
+	if !answered {
 		return dismissed, nil
-	case <-ctx.Done():
-		return dismissed, fmt.Errorf("rap: AskInput for call %s: stopped waiting: %w", inv.ID, context.Cause(ctx))
 	}
+	return a, nil
 }
 
 // serveUserInputResponse answers POST /user_input_response: 200 once the
@@ -121,41 +95,5 @@ func (s *Server) serveUserInputResponse(w http.ResponseWriter, r *http.Request) 
 		http.Error(w, "invalid user input response: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	const unauthorized = "user input response not authenticated: POST to the response_url exactly as sent (it carries the key), or send the tool server's bearer token"
-	s.mu.Lock()
-	p := s.inputs[resp.ID]
-	s.mu.Unlock()
-	if p == nil && s.opts.BearerToken != "" && !s.bearerOK(r) {
-		bearer.Challenge(w.Header(), "rap")
-		http.Error(w, unauthorized, http.StatusUnauthorized)
-		return
-	}
-	if p == nil {
-		http.Error(w, fmt.Sprintf("no user input is pending for id %q: it was already answered, timed out, or never asked", resp.ID), http.StatusBadRequest)
-		return
-	}
-	if !s.bearerOK(r) && !equalSecret(r.URL.Query().Get(ChoiceKeyParam), p.key) {
-		bearer.Challenge(w.Header(), "rap")
-		http.Error(w, unauthorized, http.StatusUnauthorized)
-		return
-	}
-	if !resp.Dismissed {
-		if err := CheckInputValues(p.fields, resp.Values); err != nil {
-			http.Error(w, "invalid user input response: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-	}
-	s.mu.Lock()
-	if s.inputs[resp.ID] == p {
-		delete(s.inputs, resp.ID) // answered once; a replay finds nothing
-	} else {
-		p = nil
-	}
-	s.mu.Unlock()
-	if p == nil {
-		http.Error(w, fmt.Sprintf("no user input is pending for id %q: it was already answered", resp.ID), http.StatusBadRequest)
-		return
-	}
-	p.answer <- InputAnswer{Values: resp.Values, Dismissed: resp.Dismissed}
-	w.WriteHeader(http.StatusOK)
+	answerAsk(s, w, r, inputQuestion, resp.ID, InputAnswer{Values: resp.Values, Dismissed: resp.Dismissed})
 }
