@@ -157,6 +157,15 @@ func (e *env) writerStats() sqlite.WriterStats {
 	return e.st.WriterStats()
 }
 
+// pgStats returns the PostgreSQL store's transaction counts (zero on
+// SQLite).
+func (e *env) pgStats() postgres.TxStats {
+	if e.pg == nil {
+		return postgres.TxStats{}
+	}
+	return e.pg.TxStats()
+}
+
 func (e *env) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -433,6 +442,10 @@ type CycleReport struct {
 	// Writer is what the store's single writer did during the measurement:
 	// Writer.Updates/Writer.Transactions Update calls shared each commit.
 	Writer sqlite.WriterStats
+	// PostgresTx counts the transactions the runtime ran on PostgreSQL
+	// during the measurement (zero on SQLite): commits per cycle is what
+	// a cycle costs the database server.
+	PostgresTx postgres.TxStats
 }
 
 // String formats the report as a small table.
@@ -485,6 +498,11 @@ func (r *CycleReport) String() string {
 			s += fmt.Sprintf("store syncs  %.0f/s, %.2f ms each (off the writer); %d checkpoints\n",
 				float64(w.Syncs)/r.Duration.Seconds(), float64(w.Sync)/float64(w.Syncs)/1e6, w.Checkpoints)
 		}
+	}
+	if p := r.PostgresTx; p.Commits > 0 && r.Cycles > 0 {
+		n := float64(r.Cycles)
+		s += fmt.Sprintf("postgres     %.2f commits/cycle, %.2f read-only transactions/cycle, %.3f retries/cycle\n",
+			float64(p.Commits)/n, float64(p.Views)/n, float64(p.Retries)/n)
 	}
 	return s
 }
@@ -564,6 +582,7 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	}
 	mach0, machOK := cpustat.Machine()
 	w0 := e.writerStats()
+	pg0 := e.pgStats()
 	allocs0, bytes0 := heapAllocs()
 	if opts.Cycles > 0 {
 		deadline := time.Now().Add(opts.Duration)
@@ -600,13 +619,15 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 	}
 	mach1, _ := cpustat.Machine()
 	w1 := e.writerStats()
+	pg1 := e.pgStats()
 	allocs1, bytes1 := heapAllocs()
 	rep := &CycleReport{Threads: opts.Threads, Duration: elapsed, Cycles: cycles, RuntimeOnly: opts.Peer != nil,
 		PerSecond: float64(cycles) / elapsed.Seconds(), Failures: counted.failures, FirstFailure: counted.firstFailure, Goroutines: goroutines(),
 		Writer: sqlite.WriterStats{Transactions: w1.Transactions - w0.Transactions, Updates: w1.Updates - w0.Updates,
 			Busy: w1.Busy - w0.Busy, Commit: w1.Commit - w0.Commit, Syncs: w1.Syncs - w0.Syncs, Sync: w1.Sync - w0.Sync,
 			Checkpoints: w1.Checkpoints - w0.Checkpoints, QuickViews: w1.QuickViews - w0.QuickViews,
-			QuickViewTime: w1.QuickViewTime - w0.QuickViewTime}}
+			QuickViewTime: w1.QuickViewTime - w0.QuickViewTime},
+		PostgresTx: pg1.Sub(pg0)}
 	if cpuOK && cycles > 0 {
 		rep.CPUPerCycle = (cpu1 - cpu0) / time.Duration(cycles)
 	}

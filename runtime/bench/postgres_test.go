@@ -19,5 +19,8 @@ func TestRunCyclesPostgres(t *testing.T) {
 	if rep.Cycles == 0 || rep.Failures != 0 {
 		t.Errorf("on PostgreSQL: %d cycles, %d results not delivered:\n%s", rep.Cycles, rep.Failures, rep)
 	}
+	if rep.PostgresTx.Commits == 0 || rep.PostgresTx.Views == 0 {
+		t.Errorf("no transactions counted on PostgreSQL: %+v", rep.PostgresTx)
+	}
 	t.Logf("\n%s", rep)
 }

@@ -46,6 +46,7 @@ type Store struct {
 	// id is the store's id (storeid.go).
 	id     string
 	closed atomic.Bool
+	txc    txCounters
 }
 
 var _ store.Store = (*Store)(nil)
@@ -139,6 +140,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		if err == nil || !retryable(err) || attempt == maxAttempts {
 			return err
 		}
+		s.txc.retries.Add(1)
 		select {
 		case <-ctx.Done():
 			return err
@@ -195,6 +197,11 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) e
 	err = fn(t)
 	if err != nil || opts.AccessMode == pgx.ReadOnly {
 		ptx.Rollback(context.WithoutCancel(ctx))
+		if opts.AccessMode == pgx.ReadOnly {
+			s.txc.views.Add(1)
+		} else if t.conflict == nil {
+			s.txc.rollbacks.Add(1)
+		}
 		if t.conflict != nil {
 			// A statement met a serialization failure; whatever fn made of
 			// it, the attempt is void.
@@ -211,6 +218,7 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) e
 		}
 		return fmt.Errorf("postgres store %s: commit: %w", s.where, err)
 	}
+	s.txc.commits.Add(1)
 	return nil
 }
 
