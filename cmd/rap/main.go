@@ -157,6 +157,7 @@ arguments). Every verb takes --log-level and --log-format.`,
 
 	root.AddCommand(
 		newBenchIdleCmd(a),
+		newBenchLatencyCmd(a),
 		newBenchRuntimeCmd(a),
 		newBenchSlowCmd(a),
 		newBridgeCmd(a),

@@ -59,6 +59,7 @@ type env struct {
 	dir     string
 	ownDir  bool
 	client  *http.Client // the runtime's client towards the tool server
+	base    string       // the runtime's base URL (client API and callbacks)
 }
 
 // closeIdleConnections drops keep-alive connections (and the goroutines
@@ -143,7 +144,7 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 		e.close()
 		return nil, err
 	}
-	e.rt = rt
+	e.rt, e.base = rt, "http://"+rtLn.Addr().String()
 	e.rtSrv = runtime.NewHTTPServer(rt.Handler(), rap.HTTPLimits{}, nil)
 	go e.rtSrv.Serve(rap.HTTPLimits{}.Listener(rtLn, nil))
 	return e, nil
