@@ -60,6 +60,7 @@ type env struct {
 	ownDir  bool
 	client  *http.Client // the runtime's client towards the tool server
 	base    string       // the runtime's base URL (client API and callbacks)
+	cfg     *runtime.Config
 }
 
 // closeIdleConnections drops keep-alive connections (and the goroutines
@@ -129,11 +130,12 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 		return nil, fmt.Errorf("listen for the runtime: %w", err)
 	}
 	e.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
-	rt, err := runtime.New(&runtime.Config{
+	e.cfg = &runtime.Config{
 		Store: st, Model: prov, ToolServers: []string{toolsURL},
 		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, KeysFromStore: storeURL != "", Logger: log,
 		HTTPClient: e.client,
-	})
+	}
+	rt, err := runtime.New(e.cfg)
 	if err != nil {
 		rtLn.Close()
 		e.close()
@@ -156,6 +158,38 @@ func (e *env) writerStats() sqlite.WriterStats {
 		return sqlite.WriterStats{}
 	}
 	return e.st.WriterStats()
+}
+
+// store returns the runtime's store.
+func (e *env) store() store.Store {
+	if e.pg != nil {
+		return e.pg
+	}
+	return e.st
+}
+
+// restart shuts the runtime down and starts a new one on the same store,
+// as a process restart would, and returns how long the new one took from
+// its creation to the end of Start (recovery done: serving). The HTTP
+// server goes on serving the first runtime's handler; the new runtime is
+// shut down by close.
+func (e *env) restart(ctx context.Context) (time.Duration, error) {
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := e.rt.Shutdown(sctx); err != nil {
+		return 0, fmt.Errorf("shut the runtime down: %w", err)
+	}
+	start := time.Now()
+	rt, err := runtime.New(e.cfg)
+	if err != nil {
+		e.rt = nil
+		return 0, err
+	}
+	e.rt = rt
+	if err := rt.Start(ctx); err != nil {
+		return 0, fmt.Errorf("start the runtime again: %w", err)
+	}
+	return time.Since(start), nil
 }
 
 // pgStats returns the PostgreSQL store's transaction counts (zero on

@@ -24,11 +24,18 @@ type IdleOptions struct {
 	// Batch is how many threads one store transaction creates; zero means
 	// 1,000.
 	Batch int
+	// Pending is how many of the threads wait for a tool call's result;
+	// the others' last turn answered in text. Zero or more than Threads
+	// means every thread.
+	Pending int
 	// Wake is how many of the threads are then woken with a user message
 	// to show the runtime owns them; zero means 100.
 	Wake int
 	// DataDir holds the store; empty means a temporary directory.
 	DataDir string
+	// Store, when set, is a postgres:// URL: the threads are created in
+	// that PostgreSQL database instead of SQLite in DataDir.
+	Store string
 	// Logger receives the runtime's logs; nil discards them.
 	Logger *slog.Logger
 	// Progress, when set, is called after each batch.
@@ -55,14 +62,18 @@ type IdleReport struct {
 	Woken               int
 	WakeTime            time.Duration
 	GoroutinesAfterWake int
-	// DBBytes is the size of the SQLite files.
+	// DBBytes is the size of the SQLite files (zero on PostgreSQL).
 	DBBytes int64
+	// RestartTime is how long a new runtime took, once the first was shut
+	// down, from its creation to serving (its Start, recovery included),
+	// with every thread and pending call in the store.
+	RestartTime time.Duration
 }
 
 // String formats the report as a small table.
 func (r *IdleReport) String() string {
 	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-	return fmt.Sprintf(`threads (each with a pending call)  %d
+	return fmt.Sprintf(`threads                             %d
 created in                          %v
 goroutines before / after           %d / %d
 RSS before / after / growth         %s / %s / %s
@@ -71,10 +82,11 @@ pending calls in the store          %d
 woken threads / time                %d / %v
 goroutines after they went idle     %d
 store size                          %s
+restart: new runtime serving in     %v
 `, r.Threads, r.CreateTime.Round(time.Millisecond), r.GoroutinesBefore, r.GoroutinesAfter,
 		mib(r.RSSBefore), mib(r.RSSAfter), mib(r.RSSAfter-r.RSSBefore),
 		mib(int64(r.HeapBefore)), mib(int64(r.HeapAfter)), r.PendingCalls,
-		r.Woken, r.WakeTime.Round(time.Millisecond), r.GoroutinesAfterWake, mib(r.DBBytes))
+		r.Woken, r.WakeTime.Round(time.Millisecond), r.GoroutinesAfterWake, mib(r.DBBytes), r.RestartTime.Round(time.Millisecond))
 }
 
 // RunIdle starts the runtime, then creates Threads threads each with an
@@ -94,8 +106,15 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 		opts.Wake = 100
 	}
 	opts.Wake = min(opts.Wake, opts.Threads)
+	if opts.Pending <= 0 || opts.Pending > opts.Threads {
+		opts.Pending = opts.Threads
+	}
+	// Every pendingEvery-th thread waits for a call's result, the others
+	// answered in text; the woken threads are picked among the former.
+	pendingEvery := opts.Threads / opts.Pending
+	opts.Wake = min(opts.Wake, opts.Pending)
 	tools := newLoopTool(false, 64)
-	e, err := newEnv(ctx, opts.DataDir, "", opts.Logger, tools, "", nil)
+	e, err := newEnv(ctx, opts.DataDir, opts.Store, opts.Logger, tools, "", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +130,8 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 	rep := &IdleReport{Threads: opts.Threads}
 	rep.GoroutinesBefore, rep.RSSBefore, rep.HeapBefore = measure()
 
-	ids := make([]string, 0, opts.Threads)
+	st := e.store()
+	ids := make([]string, 0, opts.Pending) // the threads with a pending call
 	start := time.Now()
 	args := json.RawMessage(`{}`)
 	for done := 0; done < opts.Threads; {
@@ -120,15 +140,27 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 		for i := range batch {
 			batch[i] = store.NewThreadID()
 		}
-		err := e.st.Update(ctx, func(tx store.Tx) error {
+		var waiting []string
+		err := st.Update(ctx, func(tx store.Tx) error {
+			waiting = waiting[:0]
 			now := time.Now().UTC()
-			for _, id := range batch {
+			for i, id := range batch {
 				if err := tx.CreateThread(store.Thread{ID: id, RootID: id, Status: store.ThreadActive, Created: now}); err != nil {
 					return err
 				}
 				if err := tx.PutToolset(store.CachedToolset{RootID: id, BaseURL: tools.base, Manifest: manifest, Fetched: now}); err != nil {
 					return err
 				}
+				if (done+i)%pendingEvery != 0 || (done+i)/pendingEvery >= opts.Pending {
+					if _, err := tx.AppendMessages(id, []store.Message{
+						{Role: store.RoleUser, Text: "say something"},
+						{Role: store.RoleAssistant, Text: "something"},
+					}); err != nil {
+						return err
+					}
+					continue
+				}
+				waiting = append(waiting, id)
 				msgs, err := tx.AppendMessages(id, []store.Message{
 					{Role: store.RoleUser, Text: "wait for the tool"},
 					{Role: store.RoleAssistant, ToolCalls: []store.ToolCall{{ID: "call_1", Name: "work", Arguments: args, Display: "work()"}}},
@@ -146,7 +178,7 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("create threads %d to %d: %w", done, done+n, err)
 		}
-		ids = append(ids, batch...)
+		ids = append(ids, waiting...)
 		done += n
 		if opts.Progress != nil {
 			opts.Progress(done)
@@ -155,7 +187,7 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 	rep.CreateTime = time.Since(start)
 	rep.GoroutinesAfter, rep.RSSAfter, rep.HeapAfter = measure()
 
-	err = e.st.View(ctx, func(tx store.Tx) error {
+	err = st.View(ctx, func(tx store.Tx) error {
 		calls, err := tx.CallsInState(store.CallDispatched)
 		rep.PendingCalls = len(calls)
 		return err
@@ -198,7 +230,12 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	rep.DBBytes = dbBytes(e.dir)
+	if opts.Store == "" {
+		rep.DBBytes = dbBytes(e.dir)
+	}
+	if rep.RestartTime, err = e.restart(ctx); err != nil {
+		return nil, err
+	}
 	return rep, nil
 }
 

@@ -24,3 +24,17 @@ func TestRunCyclesPostgres(t *testing.T) {
 	}
 	t.Logf("\n%s", rep)
 }
+
+// Hibernating threads on PostgreSQL: created, some woken, and a restarted
+// runtime serves them all.
+func TestRunIdlePostgres(t *testing.T) {
+	u := pgtest.URL(t)
+	rep, err := RunIdle(context.Background(), IdleOptions{Threads: 600, Pending: 60, Batch: 200, Wake: 5, DataDir: t.TempDir(), Store: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PendingCalls != 60 || rep.Woken != 5 || rep.RestartTime <= 0 {
+		t.Errorf("implausible report:\n%s", rep)
+	}
+	t.Logf("\n%s", rep)
+}
