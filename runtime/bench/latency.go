@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -37,6 +38,11 @@ type LatencyOptions struct {
 	DataDir string
 	// Store, when set, is a postgres:// URL to run on instead of SQLite.
 	Store string
+	// Pause is the mean time a thread waits between its rounds, as a user
+	// would (drawn at random from 0 to twice Pause, so that threads do not
+	// move in step); zero plays rounds back to back, which measures the
+	// runtime saturated rather than busy.
+	Pause time.Duration
 	// Timeout bounds the whole run; zero means five minutes.
 	Timeout time.Duration
 }
@@ -45,6 +51,7 @@ type LatencyOptions struct {
 // from Threads × Rounds samples.
 type LatencyReport struct {
 	Threads, Rounds int
+	Pause           time.Duration
 	Store           string
 	// FirstDelta is from the POST of a user message to /v1 to the first
 	// text_delta event of its answer on the thread's event stream.
@@ -72,8 +79,8 @@ func (d Distribution) String() string {
 
 // String formats the report as a small table.
 func (r *LatencyReport) String() string {
-	return fmt.Sprintf("store               %s\nthreads             %d\nrounds              %d\nmessage→first word  %s\ncallback→model      %s\n",
-		r.Store, r.Threads, r.Rounds, r.FirstDelta, r.CallbackToModel)
+	return fmt.Sprintf("store               %s\nthreads             %d\nrounds              %d (mean pause between rounds %v)\nmessage→first word  %s\ncallback→model      %s\n",
+		r.Store, r.Threads, r.Rounds, r.Pause, r.FirstDelta, r.CallbackToModel)
 }
 
 // latencyModel answers at once: a message "tool" with a call of the tool
@@ -194,7 +201,7 @@ func RunLatency(ctx context.Context, opts LatencyOptions) (*LatencyReport, error
 	if err != nil {
 		return nil, err
 	}
-	rep := &LatencyReport{Threads: opts.Threads, Rounds: opts.Rounds, Store: "SQLite"}
+	rep := &LatencyReport{Threads: opts.Threads, Rounds: opts.Rounds, Pause: opts.Pause, Store: "SQLite"}
 	if opts.Store != "" {
 		rep.Store = "PostgreSQL"
 	}
@@ -204,7 +211,7 @@ func RunLatency(ctx context.Context, opts LatencyOptions) (*LatencyReport, error
 	var wg sync.WaitGroup
 	for range opts.Threads {
 		wg.Go(func() {
-			lat, err := playRounds(ctx, c, opts.Rounds)
+			lat, err := playRounds(ctx, c, opts.Rounds, opts.Pause)
 			mu.Lock()
 			firstDelta = append(firstDelta, lat...)
 			if err != nil && firstErr == nil {
@@ -238,7 +245,7 @@ func RunLatency(ctx context.Context, opts LatencyOptions) (*LatencyReport, error
 
 // playRounds plays rounds on a new thread and returns, for each round, the
 // time from its text message's POST to the first text_delta.
-func playRounds(ctx context.Context, c *client.Client, rounds int) ([]time.Duration, error) {
+func playRounds(ctx context.Context, c *client.Client, rounds int, pause time.Duration) ([]time.Duration, error) {
 	th, err := c.CreateThread(ctx, api.CreateThreadRequest{})
 	if err != nil {
 		return nil, err
@@ -250,6 +257,11 @@ func playRounds(ctx context.Context, c *client.Client, rounds int) ([]time.Durat
 	defer st.Close()
 	var lat []time.Duration
 	for range rounds {
+		if pause > 0 {
+			if err := sleep(ctx, rand.N(2*pause)); err != nil {
+				return lat, err
+			}
+		}
 		sent := time.Now()
 		if _, err := c.PostMessage(ctx, th.ID, "hi"); err != nil {
 			return lat, err
