@@ -163,25 +163,21 @@ func (r *Runtime) adoptSilentCalls(ctx context.Context, before time.Time, now bo
 		if err != nil || len(calls) == 0 {
 			return total, err
 		}
+		checks := make([]store.CallCheck, len(calls))
+		for i, c := range calls {
+			due := c.Updated.Add(r.cfg.CallStatusAfter)
+			if now {
+				due = time.Now()
+			}
+			checks[i] = store.CallCheck{ThreadID: c.ThreadID, CallID: c.CallID, Due: due}
+		}
 		added := 0
 		err = r.store.Update(ctx, func(tx store.Tx) error {
-			added = 0
-			for _, c := range calls {
-				due := c.Updated.Add(r.cfg.CallStatusAfter)
-				if now {
-					due = time.Now()
-				}
-				// Another process may have added it meanwhile: then it
-				// stays as that one wrote it.
-				ok, err := tx.AddCallCheck(store.CallCheck{ThreadID: c.ThreadID, CallID: c.CallID, Due: due})
-				if err != nil {
-					return err
-				}
-				if ok {
-					added++
-				}
-			}
-			return nil
+			// Another process may have added some meanwhile: those stay
+			// as that one wrote them.
+			var err error
+			added, err = tx.AddCallChecks(checks)
+			return err
 		})
 		if err != nil {
 			return total, err

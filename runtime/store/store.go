@@ -642,6 +642,9 @@ type CallChecks interface {
 	// AddCallCheck inserts the check of (thread, call) unless it has one;
 	// it reports whether it did.
 	AddCallCheck(c CallCheck) (bool, error)
+	// AddCallChecks is AddCallCheck for many checks at once (one round
+	// trip on a database server); it reports how many it inserted.
+	AddCallChecks(cs []CallCheck) (int, error)
 	// UncheckedCalls returns up to limit dispatched calls that have no
 	// check, were last updated at or before `before` and are not of
 	// toolset skip, in no particular order.

@@ -83,6 +83,27 @@ func (t *tx) AddCallCheck(c store.CallCheck) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
+// AddCallChecks implements store.CallChecks: one statement for all.
+func (t *tx) AddCallChecks(cs []store.CallCheck) (int, error) {
+	if len(cs) == 0 {
+		return 0, nil
+	}
+	threads := make([]string, len(cs))
+	calls := make([]string, len(cs))
+	dues := make([]time.Time, len(cs))
+	failures := make([]int32, len(cs))
+	for i, c := range cs {
+		threads[i], calls[i], dues[i], failures[i] = c.ThreadID, c.CallID, c.Due, int32(c.Failures)
+	}
+	tag, err := t.exec(`INSERT INTO call_checks (thread_id, call_id, due, failures)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::integer[])
+		ON CONFLICT (thread_id, call_id) DO NOTHING`, threads, calls, dues, failures)
+	if err != nil {
+		return 0, fmt.Errorf("schedule the status checks of %d calls: %w", len(cs), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // UncheckedCalls implements store.CallChecks.
 func (t *tx) UncheckedCalls(before time.Time, skip string, limit int) ([]store.Call, error) {
 	return collect(t, "list dispatched calls without a status check", scanCallRows, uncheckedCallsSQL, before, skip, limit)

@@ -31,6 +31,21 @@ func (t *tx) AddCallCheck(c store.CallCheck) (bool, error) {
 	return n == 1, err
 }
 
+// AddCallChecks implements store.CallChecks.
+func (t *tx) AddCallChecks(cs []store.CallCheck) (int, error) {
+	added := 0
+	for _, c := range cs {
+		ok, err := t.AddCallCheck(c)
+		if err != nil {
+			return added, err
+		}
+		if ok {
+			added++
+		}
+	}
+	return added, nil
+}
+
 // UncheckedCalls implements store.CallChecks.
 func (t *tx) UncheckedCalls(before time.Time, skip string, limit int) ([]store.Call, error) {
 	return collect(t, "list dispatched calls without a status check", scanCall,

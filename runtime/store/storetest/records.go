@@ -482,8 +482,8 @@ var errRollback = errors.New("storetest: roll this transaction back")
 
 // testUncheckedCalls: UncheckedCalls lists the dispatched calls, updated
 // at or before a time and not of the skipped toolset, that have no check,
-// up to a limit; AddCallCheck adds a check only where none is, keeping
-// the existing one as it is.
+// up to a limit; AddCallCheck and AddCallChecks add a check only where
+// none is, keeping the existing one as it is.
 func testUncheckedCalls(t *testing.T, s store.Store) {
 	createThreads(t, s, "a")
 	call := func(id, toolset string, state store.CallState) store.Call {
@@ -527,7 +527,7 @@ func testUncheckedCalls(t *testing.T, s store.Store) {
 		for _, c := range []struct {
 			id   string
 			want bool
-		}{{"d1", true}, {"d1", false}, {"d2", false}, {"d3", true}} {
+		}{{"d1", true}, {"d1", false}} {
 			added, err := tx.AddCallCheck(store.CallCheck{ThreadID: "a", CallID: c.id, Due: at(time.Minute)})
 			if err != nil {
 				return err
@@ -536,11 +536,23 @@ func testUncheckedCalls(t *testing.T, s store.Store) {
 				t.Errorf("AddCallCheck(%s) = %v, want %v", c.id, added, c.want)
 			}
 		}
+		if n, err := tx.AddCallChecks(nil); err != nil || n != 0 {
+			t.Errorf("AddCallChecks(none) = %d, %v; want 0", n, err)
+		}
+		n, err := tx.AddCallChecks([]store.CallCheck{
+			{ThreadID: "a", CallID: "d1", Due: at(time.Minute)}, {ThreadID: "a", CallID: "d2", Due: at(time.Minute)},
+			{ThreadID: "a", CallID: "d3", Due: at(time.Minute)}})
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			t.Errorf("AddCallChecks(d1, d2, d3) = %d, want 1: only d3 had no check", n)
+		}
 		return nil
 	})
 	view(t, s, func(tx store.Tx) error {
 		if got, err := tx.UncheckedCalls(later, "builtin", 10); err != nil || len(got) != 0 {
-			t.Errorf("UncheckedCalls after AddCallCheck = %v, %v; want none", ids(got), err)
+			t.Errorf("UncheckedCalls after AddCallChecks = %v, %v; want none", ids(got), err)
 		}
 		due, err := tx.DueCallChecks(at(2*time.Hour), 10)
 		if err != nil {
