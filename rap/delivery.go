@@ -102,7 +102,11 @@ func (l *outboxLoop) full() bool {
 // outbox meanwhile and later messages of the same call wait behind it,
 // but other calls' messages do not: a call whose callback keeps failing
 // delays only itself (it takes one of the destination's POSTs only while
-// an attempt is under way, never while it waits to retry). A
+// an attempt is under way, never while it waits to retry). The memory a
+// destination holds (256 messages) is shared by its calls, though: a
+// single call with more callbacks than that waiting behind its failing
+// one fills it, and the destination's other calls then wait until that
+// call's messages are delivered or dead-lettered. A
 // message still undelivered after RetryPolicy.GiveUpAfter, or refused with
 // a 4xx answer (never retried, RAP TR-6), is dead-lettered: logged once
 // and, when the Outbox is a DeadLetterStore, kept there for an operator.
