@@ -525,17 +525,17 @@ type callbackHead struct {
 }
 
 // laneKey names the lane m is delivered in: the messages of one call to
-// one callback URL. A call's oauth and user_choice messages, its result,
-// and, for a subscribing call, its events (whose tool_call_id is the
-// call's id) share a lane, so they reach the runtime in the order they
-// were sent; a thread's view updates of one view_type share another.
+// one callback URL. A call's oauth, user_choice and user_input messages,
+// its result, and, for a subscribing call, its events (whose tool_call_id
+// is the call's id) share a lane, so they reach the runtime in the order
+// they were sent; a thread's view updates of one view_type share another.
 // Messages of different calls do not wait for one another. A body that
 // names no call keeps to one lane per URL.
 func laneKey(m OutboxMessage) string {
 	h := peekCallback(m.Body)
 	var id string
 	switch h.Type {
-	case TypeToolResult, TypeOAuth, TypeUserChoice:
+	case TypeToolResult, TypeOAuth, TypeUserChoice, TypeUserInput:
 		id = "call\x00" + h.ID
 	case TypeSubscriptionEvent:
 		id = "call\x00" + h.ToolCallID
