@@ -23,10 +23,12 @@ const (
 	catchUpScans         = 16       // PendingFor queries per destination per refill
 )
 
-// urlLane is the queue of messages for one callback URL. One goroutine drains
-// a lane at a time, so its messages go out in enqueue order.
-type urlLane struct {
-	url    string
+// callLane is the queue of messages of one call (see laneKey) to one
+// callback URL. One goroutine drains a lane at a time, so a call's messages
+// go out in enqueue order; lanes of different calls are drained
+// concurrently, within their destination's bound on POSTs at once.
+type callLane struct {
+	key    string
 	msgs   []OutboxMessage
 	active bool
 }
@@ -35,10 +37,10 @@ type urlLane struct {
 // memory they hold and its own bound on concurrent POSTs.
 type destination struct {
 	key   string
-	sem   chan struct{} // MaxInFlight: POSTs to this destination at once
-	lanes map[string]*urlLane
-	held  int // messages in lanes
-	bytes int // their bodies
+	sem   chan struct{}        // MaxInFlight: POSTs to this destination at once
+	lanes map[string]*callLane // by laneKey
+	held  int                  // messages in lanes
+	bytes int                  // their bodies
 
 	// behind is set when the main read skipped messages of this
 	// destination because it held its share; cursor is the Seq up to
@@ -62,8 +64,17 @@ type outboxLoop struct {
 	// lastSeq is the largest Seq read from a SequencedOutbox by the main
 	// read.
 	lastSeq int64
-	wg      sync.WaitGroup
-	done    chan struct{} // a lane finished a message: room to refill
+	// starts lists the lanes hold made active since the last refill,
+	// whose goroutines refill starts.
+	starts []laneStart
+	wg     sync.WaitGroup
+	done   chan struct{} // a lane finished a message: room to refill
+}
+
+// laneStart is a lane waiting for its goroutine.
+type laneStart struct {
+	d  *destination
+	ln *callLane
 }
 
 func (l *outboxLoop) full() bool {
@@ -77,14 +88,25 @@ func (l *outboxLoop) full() bool {
 //
 // Messages are delivered per destination (see Destination): each has its
 // own queue in memory, bounded in messages and bytes, and at most
-// SenderOptions.PerDestination POSTs at once, so a runtime that is slow or never answers
-// delays only the callbacks addressed to it. Messages for one callback URL
-// go out in the order they were sent, so a subscription's events never
-// overtake one another or its final event.
+// SenderOptions.PerDestination POSTs at once (MaxInFlight by default) over
+// kept-alive connections, so a runtime that is slow or never answers
+// delays only the callbacks addressed to it. Within a destination, messages
+// are ordered per call: a call's oauth or user_choice messages, its result
+// and, for a subscription, its events go out in the order they were sent
+// (so a subscription's events never overtake one another or its final
+// event), while different calls' messages are delivered concurrently, even
+// when every call names the same callback URL.
 //
 // Connection errors, timeouts and 5xx answers are retried per message with
 // full-jitter exponential backoff (RAP TR-6); the message stays in the
-// outbox meanwhile and later messages for the same URL wait behind it. A
+// outbox meanwhile and later messages of the same call wait behind it,
+// but other calls' messages do not: a call whose callback keeps failing
+// delays only itself (it takes one of the destination's POSTs only while
+// an attempt is under way, never while it waits to retry). The memory a
+// destination holds (256 messages) is shared by its calls, though: a
+// single call with more callbacks than that waiting behind its failing
+// one fills it, and the destination's other calls then wait until that
+// call's messages are delivered or dead-lettered. A
 // message still undelivered after RetryPolicy.GiveUpAfter, or refused with
 // a 4xx answer (never retried, RAP TR-6), is dead-lettered: logged once
 // and, when the Outbox is a DeadLetterStore, kept there for an operator.
@@ -164,16 +186,14 @@ func (l *outboxLoop) refill(ctx context.Context) error {
 	for key, d := range l.dests {
 		if len(d.lanes) == 0 && !d.behind {
 			delete(l.dests, key) // nothing held and nothing skipped
-			continue
-		}
-		for _, ln := range d.lanes {
-			if !ln.active && len(ln.msgs) > 0 {
-				ln.active = true
-				l.wg.Add(1)
-				go l.drain(ctx, d, ln)
-			}
 		}
 	}
+	for i, st := range l.starts {
+		l.wg.Add(1)
+		go l.drain(ctx, st.d, st.ln)
+		l.starts[i] = laneStart{}
+	}
+	l.starts = l.starts[:0]
 	return nil
 }
 
@@ -290,23 +310,28 @@ func (l *outboxLoop) dest(url string) *destination {
 	key := Destination(url)
 	d := l.dests[key]
 	if d == nil {
-		d = &destination{key: key, sem: make(chan struct{}, l.s.perDest), lanes: make(map[string]*urlLane)}
+		d = &destination{key: key, sem: make(chan struct{}, l.s.perDest), lanes: make(map[string]*callLane)}
 		l.dests[key] = d
 	}
 	return d
 }
 
-// hold appends m to its lane unless the loop holds it already. l.mu must
-// be held.
+// hold appends m to its call's lane unless the loop holds it already, and
+// marks an idle lane for refill to start. l.mu must be held.
 func (l *outboxLoop) hold(d *destination, m OutboxMessage) {
 	if l.known[m.Key] {
 		return
 	}
 	l.known[m.Key] = true
-	ln := d.lanes[m.URL]
+	key := laneKey(m)
+	ln := d.lanes[key]
 	if ln == nil {
-		ln = &urlLane{url: m.URL}
-		d.lanes[m.URL] = ln
+		ln = &callLane{key: key}
+		d.lanes[key] = ln
+	}
+	if !ln.active {
+		ln.active = true
+		l.starts = append(l.starts, laneStart{d, ln})
 	}
 	ln.msgs = append(ln.msgs, m)
 	d.held++
@@ -318,14 +343,14 @@ func (l *outboxLoop) hold(d *destination, m OutboxMessage) {
 
 // drain delivers a lane's messages in order until the lane is empty or ctx
 // ends.
-func (l *outboxLoop) drain(ctx context.Context, d *destination, ln *urlLane) {
+func (l *outboxLoop) drain(ctx context.Context, d *destination, ln *callLane) {
 	defer l.wg.Done()
 	for {
 		l.mu.Lock()
 		if len(ln.msgs) == 0 || ctx.Err() != nil {
 			ln.active = false
 			if len(ln.msgs) == 0 {
-				delete(d.lanes, ln.url)
+				delete(d.lanes, ln.key)
 				if len(d.lanes) == 0 && !d.behind && l.dests[d.key] == d {
 					delete(l.dests, d.key)
 				}
@@ -496,6 +521,33 @@ type callbackHead struct {
 	ID         string      `json:"id"`
 	CallID     string      `json:"call_id"`
 	ToolCallID string      `json:"tool_call_id"`
+	ViewType   string      `json:"view_type"`
+}
+
+// laneKey names the lane m is delivered in: the messages of one call to
+// one callback URL. A call's oauth, user_choice and user_input messages,
+// its result, and, for a subscribing call, its events (whose tool_call_id
+// is the call's id) share a lane, so they reach the runtime in the order
+// they were sent; a thread's view updates of one view_type share another.
+// Messages of different calls do not wait for one another. A body that
+// names no call keeps to one lane per URL.
+func laneKey(m OutboxMessage) string {
+	h := peekCallback(m.Body)
+	var id string
+	switch h.Type {
+	case TypeToolResult, TypeOAuth, TypeUserChoice, TypeUserInput:
+		id = "call\x00" + h.ID
+	case TypeSubscriptionEvent:
+		id = "call\x00" + h.ToolCallID
+	case TypeViewUpdate:
+		id = "view\x00" + h.ViewType
+	default:
+		return m.URL
+	}
+	if h.GroupID == "" || len(id) == len("call\x00") {
+		return m.URL
+	}
+	return m.URL + "\x00" + h.GroupID + "\x00" + id
 }
 
 // peekCallback reads the type and ids of a callback body; the zero value
@@ -531,12 +583,14 @@ func tooLargeResult(size, status int) *ToolResult {
 		"Large data should be linked (a URL or a file path), not inlined; ask the tool for less, or for a link.", size, why))
 }
 
-// backlog reports, for a Sender on the in-memory outbox of a Server
-// without a Store, how many callbacks wait for url's destination and
-// whether new calls for it should be refused.
-func (s *Sender) backlog(url string) (int, bool) {
+// admit reports, for a Sender on the in-memory outbox of a Server without
+// a Store, whether a new call whose callbacks go to url may be accepted,
+// waiting up to MemoryAdmitWait for room (memoryOutbox.admit), and how
+// many callbacks wait for its destination. Any other Sender admits every
+// call.
+func (s *Sender) admit(ctx context.Context, url string) (int, bool) {
 	if o, ok := s.outbox.(*memoryOutbox); ok {
-		return o.backlog(url)
+		return o.admit(ctx, url, MemoryAdmitWait)
 	}
-	return 0, false
+	return 0, true
 }

@@ -14,15 +14,26 @@ import (
 // Bounds of the in-memory outbox of a Server without a Store.
 const (
 	// MaxMemoryQueue is how many undelivered callbacks a Server without a
-	// Store queues per destination (see Destination). Past it, new
-	// invocations whose callback_url is on that destination get 503 (the
-	// runtime retries them, RAP TR-3), the results of calls already
+	// Store queues per destination (see Destination). Past it, a new
+	// invocation whose callback_url is on that destination waits up to
+	// MemoryAdmitWait for a callback of that destination to be delivered
+	// (or dead-lettered) before it is acknowledged, so that a runtime
+	// which takes its callbacks is slowed to the pace it takes them at,
+	// never refused; one that has taken none in that time gets 503 with
+	// Retry-After (it retries, RAP TR-3). The results of calls already
 	// accepted are still queued, so that no worker waits for a runtime,
 	// and Emit waits for room (until its ctx ends), so that a
 	// subscription slows down to its runtime's pace instead of losing
 	// events. Give the server a Store (rap/durable) to ride out long
 	// runtime outages.
 	MaxMemoryQueue = 1024
+	// MemoryAdmitWait is how long a new invocation waits for room in its
+	// destination's full in-memory queue (see MaxMemoryQueue) before it
+	// is refused with 503.
+	MemoryAdmitWait = time.Second
+	// maxAdmitWaiters bounds the invocations waiting for room at once,
+	// all destinations; past it they are refused at once.
+	maxAdmitWaiters = 1024
 	// MaxMemoryQueueBytes bounds the bodies of all undelivered callbacks
 	// of a Server without a Store; a callback over it is dead-lettered.
 	MaxMemoryQueueBytes = 256 << 20
@@ -44,8 +55,9 @@ type memoryOutbox struct {
 	bytes  int
 	dead   []DeadLetter
 	room   chan struct{} // closed and replaced when a message leaves while waiting > 0
-	// waiting counts Enqueues waiting for room.
-	waiting int
+	// waiting counts Enqueues and admits waiting for room; admitting
+	// counts the admits.
+	waiting, admitting int
 }
 
 var (
@@ -108,13 +120,51 @@ func (o *memoryOutbox) Enqueue(ctx context.Context, m OutboxMessage) error {
 	return nil
 }
 
-// backlog reports how many callbacks wait for url's destination, and
-// whether that is its bound or the outbox is full.
-func (o *memoryOutbox) backlog(url string) (int, bool) {
+// backlogFull reports whether dst holds its bound of callbacks or the
+// outbox is full. o.mu must be held.
+func (o *memoryOutbox) backlogFull(dst string) bool {
+	return o.perDst[dst] >= MaxMemoryQueue || o.bytes >= MaxMemoryQueueBytes-MaxCallbackBytes
+}
+
+// admit reports whether a new call whose callbacks go to url may be
+// accepted: at once when url's destination has room, else as soon as a
+// callback leaves the queue within wait (the runtime is taking its
+// callbacks, only more slowly than it sends calls), and false when none
+// does, ctx ends first, or too many calls wait already. It also returns
+// how many callbacks wait for the destination.
+func (o *memoryOutbox) admit(ctx context.Context, url string, wait time.Duration) (int, bool) {
+	dst := Destination(url)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := o.perDst[Destination(url)]
-	return n, n >= MaxMemoryQueue || o.bytes >= MaxMemoryQueueBytes-MaxCallbackBytes
+	if !o.backlogFull(dst) {
+		return o.perDst[dst], true
+	}
+	if o.admitting >= maxAdmitWaiters || wait <= 0 {
+		return o.perDst[dst], false
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	o.admitting++
+	defer func() { o.admitting-- }()
+	for o.backlogFull(dst) {
+		room := o.room
+		o.waiting++
+		o.mu.Unlock()
+		timedOut := false
+		select {
+		case <-room:
+		case <-t.C:
+			timedOut = true
+		case <-ctx.Done():
+			timedOut = true
+		}
+		o.mu.Lock()
+		o.waiting--
+		if timedOut {
+			return o.perDst[dst], !o.backlogFull(dst)
+		}
+	}
+	return o.perDst[dst], true
 }
 
 // remove takes the message with key out of the queue and returns it.

@@ -9,8 +9,8 @@ import (
 
 // The in-memory outbox of a server without a Store is
 // bounded per destination. Past the bound a tool result is still queued
-// (no worker waits for a runtime; the server refuses the destination's new
-// calls, see backlog), while an event waits for room (the subscription
+// (no worker waits for a runtime; the server holds back the destination's new
+// calls, see admit), while an event waits for room (the subscription
 // slows to its runtime's pace) and queues once there is some. Another
 // destination is not affected.
 func TestMemoryOutboxBounds(t *testing.T) {
@@ -24,18 +24,18 @@ func TestMemoryOutboxBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, full := o.backlog("http://dead:1/x"); n != MaxMemoryQueue-1 || full {
-		t.Fatalf("backlog = %d, %v below the bound", n, full)
+	if n, ok := o.admit(ctx, "http://dead:1/x", 0); n != MaxMemoryQueue-1 || !ok {
+		t.Fatalf("admit = %d, %v below the bound", n, ok)
 	}
 	for _, k := range []string{"at", "over"} {
 		if err := o.Enqueue(ctx, OutboxMessage{Key: k, URL: "http://dead:1/cb/2", Body: body(TypeToolResult)}); err != nil {
 			t.Fatalf("a result of an accepted call was refused: %v", err)
 		}
 	}
-	if n, full := o.backlog("http://dead:1/x"); n != MaxMemoryQueue+1 || !full {
-		t.Fatalf("backlog = %d, %v past the bound; want full", n, full)
+	if n, ok := o.admit(ctx, "http://dead:1/x", 0); n != MaxMemoryQueue+1 || ok {
+		t.Fatalf("admit = %d, %v past the bound; want refused", n, ok)
 	}
-	if _, full := o.backlog("http://alive:1/cb"); full {
+	if _, ok := o.admit(ctx, "http://alive:1/cb", 0); !ok {
 		t.Fatal("another destination is backlogged")
 	}
 	if dl, _ := o.DeadLetters(ctx, 10); len(dl) != 0 {
@@ -82,4 +82,54 @@ func (o *memoryOutbox) waitingForTest() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.waiting
+}
+
+// A new call for a destination whose in-memory queue is full waits for
+// room rather than being refused: it is admitted as soon as one of the
+// destination's callbacks leaves the queue (the runtime takes its
+// callbacks, only more slowly than it sends calls), and refused when none
+// leaves within the wait.
+func TestMemoryOutboxAdmitWaitsForRoom(t *testing.T) {
+	ctx := context.Background()
+	o := newMemoryOutbox()
+	body := []byte(`{"type":"tool_result","group_id":"g","id":"i"}`)
+	for i := range MaxMemoryQueue {
+		if err := o.Enqueue(ctx, OutboxMessage{Key: fmt.Sprint(i), URL: "http://slow:1/cb", Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, ok := o.admit(ctx, "http://slow:1/cb", time.Millisecond); ok || n != MaxMemoryQueue {
+		t.Fatalf("admit with nothing delivered = %d, %v; want %d, refused", n, ok, MaxMemoryQueue)
+	}
+	admitted := make(chan bool, 1)
+	go func() {
+		_, ok := o.admit(ctx, "http://slow:1/cb", time.Hour)
+		admitted <- ok
+	}()
+	for o.waitingForTest() == 0 {
+		select {
+		case ok := <-admitted:
+			t.Fatalf("admit returned %v without waiting for room", ok)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := o.Delivered(ctx, "0"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ok := <-admitted:
+		if !ok {
+			t.Fatal("the call was refused although a callback was delivered while it waited")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call was not admitted after a callback was delivered")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := o.Enqueue(ctx, OutboxMessage{Key: "refill", URL: "http://slow:1/cb", Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := o.admit(cancelled, "http://slow:1/cb", time.Hour); ok {
+		t.Fatal("a call whose request ended was admitted to a full queue")
+	}
 }

@@ -41,9 +41,12 @@ const (
 	// long a callback is retried before it is dead-lettered.
 	DefaultMaxRetryAge = 24 * time.Hour
 	// MaxInFlight is how many callbacks a Sender's outbox loop POSTs at
-	// once to one destination (Destination of the callback URL). Every
-	// destination has its own MaxInFlight, so a runtime that never answers
-	// slows only the callbacks addressed to it.
+	// once to one destination (Destination of the callback URL), over as
+	// many kept-alive connections. Every destination has its own
+	// MaxInFlight, so a runtime that never answers slows only the
+	// callbacks addressed to it. Calls share them: one call's messages go
+	// out one at a time, in order, and up to MaxInFlight calls' messages
+	// at once, whether the calls name one callback URL or one each.
 	MaxInFlight = 16
 )
 
@@ -160,9 +163,9 @@ func (e *DeliveryError) Unwrap() error { return e.Err }
 // Without an Outbox, Send delivers at once and reports the outcome. With an
 // Outbox, Send only stores the message durably and Run delivers it, so that
 // nothing a tool has produced is lost when the runtime is down or the tool
-// server restarts (RAP IN-4). Run keeps the messages for one callback URL in
-// the order they were sent, so a subscription's events never overtake one
-// another or its final event.
+// server restarts (RAP IN-4). Run keeps each call's messages in the order
+// they were sent, so a subscription's events never overtake one another or
+// its final event, and delivers different calls' messages concurrently.
 //
 // Delivery is at least once. A message is marked delivered only after the
 // receiver's 2xx, so a crash between the two resends it; runtimes

@@ -98,7 +98,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			rc.bad = append(rc.bad, "body is not a valid callback: "+err.Error())
 		} else {
 			id := callbackID(cb)
-			seq, _ := strconv.Atoi(strings.TrimPrefix(id, "call-"))
+			seq, _ := strconv.Atoi(strings.TrimPrefix(id[strings.LastIndex(id, "/")+1:], "call-"))
 			rc.got = append(rc.got, receipt{path: r.URL.Path, key: r.Header.Get(rap.IdempotencyKeyHeader), id: id, seq: seq, body: body})
 		}
 	}
@@ -167,6 +167,14 @@ func always(status int) func(*http.Request, int) int {
 
 func result(i int) *rap.ToolResult {
 	return &rap.ToolResult{GroupID: "thread-1", ID: fmt.Sprintf("call-%d", i), Text: fmt.Sprintf("result %d", i)}
+}
+
+// laneEvent is the i-th message of a call's lane: an event of the
+// subscription sub, received as "sub/call-i". A call's messages are
+// delivered in the order they were sent; different calls' are not
+// ordered among themselves.
+func laneEvent(sub string, i int) *rap.SubscriptionEvent {
+	return &rap.SubscriptionEvent{GroupID: "thread-1", ToolCallID: sub, Text: fmt.Sprintf("call-%d", i)}
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -708,7 +716,7 @@ func checkExactlyOnceInOrder(t *testing.T, got []receipt, want []string) {
 	for _, r := range got {
 		seen[r.id]++
 		if prev, ok := last[r.path]; ok && r.seq < prev {
-			t.Errorf("%s: %s arrived after call-%d: per-URL order broken", r.path, r.id, prev)
+			t.Errorf("%s: %s arrived after call-%d: per-call order broken", r.path, r.id, prev)
 		}
 		last[r.path] = r.seq
 	}
@@ -726,7 +734,8 @@ func checkExactlyOnceInOrder(t *testing.T, got []receipt, want []string) {
 func TestOutboxSurvivesRestart(t *testing.T) {
 	// RAP IN-4: nothing is lost. Messages sent while the runtime answers
 	// 503 stay in the outbox across a restart of the tool server and are
-	// delivered once the runtime is healthy, in order per callback URL.
+	// delivered once the runtime is healthy, each call's in order (here
+	// one subscription's events per callback URL).
 	//
 	// Each process marks its requests, so that a request of the first one
 	// still in the network when it stops is answered 503 like the others
@@ -744,14 +753,14 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	stop := runSender(t, s1)
 	var want []string
 	for i := range 20 {
-		u := rc.srv.URL + "/a?token=x"
+		u, sub := rc.srv.URL+"/a?token=x", "sub-a"
 		if i%2 == 1 {
-			u = rc.srv.URL + "/b?token=y"
+			u, sub = rc.srv.URL+"/b?token=y", "sub-b"
 		}
-		if err := s1.Send(context.Background(), u, result(i)); err != nil {
+		if err := s1.Send(context.Background(), u, laneEvent(sub, i)); err != nil {
 			t.Fatalf("Send %d: %v", i, err)
 		}
-		want = append(want, fmt.Sprintf("call-%d", i))
+		want = append(want, fmt.Sprintf("%s/call-%d", sub, i))
 	}
 	rc.waitFor("retries against both URLs", func() bool {
 		_, a, _ := rc.snapshot()
@@ -765,7 +774,7 @@ func TestOutboxSurvivesRestart(t *testing.T) {
 	if got, _, _ := rc.snapshot(); len(got) != 0 {
 		t.Fatalf("received %d while the endpoint answered 503", len(got))
 	}
-	// Only the head of each URL's queue is attempted while it fails:
+	// Only the head of each call's queue is attempted while it fails:
 	// later messages wait behind it.
 	pendingBefore := attempts["/a"] + attempts["/b"]
 
@@ -840,9 +849,10 @@ func TestOutboxOrderAndConcurrency(t *testing.T) {
 }
 
 func testOutboxOrderAndConcurrency(t *testing.T, plain bool) {
-	// A subscription's events to one callback URL arrive in the order they
-	// were sent even when some attempts fail, while different URLs are
-	// delivered concurrently, at most rap.MaxInFlight at a time.
+	// A subscription's events arrive in the order they were sent even
+	// when some attempts fail, while different subscriptions (here one
+	// per callback URL) are delivered concurrently, at most
+	// rap.MaxInFlight at a time.
 	const urls, perURL = 24, 10
 	var mu sync.Mutex
 	failed := map[string]bool{}
@@ -870,11 +880,11 @@ func testOutboxOrderAndConcurrency(t *testing.T, plain bool) {
 	for i := range perURL {
 		for u := range urls {
 			seq := i*urls + u
-			ev := &rap.ToolResult{GroupID: "g", ID: fmt.Sprintf("call-%d", seq), Text: "e"}
-			if err := s.Send(context.Background(), fmt.Sprintf("%s/sub/%d", rc.srv.URL, u), ev); err != nil {
+			sub := fmt.Sprintf("sub-%d", u)
+			if err := s.Send(context.Background(), fmt.Sprintf("%s/sub/%d", rc.srv.URL, u), laneEvent(sub, seq)); err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, ev.ID)
+			want = append(want, fmt.Sprintf("%s/call-%d", sub, seq))
 		}
 	}
 	stop := runSender(t, s)
@@ -950,7 +960,7 @@ func TestOutboxSubscriptionEventsKeepOrder(t *testing.T) {
 func TestOutboxDrainsLargeBacklog(t *testing.T) {
 	// More messages than Run holds in memory are pending at start (as
 	// after a long runtime outage); every one is delivered exactly once,
-	// in order per URL.
+	// each call's in order (one subscription per URL).
 	const urls, perURL = 50, 100
 	rc := newReceiver(t, always(http.StatusOK))
 	st := openStore(t, filepath.Join(t.TempDir(), "tool.db"))
@@ -962,13 +972,13 @@ func TestOutboxDrainsLargeBacklog(t *testing.T) {
 	var want []string
 	for u := range urls {
 		for i := range perURL {
-			want = append(want, fmt.Sprintf("call-%d", u*perURL+i))
+			want = append(want, fmt.Sprintf("sub-%d/call-%d", u, u*perURL+i))
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range perURL {
-				if err := s.Send(context.Background(), fmt.Sprintf("%s/sub/%d", rc.srv.URL, u), result(u*perURL+i)); err != nil {
+				if err := s.Send(context.Background(), fmt.Sprintf("%s/sub/%d", rc.srv.URL, u), laneEvent(fmt.Sprintf("sub-%d", u), u*perURL+i)); err != nil {
 					t.Error(err)
 					return
 				}

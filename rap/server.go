@@ -728,13 +728,16 @@ func (s *Server) serveInvoke(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "invalid invocation: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if n, full := s.sender.backlog(inv.CallbackURL); full {
+	if n, ok := s.sender.admit(r.Context(), inv.CallbackURL); !ok {
 		s.countInvocation(inv.Operation, metricBusy)
-		// The runtime is not taking its callbacks;
-		// refuse its new calls rather than queue without bound or hold
-		// workers. Other runtimes are served as usual.
+		// The runtime has taken none of its queued callbacks for
+		// MemoryAdmitWait: refuse its new calls rather than queue
+		// without bound or hold workers. A runtime that takes them,
+		// however slowly, only waited for room. Other runtimes are
+		// served as usual.
 		w.Header().Set("Retry-After", "5")
-		http.Error(w, fmt.Sprintf("tool server busy: %d callbacks to your callback_url's host wait for delivery; retry later", n), http.StatusServiceUnavailable)
+		http.Error(w, fmt.Sprintf("tool server busy: %d callbacks to your callback_url's host wait for delivery and none was taken in the last %v; "+
+			"check that the runtime answers its callback POSTs with 2xx, then retry this invocation after Retry-After", n, MemoryAdmitWait), http.StatusServiceUnavailable)
 		return
 	}
 	if !s.pool.reserve() {

@@ -62,8 +62,10 @@ func TestMain(m *testing.M) {
 
 // crashHelper is the tool-server process of the crash tests.
 //
-// In "enqueue" mode it opens the store, starts delivery, sends N tool
-// results spread over LANES callback URLs, prints "enqueued N" and runs
+// In "enqueue" mode it opens the store, starts delivery, sends N
+// subscription events spread over LANES callback URLs, one subscription
+// per URL (its events are delivered in order, one at a time; different
+// subscriptions concurrently), prints "enqueued N" and runs
 // until its stdin closes (or it is killed). In "deliver" mode it opens the
 // store, delivers everything pending, prints "flushed" and exits.
 func crashHelper(mode string) int {
@@ -98,8 +100,8 @@ func crashHelper(mode string) int {
 		base := os.Getenv(helperURLEnv)
 		for i := range n {
 			u := fmt.Sprintf("%s/lane/%d?token=secret", base, i%lanes)
-			r := &rap.ToolResult{GroupID: "thread-1", ID: fmt.Sprintf("call-%d", i), Text: "done"}
-			if err := s.Send(ctx, u, r); err != nil {
+			ev := &rap.SubscriptionEvent{GroupID: "thread-1", ToolCallID: fmt.Sprintf("lane-%d", i%lanes), Text: fmt.Sprintf("call-%d", i)}
+			if err := s.Send(ctx, u, ev); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 2
 			}
@@ -243,6 +245,13 @@ func (e *callbackEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	cb, err := rap.DecodeCallback(body)
 	res, ok := cb.(*rap.ToolResult)
+	var id string
+	switch m := cb.(type) {
+	case *rap.ToolResult:
+		id = m.ID
+	case *rap.SubscriptionEvent: // the enqueue helper's: Text is its id
+		id, ok = m.Text, true
+	}
 	e.mu.Lock()
 	e.attempts++
 	handle := e.handle
@@ -251,7 +260,7 @@ func (e *callbackEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		e.bad = append(e.bad, "invalid callback: "+err.Error())
 	case !ok:
-		e.bad = append(e.bad, "not a tool_result")
+		e.bad = append(e.bad, "not a tool_result or subscription_event")
 	case r.Header.Get("Content-Type") != "application/json": // RAP TR-1
 		e.bad = append(e.bad, "Content-Type "+r.Header.Get("Content-Type"))
 	}
@@ -262,15 +271,17 @@ func (e *callbackEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	status := handle(r, res.ID, laneAccepted)
+	status := handle(r, id, laneAccepted)
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if status == http.StatusOK {
-		e.received[res.ID]++
-		e.last[res.ID] = res
-		if e.received[res.ID] == 1 {
-			seq, _ := strconv.Atoi(strings.TrimPrefix(res.ID, "call-"))
+		e.received[id]++
+		if res != nil {
+			e.last[id] = res
+		}
+		if e.received[id] == 1 {
+			seq, _ := strconv.Atoi(strings.TrimPrefix(id, "call-"))
 			e.order[r.URL.Path] = append(e.order[r.URL.Path], seq)
 		}
 	}
@@ -335,7 +346,7 @@ func (e *callbackEndpoint) check(t *testing.T, n int, mayRepeat map[string]bool)
 	for lane, seqs := range e.order {
 		for i := 1; i < len(seqs); i++ {
 			if seqs[i] < seqs[i-1] {
-				t.Errorf("%s: call-%d arrived before call-%d: per-URL order broken", lane, seqs[i-1], seqs[i])
+				t.Errorf("%s: call-%d arrived before call-%d: the subscription's order broken", lane, seqs[i-1], seqs[i])
 				break
 			}
 		}
@@ -359,9 +370,10 @@ func pendingCount(t *testing.T, path string) int {
 
 func TestCrashAfterEnqueueLosesNothing(t *testing.T) {
 	// RAP IN-4: a tool server killed with SIGKILL while the runtime is
-	// down (503) loses none of the results Send had acknowledged. A new
-	// process on the same file delivers each exactly once, in order per
-	// callback URL, once the runtime is healthy.
+	// down (503) loses none of the messages Send had acknowledged. A new
+	// process on the same file delivers each exactly once, each
+	// subscription's (one per callback URL) in order, once the runtime
+	// is healthy.
 	const n, lanes = 200, 4
 	// Requests of the killed process are refused even when they reach
 	// the endpoint after the switch to healthy: only its successor's
@@ -400,7 +412,8 @@ func TestCrashAfterEnqueueLosesNothing(t *testing.T) {
 func TestCrashMidDeliveryLosesNothing(t *testing.T) {
 	// RAP IN-4 with RAP RE-6: the process dies while callbacks are on the
 	// wire. The endpoint accepts half the messages, then holds the next
-	// request of every callback URL until the helper is dead, and accepts
+	// request of every callback URL (one subscription each, whose events
+	// go out one at a time) until the helper is dead, and accepts
 	// those too: the runtime got them, but the dead process never learned
 	// so. After a restart nothing is lost, and exactly those in-flight
 	// messages arrive a second time, for the runtime to deduplicate.
