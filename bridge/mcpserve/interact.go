@@ -32,7 +32,7 @@ func (c *callState) askUser(ctx context.Context, end context.CancelCauseFunc, m 
 	labels := uniqueLabels(m.Choices)
 	sel, how := m.Default, "dismissed: the MCP client does not support form elicitation"
 	if supportsForm(c.req) {
-		res, err := c.req.Session.Elicit(ctx, &mcp.ElicitParams{
+		res, err := c.elicit(ctx, &mcp.ElicitParams{
 			Mode:    "form",
 			Message: fmt.Sprintf("%s (asked by the tool %s)", m.Prompt, name),
 			RequestedSchema: map[string]any{
@@ -69,6 +69,19 @@ func (c *callState) askUser(ctx context.Context, end context.CancelCauseFunc, m 
 	c.s.log.Info("mcpserve: user_choice answered", "tool", name, "selected", sel, "how", how)
 }
 
+// elicit sends an elicitation request. For a call that runs as an MCP
+// task, the request names the task (_meta related-task) and the task is
+// input_required until the answer comes.
+func (c *callState) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if c.task == nil {
+		return c.req.Session.Elicit(ctx, p)
+	}
+	p.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": c.task.id}}
+	c.task.setStatus(taskInputRequired, "waiting for the user: "+truncate(p.Message, maxViewText))
+	defer c.task.setStatus(taskWorking, "")
+	return c.req.Session.Elicit(ctx, p)
+}
+
 // supportsForm reports whether the client takes form elicitations: it
 // advertised elicitation with form mode, or without modes (form is then
 // implied).
@@ -102,7 +115,7 @@ func (c *callState) showAuth(ctx context.Context, end context.CancelCauseFunc, m
 	switch {
 	case supportsURL(c.req):
 		id := randomHex(16)
-		res, err := c.req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: msg, URL: m.AuthURL, ElicitationID: id})
+		res, err := c.elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: msg, URL: m.AuthURL, ElicitationID: id})
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:
