@@ -54,10 +54,15 @@ const (
 )
 
 // protocolVersions are the MCP versions the server speaks: those of the
-// initialize handshake. From 2026-07-28 a server may no longer send
-// elicitation requests while a call runs (they become multi round-trip
-// results, which this package does not implement); clients fall back to
-// 2025-11-25.
+// initialize handshake. 2026-07-28, which the MCP Go SDK also speaks, is
+// left out: in it a server may no longer send requests while a call runs
+// (the SDK refuses ServerSession.Elicit; questions become multi
+// round-trip results, which would re-send the RAP invocation), resource
+// subscriptions go through subscriptions/listen, and tasks are no longer
+// in the core protocol (they moved to an extension of another shape).
+// Offering it breaks user choices, sign-in links and subscriptions for
+// every client that prefers it, the Go SDK's among them; clients fall
+// back to 2025-11-25.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Options configure a Server.

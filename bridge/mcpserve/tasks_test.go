@@ -344,3 +344,15 @@ func TestLiftTaskParamKeepsOtherParams(t *testing.T) {
 		t.Errorf("lifted batch = %s", out)
 	}
 }
+
+// A client that prefers 2026-07-28 (the Go SDK's does) is answered with
+// 2025-11-25, the newest version in which the server may elicit while a
+// call runs and in which tasks are part of the core protocol.
+func TestNewestProtocolVersionIs20251125(t *testing.T) {
+	tt := startTestTools(t)
+	s := newTestServer(t, nil, tt.URL)
+	cs, _ := connect(t, s, nil)
+	if got := cs.InitializeResult().ProtocolVersion; got != tasksProtocolVersion {
+		t.Errorf("negotiated %s, want %s", got, tasksProtocolVersion)
+	}
+}
