@@ -339,8 +339,13 @@ func (ts *taskStore) add(ss *mcp.ServerSession, t *task) error {
 	return nil
 }
 
-// lookup returns the session's task id, or an invalid-params error.
-func (ts *taskStore) lookup(ss *mcp.ServerSession, id string) (*task, error) {
+// lookup returns the task of p in the session, or an invalid-params
+// error.
+func (ts *taskStore) lookup(ss *mcp.ServerSession, p *taskIDParams) (*task, error) {
+	if p == nil || p.TaskID == "" {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "taskId is missing: give the taskId of the task"}
+	}
+	id := p.TaskID
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	t, ok := ts.sessions[ss][id]
@@ -351,7 +356,7 @@ func (ts *taskStore) lookup(ss *mcp.ServerSession, id string) (*task, error) {
 }
 
 func (ts *taskStore) get(_ context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskResult, error) {
-	t, err := ts.lookup(ss, p.TaskID)
+	t, err := ts.lookup(ss, p)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +366,7 @@ func (ts *taskStore) get(_ context.Context, ss *mcp.ServerSession, p *taskIDPara
 // result waits until the task ends and returns what the tools/call would
 // have returned: the tool's result, or an error for a cancelled task.
 func (ts *taskStore) result(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
-	t, err := ts.lookup(ss, p.TaskID)
+	t, err := ts.lookup(ss, p)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +387,7 @@ func (ts *taskStore) result(ctx context.Context, ss *mcp.ServerSession, p *taskI
 }
 
 func (ts *taskStore) list(_ context.Context, ss *mcp.ServerSession, p *listTasksParams) (*listTasksResult, error) {
-	if p.Cursor != "" {
+	if p != nil && p.Cursor != "" {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tasks/list has a single page here; call it without a cursor"}
 	}
 	ts.mu.Lock()
@@ -405,7 +410,7 @@ func (ts *taskStore) list(_ context.Context, ss *mcp.ServerSession, p *listTasks
 // cancelTask cancels a running task: its call ends and the tool gets
 // RAP /cancel_tool_call (RAP CA-1). The answer is the cancelled task.
 func (ts *taskStore) cancelTask(_ context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskResult, error) {
-	t, err := ts.lookup(ss, p.TaskID)
+	t, err := ts.lookup(ss, p)
 	if err != nil {
 		return nil, err
 	}
