@@ -420,8 +420,10 @@ func (ts *taskStore) cancelTask(_ context.Context, ss *mcp.ServerSession, p *tas
 	if terminal(status) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task %s already ended (%s), so it cannot be cancelled", t.id, status)}
 	}
+	// The task is cancelled at once; its call sends /cancel_tool_call in
+	// the background (it may still be sending the invocation).
 	t.cancel()
-	<-t.done // the call sends /cancel_tool_call, bounded by cancelTimeout
+	t.finish(taskCancelled, nil, "cancelled by the client; the RAP tool was sent /cancel_tool_call")
 	return &taskResult{taskInfo: t.info()}, nil
 }
 
