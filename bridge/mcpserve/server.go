@@ -11,7 +11,9 @@
 // sending MCP progress notifications meanwhile, and returns it as MCP
 // content. A cancelled MCP request sends RAP /cancel_tool_call; a
 // user_choice becomes an MCP elicitation; an oauth link becomes a
-// URL-mode elicitation. docs/mcp.md ("RAP tools in MCP hosts") has the
+// URL-mode elicitation. A client of protocol 2025-11-25 may run a call
+// as an MCP task instead (tasks.go): the call returns a task at once and
+// the client polls it. docs/mcp.md ("RAP tools in MCP hosts") has the
 // whole mapping.
 //
 // The MCP server speaks the protocol versions of the handshake era
