@@ -320,7 +320,7 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		if m.ID != call.CallID {
 			return callbackOutcome{status: http.StatusForbidden, msg: "id does not match the callback URL"}, nil
 		}
-		if problem := checkAuthURL(m.AuthURL); problem != "" {
+		if problem := rap.CheckAuthURL(m.AuthURL); problem != "" {
 			// Never show a link that is not http(s).
 			return r.refuseInteraction(tx, call, "auth_url "+problem,
 				fmt.Sprintf("Error: the tool %s asked the user to authorize at a link that is not an http(s) URL, so the runtime refused to show it and ended this call. "+

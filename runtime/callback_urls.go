@@ -21,33 +21,17 @@ import (
 // runtime shows an auth_url to people and POSTs to a response_url, so neither
 // may point anywhere a tool likes.
 
-// checkAuthURL returns what is wrong with an oauth auth_url, or "": it
-// must be an absolute http(s) URL with a host.
-func checkAuthURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "is not a valid URL"
-	}
-	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
-		return "must be an http:// or https:// URL"
-	}
-	if u.Host == "" {
-		return "has no host"
-	}
-	return ""
-}
-
 // checkResponseURL returns what is wrong with a user_choice response_url,
 // or "": it must be an http(s) URL on the host and port of the endpoint the
 // call was dispatched to, or on a host of Config.ChoiceResponseHosts.
 func (r *Runtime) checkResponseURL(call store.Call, raw string) string {
-	if p := checkAuthURL(raw); p != "" {
+	if p := rap.CheckAuthURL(raw); p != "" {
 		return p
 	}
 	u, _ := url.Parse(raw)
-	host, port := hostPort(u)
+	host, port := rap.HostPort(u)
 	if ep, err := url.Parse(call.Endpoint); err == nil && call.Endpoint != "" {
-		if eh, ePort := hostPort(ep); eh == host && ePort == port {
+		if eh, ePort := rap.HostPort(ep); eh == host && ePort == port {
 			return ""
 		}
 	}
@@ -61,21 +45,6 @@ func (r *Runtime) checkResponseURL(call store.Call, raw string) string {
 		}
 	}
 	return fmt.Sprintf("must be on the tool's own host (%s), or on a host listed in the runtime's ChoiceResponseHosts; %s is not", redact(call.Endpoint), u.Host)
-}
-
-// hostPort returns u's lower-case host name and its port, the scheme's
-// default when u names none.
-func hostPort(u *url.URL) (host, port string) {
-	host, port = strings.ToLower(u.Hostname()), u.Port()
-	if port == "" {
-		switch strings.ToLower(u.Scheme) {
-		case "http":
-			port = "80"
-		case "https":
-			port = "443"
-		}
-	}
-	return host, port
 }
 
 // refuseInteraction answers 400 to an oauth or user_choice message the

@@ -42,6 +42,12 @@ func (s *Server) handler(e *exposedTool) mcp.ToolHandler {
 
 // call runs one MCP tools/call as a RAP invocation.
 func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, e *exposedTool) (*mcp.CallToolResult, error) {
+	return s.runCall(ctx, req, e, nil)
+}
+
+// runCall runs a call as a RAP invocation, for task t when it is not nil
+// (tasks.go).
+func (s *Server) runCall(ctx context.Context, req *mcp.CallToolRequest, e *exposedTool, t *task) (*mcp.CallToolResult, error) {
 	name := e.tool.Tool.Name
 	args := json.RawMessage(bytes.TrimSpace(req.Params.Arguments))
 	if len(args) == 0 || string(args) == "null" {
@@ -71,7 +77,10 @@ func (s *Server) call(ctx context.Context, req *mcp.CallToolRequest, e *exposedT
 		return errorResult(fmt.Sprintf("Error: the tool server of %q did not accept the call: %v. Check that it is running, then call the tool again.",
 			name, withoutRaptestPrefix(err))), nil
 	}
-	c := &callState{s: s, e: e, req: req, call: call, token: req.Params.GetProgressToken(), started: time.Now()}
+	c := &callState{s: s, e: e, req: req, call: call, token: req.Params.GetProgressToken(), started: time.Now(), task: t, timeout: s.opts.CallTimeout}
+	if t != nil {
+		c.timeout = s.opts.TaskTimeout
+	}
 	return c.wait(ctx)
 }
 
@@ -83,6 +92,8 @@ type callState struct {
 	call    *raptest.Call
 	token   any // the client's progress token; nil when it gave none
 	started time.Time
+	task    *task         // the MCP task the call runs as, or nil
+	timeout time.Duration // CallTimeout, or TaskTimeout for a task
 
 	mu         sync.Mutex
 	progress   float64 // the last progress value sent
@@ -100,7 +111,7 @@ var errEndedEarly = errors.New("the call ended before its result")
 func (c *callState) wait(ctx context.Context) (*mcp.CallToolResult, error) {
 	var interactions sync.WaitGroup
 	defer interactions.Wait() // after cancel below: their requests end with the call
-	timeout := c.s.opts.CallTimeout
+	timeout := c.timeout
 	timed, cancelTimed := context.WithTimeout(ctx, timeout)
 	defer cancelTimed()
 	waitCtx, end := context.WithCancelCause(timed)
@@ -236,7 +247,22 @@ func (c *callState) viewProgress(ctx context.Context, v *rap.ViewUpdate) {
 	if msg == "" && content.Progress == nil {
 		msg = v.ViewType + ": " + truncate(string(v.Content), maxViewText)
 	}
+	if c.task != nil {
+		status := msg
+		if content.Progress != nil {
+			status = strings.TrimSpace(fmt.Sprintf("%s (%s)", msg, progressText(p, total)))
+		}
+		c.task.setStatus(taskWorking, truncate(status, maxViewText))
+	}
 	c.notify(ctx, p, total, msg)
+}
+
+// progressText renders a progress value for a task's status message.
+func progressText(p, total float64) string {
+	if total > 0 {
+		return fmt.Sprintf("%g of %g", p, total)
+	}
+	return fmt.Sprintf("progress %g", p)
 }
 
 // notify sends a progress notification when the client gave a progress

@@ -5,9 +5,12 @@ package mcpserve
 // clients without it.
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -90,8 +93,32 @@ func (s *Server) HTTPHandler(o HTTPOptions) http.Handler {
 				return
 			}
 		}
+		if r.Method == http.MethodPost && !liftTasks(w, r, o.MaxRequestBytes) {
+			return
+		}
 		mh.ServeHTTP(w, r)
 	})
+}
+
+// liftTasks reads a POST body (at most limit bytes) and puts it back with
+// the "task" params of its tools/call requests where the tasks
+// middleware finds them (tasks.go). It answers 413 and reports false for
+// a body over limit.
+func liftTasks(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, fmt.Sprintf("the request body is over %d bytes, the most this MCP server takes", limit), http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "reading the request body failed: "+err.Error(), http.StatusBadRequest)
+		}
+		return false
+	}
+	body = liftTaskParamsInBody(body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return true
 }
 
 // Serve serves HTTPHandler(o) on ln until ctx ends, with the limits of

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 
 	"github.com/gorap/gorap/rap"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,7 +32,7 @@ func (c *callState) askUser(ctx context.Context, end context.CancelCauseFunc, m 
 	labels := uniqueLabels(m.Choices)
 	sel, how := m.Default, "dismissed: the MCP client does not support form elicitation"
 	if supportsForm(c.req) {
-		res, err := c.req.Session.Elicit(ctx, &mcp.ElicitParams{
+		res, err := c.elicit(ctx, &mcp.ElicitParams{
 			Mode:    "form",
 			Message: fmt.Sprintf("%s (asked by the tool %s)", m.Prompt, name),
 			RequestedSchema: map[string]any{
@@ -70,6 +69,19 @@ func (c *callState) askUser(ctx context.Context, end context.CancelCauseFunc, m 
 	c.s.log.Info("mcpserve: user_choice answered", "tool", name, "selected", sel, "how", how)
 }
 
+// elicit sends an elicitation request. For a call that runs as an MCP
+// task, the request names the task (_meta related-task) and the task is
+// input_required until the answer comes.
+func (c *callState) elicit(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	if c.task == nil {
+		return c.req.Session.Elicit(ctx, p)
+	}
+	p.Meta = mcp.Meta{relatedTaskKey: map[string]any{"taskId": c.task.id}}
+	c.task.setStatus(taskInputRequired, "waiting for the user: "+truncate(p.Message, maxViewText))
+	defer c.task.setStatus(taskWorking, "")
+	return c.req.Session.Elicit(ctx, p)
+}
+
 // supportsForm reports whether the client takes form elicitations: it
 // advertised elicitation with form mode, or without modes (form is then
 // implied).
@@ -94,7 +106,7 @@ func supportsURL(req *mcp.CallToolRequest) bool {
 // call's result, and the call is cancelled. The link is never logged.
 func (c *callState) showAuth(ctx context.Context, end context.CancelCauseFunc, m *rap.OAuth) {
 	name := c.e.tool.Tool.Name
-	if problem := checkAuthURL(m.AuthURL); problem != "" {
+	if problem := rap.CheckAuthURL(m.AuthURL); problem != "" {
 		c.s.log.Warn("mcpserve: oauth refused: auth_url "+problem, "tool", name)
 		c.endEarly(end, errorResult(fmt.Sprintf("Error: %q asked the user to sign in with a link that %s, so the link was not shown and the call was cancelled.", name, problem)))
 		return
@@ -103,7 +115,7 @@ func (c *callState) showAuth(ctx context.Context, end context.CancelCauseFunc, m
 	switch {
 	case supportsURL(c.req):
 		id := randomHex(16)
-		res, err := c.req.Session.Elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: msg, URL: m.AuthURL, ElicitationID: id})
+		res, err := c.elicit(ctx, &mcp.ElicitParams{Mode: "url", Message: msg, URL: m.AuthURL, ElicitationID: id})
 		switch {
 		case ctx.Err() != nil:
 		case err != nil:
@@ -166,54 +178,23 @@ func indexOf(labels []string, s string) int {
 	return -1
 }
 
-// checkAuthURL returns what is wrong with an oauth auth_url, or "": it
-// must be an absolute http(s) URL with a host, as the runtime requires.
-func checkAuthURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "is not a valid URL"
-	}
-	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
-		return "is not an http:// or https:// URL"
-	}
-	if u.Host == "" {
-		return "has no host"
-	}
-	return ""
-}
-
 // checkResponseURL returns what is wrong with a user_choice response_url,
 // or "": it must be an http(s) URL on the host and port of the tool's
 // endpoint, as the runtime requires, so that a tool cannot aim this
 // process's requests at another server.
 func checkResponseURL(raw, endpoint string) string {
-	if p := checkAuthURL(raw); p != "" {
+	if p := rap.CheckAuthURL(raw); p != "" {
 		return p
 	}
-	u, _ := url.Parse(raw)
-	ep, err := url.Parse(endpoint)
-	if err != nil {
-		return "cannot be checked against the tool's endpoint"
-	}
-	h, p := hostPort(u)
-	eh, epPort := hostPort(ep)
-	if h == eh && p == epPort {
+	if rap.SameHostPort(raw, endpoint) {
 		return ""
 	}
-	return fmt.Sprintf("is on %s, not on the tool's own host %s", net.JoinHostPort(h, p), net.JoinHostPort(eh, epPort))
-}
-
-// hostPort returns u's lower-case host name and its port, the scheme's
-// default when u names none.
-func hostPort(u *url.URL) (host, port string) {
-	host, port = strings.ToLower(u.Hostname()), u.Port()
-	if port == "" {
-		switch strings.ToLower(u.Scheme) {
-		case "http":
-			port = "80"
-		case "https":
-			port = "443"
-		}
+	u, _ := url.Parse(raw)
+	h, p := rap.HostPort(u)
+	where := "cannot be checked against the tool's endpoint"
+	if ep, err := url.Parse(endpoint); err == nil {
+		eh, epPort := rap.HostPort(ep)
+		where = fmt.Sprintf("is on %s, not on the tool's own host %s", net.JoinHostPort(h, p), net.JoinHostPort(eh, epPort))
 	}
-	return host, port
+	return where
 }

@@ -11,7 +11,9 @@
 // sending MCP progress notifications meanwhile, and returns it as MCP
 // content. A cancelled MCP request sends RAP /cancel_tool_call; a
 // user_choice becomes an MCP elicitation; an oauth link becomes a
-// URL-mode elicitation. docs/mcp.md ("RAP tools in MCP hosts") has the
+// URL-mode elicitation. A client of protocol 2025-11-25 may run a call
+// as an MCP task instead (tasks.go): the call returns a task at once and
+// the client polls it. docs/mcp.md ("RAP tools in MCP hosts") has the
 // whole mapping.
 //
 // The MCP server speaks the protocol versions of the handshake era
@@ -42,6 +44,9 @@ const (
 	DefaultCallTimeout = 10 * time.Minute
 	// DefaultProgressInterval is Options.ProgressInterval when zero.
 	DefaultProgressInterval = 5 * time.Second
+	// DefaultTaskTimeout is Options.TaskTimeout when zero: how long a call
+	// the client runs as an MCP task may wait for the RAP tool's result.
+	DefaultTaskTimeout = time.Hour
 	// DefaultDiscoveryTimeout bounds the discovery of one tool server.
 	DefaultDiscoveryTimeout = 30 * time.Second
 	// lateResultGrace is how long the callback URL of a call that ended
@@ -51,10 +56,15 @@ const (
 )
 
 // protocolVersions are the MCP versions the server speaks: those of the
-// initialize handshake. From 2026-07-28 a server may no longer send
-// elicitation requests while a call runs (they become multi round-trip
-// results, which this package does not implement); clients fall back to
-// 2025-11-25.
+// initialize handshake. 2026-07-28, which the MCP Go SDK also speaks, is
+// left out: in it a server may no longer send requests while a call runs
+// (the SDK refuses ServerSession.Elicit; questions become multi
+// round-trip results, which would re-send the RAP invocation), resource
+// subscriptions go through subscriptions/listen, and tasks are no longer
+// in the core protocol (they moved to an extension of another shape).
+// Offering it breaks user choices, sign-in links and subscriptions for
+// every client that prefers it, the Go SDK's among them; clients fall
+// back to 2025-11-25.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Options configure a Server.
@@ -73,6 +83,10 @@ type Options struct {
 	// it, the call is cancelled (RAP /cancel_tool_call) and the MCP result
 	// is an error saying so. Default DefaultCallTimeout.
 	CallTimeout time.Duration
+	// TaskTimeout bounds a call the client runs as an MCP task (a
+	// task-augmented tools/call, protocol version 2025-11-25) as
+	// CallTimeout bounds the others. Default DefaultTaskTimeout.
+	TaskTimeout time.Duration
 	// ProgressInterval is how often a waiting call tells a client that
 	// gave a progress token that it is still waiting, when the tool sends
 	// nothing itself. Default DefaultProgressInterval; negative: never.
@@ -100,6 +114,7 @@ type Server struct {
 	skipped []string
 	mcp     *mcp.Server
 	subs    *subscriptions
+	tasks   *taskStore
 
 	mu      sync.Mutex
 	threads map[*mcp.ServerSession]string // the RAP group_id of each MCP session
@@ -125,6 +140,9 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.TaskTimeout <= 0 {
+		opts.TaskTimeout = DefaultTaskTimeout
 	}
 	if opts.ProgressInterval == 0 {
 		opts.ProgressInterval = DefaultProgressInterval
@@ -155,6 +173,7 @@ func New(ctx context.Context, opts Options) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: log, rt: rt, threads: map[*mcp.ServerSession]string{}}
 	s.subs = newSubscriptions(s)
+	s.tasks = newTaskStore(s)
 	if err := s.discover(ctx); err != nil {
 		rt.Close()
 		return nil, err
@@ -250,6 +269,7 @@ func (s *Server) newMCPServer() *mcp.Server {
 	}
 	s.tools = kept
 	s.subs.register(srv)
+	s.tasks.register(srv)
 	return srv
 }
 
@@ -264,6 +284,16 @@ func addTool(srv *mcp.Server, t *mcp.Tool, h mcp.ToolHandler) (problem string) {
 	}()
 	srv.AddTool(t, h)
 	return ""
+}
+
+// tool returns the exposed tool called name, or nil.
+func (s *Server) tool(name string) *exposedTool {
+	for _, e := range s.tools {
+		if e.tool.Tool.Name == name {
+			return e
+		}
+	}
+	return nil
 }
 
 // Tools returns the names of the tools served, sorted.
@@ -295,7 +325,7 @@ func (s *Server) RunStdio(ctx context.Context) error {
 	// closes the session.
 	stop := context.AfterFunc(ctx, s.Close)
 	defer stop()
-	err := s.mcp.Run(ctx, &mcp.StdioTransport{})
+	err := s.mcp.Run(ctx, TaskTransport(&mcp.StdioTransport{}))
 	s.Close()
 	if ctx.Err() != nil {
 		return nil
@@ -332,6 +362,7 @@ func (s *Server) sessionEnded(ss *mcp.ServerSession) {
 	delete(s.threads, ss)
 	s.mu.Unlock()
 	s.subs.sessionEnded(ss)
+	s.tasks.sessionEnded(ss)
 	if !ok {
 		return
 	}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -26,6 +28,7 @@ type invokeFlags struct {
 	wait, timeout               time.Duration
 	token, thread, listen, user string
 	choose                      int
+	inputs                      []string
 }
 
 func newInvokeCmd(a *app) *cobra.Command {
@@ -40,6 +43,15 @@ on a local port, and prints every callback message as one JSON line on
 standard output until the tool_result arrives. Progress goes to standard
 error.
 
+A tool may ask the user while its call runs. A user_choice is answered
+with --choose; without it, on a terminal, the choices are listed and the
+pick is read from standard input; otherwise the default is sent, as a
+dismissal does. A user_input form (gorap extension, which rap invoke
+declares) is listed on standard error and answered with the --input
+NAME=VALUE values (fields without one take their default); without
+--input, on a terminal, each field is asked for in turn; otherwise the
+form is dismissed.
+
 For a subscription (a result with "subscription": true) it keeps printing
 events for --wait, or until a final event. When it stops before a final
 event (wait over, --timeout, or Ctrl-C) it sends /cancel_tool_call so that
@@ -51,8 +63,12 @@ could not be made (discovery failed, invalid arguments, no 200) or no result
 came within --timeout; 2 for a usage error; 130 when interrupted.`,
 		Example: `  rap invoke http://127.0.0.1:3001 get_time_in_zone '{"timezone":"Asia/Tokyo"}'
   rap invoke --wait 10s http://127.0.0.1:3001 subscribe_clock '{"interval_seconds":1}'
-  RAP_TOOL_TOKEN=s3cret rap invoke http://127.0.0.1:3001 run_command '{"command":"ls"}'`,
-		RunE: func(cmd *cobra.Command, args []string) error { return runInvoke(cmd.Context(), a, f, args) },
+  RAP_TOOL_TOKEN=s3cret rap invoke http://127.0.0.1:3001 run_command '{"command":"ls"}'
+  rap invoke --choose 1 http://127.0.0.1:3001 deploy '{"env":"staging"}'
+  rap invoke --input city=Paris --input nights=2 http://127.0.0.1:3001 book_hotel`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runInvoke(cmd.Context(), a, f, args, os.Stdin, isTerminal(os.Stdin))
+		},
 	}
 	fs := cmd.Flags()
 	fs.DurationVar(&f.wait, "wait", 0, "for a subscription: keep printing events this long after the confirming result (0: exit after the result)")
@@ -60,12 +76,15 @@ came within --timeout; 2 for a usage error; 130 when interrupted.`,
 	addToolTokenFlag(fs, &f.token, "bearer `TOKEN` sent to the tool server")
 	fs.StringVar(&f.thread, "thread", "", "group_id (thread `ID`) of the call (default: a fresh random id)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:0", "`ADDR` of the callback listener; the tool must be able to reach it")
-	fs.IntVar(&f.choose, "choose", -1, "answer a user_choice with this `INDEX` (-1: send the tool's default, as a dismissal does)")
+	fs.IntVar(&f.choose, "choose", -1, "answer a user_choice with this `INDEX` (-1: ask on a terminal, else send the tool's default, as a dismissal does)")
+	fs.StringArrayVar(&f.inputs, "input", nil, "answer a user_input form's field with `NAME=VALUE` (repeatable; fields without one take their default; none given: ask on a terminal, else dismiss)")
 	fs.StringVar(&f.user, "user", "", "user_id of the call (default: none)")
 	return cmd
 }
 
-func runInvoke(ctx context.Context, a *app, f invokeFlags, pos []string) error {
+// runInvoke runs rap invoke; in is standard input, where questions are
+// answered when terminal is true.
+func runInvoke(ctx context.Context, a *app, f invokeFlags, pos []string, in io.Reader, terminal bool) error {
 	stdout, stderr := a.stdout, a.stderr
 	wait, timeout, token, thread, listen, choose, userID := &f.wait, &f.timeout, &f.token, &f.thread, &f.listen, &f.choose, &f.user
 	if len(pos) < 2 || len(pos) > 3 {
@@ -87,6 +106,10 @@ func runInvoke(ctx context.Context, a *app, f invokeFlags, pos []string) error {
 	}
 	if *wait < 0 || *timeout < 0 {
 		return fmt.Errorf("%w: --wait and --timeout must not be negative", errUsage)
+	}
+	inputs, err := parseInputFlags(f.inputs)
+	if err != nil {
+		return err
 	}
 
 	opts := []raptest.Option{raptest.WithAddr(*listen)}
@@ -130,7 +153,8 @@ func runInvoke(ctx context.Context, a *app, f invokeFlags, pos []string) error {
 		return err
 	}
 
-	var invOpts []raptest.InvokeOption
+	// rap invoke answers user_input forms (gorap extension).
+	invOpts := []raptest.InvokeOption{raptest.WithExtensions(rap.ExtensionUserInput)}
 	if *userID != "" {
 		invOpts = append(invOpts, raptest.WithUserID(*userID))
 	}
@@ -139,12 +163,13 @@ func runInvoke(ctx context.Context, a *app, f invokeFlags, pos []string) error {
 		return withoutLibraryPrefix(err)
 	}
 	fmt.Fprintf(stderr, "rap invoke: sent %s (id %s, thread %s); waiting for callbacks\n", op, call.Invocation.ID, call.Invocation.GroupID)
-	return followCall(ctx, rt, call, *wait, *timeout, *choose, stdout, stderr)
+	ask := &asker{rt: rt, choose: *choose, inputs: inputs, in: bufio.NewReader(in), terminal: terminal, stderr: stderr}
+	return followCall(ctx, call, *wait, *timeout, ask, stdout, stderr)
 }
 
 // followCall prints the call's callbacks until the result (and, for a
 // subscription, until the wait is over or a final event).
-func followCall(ctx context.Context, rt *raptest.Runtime, call *raptest.Call, wait, timeout time.Duration, choose int, stdout, stderr io.Writer) error {
+func followCall(ctx context.Context, call *raptest.Call, wait, timeout time.Duration, ask *asker, stdout, stderr io.Writer) error {
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
 	waitCtx := ctx
@@ -184,19 +209,9 @@ func followCall(ctx context.Context, rt *raptest.Runtime, call *raptest.Call, wa
 		case *rap.OAuth:
 			fmt.Fprintf(stderr, "rap invoke: the tool asks for authorization; open %s, then the result will follow\n", m.AuthURL)
 		case *rap.UserChoice:
-			sel := m.Default
-			if choose >= 0 {
-				sel = choose
-			}
-			if sel >= len(m.Choices) {
-				fmt.Fprintf(stderr, "rap invoke: --choose %d is out of range for %d choices; sending the default %d\n", choose, len(m.Choices), m.Default)
-				sel = m.Default
-			}
-			if err := rt.Choose(ctx, m, sel); err != nil {
-				fmt.Fprintf(stderr, "rap invoke: answering the user_choice failed: %v\n", err)
-			} else {
-				fmt.Fprintf(stderr, "rap invoke: %q: answered %d (%s)\n", m.Prompt, sel, m.Choices[sel])
-			}
+			ask.answerChoice(ctx, m)
+		case *rap.UserInput:
+			ask.answerInput(ctx, m)
 		}
 	}
 }

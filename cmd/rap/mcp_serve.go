@@ -40,6 +40,7 @@ type mcpServeFlags struct {
 	user                                          string
 	allowedHosts, allowedOrigins                  []string
 	callTimeout, progressInterval, sessionTimeout time.Duration
+	taskTimeout                                   time.Duration
 }
 
 func newMCPServeCmd(a *app) *cobra.Command {
@@ -62,7 +63,11 @@ pages (Origin) and to foreign host names are refused.
 An MCP tools/call becomes a RAP invocation whose callbacks come to a
 loopback listener of this process (--callback-listen); the call waits for
 the result, up to --call-timeout, sending MCP progress notifications
-meanwhile. A cancelled request sends RAP /cancel_tool_call. A tool's
+meanwhile. A client that supports MCP tasks (protocol 2025-11-25) may run
+a call as a task instead: the call returns a task at once, the client
+polls it (tasks/get) and fetches its result (tasks/result) when the tool's
+callback arrives, up to --task-timeout; tasks/cancel cancels it. A
+cancelled request or task sends RAP /cancel_tool_call. A tool's
 user_choice is asked as an MCP elicitation; a subscription returns a
 resource that holds its events. See docs/mcp.md, "RAP tools in MCP hosts".`,
 		Example: `  rap mcp serve http://127.0.0.1:3001
@@ -79,6 +84,7 @@ resource that holds its events. See docs/mcp.md, "RAP tools in MCP hosts".`,
 	bindEnv(fs, "tool-token", config.EnvToolToken)
 	fs.StringVar(&f.callbackListen, "callback-listen", "127.0.0.1:0", "`ADDR` of the listener the tools' callbacks come to; the tool servers must reach it")
 	fs.DurationVar(&f.callTimeout, "call-timeout", mcpserve.DefaultCallTimeout, "longest wait for a tool's result; then the call is cancelled and the MCP result is an error saying so")
+	fs.DurationVar(&f.taskTimeout, "task-timeout", mcpserve.DefaultTaskTimeout, "longest wait for the result of a call the client runs as an MCP task; then the task is cancelled and fails")
 	fs.DurationVar(&f.progressInterval, "progress-interval", mcpserve.DefaultProgressInterval, "while a call waits, tell a client that gave a progress token that it still waits this often (0: never)")
 	fs.DurationVar(&f.sessionTimeout, "session-timeout", mcpserve.DefaultSessionTimeout, "with --listen: close an MCP session without requests for this long")
 	fs.StringVar(&f.user, "user", "", "user_id `ID` sent with every invocation (default: none)")
@@ -90,6 +96,9 @@ resource that holds its events. See docs/mcp.md, "RAP tools in MCP hosts".`,
 func runMCPServe(ctx context.Context, a *app, f mcpServeFlags, pos []string) error {
 	if f.callTimeout <= 0 {
 		return usageErrorf("--call-timeout %v: want a positive duration such as 90s or 30m", f.callTimeout)
+	}
+	if f.taskTimeout <= 0 {
+		return usageErrorf("--task-timeout %v: want a positive duration such as 30m or 2h", f.taskTimeout)
 	}
 	if f.progressInterval < 0 || f.sessionTimeout < 0 {
 		return usageErrorf("--progress-interval and --session-timeout must not be negative")
@@ -116,7 +125,7 @@ func runMCPServe(ctx context.Context, a *app, f mcpServeFlags, pos []string) err
 	}
 	s, err := mcpserve.New(ctx, mcpserve.Options{
 		ServerURLs: urls, ToolToken: f.toolToken, CallbackListen: f.callbackListen,
-		CallTimeout: f.callTimeout, ProgressInterval: progress, UserID: f.user,
+		CallTimeout: f.callTimeout, TaskTimeout: f.taskTimeout, ProgressInterval: progress, UserID: f.user,
 		Name: "gorap", Version: versionString(readBuildInfo()), Logger: a.log,
 	})
 	if err != nil {
