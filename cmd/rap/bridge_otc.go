@@ -150,7 +150,7 @@ func runBridgeOTC(ctx context.Context, a *app, f otcFlags, listen, token, dataDi
 // inProcessHosts), and returns their base URLs for the runtime's tool
 // servers and a function that stops them. With a data dir, each bridge
 // keeps its calls and callbacks in DATADIR/otc/NAME.db.
-func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts inProcessHosts, tp trace.TracerProvider, log *slog.Logger) ([]string, func(), error) {
+func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts inProcessHosts, tp trace.TracerProvider, reg prometheus.Registerer, log *slog.Logger) ([]string, func(), error) {
 	f, _, err := s.LoadToolSets(dir, getenvOS)
 	if err != nil || f == nil {
 		return nil, func() {}, err
@@ -170,7 +170,7 @@ func startOTCBridges(ctx context.Context, s *config.Settings, dir string, hosts 
 	}
 	for _, o := range f.OTCServers() {
 		fl := otcFlags{name: o.Name, dialect: o.Dialect, secretEnv: o.SecretEnv, secretFile: o.SecretFile,
-			noAuth: o.NoAuth, secretsDir: o.SecretsDir, callTimeout: time.Duration(o.CallTimeout), authTimeout: time.Duration(o.AuthTimeout), tracer: tp}
+			noAuth: o.NoAuth, secretsDir: o.SecretsDir, callTimeout: time.Duration(o.CallTimeout), authTimeout: time.Duration(o.AuthTimeout), tracer: tp, metrics: reg}
 		var store rap.Store
 		if s.DataDir != "" {
 			st, err := openOTCStore(filepath.Join(s.DataDir, "otc"), o.Name)

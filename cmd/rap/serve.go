@@ -94,16 +94,23 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		return err
 	}
 	toolServers := toolSets.ServerURLs()
+	// The registry of /metrics: the runtime's metrics, the Go process's,
+	// and those of the bridges served in process.
+	reg, met, err := newServeMetrics(log) // serve_metrics.go
+	if err != nil {
+		return err
+	}
+	bridgeReg := inProcessBridgeMetrics(reg, log)
 	// Bridged entries are served in process (no port): otc_server, tools_json
 	// and the MCP entries below.
 	hosts := inProcessHosts{}
-	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, hosts, tracerProvider, log)
+	otcURLs, stopOTC, err := startOTCBridges(ctx, &s, dir, hosts, tracerProvider, bridgeReg, log)
 	if err != nil {
 		return err
 	}
 	defer stopOTC()
 	toolServers = append(toolServers, otcURLs...)
-	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, hosts, tracerProvider, log, stdout)
+	tjURLs, stopToolsJSON, err := startToolsJSONEntries(ctx, s, dir, hosts, tracerProvider, bridgeReg, log, stdout)
 	if err != nil {
 		return err
 	}
@@ -124,7 +131,7 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 	}
 	// mcp_server and http_mcp_server entries, bridged in process;
 	// the runtime's model answers their sampling requests.
-	mcpb := startMCPBridges(ctx, &s, dir, mdl, tracerProvider, log, stdout)
+	mcpb := startMCPBridges(ctx, &s, dir, mdl, tracerProvider, bridgeReg, log, stdout)
 	defer mcpb.shutdown()
 	toolServers = append(toolServers, mcpb.urls...)
 	for host, b := range mcpb.byHost {
@@ -172,10 +179,6 @@ func serveLogged(ctx context.Context, s config.Settings, log *slog.Logger, stdou
 		clientAuth = auth.Handler
 	}
 	remotes, err := runtimeRemotes(toolSets)
-	if err != nil {
-		return err
-	}
-	reg, met, err := newServeMetrics(log) // serve_metrics.go
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/rap/durable"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // mcpBridgeHostSuffix names the in-process bridges: the runtime reaches
@@ -38,7 +39,7 @@ type mcpBridges struct {
 // startMCPBridges starts a bridge for each MCP entry of the tool-server
 // config, in parallel; sampler answers their sampling requests. An entry whose server cannot start is reported on
 // stdout and in the log, and skipped; the others load.
-func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sampler model.Provider, tp trace.TracerProvider, log *slog.Logger, stdout io.Writer) *mcpBridges {
+func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sampler model.Provider, tp trace.TracerProvider, reg prometheus.Registerer, log *slog.Logger, stdout io.Writer) *mcpBridges {
 	m := &mcpBridges{byHost: map[string]*mcp.Bridge{}}
 	f, _, err := s.LoadToolSets(dir, getenvOS)
 	if err != nil || f == nil {
@@ -50,7 +51,7 @@ func startMCPBridges(ctx context.Context, s *config.Settings, dir string, sample
 	errs := make([]error, len(entries))
 	var wg sync.WaitGroup
 	for i, e := range entries {
-		wg.Go(func() { started[i], stores[i], errs[i] = startMCPBridge(ctx, e, s.DataDir, sampler, tp, log) })
+		wg.Go(func() { started[i], stores[i], errs[i] = startMCPBridge(ctx, e, s.DataDir, sampler, tp, reg, log) })
 	}
 	wg.Wait()
 	for i, e := range entries {
@@ -96,7 +97,7 @@ func mcpEntryOptions(c *config.MCPServer, sampler model.Provider, log *slog.Logg
 // the bridge keeps its callbacks and resource subscriptions in the
 // durable store DATADIR/mcp/NAME.db, so that subscriptions survive a
 // restart of rap serve.
-func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampler model.Provider, tp trace.TracerProvider, log *slog.Logger) (_ *mcp.Bridge, _ *durable.Store, err error) {
+func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampler model.Provider, tp trace.TracerProvider, reg prometheus.Registerer, log *slog.Logger) (_ *mcp.Bridge, _ *durable.Store, err error) {
 	c := e.MCP
 	opts := mcpEntryOptions(c, sampler, log)
 	if c.OAuth != nil {
@@ -120,11 +121,11 @@ func startMCPBridge(ctx context.Context, e config.ToolSet, dataDir string, sampl
 		}()
 		opts.Server = &rap.ServerOptions{Store: st}
 	}
-	if tp != nil {
+	if tp != nil || reg != nil {
 		if opts.Server == nil {
 			opts.Server = &rap.ServerOptions{}
 		}
-		opts.Server.TracerProvider = tp
+		opts.Server.TracerProvider, opts.Server.Metrics = tp, reg
 	}
 	b, err := mcp.New(opts)
 	if err != nil {

@@ -76,3 +76,49 @@ func listenMetrics(ctx context.Context, addr string, reg *prometheus.Registry, l
 		}
 	}, nil
 }
+
+// inProcessBridgeMetrics returns the Registerer rap serve gives the tool
+// servers it runs in process (otc_server, tools_json and MCP entries), so
+// that their gorap_toolserver_* metrics are on serve's /metrics, labelled
+// by toolset and tool name and outcome like a bridge's own. Servers share
+// the metric vectors; when two of them have the same toolset name, the
+// second's gauges (callbacks queued, subscriptions active) are left out
+// with a warning instead of failing the start.
+func inProcessBridgeMetrics(reg prometheus.Registerer, log *slog.Logger) prometheus.Registerer {
+	return bridgeRegisterer{next: reg, log: log}
+}
+
+// bridgeRegisterer is inProcessBridgeMetrics's Registerer.
+type bridgeRegisterer struct {
+	next prometheus.Registerer
+	log  *slog.Logger
+}
+
+// Register implements prometheus.Registerer: a vector already registered
+// is reported as such (the tool server then shares it); another
+// collector already registered is skipped.
+func (r bridgeRegisterer) Register(c prometheus.Collector) error {
+	err := r.next.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		switch c.(type) {
+		case *prometheus.CounterVec, *prometheus.HistogramVec, *prometheus.GaugeVec:
+			return err
+		}
+		r.log.Warn("metrics: a bridged tool server's gauge is left out: another has the same toolset name", "err", err)
+		return nil
+	}
+	return err
+}
+
+// MustRegister implements prometheus.Registerer.
+func (r bridgeRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Unregister implements prometheus.Registerer.
+func (r bridgeRegisterer) Unregister(c prometheus.Collector) bool { return r.next.Unregister(c) }

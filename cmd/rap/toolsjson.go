@@ -117,7 +117,7 @@ func serveToolsJSON(ctx context.Context, s *toolsjson.Server, ln net.Listener) e
 // of the config, served in process at
 // NAME.toolsjson.rap.invalid (see inProcessHosts), and returns their base
 // URLs. stop shuts them down.
-func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, hosts inProcessHosts, tp trace.TracerProvider, log *slog.Logger, out io.Writer) (urls []string, stop func(), err error) {
+func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, hosts inProcessHosts, tp trace.TracerProvider, reg prometheus.Registerer, log *slog.Logger, out io.Writer) (urls []string, stop func(), err error) {
 	f, _, err := st.LoadToolSets(dir, getenvOS)
 	if err != nil {
 		return nil, func() {}, err
@@ -130,7 +130,7 @@ func startToolsJSONEntries(ctx context.Context, st config.Settings, dir string, 
 		}
 	}
 	for _, e := range entries {
-		flags := toolsJSONFlags{allowUnsigned: e.AllowUnsigned, noConfirm: !f.ConfirmExternalActions(), dataDir: st.DataDir, token: st.ToolToken, timeout: toolsjson.DefaultTimeout, tracer: tp}
+		flags := toolsJSONFlags{allowUnsigned: e.AllowUnsigned, noConfirm: !f.ConfirmExternalActions(), dataDir: st.DataDir, token: st.ToolToken, timeout: toolsjson.DefaultTimeout, tracer: tp, metrics: reg}
 		s, _, closeFn, err := toolsJSONServer(e.Bundle, flags, log.With("bundle", e.Bundle), nil, out)
 		if err != nil {
 			stop()

@@ -148,6 +148,19 @@ func newRigOn(t *testing.T, st store.Store) *rig {
 // newRigWith is newRigOn with the client API behind auth.
 func newRigWith(t *testing.T, st store.Store, auth func(http.Handler) http.Handler) *rig {
 	t.Helper()
+	return newRigFull(t, st, rigOptions{auth: auth})
+}
+
+// rigOptions are the optional parts of a rig.
+type rigOptions struct {
+	auth        func(http.Handler) http.Handler // the client API's authentication
+	toolServers []string                        // besides the rig's own tool server
+	front       func(http.Handler) http.Handler // wraps the runtime's handler
+}
+
+// newRigFull is newRigOn with opts.
+func newRigFull(t *testing.T, st store.Store, opts rigOptions) *rig {
+	t.Helper()
 	g := &rig{reg: prometheus.NewRegistry(), tool: newToolServer(t)}
 	m, err := metrics.New(g.reg, &metrics.Options{CensusEvery: time.Nanosecond})
 	if err != nil {
@@ -162,15 +175,18 @@ func newRigWith(t *testing.T, st store.Store, auth func(http.Handler) http.Handl
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.rt, err = runtime.New(&runtime.Config{Store: st, Model: usageModel{}, ToolServers: []string{g.tool.srv.URL}, PublicURL: srv.URL,
+	g.rt, err = runtime.New(&runtime.Config{Store: st, Model: usageModel{}, ToolServers: append([]string{g.tool.srv.URL}, opts.toolServers...), PublicURL: srv.URL,
 		Secret: secret, Logger: slog.New(slog.DiscardHandler), Metrics: m, MetricsHandler: metrics.Handler(g.reg),
 		DefaultUserID: "user-7f3a", DispatchRetry: runtime.RetryPolicy{Initial: time.Millisecond, Attempts: 1},
 		Prices:     map[string]model.Price{"tiny-1": {Input: 1, CacheRead: 0.5, CacheWrite: 2, Output: 10}},
-		ClientAuth: auth})
+		ClientAuth: opts.auth})
 	if err != nil {
 		t.Fatal(err)
 	}
 	handler = g.rt.Handler()
+	if opts.front != nil {
+		handler = opts.front(handler)
+	}
 	if err := g.rt.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
