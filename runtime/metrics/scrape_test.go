@@ -3,9 +3,9 @@ package metrics_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
