@@ -32,8 +32,16 @@ type tracedToolServer struct {
 }
 
 func newTracedToolServer(t *testing.T) *tracedToolServer {
+	return newTracedToolServerWith(t, nil)
+}
+
+// newTracedToolServerWith is newTracedToolServer tracing to tp; with tp
+// nil, to a provider that records its spans in spans.
+func newTracedToolServerWith(t *testing.T, tp trace.TracerProvider) *tracedToolServer {
 	ts := &tracedToolServer{spans: tracetest.NewSpanRecorder(), release: make(chan struct{})}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ts.spans))
+	if tp == nil {
+		tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ts.spans))
+	}
 	srv := rap.NewServer("greeter", &rap.ServerOptions{TracerProvider: tp})
 	type in struct {
 		Name string `json:"name"`
