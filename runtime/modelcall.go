@@ -266,6 +266,9 @@ type retryMarker struct {
 	// Resume is true when the failed slice had already saved its inputs:
 	// the retry then asks for a completion without new input.
 	Resume bool `json:"resume,omitempty"`
+	// Error is why the completion failed (at most maxLastErrorBytes), for
+	// the waiting lists of every process sharing the store.
+	Error string `json:"error,omitempty"`
 }
 
 // wakeAsksCompletion reports whether a KindWake row asks for a completion
@@ -337,7 +340,8 @@ func (r *Runtime) modelFailed(ctx context.Context, threadID string, items []stor
 		return me // shutting down (Start resumes queued inputs), or the last attempt
 	}
 	delay := pol.backoff(me.attempt)
-	payload, _ := json.Marshal(retryMarker{Reason: reasonModelRetry, Attempt: me.attempt + 1, Resume: saved})
+	payload, _ := json.Marshal(retryMarker{Reason: reasonModelRetry, Attempt: me.attempt + 1, Resume: saved,
+		Error: truncateUTF8(err.Error(), maxLastErrorBytes)})
 	r.retries.arm(threadID)
 	perr := r.store.Update(ctx, func(tx store.Tx) error {
 		return tx.PutTimer(store.Timer{ID: modelRetryTimerID(threadID), ThreadID: threadID, Kind: timerModelRetry,

@@ -29,28 +29,37 @@ const maxWaitingFailed = 1000
 const maxLastErrorBytes = 1000
 
 // waitCandidate is a thread a list may show: its calls waited on, oldest
-// first, or, for a failed thread, none.
+// first; or its active subscriptions; or, for a failed thread, neither.
 type waitCandidate struct {
 	id    string
 	since time.Time
 	calls []store.Call
+	subs  []store.Subscription
 	more  int
+	// retry is the thread's retry timer, for a thread whose completion
+	// failed (in any process) and is retried at its due time.
+	retry *store.Timer
 }
 
 // Waiting returns up to limit threads (below 1: api.DefaultWaitingLimit;
 // at most api.MaxWaitingLimit) waiting longest, oldest first, as GET
 // /v1/waiting answers it: the threads with a pending tool call (on a
-// tool server, on the user, or a sleep), by their oldest, and the
-// threads whose last completion failed in this process, by their oldest
-// queued input. For a Caller bound to a user (WithCaller) only that
-// user's threads are listed.
+// tool server, on the user, or a sleep), by their oldest; the threads
+// whose only wait is an active subscription, by their oldest; the
+// threads whose last completion failed, in this process or with a retry
+// scheduled by any process sharing the store, by their oldest queued
+// input; and, right after a listed thread, each ancestor waiting only on
+// its child threads (api.WaitChildren). For a Caller bound to a user
+// (WithCaller) only that user's threads are listed.
 //
 // It reads the pending calls oldest first from an index, at most
-// maxWaitingCalls of them, and then a few indexed rows per listed
-// thread: its cost grows with limit, not with the store. A thread whose
-// only wait is an active subscription, or whose completion failed in
-// another process, is not listed (the gauges of runtime/metrics count
-// them).
+// maxWaitingCalls of them, the active subscriptions and the retry timers
+// (at most maxWaitingFailed of each, when the store implements
+// store.WaitLists), and then a few indexed rows per listed thread and
+// its ancestors: its cost grows with limit, not with the store's
+// history. A completion that failed for good in another process (its
+// last attempt, no retry scheduled) is not known here: its thread is
+// listed as running only by the census of runtime/metrics.
 func (r *Runtime) Waiting(ctx context.Context, limit int) (api.WaitingResponse, error) {
 	if limit < 1 {
 		limit = api.DefaultWaitingLimit
@@ -71,6 +80,17 @@ func (r *Runtime) Waiting(ctx context.Context, limit int) (api.WaitingResponse, 
 		if err != nil {
 			return err
 		}
+		if wl, ok := tx.(store.WaitLists); ok {
+			more, err := subscriptionCandidates(wl, cands, user, limit)
+			if err != nil {
+				return err
+			}
+			cands = append(cands, more...)
+			if more, err = retryCandidates(tx, wl, cands); err != nil {
+				return err
+			}
+			cands = append(cands, more...)
+		}
 		more, err := failedCandidates(tx, failed, cands, user, scoped)
 		if err != nil {
 			return err
@@ -79,6 +99,11 @@ func (r *Runtime) Waiting(ctx context.Context, limit int) (api.WaitingResponse, 
 		slices.SortStableFunc(cands, func(a, b waitCandidate) int {
 			return cmp.Or(a.since.Compare(b.since), cmp.Compare(a.id, b.id))
 		})
+		own := make(map[string]bool, len(cands))
+		for _, c := range cands {
+			own[c.id] = true
+		}
+		parents := map[string]int{} // listed parents waiting on children, by index in resp.Threads
 		for _, c := range cands {
 			if len(resp.Threads) == limit {
 				break
@@ -87,8 +112,12 @@ func (r *Runtime) Waiting(ctx context.Context, limit int) (api.WaitingResponse, 
 			if err != nil {
 				return err
 			}
-			if ok && (!scoped || w.UserID == user) {
-				resp.Threads = append(resp.Threads, w)
+			if !ok || (scoped && w.UserID != user) {
+				continue
+			}
+			resp.Threads = append(resp.Threads, w)
+			if err := r.addWaitingParents(tx, &resp, w, own, parents, limit); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -172,6 +201,126 @@ func failedCandidates(tx store.Tx, failed map[string]error, have []waitCandidate
 	return out, nil
 }
 
+// subscriptionCandidates returns the threads with an active
+// subscription (of user's threads when user is not "") that are not
+// among have, by their oldest subscription: up to limit threads, reading
+// at most maxWaitingFailed subscriptions.
+func subscriptionCandidates(wl store.WaitLists, have []waitCandidate, user string, limit int) ([]waitCandidate, error) {
+	subs, err := wl.OldestActiveSubscriptions(user, maxWaitingFailed)
+	if err != nil {
+		return nil, err
+	}
+	listed := map[string]bool{}
+	for _, c := range have {
+		listed[c.id] = true
+	}
+	var out []waitCandidate
+	at := map[string]int{}
+	for _, s := range subs {
+		if listed[s.ThreadID] {
+			continue
+		}
+		i, seen := at[s.ThreadID]
+		if !seen {
+			if len(out) == limit {
+				break
+			}
+			i = len(out)
+			at[s.ThreadID] = i
+			out = append(out, waitCandidate{id: s.ThreadID, since: s.Created})
+		}
+		if len(out[i].subs) < api.MaxWaitItems {
+			out[i].subs = append(out[i].subs, s)
+		} else {
+			out[i].more++
+		}
+	}
+	return out, nil
+}
+
+// retryCandidates returns the threads with a scheduled retry of a failed
+// completion (by any process sharing the store) that are not among have,
+// each since its oldest queued input: at most maxWaitingFailed of them.
+func retryCandidates(tx store.Tx, wl store.WaitLists, have []waitCandidate) ([]waitCandidate, error) {
+	timers, err := wl.TimersOfKind(timerModelRetry, maxWaitingFailed)
+	if err != nil {
+		return nil, err
+	}
+	listed := map[string]bool{}
+	for _, c := range have {
+		listed[c.id] = true
+	}
+	var out []waitCandidate
+	for _, tm := range timers {
+		if listed[tm.ThreadID] {
+			continue
+		}
+		listed[tm.ThreadID] = true
+		q, err := tx.Queued(tm.ThreadID)
+		if err != nil {
+			return nil, err
+		}
+		if len(q) == 0 {
+			continue
+		}
+		out = append(out, waitCandidate{id: tm.ThreadID, since: q[0].Created, retry: &tm})
+	}
+	return out, nil
+}
+
+// addWaitingParents lists, after w, each of its ancestors that waits
+// only on its child threads and is not a candidate of its own (own),
+// with a WaitChildren item for the child on its way to w; an ancestor
+// already listed (parents) gets the item added. It stops at limit.
+func (r *Runtime) addWaitingParents(tx store.Tx, resp *api.WaitingResponse, w api.WaitingThread, own map[string]bool, parents map[string]int, limit int) error {
+	child, parentID := w.ThreadID, w.ParentID
+	for depth := 0; parentID != "" && depth < maxStateDepth; depth++ {
+		item := api.WaitItem{Kind: api.WaitChildren, ThreadID: child, Since: w.Since}
+		if i, ok := parents[parentID]; ok {
+			p := &resp.Threads[i]
+			for _, it := range p.WaitingOn {
+				if it.ThreadID == child {
+					return nil // this branch is listed already
+				}
+			}
+			if len(p.WaitingOn) < api.MaxWaitItems {
+				p.WaitingOn = append(p.WaitingOn, item)
+			} else {
+				p.More++
+			}
+			return nil
+		}
+		if own[parentID] || len(resp.Threads) == limit {
+			return nil
+		}
+		th, err := tx.Thread(parentID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		s, err := r.ownState(tx, th)
+		if err != nil {
+			return err
+		}
+		if s != api.StateQuiet {
+			return nil // it has a wait of its own, or runs
+		}
+		root := th
+		if th.RootID != "" && th.RootID != th.ID {
+			if root, err = tx.Thread(th.RootID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		parents[th.ID] = len(resp.Threads)
+		resp.Threads = append(resp.Threads, api.WaitingThread{ThreadID: th.ID, ParentID: th.ParentID, RootID: th.RootID, UserID: th.UserID,
+			Title: sessionTitle(root), State: api.StateWaitingChildren, Since: w.Since, WaitingOn: []api.WaitItem{item}})
+		child, parentID = th.ID, th.ParentID
+	}
+	return nil
+}
+
 // waitingThread reads what c waits on; ok is false when the thread is
 // gone. failedErr is its failure in this process, if any.
 func (r *Runtime) waitingThread(tx store.Tx, c waitCandidate, failedErr error) (api.WaitingThread, bool, error) {
@@ -237,12 +386,19 @@ func (r *Runtime) waitingThread(tx store.Tx, c waitCandidate, failedErr error) (
 		}
 		w.WaitingOn = append(w.WaitingOn, item)
 	}
-	if len(c.calls) == 0 {
+	for _, s := range c.subs {
+		w.WaitingOn = append(w.WaitingOn, api.WaitItem{Kind: api.WaitSubscription, CallID: s.CallID, Tool: s.ToolName, Since: s.Created})
+	}
+	if len(c.calls) == 0 && len(c.subs) == 0 {
 		w.WaitingOn = append(w.WaitingOn, api.WaitItem{Kind: api.WaitRetry, Since: c.since, Due: retryDue})
 	}
-	if failedErr != nil {
+	var marker retryMarker
+	switch {
+	case failedErr != nil:
 		w.LastError = truncateUTF8(failedErr.Error(), maxLastErrorBytes)
-	} else if w.State == api.StateFailed {
+	case c.retry != nil && json.Unmarshal(c.retry.Payload, &marker) == nil && marker.Error != "":
+		w.LastError = marker.Error
+	case w.State == api.StateFailed:
 		w.LastErrorUnknown = true
 	}
 	return w, true, nil

@@ -2,13 +2,18 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorap/gorap/model"
+	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
+	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
 // failingOn is m, failing each completion whose last user message is
@@ -130,5 +135,136 @@ func TestWaitingListsTheThreadsWaitingLongest(t *testing.T) {
 	}
 	if len(after.Threads) != 2 || after.Threads[0].ThreadID != sleeper {
 		t.Errorf("after the job's result Waiting = %+v, want the sleeper and the failed thread", after.Threads)
+	}
+}
+
+// waitingIDs returns the ids of resp's threads, in order.
+func waitingIDs(resp api.WaitingResponse) []string {
+	var ids []string
+	for _, w := range resp.Threads {
+		ids = append(ids, w.ThreadID)
+	}
+	return ids
+}
+
+// Waiting lists a parent that waits only on its child thread right
+// after the child, with a children item naming it (state
+// waiting_children); and a thread whose only wait is an active
+// subscription, with the subscription's call and tool.
+func TestWaitingListsParentsOfWaitingChildrenAndSubscriptions(t *testing.T) {
+	ts := newToolServer(t, "jobs", tool("job"), tool("watch"))
+	m := &fnModel{fn: func(req model.Request) *model.Response {
+		in := inputOfReq(req)
+		switch {
+		case in.user == "watch":
+			return &model.Response{ToolCalls: []model.ToolCall{toolCall("watch", map[string]any{})}}
+		case in.user == "delegate":
+			var stack []string
+			json.Unmarshal([]byte(stackOfRe.FindStringSubmatch(req.System)[1]), &stack)
+			return &model.Response{ToolCalls: []model.ToolCall{toolCall(BuiltinSpawnThread, map[string]any{"instructions": "do the job", "child_of": stack})}}
+		case strings.Contains(in.result, "You are now inside the spawned thread"):
+			return &model.Response{ToolCalls: []model.ToolCall{toolCall("job", map[string]any{})}}
+		}
+		return &model.Response{Text: "done"}
+	}}
+	e := newEnv(t, envOptions{model: m, servers: []string{ts.URL()}})
+	ctx := context.Background()
+
+	root := e.newThread()
+	e.post(root, "delegate")
+	job := ts.next() // the child's call
+	child := job.GroupID
+	waitState(t, e, root, api.StateWaitingChildren)
+
+	watcher := e.newThread()
+	e.post(watcher, "watch")
+	sub := ts.next()
+	if status, body := callback(t, sub.CallbackURL, rap.ToolResult{GroupID: sub.GroupID, ID: sub.ID, Text: "subscribed", Subscription: true}); status != http.StatusOK {
+		t.Fatalf("confirm the subscription: %d %s", status, body)
+	}
+	waitState(t, e, watcher, api.StateWaitingTools)
+	poll(t, "the watcher's pending call to end", func() bool {
+		var n int
+		e.offlineView(func(tx store.Tx) error {
+			calls, err := tx.PendingCalls(watcher)
+			n = len(calls)
+			return err
+		})
+		return n == 0
+	})
+
+	got, err := e.rt.Waiting(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{child, root, watcher}; strings.Join(waitingIDs(got), " ") != strings.Join(want, " ") {
+		t.Fatalf("Waiting lists %v, want %v (the child, its parent, the watcher)", waitingIDs(got), want)
+	}
+	c, p, w := got.Threads[0], got.Threads[1], got.Threads[2]
+	if c.ParentID != root || c.State != api.StateWaitingTools || len(c.WaitingOn) != 1 || c.WaitingOn[0].CallID != job.ID {
+		t.Errorf("the child = %+v, want a child of %s waiting on the call %s", c, root, job.ID)
+	}
+	if p.State != api.StateWaitingChildren || p.RootID != root || len(p.WaitingOn) != 1 || !p.Since.Equal(c.Since) {
+		t.Fatalf("the parent = %+v, want waiting_children on one item, since the child's since", p)
+	}
+	if it := p.WaitingOn[0]; it.Kind != api.WaitChildren || it.ThreadID != child || it.CallID != "" {
+		t.Errorf("the parent waits on %+v, want the child thread %s", it, child)
+	}
+	if w.State != api.StateWaitingTools || len(w.WaitingOn) != 1 {
+		t.Fatalf("the watcher = %+v, want waiting_tools on one item", w)
+	}
+	if it := w.WaitingOn[0]; it.Kind != api.WaitSubscription || it.CallID != sub.ID || it.Tool != "watch" || !it.Since.Equal(w.Since) {
+		t.Errorf("the watcher waits on %+v, want the subscription of call %s of the tool watch", it, sub.ID)
+	}
+
+	// A limit of one keeps the child only; once the child's job is done,
+	// neither it nor its parent is listed.
+	one, err := e.rt.Waiting(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(waitingIDs(one), " ") != child {
+		t.Errorf("Waiting(1) lists %v, want the child only", waitingIDs(one))
+	}
+	reply(t, job, "job done")
+	waitState(t, e, root, api.StateQuiet)
+	after, err := e.rt.Waiting(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(waitingIDs(after), " ") != watcher {
+		t.Errorf("after the child's result Waiting lists %v, want the watcher only", waitingIDs(after))
+	}
+}
+
+// On a PostgreSQL store two processes share, a completion that failed in
+// one, its retry scheduled, is listed by the other as failed with the
+// error the first recorded, not as an error it cannot know.
+func TestWaitingShowsAFailureRecordedByAnotherProcess(t *testing.T) {
+	u := pgtest.URL(t)
+	m := failingOn{fnModel: &fnModel{fn: func(model.Request) *model.Response { return &model.Response{Text: "done"} }}, word: "fail"}
+	retryLater := func(c *Config) { c.ModelRetry = ModelRetryPolicy{Initial: time.Hour, Max: time.Hour, Attempts: 3} }
+	a := newEnv(t, envOptions{pgURL: u, model: m, tweak: retryLater})
+	failer := a.newThread()
+	a.post(failer, "fail")
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	if err := a.rt.Idle(ctx, failer); !errors.Is(err, ErrSliceFailed) {
+		t.Fatalf("Idle of the failing thread = %v, want ErrSliceFailed", err)
+	}
+	b := newEnv(t, envOptions{pgURL: u, model: m, tweak: retryLater})
+	got, err := b.rt.Waiting(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(waitingIDs(got), " ") != failer {
+		t.Fatalf("the other process lists %v, want the failed thread %s", waitingIDs(got), failer)
+	}
+	f := got.Threads[0]
+	if f.State != api.StateFailed || len(f.WaitingOn) != 1 || f.WaitingOn[0].Kind != api.WaitRetry || f.WaitingOn[0].Due.Before(time.Now().Add(50*time.Minute)) {
+		t.Errorf("the failed thread = %+v, want failed, waiting on a retry due in about an hour", f)
+	}
+	if !strings.Contains(f.LastError, "model unavailable (HTTP 529)") || f.LastErrorUnknown {
+		t.Errorf("the other process shows the last error %q (unknown %v), want the model's error", f.LastError, f.LastErrorUnknown)
 	}
 }

@@ -43,11 +43,13 @@ runtime's process, whose inputs wait for a retry or the next message.
 Each line shows the thread's id, its session's title (or the start of its
 first message), its own state (as 'GET /v1/threads/{id}' says it, its
 children left out), what it waits on (the tool, toolset and call id; the
-timer's due time; a retry), how long it has waited, and why its last
-completion failed: the error when this process saw it, "not known here"
-when the thread failed in another process or before this one started (its
-error event and that process's logs say why). A child thread shows its
-parent's id: the parent waits on it.
+timer's due time; a retry; an active subscription; a child thread), how
+long it has waited, and why its last completion failed: the error when
+this process saw it or when the process that scheduled its retry
+recorded it, "not known here" when the thread failed for good in another
+process or before this one started (its error event and that process's
+logs say why). A child thread shows its parent's id; a parent that waits
+only on its children is listed after the first of them.
 
 The metrics (GET /metrics, docs/observability.md) count the threads by
 state and the calls pending by age, without ids: rap status names them.
@@ -108,7 +110,7 @@ func runStatus(ctx context.Context, opts statusOptions, stdout io.Writer) error 
 // printWaiting writes resp as a table, ages counted to resp.AsOf.
 func printWaiting(w io.Writer, resp *api.WaitingResponse) {
 	if len(resp.Threads) == 0 {
-		fmt.Fprintln(w, "no thread is waiting on a tool, the user, a timer or a retry")
+		fmt.Fprintln(w, "no thread is waiting on a tool, the user, a timer, a retry, a subscription or a child thread")
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -142,6 +144,10 @@ func waitingOn(t api.WaitingThread, now time.Time) string {
 			parts = append(parts, fmt.Sprintf("user, for %s/%s (call %s)", it.Toolset, it.Tool, it.CallID))
 		case api.WaitTimer:
 			parts = append(parts, fmt.Sprintf("timer of %s, %s", it.Tool, dueIn(it.Due, now)))
+		case api.WaitSubscription:
+			parts = append(parts, fmt.Sprintf("subscription %s (call %s)", it.Tool, it.CallID))
+		case api.WaitChildren:
+			parts = append(parts, "child thread "+it.ThreadID)
 		case api.WaitRetry:
 			if it.Due.IsZero() {
 				parts = append(parts, "the next message")

@@ -100,3 +100,29 @@ func TestStatusVerb(t *testing.T) {
 		}
 	}
 }
+
+// rap status names each kind of wait: a child thread its parent waits
+// on, a subscription, a tool, a retry with the error another process
+// recorded.
+func TestPrintWaitingNamesEveryKindOfWait(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	resp := &api.WaitingResponse{AsOf: now, Threads: []api.WaitingThread{
+		{ThreadID: "th-child", ParentID: "th-root", RootID: "th-root", State: api.StateWaitingTools, Since: now.Add(-time.Hour),
+			WaitingOn: []api.WaitItem{{Kind: api.WaitTool, Toolset: "jobs", Tool: "job", CallID: "call-1", Since: now.Add(-time.Hour)}}},
+		{ThreadID: "th-root", RootID: "th-root", State: api.StateWaitingChildren, Since: now.Add(-time.Hour),
+			WaitingOn: []api.WaitItem{{Kind: api.WaitChildren, ThreadID: "th-child", Since: now.Add(-time.Hour)}}},
+		{ThreadID: "th-watch", RootID: "th-watch", State: api.StateWaitingTools, Since: now.Add(-30 * time.Minute),
+			WaitingOn: []api.WaitItem{{Kind: api.WaitSubscription, Tool: "watch", CallID: "call-2", Since: now.Add(-30 * time.Minute)}}},
+		{ThreadID: "th-failed", RootID: "th-failed", State: api.StateFailed, Since: now.Add(-time.Minute), LastError: "model unavailable (HTTP 529)",
+			WaitingOn: []api.WaitItem{{Kind: api.WaitRetry, Since: now.Add(-time.Minute), Due: now.Add(time.Hour)}}},
+	}}
+	var b strings.Builder
+	printWaiting(&b, resp)
+	out := b.String()
+	for _, want := range []string{"tool jobs/job (call call-1) [child of th-root]", "waiting_children", "child thread th-child",
+		"subscription watch (call call-2)", "a retry, due in 1h00m", "model unavailable (HTTP 529)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rap status's table lacks %q:\n%s", want, out)
+		}
+	}
+}

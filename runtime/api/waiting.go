@@ -25,6 +25,13 @@ const (
 	// stay queued, for the retry due at WaitItem.Due or, without one,
 	// the next message.
 	WaitRetry = "retry"
+	// WaitSubscription: an active subscription (CallID, Tool), confirmed
+	// at Since, waits for its events; listed for a thread that waits on
+	// nothing else.
+	WaitSubscription = "subscription"
+	// WaitChildren: the thread waits only on its child thread ThreadID,
+	// which is listed itself with what it waits on.
+	WaitChildren = "children"
 )
 
 // WaitingResponse is the answer of GET /v1/waiting: the threads waiting
@@ -42,8 +49,9 @@ type WaitingResponse struct {
 type WaitingThread struct {
 	ThreadID string `json:"thread_id"`
 	// ParentID is the parent thread's id, empty for a session's root
-	// thread. The parent waits on this thread (its state is
-	// waiting_children) and is not listed for it.
+	// thread. A parent that waits on nothing of its own (its state is
+	// waiting_children) is listed too, right after its first waiting
+	// child, with a WaitChildren item for each of them.
 	ParentID string `json:"parent_id,omitempty"`
 	// RootID is the session's root thread.
 	RootID string `json:"root_id"`
@@ -62,7 +70,8 @@ type WaitingThread struct {
 	// More counts what it waits on beyond WaitingOn.
 	More int `json:"more,omitempty"`
 	// LastError is why the thread's last completion failed, as this
-	// process saw it; empty when it did not fail here.
+	// process saw it or, while a retry is scheduled, as the process that
+	// scheduled it recorded it; empty when neither knows.
 	LastError string `json:"last_error,omitempty"`
 	// LastErrorUnknown says that the thread failed (State failed) but
 	// not in this process, or before it started: its error event and
@@ -79,6 +88,8 @@ type WaitItem struct {
 	CallID  string `json:"call_id,omitempty"`
 	Tool    string `json:"tool,omitempty"`
 	Toolset string `json:"toolset,omitempty"`
+	// ThreadID names the child thread waited on (WaitChildren).
+	ThreadID string `json:"thread_id,omitempty"`
 	// Since is when the wait began: the call was made, or, for
 	// WaitRetry, the oldest queued input arrived.
 	Since time.Time `json:"since"`

@@ -121,6 +121,7 @@ var cases = []struct {
 	{"Moves", testMoves},
 	{"Compactions", testCompactions},
 	{"Census", testCensus},
+	{"WaitLists", testWaitLists},
 }
 
 // testClosed: after Close, Update, View and QuickView fail with
