@@ -19,15 +19,17 @@ import (
 	"github.com/gorap/gorap/model/wiretest"
 	"github.com/gorap/gorap/runtime/bench"
 	"github.com/gorap/gorap/runtime/config"
+	"github.com/gorap/gorap/runtime/metrics"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 )
 
 // benchRuntimeFlags are the flags of "rap bench-runtime".
 type benchRuntimeFlags struct {
 	opts                            bench.CycleOptions
-	verbose, inProcess              bool
+	verbose, inProcess, metrics     bool
 	provider, servePeer, cpuProfile string
-	memProfile                      string
+	memProfile, otlpSink            string
 }
 
 func newBenchRuntimeCmd(a *app) *cobra.Command {
@@ -35,8 +37,17 @@ func newBenchRuntimeCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench-runtime [flags]",
 		Short: "measure the runtime's tool-result → append → completion → dispatch cycle (cycles/s, p50/p99)",
+		Long: `Measure the runtime's cycle: a tool result posted to the runtime, appended
+durably, a completion, the next tool call dispatched and acknowledged.
+
+--metrics counts the runtime's Prometheus metrics as rap serve does, and
+the OTEL_* variables trace the runtime as they do rap serve's
+(docs/observability.md): run the two ways, in turn, to see what observing
+the runtime costs (docs/benchmarks.md).`,
 		Example: `  rap bench-runtime --threads 16 --duration 10s
-  rap bench-runtime --provider anthropic --budget 50`,
+  rap bench-runtime --provider anthropic --budget 50
+  rap bench-runtime --threads 16 --metrics
+  OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 rap bench-runtime --threads 16`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchRuntime(cmd.Context(), a, f) },
 	}
@@ -55,6 +66,9 @@ func newBenchRuntimeCmd(a *app) *cobra.Command {
 	fs.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured run (this process) to `FILE`")
 	fs.StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of this process, taken at the end of the run, to `FILE`")
 	fs.BoolVar(&f.verbose, "verbose", false, "show the runtime's warnings")
+	fs.BoolVar(&f.metrics, "metrics", false, "count the runtime's Prometheus metrics, as rap serve does (they are not served)")
+	fs.StringVar(&f.otlpSink, "otlp-sink", "", "internal: serve an OTLP/HTTP trace receiver that accepts and discards spans on `ADDR`, until interrupted")
+	_ = fs.MarkHidden("otlp-sink")
 	return cmd
 }
 
@@ -63,6 +77,9 @@ func runBenchRuntime(ctx context.Context, a *app, f benchRuntimeFlags) error {
 	opts, verbose, provider, cpuProfile, memProfile := f.opts, f.verbose, f.provider, f.cpuProfile, f.memProfile
 	if f.servePeer != "" {
 		return serveBenchPeer(ctx, f.servePeer, opts.Budget, 2*opts.Threads, os.Stdin, stdout)
+	}
+	if f.otlpSink != "" {
+		return serveOTLPSink(ctx, f.otlpSink, stdout) // bench_otlp_sink.go
 	}
 	if opts.Threads < 1 || opts.Threads > 100_000 {
 		return fmt.Errorf("%w: --threads %d: want 1 to 100000", errUsage, opts.Threads)
@@ -124,8 +141,27 @@ func runBenchRuntime(ctx context.Context, a *app, f benchRuntimeFlags) error {
 	if opts.Store != "" {
 		storeWhat = "PostgreSQL " + config.StoreLabel(opts.Store)
 	}
-	fmt.Fprintf(stdout, "rap bench-runtime: %d threads, %v (after %v warm-up); %s; %s; %s (loopback)\n",
-		opts.Threads, opts.Duration, opts.Warmup, storeWhat, what, where)
+	observed := "metrics off"
+	if f.metrics {
+		m, err := metrics.New(prometheus.NewRegistry(), nil)
+		if err != nil {
+			return err
+		}
+		opts.Metrics, observed = m, "metrics on"
+	}
+	tp, _, stopTracing, err := startTracing(ctx, "rap-bench-runtime", slog.New(slog.DiscardHandler))
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	defer stopTracing()
+	if tp != nil {
+		opts.TracerProvider = tp
+		observed += ", traces exported (OTEL_* variables)"
+	} else {
+		observed += ", traces off"
+	}
+	fmt.Fprintf(stdout, "rap bench-runtime: %d threads, %v (after %v warm-up); %s; %s; %s (loopback); %s\n",
+		opts.Threads, opts.Duration, opts.Warmup, storeWhat, what, where, observed)
 	if cpuProfile != "" {
 		f, err := os.Create(cpuProfile)
 		if err != nil {

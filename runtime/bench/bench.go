@@ -40,6 +40,7 @@ import (
 	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/postgres"
 	"github.com/gorap/gorap/runtime/store/sqlite"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // loopScript makes the model call "work" after every input, instantly:
@@ -71,10 +72,16 @@ func (e *env) closeIdleConnections() {
 	e.tools.client.CloseIdleConnections()
 }
 
+// observers are the runtime's metrics and tracer provider, nil for none.
+type observers struct {
+	metrics runtime.Metrics
+	tp      trace.TracerProvider
+}
+
 // newEnv starts a tool server (tools, unless nil: then the one at
 // toolsURL serves) and a runtime whose store lives in dataDir (a temporary
 // directory when empty).
-func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, tools *loopTool, toolsURL string, prov model.Provider) (*env, error) {
+func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, tools *loopTool, toolsURL string, prov model.Provider, obs observers) (*env, error) {
 	if prov == nil {
 		prov = scripted.New(loopScript)
 	}
@@ -133,7 +140,7 @@ func newEnv(ctx context.Context, dataDir, storeURL string, log *slog.Logger, too
 	e.cfg = &runtime.Config{
 		Store: st, Model: prov, ToolServers: []string{toolsURL},
 		PublicURL: "http://" + rtLn.Addr().String(), Secret: secret, KeysFromStore: storeURL != "", Logger: log,
-		HTTPClient: e.client,
+		HTTPClient: e.client, Metrics: obs.metrics, TracerProvider: obs.tp,
 	}
 	rt, err := runtime.New(e.cfg)
 	if err != nil {
@@ -435,6 +442,11 @@ type CycleOptions struct {
 	// another process (ServePeer), so that this process's CPU time is the
 	// runtime's alone; set ExternalCPU to Peer.CPU to report the peer's.
 	Peer *Peer
+	// Metrics and TracerProvider, when set, are the runtime's
+	// (runtime.Config.Metrics, runtime.Config.TracerProvider): what
+	// observing the runtime costs a cycle.
+	Metrics        runtime.Metrics
+	TracerProvider trace.TracerProvider
 }
 
 // CycleReport is the outcome of RunCycles.
@@ -569,7 +581,7 @@ func RunCycles(ctx context.Context, opts CycleOptions) (*CycleReport, error) {
 		}
 		end = localTools{local}
 	}
-	e, err := newEnv(ctx, opts.DataDir, opts.Store, opts.Logger, local, end.url(), opts.Model)
+	e, err := newEnv(ctx, opts.DataDir, opts.Store, opts.Logger, local, end.url(), opts.Model, observers{opts.Metrics, opts.TracerProvider})
 	if err != nil {
 		return nil, err
 	}

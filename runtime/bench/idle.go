@@ -114,7 +114,7 @@ func RunIdle(ctx context.Context, opts IdleOptions) (*IdleReport, error) {
 	pendingEvery := opts.Threads / opts.Pending
 	opts.Wake = min(opts.Wake, opts.Pending)
 	tools := newLoopTool(false, 64)
-	e, err := newEnv(ctx, opts.DataDir, opts.Store, opts.Logger, tools, "", nil)
+	e, err := newEnv(ctx, opts.DataDir, opts.Store, opts.Logger, tools, "", nil, observers{})
 	if err != nil {
 		return nil, err
 	}

@@ -192,7 +192,7 @@ func RunLatency(ctx context.Context, opts LatencyOptions) (*LatencyReport, error
 	toolSrv := httptest.NewServer(tool)
 	defer toolSrv.Close()
 	mdl := &latencyModel{started: map[string]time.Time{}}
-	e, err := newEnv(ctx, opts.DataDir, opts.Store, nil, nil, toolSrv.URL, mdl)
+	e, err := newEnv(ctx, opts.DataDir, opts.Store, nil, nil, toolSrv.URL, mdl, observers{})
 	if err != nil {
 		return nil, err
 	}
