@@ -29,6 +29,7 @@ process on loopback, on SQLite in a temporary directory or on the PostgreSQL
 database of --store.`,
 		Example: `  rap bench-latency
   rap bench-latency --threads 128 --rounds 20 --pause 1s
+  rap bench-latency --rounds 200 --stages
   rap bench-latency --store postgres://postgres@127.0.0.1:5432/bench`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -40,6 +41,7 @@ database of --store.`,
 	fs.IntVar(&opts.Rounds, "rounds", 50, "`N` rounds per thread")
 	fs.DurationVar(&opts.Pause, "pause", 0, "mean `TIME` a thread waits between its rounds, as a user would (0: back to back, the runtime saturated)")
 	fs.StringVar(&opts.DataDir, "data-dir", "", "keep the SQLite store in `DIR` (default: a temporary directory)")
+	fs.BoolVar(&opts.Stages, "stages", false, "also break the callback→model time down by stage, read from the runtime's own spans (making them costs a little)")
 	fs.StringVar(&opts.Store, "store", "", "run on the PostgreSQL database of this postgres:// `URL` instead of SQLite")
 	return cmd
 }

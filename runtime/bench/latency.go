@@ -20,6 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
@@ -45,6 +48,10 @@ type LatencyOptions struct {
 	Pause time.Duration
 	// Timeout bounds the whole run; zero means five minutes.
 	Timeout time.Duration
+	// Stages, when set, records the runtime's spans (in memory) and breaks
+	// the callback→model latency down by stage (LatencyReport.Stages).
+	// Making the spans costs the runtime some time of its own.
+	Stages bool
 }
 
 // LatencyReport is the outcome of RunLatency: two distributions, each
@@ -59,6 +66,8 @@ type LatencyReport struct {
 	// CallbackToModel is from the POST of a tool result to the runtime's
 	// callback URL to the start of the model request that carries it.
 	CallbackToModel Distribution
+	// Stages, with LatencyOptions.Stages, break CallbackToModel down.
+	Stages []Stage
 }
 
 // Distribution summarises latency samples.
@@ -80,7 +89,7 @@ func (d Distribution) String() string {
 // String formats the report as a small table.
 func (r *LatencyReport) String() string {
 	return fmt.Sprintf("store               %s\nthreads             %d\nrounds              %d (mean pause between rounds %v)\nmessage→first word  %s\ncallback→model      %s\n",
-		r.Store, r.Threads, r.Rounds, r.Pause, r.FirstDelta, r.CallbackToModel)
+		r.Store, r.Threads, r.Rounds, r.Pause, r.FirstDelta, r.CallbackToModel) + stagesString(r.Stages)
 }
 
 // latencyModel answers at once: a message "tool" with a call of the tool
@@ -192,7 +201,15 @@ func RunLatency(ctx context.Context, opts LatencyOptions) (*LatencyReport, error
 	toolSrv := httptest.NewServer(tool)
 	defer toolSrv.Close()
 	mdl := &latencyModel{started: map[string]time.Time{}}
-	e, err := newEnv(ctx, opts.DataDir, opts.Store, nil, nil, toolSrv.URL, mdl, observers{})
+	var obs observers
+	var rec *tracetest.SpanRecorder
+	if opts.Stages {
+		rec = tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		defer tp.Shutdown(context.WithoutCancel(ctx))
+		obs.tp = tp
+	}
+	e, err := newEnv(ctx, opts.DataDir, opts.Store, nil, nil, toolSrv.URL, mdl, obs)
 	if err != nil {
 		return nil, err
 	}
@@ -240,6 +257,13 @@ func RunLatency(ctx context.Context, opts LatencyOptions) (*LatencyReport, error
 		return nil, fmt.Errorf("%d of %d tool results reached the model", len(cb), opts.Threads*opts.Rounds)
 	}
 	rep.CallbackToModel = distribution(cb)
+	if rec != nil {
+		tool.mu.Lock()
+		mdl.mu.Lock()
+		rep.Stages = stageBreakdown(rec.Ended(), tool.posted, mdl.started)
+		mdl.mu.Unlock()
+		tool.mu.Unlock()
+	}
 	return rep, nil
 }
 
