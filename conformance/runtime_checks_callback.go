@@ -64,7 +64,9 @@ func (r *runtimeRun) addCallbackChecks(s *Suite) {
 		c := r.fields
 		text := "conformance result " + r.nonce
 		c.sendOK(t, c.result(text))
-		r.seen(t, c.conv, text, "the runtime accepted the result")
+		if !r.seen(t, c.conv, text, "the runtime accepted the result") {
+			t.Logf("answered 200; whether the model got the result was not seen (no /v1 API)")
+		}
 	})
 	s.Add(checkRuntimeDuplicate, func(t *T) {
 		t.Requires(checkRuntimeResult.ID)
@@ -76,8 +78,7 @@ func (r *runtimeRun) addCallbackChecks(s *Suite) {
 		}
 		n, ok := r.settledCount(t, c.conv, text)
 		if !ok {
-			t.Logf("answered %d; the conversation was not read (no /v1 API)", status)
-			return
+			t.Skipf("answered %d; whether the result appears twice cannot be seen without the /v1 API", status)
 		}
 		if n != 1 {
 			t.Failf("the result appears %d times in the conversation after a redelivery", n)
@@ -129,7 +130,9 @@ func (r *runtimeRun) addCallbackChecks(s *Suite) {
 		if status != http.StatusOK {
 			t.Failf("an event sent before the confirming result was answered %d (%.200s)", status, answer)
 		}
-		r.seen(t, c.conv, early, "the early event was answered 200")
+		if !r.seen(t, c.conv, early, "the early event was answered 200") {
+			t.Skipf("answered 200; whether the event reached the model cannot be seen without the /v1 API")
+		}
 	})
 	s.Add(checkRuntimeSubscriptionEvent, func(t *T) {
 		r.ready(t)
@@ -141,7 +144,9 @@ func (r *runtimeRun) addCallbackChecks(s *Suite) {
 		c.sendOK(t, map[string]any{
 			"type": "subscription_event", "group_id": c.inv.GroupID, "tool_call_id": c.inv.ID, "text": text, "associative": true, "final": true,
 		})
-		r.seen(t, c.conv, text, "the event was answered 200")
+		if !r.seen(t, c.conv, text, "the event was answered 200") {
+			t.Skipf("answered 200; whether the event reached the model cannot be seen without the /v1 API")
+		}
 	})
 }
 
