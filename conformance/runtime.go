@@ -184,6 +184,8 @@ func (c *stepCall) sendOK(t *T, msg map[string]any) {
 // returns errNoAPI without the API, and the last history read when ctx
 // ends first.
 func (r *runtimeRun) waitHistory(ctx context.Context, conv string, ok func([]api.Message) bool) ([]api.Message, bool, error) {
+	ctx, cancel := nearDeadline(ctx)
+	defer cancel()
 	var last []api.Message
 	for {
 		msgs, err := r.d.history(ctx, conv)
@@ -221,8 +223,10 @@ func (r *runtimeRun) seen(t *T, conv, s, what string) bool {
 // settledCount lets the conversation settle and counts its tool results
 // containing s; ok is false without the API.
 func (r *runtimeRun) settledCount(t *T, conv, s string) (n int, ok bool) {
-	if err := r.d.settle(t.Context(), conv); err != nil {
-		t.Failf("the conversation did not settle: %v", err)
+	ctx, cancel := nearDeadline(t.Context())
+	defer cancel()
+	if err := r.d.settle(ctx, conv); err != nil {
+		t.Failf("the conversation did not settle in time: %v", err)
 	}
 	msgs, err := r.d.history(t.Context(), conv)
 	if err == errNoAPI {

@@ -56,11 +56,10 @@ func (r *runtimeRun) addInvocationChecks(s *Suite) {
 	})
 	s.Add(checkRuntimeDiscovery, func(t *T) {
 		r.ready(t)
-		for _, rec := range r.kit.Received() {
-			if rec.Kind == "discovery" {
-				t.Record(rec.Exchange)
-				return
-			}
+		rec, err := r.kit.await(t.Context(), 0, func(rec Received) bool { return rec.Kind == "discovery" })
+		if err == nil {
+			t.Record(rec.Exchange)
+			return
 		}
 		t.Failf("the runtime never fetched %s/.well-known/rap-toolset: configure it with the toolset's base URL and start it after the kit", r.kit.URL())
 	})
@@ -159,7 +158,14 @@ func (r *runtimeRun) checkInvocationFields(t *T) {
 func (r *runtimeRun) checkAncestors(t *T) {
 	c := r.call(t, "child", EchoTool, true)
 	inv := c.inv
+	_, histErr := r.d.history(t.Context(), c.conv)
+	if histErr != errNoAPI && inv.GroupID == c.conv {
+		t.Skipf("the call came from the root thread %s: the runtime did not spawn a child thread", c.conv)
+	}
 	raw, ok := inv.Raw["thread_ancestors"]
+	if !ok && histErr == errNoAPI {
+		t.Skipf("the call has no thread_ancestors: either it did not come from a child thread (a runtime without child threads), or the runtime omits them (a failure); which cannot be seen without the /v1 API")
+	}
 	if !ok {
 		t.Failf("the call came from a child thread without thread_ancestors")
 	}
@@ -170,7 +176,7 @@ func (r *runtimeRun) checkAncestors(t *T) {
 	if slices.Contains(anc, inv.GroupID) {
 		t.Failf("thread_ancestors %v contains the call's own group_id %q; it ends with the parent", anc, inv.GroupID)
 	}
-	if _, err := r.d.history(t.Context(), c.conv); err != errNoAPI && anc[0] != c.conv {
+	if histErr != errNoAPI && anc[0] != c.conv {
 		t.Failf("thread_ancestors %v does not start with the root thread %s", anc, c.conv)
 	}
 	c.sendOK(t, c.result("child done "+r.nonce))

@@ -225,6 +225,8 @@ var errNotReceived = errors.New("not received")
 // await waits until a request received at or after position from matches,
 // and returns it; it ends with errNotReceived when ctx ends first.
 func (k *RuntimeKit) await(ctx context.Context, from int, match func(Received) bool) (Received, error) {
+	ctx, cancel := nearDeadline(ctx)
+	defer cancel()
 	for {
 		k.mu.Lock()
 		for i := from; i < len(k.received); i++ {
@@ -261,4 +263,16 @@ func (k *RuntimeKit) count(from int, match func(Received) bool) int {
 // invocationOf matches the invocations of step.
 func invocationOf(step string) func(Received) bool {
 	return func(r Received) bool { return r.Kind == "invoke" && r.Step == step }
+}
+
+// nearDeadline returns a context that ends a little before ctx's deadline,
+// so that a check waiting in vain ends with its own message rather than
+// the suite's "did not finish in time".
+func nearDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	reserve := min(time.Until(dl)/10, 2*time.Second)
+	return context.WithDeadline(ctx, dl.Add(-reserve))
 }
