@@ -88,6 +88,8 @@ func (r *runtimeRun) suite() *Suite {
 	r.addInvocationChecks(s)
 	r.addCallbackChecks(s)
 	r.addLifecycleChecks(s)
+	r.addDispatchChecks(s)
+	r.addMigrateCheck(s)
 	return s
 }
 

@@ -64,6 +64,11 @@ func (r *runtimeRun) addInvocationChecks(s *Suite) {
 		t.Failf("the runtime never fetched %s/.well-known/rap-toolset: configure it with the toolset's base URL and start it after the kit", r.kit.URL())
 	})
 	s.Add(checkRuntimeAncestors, r.checkAncestors)
+}
+
+// addDispatchChecks adds the checks that refuse invocations; they run
+// late, so that a runtime that stumbles on a refusal has shown the rest.
+func (r *runtimeRun) addDispatchChecks(s *Suite) {
 	s.Add(checkRuntimeRetry, func(t *T) {
 		r.ready(t)
 		r.kit.refuseNext("retry", http.StatusServiceUnavailable)

@@ -116,6 +116,9 @@ func (r *runtimeRun) addLifecycleChecks(s *Suite) {
 			t.Failf("no error result came for the silent call (deadline %s); results seen: %q", deadline.Format(time.RFC3339), resultTexts(msgs))
 		}
 	})
+}
+
+func (r *runtimeRun) addMigrateCheck(s *Suite) {
 	s.Add(checkRuntimeMigrate, func(t *T) {
 		if r.cfg.MigrateTo == "" {
 			t.Skipf("no second runtime to move a session to (--migrate-to URL)")
