@@ -38,11 +38,10 @@ type fakeRuntime struct {
 }
 
 type fakeCall struct {
-	id, conv, token       string
-	pending, cancelled    bool
-	confirmed             bool
-	held                  []string
-	responseURL, question string
+	id, conv, token    string
+	pending, cancelled bool
+	confirmed          bool
+	held               []string
 }
 
 type fakeChoice struct {

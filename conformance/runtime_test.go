@@ -1,8 +1,11 @@
 package conformance
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +129,76 @@ func TestTamperURL(t *testing.T) {
 	}
 	if _, ok := tamperURL("http://127.0.0.1:3000/callback"); ok {
 		t.Error("a URL without a token cannot be tampered with")
+	}
+}
+
+// In manual mode a person follows the printed instructions (here, a
+// goroutine driving the fake runtime): the checks the kit can observe
+// pass, and those that must read the conversation are skipped, saying so.
+func TestRuntimeSuiteManualMode(t *testing.T) {
+	kit, err := ListenRuntimeKit("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kit.Close()
+	f := newFakeRuntime(t, kit)
+	pr, pw := io.Pipe()
+	followed := make(chan struct{})
+	go func() { defer close(followed); followInstructions(t, f, pr) }()
+	defer func() { pw.Close(); <-followed }()
+	s := RuntimeSuite(RuntimeConfig{Kit: kit, Instructions: pw, MigrateTo: "http://destination.invalid"})
+	rep := s.Run(context.Background(), RunOptions{Subject: "manual", CheckTimeout: time.Minute})
+	if fl := failedIDs(rep); len(fl) > 0 {
+		t.Errorf("failed: %v", fl)
+	}
+	wantSkip := map[string]bool{
+		checkRuntimeDuplicate.ID: true, checkRuntimeUnknownCall.ID: true, checkRuntimeEarlyEvent.ID: true,
+		checkRuntimeSubscriptionEvent.ID: true, checkRuntimeCancelLate.ID: true, checkRuntimeTimeout.ID: true,
+		checkRuntimeRefused.ID: true,
+	}
+	for _, res := range rep.Results {
+		if skipped := res.Status == Skip; skipped != wantSkip[res.ID] {
+			t.Errorf("%s: %s (%s)", res.ID, res.Status, res.Message)
+		}
+		if res.Status == Skip && !strings.Contains(res.Message, "/v1") {
+			t.Errorf("%s is skipped without saying that it needs the /v1 API: %q", res.ID, res.Message)
+		}
+	}
+}
+
+// followInstructions does what manual mode's instructions say, with the
+// fake runtime's own calls.
+func followInstructions(t *testing.T, f *fakeRuntime, r io.Reader) {
+	ctx := context.Background()
+	convs := map[string]string{} // step → conversation
+	last := ""
+	newRE := regexp.MustCompile(`^>>> \d+\. In a NEW conversation, send the agent: (.*)$`)
+	sameRE := regexp.MustCompile(`^>>> \d+\. In the same conversation, send the agent: (.*)$`)
+	closeRE := regexp.MustCompile(`^>>> \d+\. Close \(end\) the conversation of step "([a-z-]+)"`)
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case newRE.MatchString(line):
+			text := newRE.FindStringSubmatch(line)[1]
+			conv, err := f.start(ctx, "", text)
+			if err != nil {
+				t.Error(err)
+			}
+			convs[stepRE.FindStringSubmatch(text)[1]], last = conv, conv
+		case sameRE.MatchString(line):
+			_ = f.say(ctx, last, sameRE.FindStringSubmatch(line)[1])
+		case closeRE.MatchString(line):
+			_ = f.close(ctx, convs[closeRE.FindStringSubmatch(line)[1]])
+		case strings.Contains(line, "The agent asks"):
+			cs, _ := f.choices(ctx, last)
+			for _, c := range cs {
+				_ = f.answerChoice(ctx, last, c.CallID, c.Prompt, 1)
+			}
+		case strings.Contains(line, "Move the conversation's session"):
+			_ = f.move(ctx, last, "http://destination.invalid", "")
+		default:
+			t.Errorf("an instruction the person cannot follow: %q", line)
+		}
 	}
 }
