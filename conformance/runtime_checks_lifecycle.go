@@ -39,6 +39,7 @@ var (
 func (r *runtimeRun) addLifecycleChecks(s *Suite) {
 	s.Add(checkRuntimeCancelNotice, func(t *T) {
 		c := r.call(t, "cancel", WaitTool, false)
+		r.awaitDispatched(t, c)
 		from := r.kit.mark()
 		if err := r.d.say(t.Context(), c.conv, "[interrupt] Stop waiting for that call; no need to call anything."); err != nil {
 			t.Failf("could not send the interrupting message: %v", err)
@@ -98,16 +99,20 @@ func (r *runtimeRun) addLifecycleChecks(s *Suite) {
 			if err != nil {
 				t.Failf("reading the thread: %v", err)
 			}
+			state := api.CallState("")
 			for _, p := range th.PendingCalls {
 				if p.CallID == c.inv.ID {
-					deadline = p.Deadline
+					deadline, state = p.Deadline, p.State
 				}
 			}
-			if deadline.IsZero() {
-				if hasErrorResult(mustHistory(t, r, c.conv), c.inv.ID) {
-					return // timed out already
-				}
+			switch {
+			case !deadline.IsZero():
+			case state == "" && hasErrorResult(mustHistory(t, r, c.conv), c.inv.ID):
+				return // timed out already
+			case state == api.CallDispatched:
 				t.Skipf("the runtime has no timeout for %s (for gorap: rap serve --tool-timeout 10s)", WaitTool)
+			default: // not yet recorded as sent: look again
+				waitFor(t, 50*time.Millisecond)
 			}
 		}
 		t.Logf("the call's deadline is %s", deadline.Format(time.RFC3339))
@@ -152,4 +157,38 @@ func mustHistory(t *T, r *runtimeRun, conv string) []api.Message {
 		t.Failf("reading the conversation: %v", err)
 	}
 	return msgs
+}
+
+// awaitDispatched waits, where the conversation can be read, until the
+// runtime has recorded that the tool accepted the call: a message that
+// comes earlier may find the call not yet sent, with nothing to interrupt.
+func (r *runtimeRun) awaitDispatched(t *T, c *stepCall) {
+	ctx, cancel := nearDeadline(t.Context())
+	defer cancel()
+	for {
+		th, err := r.d.thread(ctx, c.conv)
+		if err == errNoAPI {
+			return
+		}
+		if err == nil {
+			for _, p := range th.PendingCalls {
+				if p.CallID == c.inv.ID && p.State == api.CallDispatched {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Failf("the runtime never recorded the call %q as accepted by the tool", c.inv.ID)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitFor pauses the check for d, or until its time is up.
+func waitFor(t *T, d time.Duration) {
+	select {
+	case <-t.Context().Done():
+	case <-time.After(d):
+	}
 }

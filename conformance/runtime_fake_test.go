@@ -314,7 +314,7 @@ func (f *fakeRuntime) thread(_ context.Context, conv string) (*api.ThreadInfo, e
 	th := &api.ThreadInfo{}
 	for _, c := range f.calls {
 		if c.conv == conv && c.pending {
-			th.PendingCalls = append(th.PendingCalls, api.Call{CallID: c.id})
+			th.PendingCalls = append(th.PendingCalls, api.Call{CallID: c.id, State: api.CallDispatched})
 		}
 	}
 	return th, nil
