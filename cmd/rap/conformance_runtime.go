@@ -55,8 +55,8 @@ script of --print-script, so that each message makes the intended call:
     --model scripted:conformance-script.json --tool-timeout 10s
 
 Any other runtime (--manual): configure it with the toolset's URL, and the
-kit prints, one at a time on standard output, the messages to send to its
-agent ("In a NEW conversation, send the agent: [step:fields] Call the tool
+kit prints, one at a time on standard error (even with --quiet; the report
+stays alone on standard output), the messages to send to its agent ("In a NEW conversation, send the agent: [step:fields] Call the tool
 conformance_echo ..."), then waits for the runtime's calls, each check
 bounded by --check-timeout. Checks that must read the conversation are
 skipped in this mode.`,
@@ -118,7 +118,7 @@ func runConformanceRuntime(ctx context.Context, a *app, opts conformanceRuntimeO
 	cfg := conformance.RuntimeConfig{Kit: kit, API: opts.runtime, Token: opts.token, MigrateTo: opts.migrateTo, MigrateToken: opts.migrateToken}
 	subject := opts.runtime
 	if opts.manual {
-		cfg.Instructions = a.stdout
+		cfg.Instructions = a.stderr
 		subject = "a runtime driven by hand"
 		progress("Manual mode: send the agent each message printed below, in the conversation it says; each check waits up to %s", ro.checkTimeout)
 	} else if err := waitForRuntime(ctx, opts.runtime, opts.token, opts.wait, progress); err != nil {
