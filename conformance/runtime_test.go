@@ -202,3 +202,27 @@ func followInstructions(t *testing.T, f *fakeRuntime, r io.Reader) {
 		}
 	}
 }
+
+// A runtime that never calls the toolset fails the first check that asks
+// for a call, and the later ones are skipped at once instead of each
+// waiting for the check timeout.
+func TestRuntimeSuiteSilentRuntime(t *testing.T) {
+	kit, err := ListenRuntimeKit("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kit.Close()
+	s := RuntimeSuite(RuntimeConfig{Kit: kit, Instructions: io.Discard})
+	rep := s.Run(context.Background(), RunOptions{Subject: "silent", CheckTimeout: 2 * time.Second})
+	res, _ := rep.Result(checkRuntimeInvocationFields.ID)
+	if res.Status != Fail || !strings.Contains(res.Message, "did not call") {
+		t.Errorf("%s: %s (%s)", res.ID, res.Status, res.Message)
+	}
+	res, _ = rep.Result(checkRuntimeCallbackAuth.ID)
+	if res.Status != Skip || !strings.Contains(res.Message, "made no call") {
+		t.Errorf("%s: %s (%s)", res.ID, res.Status, res.Message)
+	}
+	if n := rep.Count(Fail, ""); n != 2 { // the call's and discovery's
+		t.Errorf("%d failures, want 2 (fields, discovery): %v", n, failedIDs(rep))
+	}
+}
