@@ -268,7 +268,8 @@ func TestCLIDocsUpToDate(t *testing.T) {
 func TestOneMeaningPerFlagName(t *testing.T) {
 	root := newRootCmd(&app{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, getenv: docsEnv})
 	clientVerbs := map[string]bool{"rap serve": true, "rap chat": true, "rap delete": true, "rap status": true, "rap export": true, "rap import": true, "rap migrate": true,
-		"rap mcp serve": true} // its --token is what MCP clients send
+		"rap mcp serve":           true, // its --token is what MCP clients send
+		"rap conformance runtime": true}
 	types := map[string]map[string][]string{} // flag name → type → verbs
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
