@@ -57,9 +57,10 @@ func startSDKServer(t *testing.T) (*rap.Server, string) {
 }
 
 // RAP TR-6: a callback answered 5xx is retried with backoff. With every
-// call naming the same callback URL, a call whose callback keeps failing
-// is retried on its own: another call's result is delivered while the
-// first is still being retried, and the first keeps being retried after.
+// call naming the same callback URL, a call of one thread whose callback
+// keeps failing is retried on its own: another thread's result is
+// delivered while the first is still being retried, and the first keeps
+// being retried after.
 func TestFailingCallDoesNotHoldOtherCallsOnOneURL(t *testing.T) {
 	var attemptsA atomic.Int64
 	delivered := make(chan string, 16)
@@ -76,11 +77,11 @@ func TestFailingCallDoesNotHoldOtherCallsOnOneURL(t *testing.T) {
 	_, url := startSDKServer(t)
 	one := cb.URL + "/callback"
 
-	if status, body, _ := sdkPost(t, url, sdkInvocation("echo", "A", "t", one, map[string]any{"text": "a"})); status != http.StatusOK {
+	if status, body, _ := sdkPost(t, url, sdkInvocation("echo", "A", "tA", one, map[string]any{"text": "a"})); status != http.StatusOK {
 		t.Fatalf("invocation A answered %d %q", status, body)
 	}
 	sdkPoll(t, "call A's result being retried", func() bool { return attemptsA.Load() >= 2 })
-	if status, body, _ := sdkPost(t, url, sdkInvocation("echo", "B", "t", one, map[string]any{"text": "b"})); status != http.StatusOK {
+	if status, body, _ := sdkPost(t, url, sdkInvocation("echo", "B", "tB", one, map[string]any{"text": "b"})); status != http.StatusOK {
 		t.Fatalf("invocation B answered %d %q", status, body)
 	}
 	select {
@@ -96,7 +97,8 @@ func TestFailingCallDoesNotHoldOtherCallsOnOneURL(t *testing.T) {
 }
 
 // RAP TR-6: a callback answered 4xx is not retried. It is dead-lettered
-// after its one attempt, and other calls to the same URL are delivered.
+// after its one attempt, and other threads' calls to the same URL are
+// delivered.
 func TestRefusedCallbackIsNotRetried(t *testing.T) {
 	var attemptsA atomic.Int64
 	var deliveredB atomic.Bool
@@ -113,7 +115,7 @@ func TestRefusedCallbackIsNotRetried(t *testing.T) {
 	s, url := startSDKServer(t)
 	one := cb.URL + "/callback"
 	for _, id := range []string{"A", "B"} {
-		if status, body, _ := sdkPost(t, url, sdkInvocation("echo", id, "t", one, map[string]any{"text": id})); status != http.StatusOK {
+		if status, body, _ := sdkPost(t, url, sdkInvocation("echo", id, "t"+id, one, map[string]any{"text": id})); status != http.StatusOK {
 			t.Fatalf("invocation %s answered %d %q", id, status, body)
 		}
 	}

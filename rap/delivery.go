@@ -23,10 +23,10 @@ const (
 	catchUpScans         = 16       // PendingFor queries per destination per refill
 )
 
-// callLane is the queue of messages of one call (see laneKey) to one
-// callback URL. One goroutine drains a lane at a time, so a call's messages
-// go out in enqueue order; lanes of different calls are drained
-// concurrently, within their destination's bound on POSTs at once.
+// callLane is the queue of messages of one thread to one callback URL (see
+// laneKey). One goroutine drains a lane at a time, so its messages go out
+// in enqueue order; different lanes are drained concurrently, within their
+// destination's bound on POSTs at once.
 type callLane struct {
 	key    string
 	msgs   []OutboxMessage
@@ -91,22 +91,24 @@ func (l *outboxLoop) full() bool {
 // SenderOptions.PerDestination POSTs at once (MaxInFlight by default) over
 // kept-alive connections, so a runtime that is slow or never answers
 // delays only the callbacks addressed to it. Within a destination, messages
-// are ordered per call: a call's oauth or user_choice messages, its result
-// and, for a subscription, its events go out in the order they were sent
-// (so a subscription's events never overtake one another or its final
-// event), while different calls' messages are delivered concurrently, even
-// when every call names the same callback URL.
+// are ordered per thread and callback URL (see laneKey): a call's oauth or
+// user_choice messages, its view updates, its result and, for a
+// subscription, its events go out in the order they were sent (so a
+// subscription's events never overtake one another or its final event),
+// while different threads' messages, and different calls' when each has
+// its own callback URL, are delivered concurrently, even when every call
+// names the same callback URL.
 //
 // Connection errors, timeouts and 5xx answers are retried per message with
 // full-jitter exponential backoff (RAP TR-6); the message stays in the
-// outbox meanwhile and later messages of the same call wait behind it,
-// but other calls' messages do not: a call whose callback keeps failing
-// delays only itself (it takes one of the destination's POSTs only while
-// an attempt is under way, never while it waits to retry). The memory a
-// destination holds (256 messages) is shared by its calls, though: a
-// single call with more callbacks than that waiting behind its failing
-// one fills it, and the destination's other calls then wait until that
-// call's messages are delivered or dead-lettered. A
+// outbox meanwhile and later messages of its lane wait behind it, but
+// other lanes' messages do not: a callback that keeps failing delays only
+// its own lane (it takes one of the destination's POSTs only while an
+// attempt is under way, never while it waits to retry). The memory a
+// destination holds (256 messages) is shared by its lanes, though: a
+// single lane with more callbacks than that waiting behind its failing
+// one fills it, and the destination's other lanes then wait until its
+// messages are delivered or dead-lettered. A
 // message still undelivered after RetryPolicy.GiveUpAfter, or refused with
 // a 4xx answer (never retried, RAP TR-6), is dead-lettered: logged once
 // and, when the Outbox is a DeadLetterStore, kept there for an operator.
@@ -524,30 +526,21 @@ type callbackHead struct {
 	ViewType   string      `json:"view_type"`
 }
 
-// laneKey names the lane m is delivered in: the messages of one call to
-// one callback URL. A call's oauth, user_choice and user_input messages,
-// its result, and, for a subscribing call, its events (whose tool_call_id
-// is the call's id) share a lane, so they reach the runtime in the order
-// they were sent; a thread's view updates of one view_type share another.
-// Messages of different calls do not wait for one another. A body that
-// names no call keeps to one lane per URL.
+// laneKey names the lane m is delivered in: the messages of one thread
+// (its group_id) to one callback URL. They go out in the order they were
+// sent, whatever their type: a call's oauth or user_choice, the view
+// updates it makes, its result and a subscription's events never overtake
+// one another. A runtime that gives each call its own callback URL (as
+// gorap's does) so gets a lane per call; one that names one URL for every
+// call (as seed 004's and the reference runtime do) gets a lane per
+// thread, and its threads' callbacks do not wait for one another. A body
+// that names no thread keeps to its URL's lane.
 func laneKey(m OutboxMessage) string {
 	h := peekCallback(m.Body)
-	var id string
-	switch h.Type {
-	case TypeToolResult, TypeOAuth, TypeUserChoice, TypeUserInput:
-		id = "call\x00" + h.ID
-	case TypeSubscriptionEvent:
-		id = "call\x00" + h.ToolCallID
-	case TypeViewUpdate:
-		id = "view\x00" + h.ViewType
-	default:
+	if h.GroupID == "" {
 		return m.URL
 	}
-	if h.GroupID == "" || len(id) == len("call\x00") {
-		return m.URL
-	}
-	return m.URL + "\x00" + h.GroupID + "\x00" + id
+	return m.URL + "\x00" + h.GroupID
 }
 
 // peekCallback reads the type and ids of a callback body; the zero value

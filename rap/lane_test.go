@@ -2,32 +2,33 @@ package rap
 
 import "testing"
 
-// A call's messages share one lane, whatever their type (its events name
-// it by tool_call_id); other calls, other threads, other URLs and view
-// updates get lanes of their own; a body that names no call keeps to its
-// URL's lane.
-func TestLaneKeyGroupsMessagesByCall(t *testing.T) {
+// A thread's messages to one callback URL share one lane, whatever their
+// type or call, so that they arrive in the order they were sent (a view
+// update before the result that follows it); other threads and other URLs
+// get lanes of their own; a body that names no thread keeps to its URL's
+// lane.
+func TestLaneKeyGroupsMessagesByThreadAndURL(t *testing.T) {
 	const u = "http://runtime:1/callback"
 	lane := func(url, body string) string { return laneKey(OutboxMessage{URL: url, Body: []byte(body)}) }
-	call := lane(u, `{"type":"tool_result","group_id":"g","id":"c1","text":"done"}`)
+	thread := lane(u, `{"type":"tool_result","group_id":"g","id":"c1","text":"done"}`)
 	for _, body := range []string{
 		`{"type":"subscription_event","group_id":"g","tool_call_id":"c1","text":"1"}`,
 		`{"type":"oauth","group_id":"g","id":"c1","auth_url":"https://auth"}`,
 		`{"type":"user_choice","group_id":"g","id":"c1","prompt":"?","choices":["a"]}`,
 		`{"type":"user_input","group_id":"g","id":"c1","prompt":"?"}`,
+		`{"type":"view_update","group_id":"g","view_type":"progress","content":{}}`,
+		`{"type":"tool_result","group_id":"g","id":"c2","text":"done"}`,
 	} {
-		if got := lane(u, body); got != call {
-			t.Errorf("lane of %s = %q, want the call's %q", body, got, call)
+		if got := lane(u, body); got != thread {
+			t.Errorf("lane of %s = %q, want the thread's %q", body, got, thread)
 		}
 	}
 	others := map[string]string{
-		"another call":    lane(u, `{"type":"tool_result","group_id":"g","id":"c2","text":"done"}`),
 		"another thread":  lane(u, `{"type":"tool_result","group_id":"h","id":"c1","text":"done"}`),
 		"another URL":     lane(u+"/2", `{"type":"tool_result","group_id":"g","id":"c1","text":"done"}`),
-		"a view update":   lane(u, `{"type":"view_update","group_id":"g","view_type":"c1","content":{}}`),
 		"an unnamed body": lane(u, `not json`),
 	}
-	seen := map[string]string{call: "the call"}
+	seen := map[string]string{thread: "the thread"}
 	for what, got := range others {
 		if prev, dup := seen[got]; dup {
 			t.Errorf("%s shares lane %q with %s", what, got, prev)
@@ -35,6 +36,6 @@ func TestLaneKeyGroupsMessagesByCall(t *testing.T) {
 		seen[got] = what
 	}
 	if others["an unnamed body"] != u {
-		t.Errorf("a body naming no call is in lane %q, want its URL's", others["an unnamed body"])
+		t.Errorf("a body naming no thread is in lane %q, want its URL's", others["an unnamed body"])
 	}
 }
