@@ -24,9 +24,16 @@ type entry struct {
 // found (see T.Requires).
 type Suite struct {
 	// Name names the suite in reports: "tool" or "runtime".
-	Name    string
-	entries []entry
-	ids     map[string]bool
+	Name     string
+	entries  []entry
+	ids      map[string]bool
+	cleanups []func()
+}
+
+// Cleanup registers f to run when each Run of the suite ends, after its
+// last check, such as to stop a server the checks started.
+func (s *Suite) Cleanup(f func()) {
+	s.cleanups = append(s.cleanups, f)
 }
 
 // Add appends a check to the suite. It panics when the check's ID is empty
@@ -79,6 +86,11 @@ func (s *Suite) Run(ctx context.Context, opts RunOptions) *Report {
 		base = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, ResponseHeaderTimeout: 30 * time.Second}
 	}
 	rep := &Report{Suite: s.Name, Subject: opts.Subject, Started: time.Now()}
+	defer func() {
+		for i := len(s.cleanups) - 1; i >= 0; i-- {
+			s.cleanups[i]()
+		}
+	}()
 	status := make(map[string]Status, len(s.entries))
 	for _, e := range s.entries {
 		var res Result

@@ -1,0 +1,105 @@
+package conformance
+
+import (
+	"bytes"
+	"net/http"
+	"time"
+)
+
+// The delivery checks: how the server copes when the callback endpoint
+// fails, refuses, stalls or answers too much (RAP TR-2, TR-6).
+func (r *toolRun) addDelivery(s *Suite) {
+	s.Add(Check{
+		ID: "tool.callback.retry-5xx", Level: Should, Rule: "RAP TR-6",
+		Title: "a callback answered 503 is retried",
+		Fix:   "retry a callback answered 5xx (or not answered) with exponential backoff, keeping the same body",
+	}, func(t *T) {
+		t.Requires("tool.result.delivered")
+		c := r.goodCall(t)
+		inv, ib := r.invocation(t, c.Tool, c.Args)
+		ib.setPlan(func(n int) answer {
+			if n == 1 {
+				return answer{status: http.StatusServiceUnavailable}
+			}
+			return answer{status: http.StatusOK}
+		})
+		r.invoke(t, inv)
+		first := r.awaitResult(t, ib, c.Tool)
+		second, ok := ib.next(t.Context(), r.cfg.RetryWait)
+		if !ok {
+			t.Failf("the kit answered the result 503 and no retry came within %s (if the server's backoff is longer, raise --retry-wait)", r.cfg.RetryWait)
+		}
+		if !bytes.Equal(first.body, second.body) {
+			t.Logf("the retry's body differs from the first attempt's")
+		}
+		t.Logf("retried after %s", second.at.Sub(first.at).Round(time.Millisecond))
+	})
+	s.Add(Check{
+		ID: "tool.callback.no-retry-4xx", Level: Should, Rule: "RAP TR-6",
+		Title: "a callback answered 400 is not retried",
+		Fix:   "do not retry a callback answered 4xx: the same bytes will be refused again",
+	}, func(t *T) {
+		t.Requires("tool.result.delivered")
+		c := r.goodCall(t)
+		inv, ib := r.invocation(t, c.Tool, c.Args)
+		ib.setPlan(func(int) answer { return answer{status: http.StatusBadRequest} })
+		r.invoke(t, inv)
+		first := r.awaitResult(t, ib, c.Tool)
+		if again, ok := ib.next(t.Context(), r.cfg.QuietWait); ok && bytes.Equal(again.body, first.body) {
+			t.Failf("the same callback was sent again %s after the kit answered 400", again.at.Sub(first.at).Round(time.Millisecond))
+		}
+	})
+	s.Add(Check{
+		ID: "tool.callback.slow-endpoint", Level: Must, Rule: "RAP TR-2",
+		Title: "while a callback endpoint stalls, the server still acknowledges new invocations",
+		Fix:   "deliver callbacks outside the request handlers, with a timeout, so a slow runtime never holds up acknowledgements",
+	}, func(t *T) {
+		t.Requires("tool.result.delivered")
+		c := r.goodCall(t)
+		inv, ib := r.invocation(t, c.Tool, c.Args)
+		stall := make(chan struct{})
+		timer := time.AfterFunc(r.cfg.StallFor, func() { close(stall) })
+		defer func() {
+			if timer.Stop() {
+				close(stall)
+			}
+		}()
+		ib.setPlan(func(int) answer { return answer{status: http.StatusOK, hold: stall} })
+		r.invoke(t, inv)
+		r.awaitResult(t, ib, c.Tool)
+		// The result's answer is stalled now; a new invocation must still
+		// be acknowledged.
+		inv2, ib2 := r.invocation(t, c.Tool, c.Args)
+		rep := r.postJSON(t, r.endpointURL(t), inv2)
+		if rep.status != http.StatusOK {
+			t.Failf("while the kit stalled a callback, a new invocation was answered %d", rep.status)
+		}
+		select {
+		case <-stall:
+			t.Failf("the acknowledgement came only after the stalled callback was answered (%s later)", r.cfg.StallFor)
+		default:
+		}
+		// Let the stall end before the result of the second call is
+		// awaited: a server may deliver its callbacks one at a time.
+		if timer.Stop() {
+			close(stall)
+		}
+		r.awaitResult(t, ib2, c.Tool)
+	})
+	s.Add(Check{
+		ID: "tool.callback.oversized-answer", Level: Should, Rule: "RAP TR-6",
+		Title: "a callback endpoint answering with a huge body does not stall or break the server",
+		Fix:   "read at most a few KiB of a callback's answer, with a timeout, and close the connection",
+	}, func(t *T) {
+		t.Requires("tool.result.delivered")
+		c := r.goodCall(t)
+		inv, ib := r.invocation(t, c.Tool, c.Args)
+		ib.setPlan(func(int) answer { return answer{status: http.StatusOK, hugeBody: 64 << 20} })
+		r.invoke(t, inv)
+		r.awaitResult(t, ib, c.Tool)
+		r.stillServing(t)
+		inv2, ib2 := r.invocation(t, c.Tool, c.Args)
+		r.invoke(t, inv2)
+		r.awaitResult(t, ib2, c.Tool)
+	})
+}
