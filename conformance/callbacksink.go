@@ -45,8 +45,10 @@ type answer struct {
 	// ends.
 	hold <-chan struct{}
 	// hugeBody, when positive, is how many bytes of body to send with the
-	// answer.
+	// answer, at about 6 MB/s.
 	hugeBody int64
+	// stop ends a huge body early.
+	stop <-chan struct{}
 }
 
 // received is one callback as the sink saw it.
@@ -235,9 +237,33 @@ func (s *callbackSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.hugeBody > 0 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(a.status)
-		chunk := []byte(strings.Repeat(" ", 32<<10))
+		// A reader that stops reading leaves the writes blocked: the
+		// write deadline ends them when the check stops the body.
+		rc := http.NewResponseController(w)
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			select {
+			case <-a.stop:
+			case <-s.ctx.Done():
+			case <-done:
+				return
+			}
+			_ = rc.SetWriteDeadline(time.Now())
+		}()
+		chunk := []byte(strings.Repeat(" ", 64<<10))
+		tick := time.NewTicker(10 * time.Millisecond) // about 6 MB/s
+		defer tick.Stop()
 		for sent := int64(0); sent < a.hugeBody; sent += int64(len(chunk)) {
-			if _, err := w.Write(chunk); err != nil || s.ctx.Err() != nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+			_ = rc.Flush()
+			select {
+			case <-tick.C:
+			case <-a.stop:
+				return
+			case <-s.ctx.Done():
 				return
 			}
 		}

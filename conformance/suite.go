@@ -28,6 +28,19 @@ type Suite struct {
 	entries  []entry
 	ids      map[string]bool
 	cleanups []func()
+	always   map[string]bool
+}
+
+// AlwaysRun marks checks that run even when RunOptions.Only does not
+// select them, because later checks rely on what they find (see
+// T.Requires).
+func (s *Suite) AlwaysRun(ids ...string) {
+	if s.always == nil {
+		s.always = make(map[string]bool)
+	}
+	for _, id := range ids {
+		s.always[id] = true
+	}
 }
 
 // Cleanup registers f to run when each Run of the suite ends, after its
@@ -97,7 +110,7 @@ func (s *Suite) Run(ctx context.Context, opts RunOptions) *Report {
 		switch {
 		case ctx.Err() != nil:
 			res = Result{Check: e.check, Status: Skip, Message: "not run: the run was stopped"}
-		case !selected(e.check.ID, opts.Only):
+		case !selected(e.check.ID, opts.Only) && !s.always[e.check.ID]:
 			res = Result{Check: e.check, Status: Skip, Message: "not selected"}
 		default:
 			res = runOne(ctx, e, opts.CheckTimeout, base, status)

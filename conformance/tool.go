@@ -102,7 +102,6 @@ type toolRun struct {
 	goodErr        bool         // good's result was an Error: result
 	subs           []*subscriptionCall
 	errorResults   []string // texts of the results of failed calls
-	statusOffered  bool
 }
 
 // subscriptionCall is an allowed call whose result confirmed a
@@ -112,6 +111,7 @@ type subscriptionCall struct {
 	inv     map[string]any
 	ib      *inbox
 	confirm received
+	events  []received
 	ended   bool // cancelled or final event seen
 }
 
@@ -126,6 +126,7 @@ func ToolSuite(cfg ToolConfig) *Suite {
 	r.addInvocation(s)
 	r.addDelivery(s)
 	r.addLifecycle(s)
+	s.AlwaysRun("tool.discovery.document", "tool.ack.status", "tool.result.delivered")
 	return s
 }
 

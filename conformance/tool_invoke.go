@@ -72,7 +72,7 @@ func (r *toolRun) addInvocation(s *Suite) {
 			if rec.msg == nil {
 				continue
 			}
-			if sub, _ := rec.msg["subscription"].(bool); sub && rec.msgType() == "tool_result" {
+			if sub, present := rec.msg["subscription"]; present && sub != false && sub != nil && rec.msgType() == "tool_result" {
 				r.mu.Lock()
 				r.subs = append(r.subs, &subscriptionCall{call: p.call, inv: p.inv, ib: p.ib, confirm: rec})
 				r.mu.Unlock()
@@ -103,6 +103,9 @@ func (r *toolRun) addInvocation(s *Suite) {
 		}
 		var problems []string
 		for _, res := range results {
+			if sub, present := res.rec.msg["subscription"]; present && sub != false && sub != nil {
+				continue // a subscription's confirmation: tool.subscription.confirm
+			}
 			if p := resultProblems(res.rec, res.inv); p != "" {
 				problems = append(problems, fmt.Sprintf("%s: %s", res.inv["operation"], p))
 			}
@@ -249,7 +252,7 @@ func (r *toolRun) addInvocation(s *Suite) {
 			}
 			r.invoke(t, inv)
 			rec := r.awaitResult(t, ib, fmt.Sprintf("an invocation with user_id %s", jsonText(inv["user_id"])))
-			if p := resultProblems(rec, inv); p != "" {
+			if p := routeProblems(rec, inv); p != "" {
 				t.Failf("with user_id %s: %s", jsonText(inv["user_id"]), p)
 			}
 		}
@@ -265,7 +268,7 @@ func (r *toolRun) addInvocation(s *Suite) {
 		inv["thread_ancestors"] = []string{"conformance-root-" + randomToken(4), "conformance-parent-" + randomToken(4)}
 		r.invoke(t, inv)
 		rec := r.awaitResult(t, ib, "an invocation with thread_ancestors")
-		if p := resultProblems(rec, inv); p != "" {
+		if p := routeProblems(rec, inv); p != "" {
 			t.Failf("%s", p)
 		}
 	})
@@ -279,7 +282,7 @@ func (r *toolRun) addInvocation(s *Suite) {
 		inv, ib := r.invocation(t, "conformance_no_such_tool_"+randomToken(3), json.RawMessage(`{}`))
 		r.invoke(t, inv)
 		rec := r.awaitResult(t, ib, "the unknown operation")
-		if p := resultProblems(rec, inv); p != "" {
+		if p := routeProblems(rec, inv); p != "" {
 			t.Failf("%s", p)
 		}
 		if !looksLikeError(resultText(rec.msg)) {
@@ -294,9 +297,9 @@ func (r *toolRun) addInvocation(s *Suite) {
 		Title: "arguments that do not fit the tool's schema are answered 200, then an error tool_result",
 		Fix:   "validate arguments against the inputSchema after answering 200, and send an Error: tool_result saying what is wrong",
 	}, func(t *T) {
-		t.Requires("tool.discovery.document")
+		t.Requires("tool.result.delivered")
 		r.mu.Lock()
-		calls, tools := r.calls, r.tools
+		calls, tools := r.nonSubscriptionCalls(), r.tools
 		r.mu.Unlock()
 		for _, c := range calls {
 			for _, td := range tools {
@@ -310,7 +313,7 @@ func (r *toolRun) addInvocation(s *Suite) {
 				inv, ib := r.invocation(t, c.Tool, args)
 				r.invoke(t, inv)
 				rec := r.awaitResult(t, ib, fmt.Sprintf("%s with %s", c.Tool, how))
-				if p := resultProblems(rec, inv); p != "" {
+				if p := routeProblems(rec, inv); p != "" {
 					t.Failf("%s", p)
 				}
 				if !looksLikeError(resultText(rec.msg)) {
@@ -347,13 +350,9 @@ func (r *toolRun) addInvocation(s *Suite) {
 		Fix:   `answer 400 to an invocation whose "arguments" is not an object, or answer 200 and send an Error: tool_result`,
 	}, func(t *T) {
 		t.Requires("tool.discovery.document")
-		tool := "conformance_no_such_tool"
-		r.mu.Lock()
-		if len(r.calls) > 0 {
-			tool = r.calls[0].Tool
-		}
-		r.mu.Unlock()
-		inv, ib := r.invocation(t, tool, nil)
+		// An unknown tool: a server that runs tools with such arguments
+		// must not run a real one.
+		inv, ib := r.invocation(t, "conformance_no_such_tool_"+randomToken(3), nil)
 		inv["arguments"] = "not an object"
 		rep := r.postJSON(t, r.endpointURL(t), inv)
 		switch {
@@ -361,7 +360,7 @@ func (r *toolRun) addInvocation(s *Suite) {
 			t.Logf("refused with %d", rep.status)
 		case rep.status == http.StatusOK:
 			rec := r.awaitResult(t, ib, "the malformed invocation")
-			if p := resultProblems(rec, inv); p != "" {
+			if p := routeProblems(rec, inv); p != "" {
 				t.Failf("%s", p)
 			}
 		default:
@@ -443,6 +442,25 @@ func resultProblems(rec received, inv map[string]any) string {
 	return strings.Join(p, "; ")
 }
 
+// routeProblems says what is wrong with where a result is routed: its
+// type, group_id and id.
+func routeProblems(rec received, inv map[string]any) string {
+	if rec.msg == nil {
+		return fmt.Sprintf("the body is not a JSON object: %v", rec.decErr)
+	}
+	var p []string
+	if rec.msg["type"] != "tool_result" {
+		p = append(p, fmt.Sprintf(`"type" is %s, not "tool_result"`, jsonText(rec.msg["type"])))
+	}
+	if rec.msg["group_id"] != inv["group_id"] {
+		p = append(p, fmt.Sprintf(`"group_id" is %s, not the invocation's %s`, jsonText(rec.msg["group_id"]), jsonText(inv["group_id"])))
+	}
+	if rec.msg["id"] != inv["id"] {
+		p = append(p, fmt.Sprintf(`"id" is %s, not the invocation's %s`, jsonText(rec.msg["id"]), jsonText(inv["id"])))
+	}
+	return strings.Join(p, "; ")
+}
+
 // invalidArgs returns arguments that the schema refuses, and how, or nil.
 func invalidArgs(schema map[string]any) (json.RawMessage, string) {
 	if req, _ := schema["required"].([]any); len(req) > 0 {
@@ -502,4 +520,23 @@ func cut(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// nonSubscriptionCalls returns the allowed calls that did not start a
+// subscription, the good call first; r.mu is held.
+func (r *toolRun) nonSubscriptionCalls() []allowedCall {
+	var out []allowedCall
+	if r.good != nil {
+		out = append(out, *r.good)
+	}
+	for _, c := range r.calls {
+		sub := false
+		for _, sc := range r.subs {
+			sub = sub || sc.call.Tool == c.Tool
+		}
+		if !sub && (r.good == nil || c.Tool != r.good.Tool) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
