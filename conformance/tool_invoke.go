@@ -57,6 +57,10 @@ func (r *toolRun) addInvocation(s *Suite) {
 		for _, p := range pending {
 			p.ib.setT(t)
 			rec, ok := p.ib.next(t.Context(), time.Until(deadline))
+			// Progress (view_update) may come before the result.
+			for ok && rec.msg != nil && rec.msgType() != "tool_result" && rec.msgType() != "oauth" && rec.msgType() != "user_choice" {
+				rec, ok = p.ib.next(t.Context(), time.Until(deadline))
+			}
 			switch {
 			case !ok:
 				missing = append(missing, p.call.Tool)

@@ -154,7 +154,12 @@ func (r *toolRun) addLifecycle(s *Suite) {
 		c := r.goodCall(t)
 		inv, ib := r.invocation(t, c.Tool, c.Args)
 		release := make(chan struct{})
-		defer close(release)
+		released := false
+		defer func() {
+			if !released {
+				close(release)
+			}
+		}()
 		ib.setPlan(func(n int) answer {
 			if n == 1 {
 				return answer{status: http.StatusServiceUnavailable}
@@ -166,6 +171,13 @@ func (r *toolRun) addLifecycle(s *Suite) {
 		rep := r.postJSON(t, r.cfg.BaseURL+"/tool_call_status", map[string]any{"thread_id": inv["group_id"], "tool_call_id": inv["id"]})
 		var st map[string]any
 		_ = json.Unmarshal(rep.body, &st)
+		// Let the result land, so that the server holds nothing of the
+		// kit's when the run ends.
+		close(release)
+		released = true
+		if _, ok := ib.next(t.Context(), r.cfg.RetryWait); !ok {
+			t.Logf("the result was not retried within %s", r.cfg.RetryWait)
+		}
 		if s := st["status"]; rep.status != http.StatusOK || (s != "running" && s != "delivering") {
 			t.Failf("a call whose result the kit refused once (503) was reported %d %s", rep.status, jsonText(s))
 		}
