@@ -15,7 +15,9 @@ import (
 	"github.com/gorap/gorap/examples/toolsjson/weatherapi/api"
 )
 
-var baseURLRE = regexp.MustCompile(`\b(?:on|at) (https?://127\.0\.0\.1:[0-9]+)`)
+// baseURLRE finds where a serving verb says it serves: "… on URL" (rap
+// example, bridge otc and toolsjson) or "… tool server at URL" (bridge mcp).
+var baseURLRE = regexp.MustCompile(`(?:\bon|tool server at) (https?://127\.0\.0\.1:[0-9]+)`)
 
 // startServing runs a rap verb that serves a tool server in-process until
 // the test ends, and returns the loopback base URL it says it serves on.
