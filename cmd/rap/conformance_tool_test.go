@@ -91,6 +91,14 @@ func checkConformsExcept(t *testing.T, base string, allowed []string, flags ...s
 			t.Errorf("%s (%s) failed; report:\n%s", id, r.Level, stdout)
 		}
 	}
+	count := map[string][]string{}
+	for id, r := range results {
+		count[r.Status] = append(count[r.Status], id)
+	}
+	for _, ids := range count {
+		slices.Sort(ids)
+	}
+	t.Logf("%d passed, %d failed %v, %d skipped %v", len(count["pass"]), len(count["fail"]), count["fail"], len(count["skip"]), count["skip"])
 	if fi, err := os.Stat(junit); err != nil || fi.Size() == 0 {
 		t.Errorf("no JUnit report written: %v", err)
 	}
@@ -121,13 +129,16 @@ func TestConformanceToolExamples(t *testing.T) {
 		{"get-time", []string{`get_time_in_zone={"timezone":"Europe/Paris"}`, `subscribe_clock={"interval_seconds":0.2}`},
 			[]string{"tool.callback.retry-5xx", "tool.close.hostile-ids", "tool.subscription.events", "tool.subscription.cancel", "tool.status.pending", "tool.auth.required"}},
 		{"notes", []string{`add_note={"text":"written by rap conformance"}`}, []string{"tool.migrate.endpoint", "tool.invoke.invalid-arguments"}},
-		{"fswatch", []string{`watch_directory={"path":` + strconvQuote(fsDir) + `}`}, []string{"tool.subscription.confirm", "tool.subscription.cancel"}},
+		{"fswatch", []string{`watch_directory={"path":` + strconvQuote(fsDir) + `}`}, []string{"tool.subscription.events", "tool.subscription.cancel"}},
 		{"exec", []string{`run_command={"command":"echo","args":["conformance"]}`}, []string{"tool.subscription.final"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			base := startServing(t, "example", c.name, "--listen", "127.0.0.1:0", "--tool-token", token)
+			if c.name == "fswatch" {
+				touchUntilDone(t, fsDir) // events for the subscription checks
+			}
 			flags := []string{"--auth", token}
 			for _, call := range c.calls {
 				flags = append(flags, "--call", call)
@@ -135,6 +146,26 @@ func TestConformanceToolExamples(t *testing.T) {
 			wantPassed(t, checkConforms(t, base, flags...), c.want...)
 		})
 	}
+}
+
+// touchUntilDone writes a file in dir every 200 ms until the test ends.
+func touchUntilDone(t *testing.T, dir string) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	t.Cleanup(func() { close(done); <-stopped })
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_ = os.WriteFile(filepath.Join(dir, "touched.txt"), []byte(time.Now().String()), 0o600)
+			}
+		}
+	}()
 }
 
 func strconvQuote(s string) string {
@@ -149,25 +180,25 @@ func TestConformanceToolBridges(t *testing.T) {
 	clearRAPEnv(t)
 	t.Run("otc", func(t *testing.T) {
 		t.Parallel()
-		base := startServing(t, "bridge", "otc", miniOXPWorker(t), "--no-auth", "--listen", "127.0.0.1:0")
-		wantPassed(t, checkConforms(t, base, "--call", `Calc_Greet={"who":"conformance"}`), "tool.callback.retry-5xx", "tool.invoke.invalid-arguments")
+		base := startServing(t, "bridge", "otc", miniOXPWorker(t), "--no-auth", "--listen", "127.0.0.1:0", "--tool-token", "otc-token")
+		wantPassed(t, checkConforms(t, base, "--auth", "otc-token", "--call", `Calc_Greet={"who":"conformance"}`), "tool.callback.retry-5xx", "tool.invoke.invalid-arguments", "tool.auth.required")
 	})
 	t.Run("toolsjson", func(t *testing.T) {
 		t.Parallel()
 		apiSrv := httptest.NewServer(api.Handler(demoKey))
 		t.Cleanup(apiSrv.Close)
 		dir := copyExampleBundle(t, apiSrv.URL)
-		base := startServing(t, "bridge", "toolsjson", dir, "--listen", "127.0.0.1:0", "--no-confirm")
-		wantPassed(t, checkConforms(t, base, "--call", `notes_echo={"note":"conformance"}`), "tool.callback.retry-5xx", "tool.invoke.invalid-arguments")
+		base := startServing(t, "bridge", "toolsjson", dir, "--listen", "127.0.0.1:0", "--no-confirm", "--tool-token", "tj-token")
+		wantPassed(t, checkConforms(t, base, "--auth", "tj-token", "--call", `notes_echo={"note":"conformance"}`), "tool.callback.retry-5xx", "tool.invoke.invalid-arguments", "tool.auth.required")
 	})
 	t.Run("mcp", func(t *testing.T) {
 		t.Parallel()
 		node, script := npmMCPServer(t, "server-everything")
-		base := startServing(t, "bridge", "mcp", "--listen", "127.0.0.1:0", "--", node, script, "stdio")
+		base := startServing(t, "bridge", "mcp", "--listen", "127.0.0.1:0", "--tool-token", "mcp-token", "--", node, script, "stdio")
 		// server-everything declares its parameterless tools as
 		// {"type":"object"}; the bridge passes MCP schemas on unchanged.
 		allowed := []string{"tool.toolset.no-params-schema"}
-		res := checkConformsExcept(t, base, allowed, "--call", `echo={"message":"conformance"}`, "--call", `get-sum={"a":1,"b":2}`)
+		res := checkConformsExcept(t, base, allowed, "--auth", "mcp-token", "--call", `echo={"message":"conformance"}`, "--call", `get-sum={"a":1,"b":2}`)
 		wantPassed(t, res, "tool.callback.retry-5xx", "tool.invoke.invalid-arguments")
 	})
 }
