@@ -186,11 +186,15 @@ type reply struct {
 }
 
 // post sends body (raw bytes) as JSON to u, with the server's token unless
-// noAuth, and returns the answer; err is a transport error.
-func (r *toolRun) post(t *T, u string, body []byte, noAuth bool) (reply, error) {
+// noAuth and the extra headers (name, value, ...), and returns the answer;
+// err is a transport error.
+func (r *toolRun) post(t *T, u string, body []byte, noAuth bool, extra ...string) (reply, error) {
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return reply{}, err
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")

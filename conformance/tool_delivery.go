@@ -2,7 +2,9 @@ package conformance
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -33,6 +35,58 @@ func (r *toolRun) addDelivery(s *Suite) {
 			t.Logf("the retry's body differs from the first attempt's")
 		}
 		t.Logf("retried after %s", second.at.Sub(first.at).Round(time.Millisecond))
+	})
+	s.Add(Check{
+		ID: "tool.callback.idempotency-key", Level: Extension, Rule: "gorap Idempotency-Key (docs/sdk.md), RAP RE-6",
+		Title: "where callbacks carry an Idempotency-Key, a retry carries the same key",
+		Fix:   "fix a callback's Idempotency-Key when it is first queued and send the same key with every retry",
+	}, func(t *T) {
+		t.Requires("tool.callback.retry-5xx")
+		c := r.goodCall(t)
+		inv, ib := r.invocation(t, c.Tool, c.Args)
+		ib.setPlan(func(n int) answer {
+			if n == 1 {
+				return answer{status: http.StatusServiceUnavailable}
+			}
+			return answer{status: http.StatusOK}
+		})
+		r.invoke(t, inv)
+		first := r.awaitResult(t, ib, c.Tool)
+		key := first.header.Get("Idempotency-Key")
+		second, ok := ib.next(t.Context(), r.cfg.RetryWait)
+		if key == "" {
+			t.Skipf("not offered: the callback carries no Idempotency-Key")
+		}
+		if !ok {
+			t.Failf("no retry came within %s", r.cfg.RetryWait)
+		}
+		if got := second.header.Get("Idempotency-Key"); got != key {
+			t.Failf("the retry's Idempotency-Key is %q, the first attempt's %q", got, key)
+		}
+	})
+	s.Add(Check{
+		ID: "tool.callback.traceparent", Level: Extension, Rule: "gorap trace context (docs/observability.md)",
+		Title: "where callbacks carry a traceparent, it is in the invocation's trace",
+		Fix:   "send the invocation's traceparent (or a child in the same trace) and tracestate with every callback of the call",
+	}, func(t *T) {
+		t.Requires("tool.result.delivered")
+		c := r.goodCall(t)
+		inv, ib := r.invocation(t, c.Tool, c.Args)
+		traceID := randomToken(16)
+		parent := "00-" + traceID + "-" + randomToken(8) + "-01"
+		body, _ := json.Marshal(inv)
+		rep, err := r.post(t, r.endpointURL(t), body, false, "Traceparent", parent, "Tracestate", "conformance=1")
+		if err != nil || rep.status != http.StatusOK {
+			t.Failf("the invocation with a traceparent was not acknowledged (%d, %v)", rep.status, err)
+		}
+		rec := r.awaitResult(t, ib, c.Tool)
+		got := rec.header.Get("Traceparent")
+		if got == "" {
+			t.Skipf("not offered: the result carries no traceparent")
+		}
+		if parts := strings.Split(got, "-"); len(parts) != 4 || parts[1] != traceID {
+			t.Failf("the result's traceparent %q is not in the invocation's trace %s", got, traceID)
+		}
 	})
 	s.Add(Check{
 		ID: "tool.callback.no-retry-4xx", Level: Should, Rule: "RAP TR-6",

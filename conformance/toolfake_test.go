@@ -112,7 +112,7 @@ func (f *fakeTool) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/invoke":
-		f.serveInvoke(w, body)
+		f.serveInvoke(w, body, r.Header.Get("Traceparent"))
 	case "/close_thread":
 		var req struct {
 			ThreadID string `json:"thread_id"`
@@ -186,10 +186,11 @@ type fakeInvocation struct {
 	GroupID         string          `json:"group_id"`
 	ThreadAncestors []string        `json:"thread_ancestors"`
 	UserID          *string         `json:"user_id"`
+	traceParent     string
 }
 
-func (f *fakeTool) serveInvoke(w http.ResponseWriter, body []byte) {
-	var inv fakeInvocation
+func (f *fakeTool) serveInvoke(w http.ResponseWriter, body []byte, traceParent string) {
+	inv := fakeInvocation{traceParent: traceParent}
 	if err := json.Unmarshal(body, &inv); err != nil {
 		if f.is("tool.invoke.not-json") {
 			return // 200, and nothing
@@ -366,6 +367,18 @@ func (f *fakeTool) send(inv fakeInvocation, msg map[string]any) {
 			ct = "text/plain"
 		}
 		req.Header.Set("Content-Type", ct)
+		if f.is("tool.callback.idempotency-key") {
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", inv.ID, attempt))
+		} else {
+			req.Header.Set("Idempotency-Key", inv.ID+"-"+fmt.Sprint(len(b)))
+		}
+		if inv.traceParent != "" {
+			tp := inv.traceParent
+			if f.is("tool.callback.traceparent") {
+				tp = "00-" + strings.Repeat("ab", 16) + "-" + strings.Repeat("cd", 8) + "-01"
+			}
+			req.Header.Set("Traceparent", tp)
+		}
 		resp, err := f.client.Do(req)
 		if err == nil {
 			if f.is("tool.callback.oversized-answer") {
