@@ -127,7 +127,8 @@ func TestConformanceToolExamples(t *testing.T) {
 		want  []string // checks that must pass, beyond "no failure"
 	}{
 		{"get-time", []string{`get_time_in_zone={"timezone":"Europe/Paris"}`, `subscribe_clock={"interval_seconds":0.2}`},
-			[]string{"tool.callback.retry-5xx", "tool.close.hostile-ids", "tool.subscription.events", "tool.subscription.cancel", "tool.status.pending", "tool.auth.required"}},
+			[]string{"tool.callback.retry-5xx", "tool.close.hostile-ids", "tool.subscription.events", "tool.subscription.cancel", "tool.status.pending", "tool.auth.required",
+				"tool.callback.idempotency-key", "tool.callback.traceparent"}},
 		{"notes", []string{`add_note={"text":"written by rap conformance"}`}, []string{"tool.migrate.endpoint", "tool.invoke.invalid-arguments"}},
 		{"fswatch", []string{`watch_directory={"path":` + strconvQuote(fsDir) + `}`}, []string{"tool.subscription.events", "tool.subscription.cancel"}},
 		{"exec", []string{`run_command={"command":"echo","args":["conformance"]}`}, []string{"tool.subscription.final"}},
