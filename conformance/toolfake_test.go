@@ -406,7 +406,7 @@ func fakeConfig(f *fakeTool) ToolConfig {
 		Calls: map[string]json.RawMessage{
 			"echo": json.RawMessage(`{"text":"hi"}`), "countdown": json.RawMessage(`{}`), "ticker": json.RawMessage(`{}`),
 		},
-		ResultWait: 10 * time.Second, RetryWait: 5 * time.Second, QuietWait: 1500 * time.Millisecond, StallFor: 2 * time.Second,
+		ResultWait: 10 * time.Second, RetryWait: 5 * time.Second, QuietWait: 1500 * time.Millisecond, StallFor: 4 * time.Second,
 	}
 }
 

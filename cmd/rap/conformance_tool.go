@@ -86,7 +86,7 @@ check.`,
 	}
 	ro.register(cmd.Flags())
 	fs := cmd.Flags()
-	fs.StringArrayVar(&f.calls, "call", nil, "allow the kit to call tool `NAME=JSON` with these arguments (repeatable)")
+	fs.StringArrayVar(&f.calls, "call", nil, "`NAME=JSON`: allow the kit to call tool NAME with the arguments JSON, an object (repeatable)")
 	fs.StringVar(&f.callsFile, "calls", "", "allow the calls in `FILE`: a JSON object of tool name to arguments")
 	fs.BoolVar(&f.noDefaultCalls, "no-default-calls", false, "do not call read-only tools that need no arguments unless allowed by --call or --calls")
 	fs.StringVar(&f.auth, "auth", "", "send `TOKEN` as a bearer token on every request but discovery, and check that requests without it are refused (also $RAP_CONFORMANCE_TOKEN)")
