@@ -80,6 +80,14 @@ check.`,
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
+			// A check may wait for a result, then for its retry: its
+			// time limit leaves room for both.
+			if need := f.resultWait + f.retryWait + f.quietWait + 10*time.Second; ro.checkTimeout < need {
+				if cmd.Flags().Changed("check-timeout") {
+					fmt.Fprintf(a.stderr, "rap conformance tool: --check-timeout raised to %s, the longest a check may wait (--result-wait + --retry-wait + --quiet-wait + 10s)\n", need)
+				}
+				ro.checkTimeout = need
+			}
 			s := conformance.ToolSuite(cfg)
 			return ro.writeReport(a, s.Run(cmd.Context(), ro.runOptions(a, args[0], len(s.Checks()))))
 		},

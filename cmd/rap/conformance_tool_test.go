@@ -141,8 +141,23 @@ func TestConformanceToolExamples(t *testing.T) {
 				touchUntilDone(t, fsDir) // events for the subscription checks
 			}
 			flags := []string{"--auth", token}
-			for _, call := range c.calls {
-				flags = append(flags, "--call", call)
+			if c.name == "notes" {
+				// The same calls from a file.
+				calls := map[string]json.RawMessage{}
+				for _, call := range c.calls {
+					name, args, _ := strings.Cut(call, "=")
+					calls[name] = json.RawMessage(args)
+				}
+				data, _ := json.Marshal(calls)
+				file := filepath.Join(t.TempDir(), "calls.json")
+				if err := os.WriteFile(file, data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				flags = append(flags, "--calls", file)
+			} else {
+				for _, call := range c.calls {
+					flags = append(flags, "--call", call)
+				}
 			}
 			wantPassed(t, checkConforms(t, base, flags...), c.want...)
 		})
