@@ -471,6 +471,14 @@ func TestToolSuiteEachBreakageFailsExactlyItsCheck(t *testing.T) {
 			if len(failed) != 1 || failed[0] != c.ID {
 				t.Errorf("failed %v, want exactly [%s]\n%s", failed, c.ID, reportText(reps[i]))
 			}
+			// The others pass, but for the checks that need the broken
+			// one (directly or through another): those say so.
+			for _, res := range reps[i].Results {
+				if res.Status == Skip && !strings.HasPrefix(res.Message, "needs check ") {
+					t.Errorf("%s was skipped: %s", res.ID, res.Message)
+				}
+			}
 		})
 	}
 }
+
