@@ -481,4 +481,3 @@ func TestToolSuiteEachBreakageFailsExactlyItsCheck(t *testing.T) {
 		})
 	}
 }
-
