@@ -162,7 +162,8 @@ func (ib *inbox) next(ctx context.Context, wait time.Duration) (received, bool) 
 	return received{}, false
 }
 
-// strayCount returns how many requests reached the sink outside any inbox.
+// strayList returns the requests that reached the sink outside an inbox,
+// or without its key.
 func (s *callbackSink) strayList() []received {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -325,7 +325,7 @@ func snippet(b []byte) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// sortedCalls returns the allowed calls in name order: the configured ones
+// allowedCalls returns the allowed calls in name order: the configured ones
 // that the toolset has, then, unless NoDefaultCalls, its read-only tools
 // that need no arguments.
 func (r *toolRun) allowedCalls(tools []toolDef) (calls []allowedCall, unknown []string) {
@@ -362,7 +362,7 @@ func (r *toolRun) allowedCalls(tools []toolDef) (calls []allowedCall, unknown []
 	return calls, unknown
 }
 
-// validBase reports whether u is an absolute http or https URL.
+// validHTTPURL reports whether u is an absolute http or https URL.
 func validHTTPURL(u string) bool {
 	p, err := url.Parse(u)
 	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != ""
