@@ -24,9 +24,29 @@ type entry struct {
 // found (see T.Requires).
 type Suite struct {
 	// Name names the suite in reports: "tool" or "runtime".
-	Name    string
-	entries []entry
-	ids     map[string]bool
+	Name     string
+	entries  []entry
+	ids      map[string]bool
+	cleanups []func()
+	always   map[string]bool
+}
+
+// AlwaysRun marks checks that run even when RunOptions.Only does not
+// select them, because later checks rely on what they find (see
+// T.Requires).
+func (s *Suite) AlwaysRun(ids ...string) {
+	if s.always == nil {
+		s.always = make(map[string]bool)
+	}
+	for _, id := range ids {
+		s.always[id] = true
+	}
+}
+
+// Cleanup registers f to run when each Run of the suite ends, after its
+// last check, such as to stop a server the checks started.
+func (s *Suite) Cleanup(f func()) {
+	s.cleanups = append(s.cleanups, f)
 }
 
 // Add appends a check to the suite. It panics when the check's ID is empty
@@ -79,13 +99,18 @@ func (s *Suite) Run(ctx context.Context, opts RunOptions) *Report {
 		base = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4, ResponseHeaderTimeout: 30 * time.Second}
 	}
 	rep := &Report{Suite: s.Name, Subject: opts.Subject, Started: time.Now()}
+	defer func() {
+		for i := len(s.cleanups) - 1; i >= 0; i-- {
+			s.cleanups[i]()
+		}
+	}()
 	status := make(map[string]Status, len(s.entries))
 	for _, e := range s.entries {
 		var res Result
 		switch {
 		case ctx.Err() != nil:
 			res = Result{Check: e.check, Status: Skip, Message: "not run: the run was stopped"}
-		case !selected(e.check.ID, opts.Only):
+		case !selected(e.check.ID, opts.Only) && !s.always[e.check.ID]:
 			res = Result{Check: e.check, Status: Skip, Message: "not selected"}
 		default:
 			res = runOne(ctx, e, opts.CheckTimeout, base, status)

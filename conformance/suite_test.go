@@ -207,3 +207,22 @@ func TestWriteTextShowsFixLinkAndVerdict(t *testing.T) {
 		}
 	}
 }
+
+func TestAlwaysRunChecksRunWhenNotSelected(t *testing.T) {
+	var s Suite
+	s.Add(chk("base", Must), func(t *T) {})
+	s.Add(chk("other", Must), func(t *T) {})
+	s.Add(chk("picked", Must), func(t *T) { t.Requires("base") })
+	s.AlwaysRun("base")
+	cleaned := false
+	s.Cleanup(func() { cleaned = true })
+	rep := s.Run(context.Background(), RunOptions{Only: []string{"picked"}})
+	for id, want := range map[string]Status{"base": Pass, "other": Skip, "picked": Pass} {
+		if res, _ := rep.Result(id); res.Status != want {
+			t.Errorf("%s: %s (%s), want %s", id, res.Status, res.Message, want)
+		}
+	}
+	if !cleaned {
+		t.Error("the cleanup did not run at the end of the run")
+	}
+}
