@@ -15,7 +15,7 @@ import (
 // given ways. Every action of the fake is done before its driver call
 // returns, so a check that waits in vain fails at the check timeout while
 // the others finish at once.
-func runFake(t *testing.T, broken ...string) *Report {
+func runFakeRuntime(t *testing.T, broken ...string) *Report {
 	t.Helper()
 	kit, err := ListenRuntimeKit("127.0.0.1:0")
 	if err != nil {
@@ -34,7 +34,7 @@ func runFake(t *testing.T, broken ...string) *Report {
 	return s.Run(context.Background(), RunOptions{Subject: "fake", CheckTimeout: timeout})
 }
 
-func failedIDs(rep *Report) []string {
+func failedWithMessages(rep *Report) []string {
 	var out []string
 	for _, res := range rep.Results {
 		if res.Status == Fail {
@@ -47,8 +47,8 @@ func failedIDs(rep *Report) []string {
 // A runtime that follows the rules passes every check but the timeout's,
 // which it does not offer.
 func TestRuntimeSuiteFakeConforms(t *testing.T) {
-	rep := runFake(t)
-	if f := failedIDs(rep); len(f) > 0 {
+	rep := runFakeRuntime(t)
+	if f := failedWithMessages(rep); len(f) > 0 {
 		t.Fatalf("failed: %v", f)
 	}
 	for _, res := range rep.Results {
@@ -85,8 +85,8 @@ func TestRuntimeSuiteBrokenRuntimeFailsItsCheck(t *testing.T) {
 	for broken, want := range cases {
 		t.Run(broken, func(t *testing.T) {
 			t.Parallel()
-			rep := runFake(t, broken)
-			f := failedIDs(rep)
+			rep := runFakeRuntime(t, broken)
+			f := failedWithMessages(rep)
 			if len(f) != 1 || !strings.HasPrefix(f[0], want+" ") {
 				t.Errorf("failed %v, want exactly %s", f, want)
 			}
@@ -148,7 +148,7 @@ func TestRuntimeSuiteManualMode(t *testing.T) {
 	defer func() { pw.Close(); <-followed }()
 	s := RuntimeSuite(RuntimeConfig{Kit: kit, Instructions: pw, MigrateTo: "http://destination.invalid"})
 	rep := s.Run(context.Background(), RunOptions{Subject: "manual", CheckTimeout: time.Minute})
-	if fl := failedIDs(rep); len(fl) > 0 {
+	if fl := failedWithMessages(rep); len(fl) > 0 {
 		t.Errorf("failed: %v", fl)
 	}
 	wantSkip := map[string]bool{
@@ -223,6 +223,6 @@ func TestRuntimeSuiteSilentRuntime(t *testing.T) {
 		t.Errorf("%s: %s (%s)", res.ID, res.Status, res.Message)
 	}
 	if n := rep.Count(Fail, ""); n != 2 { // the call's and discovery's
-		t.Errorf("%d failures, want 2 (fields, discovery): %v", n, failedIDs(rep))
+		t.Errorf("%d failures, want 2 (fields, discovery): %v", n, failedWithMessages(rep))
 	}
 }

@@ -85,7 +85,7 @@ func stageBreakdown(spans []sdktrace.ReadOnlySpan, posted, started map[string]ti
 func attr(kvs []attribute.KeyValue, key string) (string, bool) {
 	for _, kv := range kvs {
 		if string(kv.Key) == key {
-			return kv.Value.Emit(), true
+			return kv.Value.String(), true
 		}
 	}
 	return "", false
