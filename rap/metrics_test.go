@@ -13,45 +13,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/gorap/gorap/internal/promtest"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/raptest"
 )
 
 // metricValue returns the value of the series of name with the labels
-// (name=value pairs) on reg, or -1 when there is none; a histogram's
-// count.
+// (name=value pairs) on reg, summed over the series that match, or -1 when
+// there is none; a histogram's count.
 func metricValue(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return -1
+	return promtest.Gather(t, reg).Sum(name, labels...)
 }
 
 // waitMetric polls until the series has the value want.

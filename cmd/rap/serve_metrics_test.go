@@ -10,10 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/common/expfmt"
-	pmodel "github.com/prometheus/common/model"
-
 	weatherapi "github.com/gorap/gorap/examples/toolsjson/weatherapi/api"
+	"github.com/gorap/gorap/internal/promtest"
 )
 
 // getMetrics GETs url with token ("" for none) and returns the status
@@ -117,24 +115,17 @@ func TestServeMetricsOfInProcessBridges(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("GET %s = %d", info.MetricsURL, status)
 	}
-	p := expfmt.NewTextParser(pmodel.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
+	fams, err := promtest.Parse(strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("the metrics do not parse: %v", err)
 	}
 	// count sums the series of name whose labels include want.
 	count := func(name string, want map[string]string) float64 {
-		sum := 0.0
-	series:
-		for _, m := range fams[name].GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
-					continue series
-				}
-			}
-			sum += m.GetCounter().GetValue()
+		var labels []string
+		for k, v := range want {
+			labels = append(labels, k, v)
 		}
-		return sum
+		return max(fams.Sum(name, labels...), 0)
 	}
 	for _, tool := range []string{"echoer_echo", "notes_echo"} {
 		if n := count("gorap_toolserver_invocations_total", map[string]string{"tool": tool, "outcome": "accepted"}); n != 1 {

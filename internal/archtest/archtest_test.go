@@ -24,7 +24,7 @@ var layers = []struct {
 	name     string
 	packages []string
 }{
-	{"leaf helpers", []string{"internal/bearer", "internal/benchplot", "internal/cpustat", "internal/spelling", "internal/tracing", "internal/jsonenc", "internal/jsonwalk", "internal/privfile", "internal/webguard", "examples/observability", "examples/toolsjson/weatherapi/api"}},
+	{"leaf helpers", []string{"internal/bearer", "internal/benchplot", "internal/cpustat", "internal/spelling", "internal/tracing", "internal/jsonenc", "internal/jsonwalk", "internal/privfile", "internal/promtest", "internal/webguard", "examples/observability", "examples/toolsjson/weatherapi/api"}},
 	{"protocol, model interface, display, web page", []string{"rap", "model", "display", "webui"}},
 	{"built on the protocol", []string{"rap/durable", "raptest", "model/anthropic", "model/openai", "model/scripted", "model/wiretest",
 		"runtime/api", "runtime/archive", "runtime/store", "runtime/config", "bridge/mcp", "bridge/otc", "bridge/toolsjson",

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gorap/gorap/internal/promtest"
 	"github.com/gorap/gorap/model"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
@@ -231,41 +232,12 @@ func (g *rig) waitState(t *testing.T, id string, s api.ThreadState) {
 	}
 }
 
-// value returns the value of the series of name whose labels are
-// labels (name=value pairs), or -1 when there is none: a counter's or
-// gauge's value, a histogram's count.
+// value returns the value of the series of name whose labels include
+// labels (name=value pairs), summed over the series that match, or -1 when
+// there is none: a counter's or gauge's value, a histogram's count.
 func (g *rig) value(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	fams, err := g.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return -1
+	return promtest.Gather(t, g.reg).Sum(name, labels...)
 }
 
 func (g *rig) want(t *testing.T, want float64, name string, labels ...string) {

@@ -13,10 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	pmodel "github.com/prometheus/common/model"
 
+	"github.com/gorap/gorap/internal/promtest"
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime"
 	"github.com/gorap/gorap/runtime/api"
@@ -24,71 +22,13 @@ import (
 	"github.com/gorap/gorap/runtime/store/sqlite"
 )
 
-// scrape GETs url and parses the body with Prometheus's text parser.
-func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: status %d", url, resp.StatusCode)
-	}
-	p := expfmt.NewTextParser(pmodel.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: the body does not parse as the Prometheus text format: %v", url, err)
-	}
-	return fams
-}
-
-// sample returns the value of the series of name in fams whose labels
-// include labels (name=value pairs), summed over the series that match:
-// a counter's or gauge's value, a histogram's count. It returns -1 when
-// no series matches.
-func sample(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
-	f, ok := fams[name]
-	if !ok {
-		return -1
-	}
-	sum, found := 0.0, false
-series:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for i := 0; i+1 < len(labels); i += 2 {
-			if have[labels[i]] != labels[i+1] {
-				continue series
-			}
-		}
-		found = true
-		switch {
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.GetHistogram().GetSampleCount())
-		case m.Untyped != nil:
-			sum += m.GetUntyped().GetValue()
-		}
-	}
-	if !found {
-		return -1
-	}
-	return sum
-}
-
 // awaitSample scrapes url until the series of name with labels
 // satisfies ok, failing after waitFor with the last value seen.
 func awaitSample(t *testing.T, url, what string, ok func(float64) bool, name string, labels ...string) float64 {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for {
-		v := sample(scrape(t, url), name, labels...)
+		v := promtest.Scrape(t, url).Sum(name, labels...)
 		if ok(v) {
 			return v
 		}
