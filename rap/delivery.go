@@ -1,6 +1,7 @@
 package rap
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -536,11 +537,39 @@ type callbackHead struct {
 // thread, and its threads' callbacks do not wait for one another. A body
 // that names no thread keeps to its URL's lane.
 func laneKey(m OutboxMessage) string {
-	h := peekCallback(m.Body)
-	if h.GroupID == "" {
+	g := peekGroupID(m.Body)
+	if g == "" {
 		return m.URL
 	}
-	return m.URL + "\x00" + h.GroupID
+	return m.URL + "\x00" + g
+}
+
+// peekGroupID returns the top-level group_id of a callback body, or "".
+// It reads the body's members in order and stops at group_id, which the
+// SDK writes second, so that a large result is not parsed whole.
+func peekGroupID(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key, _ := t.(string); key == "group_id" {
+			var g string
+			if dec.Decode(&g) != nil {
+				return ""
+			}
+			return g
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // peekCallback reads the type and ids of a callback body; the zero value

@@ -39,3 +39,23 @@ func TestLaneKeyGroupsMessagesByThreadAndURL(t *testing.T) {
 		t.Errorf("a body naming no thread is in lane %q, want its URL's", others["an unnamed body"])
 	}
 }
+
+// The lane is read from the group_id wherever it stands in the body, and
+// a body that is not a JSON object, or whose group_id is not a string,
+// names no thread.
+func TestPeekGroupID(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"type":"tool_result","group_id":"g1","id":"c","text":"x"}`:       "g1",
+		`{"text":{"nested":{"group_id":"no"}},"id":"c","group_id":"g2"}`:   "g2",
+		`{"type":"view_update","content":[1,2,{"a":"b"}],"group_id":"g3"}`: "g3",
+		`{"type":"tool_result","id":"c"}`:                                  "",
+		`{"group_id":7}`:                                                   "",
+		`["group_id","g"]`:                                                 "",
+		`not json`:                                                         "",
+		``:                                                                 "",
+	} {
+		if got := peekGroupID([]byte(body)); got != want {
+			t.Errorf("peekGroupID(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
