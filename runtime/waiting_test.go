@@ -253,9 +253,19 @@ func TestWaitingShowsAFailureRecordedByAnotherProcess(t *testing.T) {
 		t.Fatalf("Idle of the failing thread = %v, want ErrSliceFailed", err)
 	}
 	b := newEnv(t, envOptions{pgURL: u, model: m, tweak: retryLater})
-	got, err := b.rt.Waiting(context.Background(), 10)
-	if err != nil {
-		t.Fatal(err)
+	// B, starting, wakes the thread whose input is queued; its worker
+	// finds A's lease and lets go. Until it has, B shows the thread as
+	// running in its own process: wait for that to pass.
+	var got api.WaitingResponse
+	for deadline := time.Now().Add(waitFor); ; {
+		var err error
+		if got, err = b.rt.Waiting(context.Background(), 10); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Threads) != 1 || got.Threads[0].State != api.StateRunning || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if strings.Join(waitingIDs(got), " ") != failer {
 		t.Fatalf("the other process lists %v, want the failed thread %s", waitingIDs(got), failer)
