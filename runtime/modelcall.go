@@ -138,7 +138,7 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 	if r.metrics != nil {
 		start = time.Now()
 	}
-	ctx, span := r.startCompletion(ctx, threadID) // tracing.go
+	ctx, span := r.startCompletion(ctx) // tracing.go
 	resp, err := r.model.Complete(ctx, req, s)
 	// The last deltas go to other processes before the turn is announced.
 	r.coord.completionEnded(threadID, err == nil && resp != nil)
@@ -149,13 +149,13 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 		if cause := context.Cause(ctx); errors.Is(cause, ErrModelIdle) || errors.Is(cause, ErrModelTimeout) {
 			err = fmt.Errorf("%w (%w)", cause, err)
 		}
-		endCompletion(span, nil, err)
+		r.endCompletion(span, nil, err)
 		if r.metrics != nil {
 			r.observeCompletion(PurposeTurn, start, model.Usage{}, err)
 		}
 		return nil, model.RedactError(err, r.cfg.Secrets...)
 	}
-	endCompletion(span, resp, nil)
+	r.endCompletion(span, resp, nil)
 	if r.metrics != nil {
 		r.observeCompletion(PurposeTurn, start, resp.Usage, nil)
 	}

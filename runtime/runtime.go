@@ -306,8 +306,9 @@ type Runtime struct {
 	metrics Metrics
 	// tracer is Config.TracerProvider's, nil when none; links are the
 	// callbacks' span contexts kept for the next slice (tracing.go).
-	tracer trace.Tracer
-	links  spanLinks
+	tracer    trace.Tracer
+	links     spanLinks
+	chatSpans completionSpans
 
 	cfg Config
 	// store is Config.Store, its transactions timed when metrics are on

@@ -105,34 +105,76 @@ func (r *Runtime) startSlice(ctx context.Context, threadID string) (context.Cont
 // its completions get too.
 type sliceLinksKey struct{}
 
+// completionSpans holds what every completion span of the runtime's model
+// carries, computed once: its name and its attributes.
+type completionSpans struct {
+	once  sync.Once
+	name  string
+	attrs []attribute.KeyValue
+	// finish caches the finish-reason attribute of each stop reason seen
+	// (a handful: tool_use, end_turn, max_tokens, …), at most maxFinish.
+	mu     sync.Mutex
+	finish map[string]attribute.KeyValue
+}
+
+// maxFinish bounds completionSpans.finish against a provider that names a
+// new stop reason on every answer.
+const maxFinish = 32
+
+func (c *completionSpans) init(modelName string) {
+	c.once.Do(func() {
+		provider, mdl, ok := strings.Cut(modelName, ":")
+		if !ok {
+			provider, mdl = "", provider
+		}
+		c.name = "chat " + mdl
+		c.attrs = []attribute.KeyValue{
+			attribute.String("gen_ai.operation.name", "chat"),
+			attribute.String("gen_ai.request.model", mdl),
+		}
+		if provider != "" {
+			c.attrs = append(c.attrs, attribute.String("gen_ai.provider.name", provider))
+		}
+	})
+}
+
+// finishReason returns the gen_ai.response.finish_reasons attribute of
+// one stop reason.
+func (c *completionSpans) finishReason(reason string) attribute.KeyValue {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if kv, ok := c.finish[reason]; ok {
+		return kv
+	}
+	kv := attribute.StringSlice("gen_ai.response.finish_reasons", []string{reason})
+	if c.finish == nil {
+		c.finish = map[string]attribute.KeyValue{}
+	}
+	if len(c.finish) < maxFinish {
+		c.finish[reason] = kv
+	}
+	return kv
+}
+
 // startCompletion starts the span of a completion (GenAI semantic
-// conventions: an inference span named "chat MODEL").
-func (r *Runtime) startCompletion(ctx context.Context, threadID string) (context.Context, trace.Span) {
+// conventions: an inference span named "chat MODEL"), a child of its
+// slice's span, which names the thread.
+func (r *Runtime) startCompletion(ctx context.Context) (context.Context, trace.Span) {
 	if r.tracer == nil {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	provider, mdl, ok := strings.Cut(r.model.Name(), ":")
-	if !ok {
-		provider, mdl = "", provider
-	}
-	attrs := []attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", "chat"),
-		attribute.String("gen_ai.request.model", mdl),
-		attrThread.String(threadID),
-	}
-	if provider != "" {
-		attrs = append(attrs, attribute.String("gen_ai.provider.name", provider), attribute.String("gen_ai.system", provider))
-	}
+	r.chatSpans.init(r.model.Name())
 	// The slice's links: a reader of the completion alone sees which
 	// callbacks it answers.
 	links, _ := ctx.Value(sliceLinksKey{}).([]trace.Link)
-	return r.tracer.Start(ctx, "chat "+mdl, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	return r.tracer.Start(ctx, r.chatSpans.name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(r.chatSpans.attrs...), trace.WithLinks(links...))
 }
 
 // endCompletion ends a completion's span with its usage and finish
-// reason, or its error.
-func endCompletion(span trace.Span, resp *model.Response, err error) {
+// reason, or its error. Tokens read from a cache are recorded when the
+// provider reported some.
+func (r *Runtime) endCompletion(span trace.Span, resp *model.Response, err error) {
 	if !span.IsRecording() {
 		return
 	}
@@ -140,36 +182,42 @@ func endCompletion(span trace.Span, resp *model.Response, err error) {
 		span.SetStatus(codes.Error, completionOutcome(err))
 		span.SetAttributes(attribute.String("error.type", completionOutcome(err)))
 	} else if resp != nil {
-		span.SetAttributes(
+		attrs := make([]attribute.KeyValue, 0, 4)
+		attrs = append(attrs,
 			attribute.Int64("gen_ai.usage.input_tokens", resp.Usage.InputTokens),
-			attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.OutputTokens),
-			attribute.Int64("gen_ai.usage.cache_read.input_tokens", resp.Usage.CachedInputTokens),
-		)
-		if resp.StopReason != "" {
-			span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{resp.StopReason}))
+			attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.OutputTokens))
+		if resp.Usage.CachedInputTokens > 0 {
+			attrs = append(attrs, attribute.Int64("gen_ai.usage.cache_read.input_tokens", resp.Usage.CachedInputTokens))
 		}
+		if resp.StopReason != "" {
+			attrs = append(attrs, r.chatSpans.finishReason(resp.StopReason))
+		}
+		span.SetAttributes(attrs...)
 	}
 	span.End()
 }
 
 // startDispatch starts the span of a call's dispatch, a child of the span
 // the call was made in (parent, invalid for a call dispatched later:
-// after a restart, a confirmation, an adoption).
+// after a restart, a confirmation, an adoption; such a span names the
+// thread itself).
 func (r *Runtime) startDispatch(ctx context.Context, parent trace.SpanContext, toolset, tool, callID, threadID string) (context.Context, trace.Span) {
 	if r.tracer == nil {
 		return ctx, trace.SpanFromContext(ctx)
 	}
+	attrs := make([]attribute.KeyValue, 4, 5)
+	attrs[0] = attribute.String("gen_ai.operation.name", "execute_tool")
+	attrs[1] = attribute.String("gen_ai.tool.name", tool)
+	attrs[2] = attribute.String("gen_ai.tool.call.id", callID)
+	attrs[3] = attrToolset.String(toolset)
 	if parent.IsValid() {
+		// Its parent, the slice's span, names the thread.
 		ctx = trace.ContextWithSpanContext(ctx, parent)
+	} else {
+		attrs = append(attrs, attrThread.String(threadID))
 	}
 	return r.tracer.Start(ctx, "execute_tool "+tool, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", "execute_tool"),
-			attribute.String("gen_ai.tool.name", tool),
-			attribute.String("gen_ai.tool.call.id", callID),
-			attrToolset.String(toolset),
-			attrThread.String(threadID),
-		))
+		trace.WithAttributes(attrs...))
 }
 
 // endDispatch ends a dispatch's span.
