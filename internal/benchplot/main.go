@@ -1,8 +1,10 @@
 // Command benchplot writes the compaction benchmark's table in
 // docs/benchmarks.md and its chart, docs/images/compaction-tokens.svg, from
-// the figures in compaction.csv: "go generate ./internal/benchplot" after
-// changing a figure. TestGeneratedDocsAreCurrent fails when either file
-// differs from what the figures make.
+// the figures in compaction.csv, and the chart of runtime cycles per second
+// against threads, docs/images/cycles-by-threads.svg, from harness.csv:
+// "go generate ./internal/benchplot" after changing a figure.
+// TestGeneratedDocsAreCurrent fails when a file differs from what the
+// figures make.
 package main
 
 //go:generate go run .
@@ -18,10 +20,14 @@ import (
 //go:embed compaction.csv
 var compactionCSV string
 
+//go:embed harness.csv
+var harnessCSV string
+
 // The files written, relative to the module root.
 const (
 	benchmarksMD = "docs/benchmarks.md"
 	chartSVG     = "docs/images/compaction-tokens.svg"
+	cyclesSVG    = "docs/images/cycles-by-threads.svg"
 )
 
 func main() {
@@ -40,7 +46,14 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	cycles, err := generateCycles()
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(root, chartSVG), svg, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, cyclesSVG), cycles, 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(root, benchmarksMD), md, 0o644)
@@ -62,6 +75,16 @@ func generate(root string) (md, svg []byte, err error) {
 		return nil, nil, fmt.Errorf("%s: %w", benchmarksMD, err)
 	}
 	return md, chart(rows), nil
+}
+
+// generateCycles returns the chart of cycles per second against threads
+// that the figures in harness.csv make.
+func generateCycles() ([]byte, error) {
+	runs, err := parseRuns(harnessCSV)
+	if err != nil {
+		return nil, fmt.Errorf("harness.csv: %w", err)
+	}
+	return cyclesChart(runs), nil
 }
 
 // moduleRoot is the nearest directory at or above the working directory

@@ -5,8 +5,10 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -20,13 +22,17 @@ func TestGeneratedDocsAreCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for path, want := range map[string][]byte{benchmarksMD: md, chartSVG: svg} {
+	cycles, err := generateCycles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string][]byte{benchmarksMD: md, chartSVG: svg, cyclesSVG: cycles} {
 		got, err := os.ReadFile(filepath.Join(root, path))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s is out of date with internal/benchplot/compaction.csv: run go generate ./internal/benchplot and commit it", path)
+			t.Errorf("%s is out of date with the figures in internal/benchplot: run go generate ./internal/benchplot and commit it", path)
 		}
 	}
 }
@@ -92,6 +98,76 @@ func TestGroupSeparatesThousands(t *testing.T) {
 	for n, want := range map[int]string{7: "7", 520: "520", 5200: "5,200", 76008: "76,008", 5200000: "5,200,000"} {
 		if got := group(n); got != want {
 			t.Errorf("group(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// The cycles chart is well-formed XML with a dot per run, a line per
+// runtime through its medians, and each runtime's last median written
+// beside its line.
+func TestCyclesChartDrawsEveryRun(t *testing.T) {
+	runs, err := parseRuns(harnessCSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svg := cyclesChart(runs)
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	circles, lines, texts := 0, 0, map[string]bool{}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the chart is not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			switch tok.Name.Local {
+			case "circle":
+				circles++
+			case "polyline":
+				lines++
+			}
+		case xml.CharData:
+			texts[strings.TrimSpace(string(tok))] = true
+		}
+	}
+	if want := len(runs) + len(runtimes); circles != want { // a legend marker per runtime
+		t.Errorf("the chart has %d points, want %d", circles, want)
+	}
+	if lines != len(runtimes) {
+		t.Errorf("the chart has %d lines, want %d", lines, len(runtimes))
+	}
+	for _, s := range runtimes {
+		threads, rate := medians(runs, s.key)
+		last := group(int(math.Round(rate[len(threads)-1])))
+		if !texts[last] || !texts[s.name] {
+			t.Errorf("the chart lacks %q or the last median %s of %s", s.name, last, s.key)
+		}
+	}
+}
+
+// The median of an even number of runs is the mean of the middle two.
+func TestMediansOfRuns(t *testing.T) {
+	runs := []harnessRun{{16, "peer", 300}, {16, "peer", 100}, {16, "peer", 200}, {128, "peer", 400}, {128, "peer", 500}, {128, "gorap", 9}}
+	threads, rate := medians(runs, "peer")
+	if !slices.Equal(threads, []int{16, 128}) || !slices.Equal(rate, []float64{200, 450}) {
+		t.Errorf("medians = %v %v, want [16 128] [200 450]", threads, rate)
+	}
+}
+
+// Runs that cannot be drawn are refused with the column that is wrong.
+func TestParseRunsRefusesBadFigures(t *testing.T) {
+	head := strings.Join(runHeader, ",") + "\n"
+	for _, tc := range []struct{ csv, want string }{
+		{head + "16,gorap,x\n", "cycles_per_s"},
+		{head + "0,gorap,10\n", "threads"},
+		{head + "16,langgraph,10\n", "want gorap or peer"},
+		{"threads,who,rate\n16,gorap,10\n", "want the header"},
+	} {
+		if _, err := parseRuns(tc.csv); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseRuns(%q) = %v, want an error naming %q", tc.csv, err, tc.want)
 		}
 	}
 }
