@@ -102,6 +102,13 @@ func PrintReport(w io.Writer, cfg Config, r *Report) {
 		// missed: the figures are rough, unlike the process's own.
 		row("machine CPU", fmt.Sprintf("about %.2f cores busy (all processes, /proc/stat), %.2f cores stolen by the hypervisor",
 			r.machine.Busy.Seconds()/secs, r.machine.Steal.Seconds()/secs))
+		own, whose := r.cpu, "this process"
+		if r.serverCPUKnown {
+			own += r.serverCPU
+			whose = "this process and its child tool server, whose CPU over its whole life is taken off"
+		}
+		row("other load", fmt.Sprintf("about %.2f cores busy outside %s (other work competing with the run)",
+			otherLoad(r.machine.Busy, own, secs), whose))
 	}
 	if r.serverCPUKnown && r.acked > 0 {
 		row("server CPU per inv.", fmt.Sprintf("%.0f µs (child tool server over its whole life; %.2f CPU-seconds)",
@@ -117,3 +124,13 @@ func (r *Report) Acked() int64 { return r.acked }
 
 // FirstError is the first refusal or transport error of the run, if any.
 func (r *Report) FirstError() string { return r.firstErr }
+
+// otherLoad is the cores the machine kept busy over secs seconds, outside
+// the CPU time own spent by the processes measured: busy is rough (sampled
+// per clock tick), so the figure is too, and never below zero.
+func otherLoad(busy, own time.Duration, secs float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	return max(0, (busy-own).Seconds()/secs)
+}
