@@ -110,7 +110,7 @@ func (c *Call) finish(ctx context.Context, r *ToolResult) bool {
 	if c.journaled {
 		endsGroup, endsID = inv.GroupID, inv.ID
 	}
-	if err := c.srv.sender.sendEnding(withTrace(ctx, c.trace), inv.CallbackURL, r, endsGroup, endsID); err != nil {
+	if err := c.srv.sender.sendEnding(withTrace(ctx, c.trace), inv.CallbackURL, r, endsGroup, endsID, ""); err != nil {
 		c.srv.log.ErrorContext(ctx, "rap: could not deliver tool result",
 			"operation", inv.Operation, "group_id", inv.GroupID, "id", inv.ID, "error", err)
 	}

@@ -57,43 +57,47 @@ func startSDKServer(t *testing.T) (*rap.Server, string) {
 }
 
 // RAP TR-6: a callback answered 5xx is retried with backoff. With every
-// call naming the same callback URL, a call of one thread whose callback
-// keeps failing is retried on its own: another thread's result is
-// delivered while the first is still being retried, and the first keeps
-// being retried after.
+// call naming the same callback URL, a call whose callback keeps failing
+// is retried on its own: another call's result, of another thread or of
+// the same one, is delivered while the first is still being retried, and
+// the first keeps being retried after.
 func TestFailingCallDoesNotHoldOtherCallsOnOneURL(t *testing.T) {
-	var attemptsA atomic.Int64
-	delivered := make(chan string, 16)
-	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, _ := callbackCall(t, r)
-		if id == "A" {
-			attemptsA.Add(1)
-			http.Error(w, "not now", http.StatusInternalServerError)
-			return
-		}
-		delivered <- id
-	}))
-	t.Cleanup(cb.Close)
-	_, url := startSDKServer(t)
-	one := cb.URL + "/callback"
+	for name, threads := range map[string][2]string{"other thread": {"tA", "tB"}, "same thread": {"t", "t"}} {
+		t.Run(name, func(t *testing.T) {
+			var attemptsA atomic.Int64
+			delivered := make(chan string, 16)
+			cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				id, _ := callbackCall(t, r)
+				if id == "A" {
+					attemptsA.Add(1)
+					http.Error(w, "not now", http.StatusInternalServerError)
+					return
+				}
+				delivered <- id
+			}))
+			t.Cleanup(cb.Close)
+			_, url := startSDKServer(t)
+			one := cb.URL + "/callback"
 
-	if status, body, _ := sdkPost(t, url, sdkInvocation("echo", "A", "tA", one, map[string]any{"text": "a"})); status != http.StatusOK {
-		t.Fatalf("invocation A answered %d %q", status, body)
+			if status, body, _ := sdkPost(t, url, sdkInvocation("echo", "A", threads[0], one, map[string]any{"text": "a"})); status != http.StatusOK {
+				t.Fatalf("invocation A answered %d %q", status, body)
+			}
+			sdkPoll(t, "call A's result being retried", func() bool { return attemptsA.Load() >= 2 })
+			if status, body, _ := sdkPost(t, url, sdkInvocation("echo", "B", threads[1], one, map[string]any{"text": "b"})); status != http.StatusOK {
+				t.Fatalf("invocation B answered %d %q", status, body)
+			}
+			select {
+			case id := <-delivered:
+				if id != "B" {
+					t.Fatalf("delivered %q, want B", id)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("call B's result was not delivered while call A's was retried (%d attempts)", attemptsA.Load())
+			}
+			n := attemptsA.Load()
+			sdkPoll(t, "call A's result still being retried after B's was delivered", func() bool { return attemptsA.Load() > n })
+		})
 	}
-	sdkPoll(t, "call A's result being retried", func() bool { return attemptsA.Load() >= 2 })
-	if status, body, _ := sdkPost(t, url, sdkInvocation("echo", "B", "tB", one, map[string]any{"text": "b"})); status != http.StatusOK {
-		t.Fatalf("invocation B answered %d %q", status, body)
-	}
-	select {
-	case id := <-delivered:
-		if id != "B" {
-			t.Fatalf("delivered %q, want B", id)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("call B's result was not delivered while call A's was retried (%d attempts)", attemptsA.Load())
-	}
-	n := attemptsA.Load()
-	sdkPoll(t, "call A's result still being retried after B's was delivered", func() bool { return attemptsA.Load() > n })
 }
 
 // RAP TR-6: a callback answered 4xx is not retried. It is dead-lettered

@@ -24,7 +24,7 @@ const (
 	catchUpScans         = 16       // PendingFor queries per destination per refill
 )
 
-// callLane is the queue of messages of one thread to one callback URL (see
+// callLane is the queue of messages of one call to one callback URL (see
 // laneKey). One goroutine drains a lane at a time, so its messages go out
 // in enqueue order; different lanes are drained concurrently, within their
 // destination's bound on POSTs at once.
@@ -92,13 +92,12 @@ func (l *outboxLoop) full() bool {
 // SenderOptions.PerDestination POSTs at once (MaxInFlight by default) over
 // kept-alive connections, so a runtime that is slow or never answers
 // delays only the callbacks addressed to it. Within a destination, messages
-// are ordered per thread and callback URL (see laneKey): a call's oauth or
+// are ordered per call and callback URL (see laneKey): a call's oauth or
 // user_choice messages, its view updates, its result and, for a
 // subscription, its events go out in the order they were sent (so a
 // subscription's events never overtake one another or its final event),
-// while different threads' messages, and different calls' when each has
-// its own callback URL, are delivered concurrently, even when every call
-// names the same callback URL.
+// while different calls' messages are delivered concurrently, even when
+// every call names the same callback URL.
 //
 // Connection errors, timeouts and 5xx answers are retried per message with
 // full-jitter exponential backoff (RAP TR-6); the message stays in the
@@ -527,49 +526,67 @@ type callbackHead struct {
 	ViewType   string      `json:"view_type"`
 }
 
-// laneKey names the lane m is delivered in: the messages of one thread
-// (its group_id) to one callback URL. They go out in the order they were
-// sent, whatever their type: a call's oauth or user_choice, the view
-// updates it makes, its result and a subscription's events never overtake
-// one another. A runtime that gives each call its own callback URL (as
-// gorap's does) so gets a lane per call; one that names one URL for every
-// call (as seed 004's and the reference runtime do) gets a lane per
-// thread, and its threads' callbacks do not wait for one another. A body
-// that names no thread keeps to its URL's lane.
+// laneKey names the lane m is delivered in: the messages of one call (its
+// thread's group_id and the invocation's id) to one callback URL. They go
+// out in the order they were sent, whatever their type: a call's oauth or
+// user_choice, the view updates it makes (ForID), its result and a
+// subscription's events never overtake one another, while different
+// calls' messages are delivered concurrently even when every call names
+// the same callback URL (as seed 004's runtime and the reference runtime
+// do), so one call whose callbacks keep failing holds up no other. A
+// message that names no call keeps to its thread's lane, and one that
+// names no thread to its URL's.
 func laneKey(m OutboxMessage) string {
-	g := peekGroupID(m.Body)
+	g, id := peekLane(m.Body, m.ForID == "")
 	if g == "" {
 		return m.URL
 	}
-	return m.URL + "\x00" + g
+	if m.ForID != "" {
+		id = m.ForID
+	}
+	if id == "" {
+		return m.URL + "\x00" + g
+	}
+	return m.URL + "\x00" + g + "\x00" + id
 }
 
-// peekGroupID returns the top-level group_id of a callback body, or "".
-// It reads the body's members in order and stops at group_id, which the
-// SDK writes second, so that a large result is not parsed whole.
-func peekGroupID(body []byte) string {
+// peekLane returns the top-level group_id of a callback body and, when
+// wantID, the invocation it is about (its id, or a subscription event's
+// tool_call_id); "" for what it does not name. It reads the body's members
+// in order and stops once it has them, which the SDK writes first, so that
+// a large result is not parsed whole.
+func peekLane(body []byte, wantID bool) (group, id string) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
+		return "", ""
 	}
-	for dec.More() {
+	haveGroup, haveID := false, !wantID
+	for dec.More() && !(haveGroup && haveID) {
 		t, err := dec.Token()
 		if err != nil {
-			return ""
+			return "", ""
 		}
-		if key, _ := t.(string); key == "group_id" {
-			var g string
-			if dec.Decode(&g) != nil {
-				return ""
+		key, _ := t.(string)
+		switch {
+		case key == "group_id" && !haveGroup:
+			if dec.Decode(&group) != nil {
+				return "", ""
 			}
-			return g
+			haveGroup = true
+			continue
+		case (key == "id" || key == "tool_call_id") && !haveID:
+			if dec.Decode(&id) != nil {
+				id = ""
+			}
+			haveID = true
+			continue
 		}
 		var skip json.RawMessage
 		if dec.Decode(&skip) != nil {
-			return ""
+			return "", ""
 		}
 	}
-	return ""
+	return group, id
 }
 
 // peekCallback reads the type and ids of a callback body; the zero value

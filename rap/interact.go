@@ -107,7 +107,9 @@ func (c *Call) AskUser(ctx context.Context, prompt string, choices []string, def
 
 // UpdateView replaces the content of the view viewType of the call's
 // thread (RAP VU-1). content must encode as a JSON object; the runtime
-// stores and forwards it without interpreting it.
+// stores and forwards it without interpreting it. The update is delivered
+// in the call's order: after the call's earlier messages, before its
+// result.
 func (c *Call) UpdateView(ctx context.Context, viewType string, content any) error {
 	if viewType == "" {
 		return errors.New("rap: UpdateView: viewType is empty; name the view, such as \"diff\"")
@@ -121,7 +123,7 @@ func (c *Call) UpdateView(ctx context.Context, viewType string, content any) err
 	}
 	inv := c.Invocation
 	msg := &ViewUpdate{GroupID: inv.GroupID, ViewType: viewType, Content: raw}
-	if err := c.srv.sender.Send(withTrace(ctx, c.trace), inv.CallbackURL, msg); err != nil {
+	if err := c.srv.sender.SendFor(withTrace(ctx, c.trace), inv.CallbackURL, inv.ID, msg); err != nil {
 		return fmt.Errorf("rap: UpdateView %q for call %s: %w", viewType, inv.ID, err)
 	}
 	return nil

@@ -302,16 +302,31 @@ func (s *Sender) Send(ctx context.Context, callbackURL string, msg Callback) err
 	return s.send(ctx, callbackURL, msg)
 }
 
+// SendFor is Send for a message about the invocation invocationID that
+// does not name it (a *ViewUpdate): with an Outbox it is delivered in that
+// call's order, after the messages the call sent before it and before its
+// result, as the call's own messages are (OutboxMessage.ForID). Call's
+// UpdateView does this for a handler.
+func (s *Sender) SendFor(ctx context.Context, callbackURL, invocationID string, msg Callback) error {
+	if s.configErr != nil {
+		return s.configErr
+	}
+	if err := checkCallbackURL(callbackURL); err != nil {
+		return err
+	}
+	return s.sendEnding(ctx, callbackURL, msg, "", "", invocationID)
+}
+
 // send is Send for a callback URL that already passed checkCallbackURL
 // (or the server's equivalent check of an invocation's callback_url).
 func (s *Sender) send(ctx context.Context, callbackURL string, msg Callback) error {
-	return s.sendEnding(ctx, callbackURL, msg, "", "")
+	return s.sendEnding(ctx, callbackURL, msg, "", "", "")
 }
 
 // sendEnding is send for a message that answers the journaled call
 // (endsGroup, endsID): the outbox forgets the call as it stores the
-// message (OutboxMessage.EndsGroupID).
-func (s *Sender) sendEnding(ctx context.Context, callbackURL string, msg Callback, endsGroup, endsID string) error {
+// message (OutboxMessage.EndsGroupID). forID is OutboxMessage.ForID.
+func (s *Sender) sendEnding(ctx context.Context, callbackURL string, msg Callback, endsGroup, endsID, forID string) error {
 	if msg == nil {
 		return errors.New("rap: Send: msg is nil; pass a *ToolResult, *SubscriptionEvent, *OAuth, *UserChoice or *ViewUpdate")
 	}
@@ -340,7 +355,7 @@ func (s *Sender) sendEnding(ctx context.Context, callbackURL string, msg Callbac
 	}
 	tc := traceFrom(ctx)
 	m := OutboxMessage{Key: key, URL: callbackURL, Body: body, Created: time.Now(), EndsGroupID: endsGroup, EndsID: endsID,
-		TraceParent: tc.parent, TraceState: tc.state}
+		TraceParent: tc.parent, TraceState: tc.state, ForID: forID}
 	if err := s.outbox.Enqueue(ctx, m); err != nil {
 		return fmt.Errorf("rap: Send: storing %s message for %s in the outbox: %w", msg.MessageType(), RedactURL(callbackURL), err)
 	}

@@ -859,7 +859,7 @@ func (s *Server) answerUnfinished(ctx context.Context, subs []SubscriptionRecord
 			res := errorResult(fmt.Sprintf("the tool server stopped (it crashed or was restarted) while %s was running, accepted at %s, so the call has no result. "+
 				"Its work may be partly done: check before calling it again.", opName(r.Operation), r.Accepted.UTC().Format(time.RFC3339)))
 			res.GroupID, res.ID, res.CallID = r.GroupID, r.ID, r.CallID
-			if err := s.sender.sendEnding(withTrace(ctx, traceContext{r.TraceParent, r.TraceState}), r.CallbackURL, res, r.GroupID, r.ID); err != nil {
+			if err := s.sender.sendEnding(withTrace(ctx, traceContext{r.TraceParent, r.TraceState}), r.CallbackURL, res, r.GroupID, r.ID, ""); err != nil {
 				s.log.Error("rap: could not store the error result of a call interrupted by a restart; it is retried at the next Start", "toolset", s.name,
 					"operation", r.Operation, "group_id", r.GroupID, "id", r.ID, "error", err)
 				continue

@@ -29,6 +29,12 @@ type OutboxMessage struct {
 	// traceparent and tracestate headers of the callback: the trace
 	// context of the invocation the message is about.
 	TraceParent, TraceState string
+	// ForID, when set, is the id of the invocation a message that names
+	// no call itself (a view update) is about: it is delivered in that
+	// call's order, behind the messages the call sent before it and ahead
+	// of its result (see Sender.SendFor). An Outbox stores it with the
+	// message.
+	ForID string
 }
 
 // Outbox keeps callback messages durably until they are delivered, so that a

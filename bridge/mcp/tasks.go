@@ -400,7 +400,7 @@ func (b *Bridge) runResumed(ctx context.Context, sender *rap.Sender, inv rap.Inv
 		raw, _ := json.Marshal(content)
 		sctx, cancel := context.WithTimeout(ctx, progressSendTimeout)
 		defer cancel()
-		_ = sender.Send(sctx, inv.CallbackURL, &rap.ViewUpdate{GroupID: inv.GroupID, ViewType: ProgressViewType, Content: raw})
+		_ = sender.SendFor(sctx, inv.CallbackURL, inv.ID, &rap.ViewUpdate{GroupID: inv.GroupID, ViewType: ProgressViewType, Content: raw})
 	}
 	rep, err := b.pollTask(ctx, rec, taskInfo{TaskID: rec.TaskID, Status: "working"}, emit)
 	if errors.Is(context.Cause(ctx), errBridgeStopping) {

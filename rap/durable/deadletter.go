@@ -29,12 +29,12 @@ func (s *Store) PendingFor(ctx context.Context, dest string, after int64, limit 
 	for {
 		ask := limit - len(out)
 		msgs, err := readAll(ctx, s, "PendingFor",
-			`SELECT seq, key, url, body, attempts, created, COALESCE(traceparent, ''), COALESCE(tracestate, '')
+			`SELECT seq, key, url, body, attempts, created, COALESCE(traceparent, ''), COALESCE(tracestate, ''), COALESCE(for_id, '')
 			FROM outbox WHERE seq > ? AND substr(url, 1, ?) = ? ORDER BY seq LIMIT ?`,
 			func(rows *sql.Rows) (rap.SequencedMessage, error) {
 				var m rap.SequencedMessage
 				var created int64
-				err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created, &m.TraceParent, &m.TraceState)
+				err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created, &m.TraceParent, &m.TraceState, &m.ForID)
 				m.Created = time.Unix(0, created)
 				return m, err
 			}, after, len(dest), dest, ask)

@@ -310,6 +310,10 @@ var migrations = []string{
 	ALTER TABLE calls ADD COLUMN tracestate TEXT;
 	ALTER TABLE outbox ADD COLUMN traceparent TEXT;
 	ALTER TABLE outbox ADD COLUMN tracestate TEXT;`,
+	// 6: the invocation a message that names no call is about (NULL:
+	// none), which keeps it in that call's delivery order
+	// (rap.OutboxMessage.ForID).
+	`ALTER TABLE outbox ADD COLUMN for_id TEXT;`,
 }
 
 // migrate applies the migrations the file has not seen yet, each in its
@@ -392,15 +396,15 @@ func (s *Store) Enqueue(ctx context.Context, m rap.OutboxMessage) error {
 	}
 	if m.EndsGroupID == "" && m.EndsID == "" {
 		return s.execWrite(ctx, "Enqueue "+m.Key,
-			`INSERT INTO outbox (key, url, body, attempts, created, traceparent, tracestate) VALUES (?, ?, ?, ?, ?, ?, ?)
+			`INSERT INTO outbox (key, url, body, attempts, created, traceparent, tracestate, for_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			 ON CONFLICT (key) DO NOTHING`,
-			m.Key, m.URL, m.Body, m.Attempts, created.UnixNano(), nullable(m.TraceParent), nullable(m.TraceState))
+			m.Key, m.URL, m.Body, m.Attempts, created.UnixNano(), nullable(m.TraceParent), nullable(m.TraceState), nullable(m.ForID))
 	}
 	// The message answers a journaled call: store it and forget the call
 	// in one transaction.
 	return s.write(ctx, "Enqueue "+m.Key, func(ctx context.Context, tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (key, url, body, attempts, created, traceparent, tracestate) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (key) DO NOTHING`, m.Key, m.URL, m.Body, m.Attempts, created.UnixNano(), nullable(m.TraceParent), nullable(m.TraceState)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO outbox (key, url, body, attempts, created, traceparent, tracestate, for_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (key) DO NOTHING`, m.Key, m.URL, m.Body, m.Attempts, created.UnixNano(), nullable(m.TraceParent), nullable(m.TraceState), nullable(m.ForID)); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `DELETE FROM calls WHERE group_id = ? AND id = ?`, m.EndsGroupID, m.EndsID)
@@ -415,11 +419,11 @@ func (s *Store) Pending(ctx context.Context, limit int) ([]rap.OutboxMessage, er
 		return nil, fmt.Errorf("durable: Pending: limit %d; ask for at least one message", limit)
 	}
 	limit = min(limit, MaxPending)
-	return readAll(ctx, s, "Pending", `SELECT key, url, body, attempts, created, COALESCE(traceparent, ''), COALESCE(tracestate, '') FROM outbox ORDER BY seq LIMIT ?`,
+	return readAll(ctx, s, "Pending", `SELECT key, url, body, attempts, created, COALESCE(traceparent, ''), COALESCE(tracestate, ''), COALESCE(for_id, '') FROM outbox ORDER BY seq LIMIT ?`,
 		func(rows *sql.Rows) (rap.OutboxMessage, error) {
 			var m rap.OutboxMessage
 			var created int64
-			err := rows.Scan(&m.Key, &m.URL, &m.Body, &m.Attempts, &created, &m.TraceParent, &m.TraceState)
+			err := rows.Scan(&m.Key, &m.URL, &m.Body, &m.Attempts, &created, &m.TraceParent, &m.TraceState, &m.ForID)
 			m.Created = time.Unix(0, created)
 			return m, err
 		}, limit)
@@ -434,11 +438,11 @@ func (s *Store) PendingAfter(ctx context.Context, after int64, limit int) ([]rap
 		return nil, fmt.Errorf("durable: PendingAfter: limit %d; ask for at least one message", limit)
 	}
 	limit = min(limit, MaxPending)
-	return readAll(ctx, s, "PendingAfter", `SELECT seq, key, url, body, attempts, created, COALESCE(traceparent, ''), COALESCE(tracestate, '') FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?`,
+	return readAll(ctx, s, "PendingAfter", `SELECT seq, key, url, body, attempts, created, COALESCE(traceparent, ''), COALESCE(tracestate, ''), COALESCE(for_id, '') FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?`,
 		func(rows *sql.Rows) (rap.SequencedMessage, error) {
 			var m rap.SequencedMessage
 			var created int64
-			err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created, &m.TraceParent, &m.TraceState)
+			err := rows.Scan(&m.Seq, &m.Key, &m.URL, &m.Body, &m.Attempts, &created, &m.TraceParent, &m.TraceState, &m.ForID)
 			m.Created = time.Unix(0, created)
 			return m, err
 		}, after, limit)

@@ -172,8 +172,8 @@ func TestSchemaMigrations(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tool.db")
 	st := open(t, path)
 	v, err := st.SchemaVersion(ctx)
-	if err != nil || v != 5 {
-		t.Fatalf("SchemaVersion = %d, %v; want 5", v, err)
+	if err != nil || v != 6 {
+		t.Fatalf("SchemaVersion = %d, %v; want 6", v, err)
 	}
 	if err := st.Enqueue(ctx, msg(1)); err != nil {
 		t.Fatal(err)
@@ -493,14 +493,14 @@ func TestSchemaUpgradeFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`DROP TABLE calls; DROP TABLE dead_letters; ALTER TABLE outbox DROP COLUMN traceparent; ALTER TABLE outbox DROP COLUMN tracestate; DELETE FROM schema_migrations WHERE version >= 2`); err != nil {
+	if _, err := db.Exec(`DROP TABLE calls; DROP TABLE dead_letters; ALTER TABLE outbox DROP COLUMN traceparent; ALTER TABLE outbox DROP COLUMN tracestate; ALTER TABLE outbox DROP COLUMN for_id; DELETE FROM schema_migrations WHERE version >= 2`); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	st2 := open(t, path)
 	defer st2.Close()
-	if v, err := st2.SchemaVersion(ctx); err != nil || v != 5 {
-		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 5", v, err)
+	if v, err := st2.SchemaVersion(ctx); err != nil || v != 6 {
+		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 6", v, err)
 	}
 	if p, err := st2.Pending(ctx, 10); err != nil || len(p) != 1 {
 		t.Errorf("after upgrade Pending = %v, %v; the outbox must be kept", keys(p), err)
@@ -616,5 +616,36 @@ func TestCallState(t *testing.T) {
 				t.Errorf("state of b = %s, want none", r.State)
 			}
 		}
+	}
+}
+
+// The invocation a message is about (ForID, for a view update that names
+// no call) is kept with it across a reopen, and read back by every way of
+// reading the outbox; a message without one reads back without.
+func TestOutboxKeepsTheCallAMessageIsFor(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tool.db")
+	st := open(t, path)
+	m := msg(1)
+	m.ForID = "call-7"
+	for _, m := range []rap.OutboxMessage{m, msg(2)} {
+		if err := st.Enqueue(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	st = open(t, path)
+	defer st.Close()
+	pending, err := st.Pending(ctx, 10)
+	if err != nil || len(pending) != 2 || pending[0].ForID != "call-7" || pending[1].ForID != "" {
+		t.Fatalf("Pending = %+v, %v; want ForID call-7 on the first message only", pending, err)
+	}
+	after, err := st.PendingAfter(ctx, 0, 10)
+	if err != nil || len(after) != 2 || after[0].ForID != "call-7" || after[1].ForID != "" {
+		t.Errorf("PendingAfter = %+v, %v; want ForID call-7 on the first message only", after, err)
+	}
+	dest, err := st.PendingFor(ctx, rap.Destination(m.URL), 0, 10)
+	if err != nil || len(dest) != 2 || dest[0].ForID != "call-7" {
+		t.Errorf("PendingFor = %+v, %v; want ForID call-7 on the first message", dest, err)
 	}
 }

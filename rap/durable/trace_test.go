@@ -76,7 +76,7 @@ func TestSchemaUpgradeFromVersion4KeepsCallsAndCallbacks(t *testing.T) {
 	// Back to schema 4, with a row in each table as version 4 wrote it.
 	for _, stmt := range []string{
 		`ALTER TABLE calls DROP COLUMN traceparent`, `ALTER TABLE calls DROP COLUMN tracestate`,
-		`ALTER TABLE outbox DROP COLUMN traceparent`, `ALTER TABLE outbox DROP COLUMN tracestate`,
+		`ALTER TABLE outbox DROP COLUMN traceparent`, `ALTER TABLE outbox DROP COLUMN tracestate`, `ALTER TABLE outbox DROP COLUMN for_id`,
 		`DELETE FROM schema_migrations WHERE version >= 5`,
 		`INSERT INTO calls (group_id, id, call_id, operation, callback_url, accepted) VALUES ('g', 'old', '', 'op', 'http://rt/cb', 1)`,
 		`INSERT INTO outbox (key, url, body, attempts, created) VALUES ('old', 'http://rt/cb', '{}', 0, 1)`,
@@ -87,8 +87,8 @@ func TestSchemaUpgradeFromVersion4KeepsCallsAndCallbacks(t *testing.T) {
 	}
 	db.Close()
 	st2 := open(t, path)
-	if v, err := st2.SchemaVersion(ctx); err != nil || v != 5 {
-		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 5", v, err)
+	if v, err := st2.SchemaVersion(ctx); err != nil || v != 6 {
+		t.Fatalf("after upgrade SchemaVersion = %d, %v; want 6", v, err)
 	}
 	calls, err := st2.UnfinishedCalls(ctx)
 	if err != nil || len(calls) != 1 || calls[0].ID != "old" || calls[0].TraceParent != "" {
