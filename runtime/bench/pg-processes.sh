@@ -64,4 +64,7 @@ for i in $(seq 1 "$procs"); do
 done
 printf 'processes %d, threads %d: cycles/s %s (sum), gorap cpu %.0f%% (sum), p99 per process:%s\n' "$procs" "$threads" "$total" "$cpu" "$p99"
 printf 'postgres cpu %.0f%%, commits/s %.0f (100%% = one core)\n' "$(echo "$pgdelta / $hz / $secs * 100" | bc -l)" "$(echo "($c1 - $c0) / $secs" | bc -l)"
+# What one cycle costs the database server: its CPU and its commits per
+# cycle of the sum (the processes' rates are over nearly the same seconds).
+printf 'postgres per cycle: cpu %.0f µs, commits %.2f\n' "$(echo "$pgdelta / $hz / $secs / $total * 1000000" | bc -l)" "$(echo "($c1 - $c0) / $secs / $total" | bc -l)"
 rm -rf "$out"
