@@ -211,8 +211,26 @@ var b64 = base64.RawURLEncoding
 // HMAC-SHA256 over them, base64url-encoded and joined by dots. The tool
 // treats it as opaque (RAP TR-5); it authenticates the callback (RAP TR-7).
 func (r *Runtime) callbackToken(threadID, callID string) string {
-	return b64.EncodeToString([]byte(threadID)) + "." + b64.EncodeToString([]byte(callID)) + "." +
-		b64.EncodeToString(r.tokenMAC(threadID, callID))
+	return r.prefixedToken("", "", threadID, callID)
+}
+
+// prefixedToken is base and path followed by the token of (thread, call),
+// built in one buffer (a callback URL is made for every invocation).
+func (r *Runtime) prefixedToken(base, path, threadID, callID string) string {
+	mac := r.tokenMAC(threadID, callID)
+	nt, nc := b64.EncodedLen(len(threadID)), b64.EncodedLen(len(callID))
+	buf := make([]byte, len(base)+len(path)+nt+1+nc+1+b64.EncodedLen(len(mac)))
+	at := copy(buf, base)
+	at += copy(buf[at:], path)
+	b64.Encode(buf[at:], []byte(threadID))
+	at += nt
+	buf[at] = '.'
+	at++
+	b64.Encode(buf[at:], []byte(callID))
+	at += nc
+	buf[at] = '.'
+	b64.Encode(buf[at+1:], mac)
+	return string(buf)
 }
 
 func (r *Runtime) tokenMAC(threadID, callID string) []byte {
@@ -220,7 +238,7 @@ func (r *Runtime) tokenMAC(threadID, callID string) []byte {
 }
 
 func (r *Runtime) callbackURL(threadID, callID string) string {
-	return r.cfg.PublicURL + CallbackPath + r.callbackToken(threadID, callID)
+	return r.prefixedToken(r.cfg.PublicURL, CallbackPath, threadID, callID)
 }
 
 // errBadToken is deliberately vague: a caller learns nothing about why.

@@ -42,3 +42,23 @@ func TestMacWithMatchesFreshHMAC(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// A callback token is the base64url thread id, call id and MAC joined by
+// dots, and a callback URL is the public URL, the callback path and the
+// token.
+func TestCallbackTokenAndURLLayout(t *testing.T) {
+	r := &Runtime{cfg: Config{PublicURL: "http://rt.example", Secret: []byte("0123456789abcdef0123456789abcdef")}}
+	for _, ids := range [][2]string{{"thread-1", "call_1"}, {"t", "c"}, {"a-much-longer-thread-identifier-over-32-bytes", "call_with_a_long_id_too_0123456789"}} {
+		th, c := ids[0], ids[1]
+		want := b64.EncodeToString([]byte(th)) + "." + b64.EncodeToString([]byte(c)) + "." + b64.EncodeToString(r.tokenMAC(th, c))
+		if got := r.callbackToken(th, c); got != want {
+			t.Errorf("callbackToken(%q, %q) = %q, want %q", th, c, got, want)
+		}
+		if got := r.callbackURL(th, c); got != "http://rt.example"+CallbackPath+want {
+			t.Errorf("callbackURL(%q, %q) = %q", th, c, got)
+		}
+		if gotT, gotC, err := r.verifyToken(r.callbackToken(th, c)); err != nil || gotT != th || gotC != c {
+			t.Errorf("verifyToken of the token of (%q, %q) = %q, %q, %v", th, c, gotT, gotC, err)
+		}
+	}
+}
