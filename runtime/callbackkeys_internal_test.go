@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -60,5 +61,21 @@ func TestCallbackTokenAndURLLayout(t *testing.T) {
 		if gotT, gotC, err := r.verifyToken(r.callbackToken(th, c)); err != nil || gotT != th || gotC != c {
 			t.Errorf("verifyToken of the token of (%q, %q) = %q, %q, %v", th, c, gotT, gotC, err)
 		}
+	}
+}
+
+// A token that is not exactly three non-empty base64url parts, or whose
+// MAC does not match, is refused.
+func TestMalformedTokensAreRefused(t *testing.T) {
+	r := &Runtime{cfg: Config{Secret: []byte("0123456789abcdef0123456789abcdef")}}
+	good := r.callbackToken("thread-1", "call_1")
+	for _, tok := range []string{"", ".", "..", "...", good + ".", "." + good, good + ".x", "dGg.Y2E", "dGg..Y2E",
+		good[:len(good)-2], "dGg!.Y2E.eHh4", strings.Replace(good, ".", "..", 1)} {
+		if th, c, err := r.verifyToken(tok); err == nil {
+			t.Errorf("verifyToken(%q) = %q, %q; want it refused", tok, th, c)
+		}
+	}
+	if _, _, err := r.verifyToken(good); err != nil {
+		t.Fatalf("a good token is refused: %v", err)
 	}
 }
