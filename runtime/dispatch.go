@@ -16,6 +16,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -112,7 +114,7 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 		// Typed attributes: the same line as key-value arguments, without
 		// boxing each value (a dozen allocations per invocation).
 		r.log.LogAttrs(ctx, slog.LevelInfo, "rap invocation", slog.Bool("audit", true), slog.String("operation", c.ToolName),
-			slog.String("toolset", c.Toolset), slog.String("endpoint", redact(c.Endpoint)), slog.String("thread", c.ThreadID),
+			slog.String("toolset", c.Toolset), slog.String("endpoint", redactedEndpoint(c.Endpoint)), slog.String("thread", c.ThreadID),
 			slog.String("call_id", c.CallID), slog.Time("started", start), slog.Duration("duration", time.Since(start)),
 			slog.Int("attempts", attempts), slog.Int("status", status), slog.String("outcome", outcome),
 			slog.String("error", errString(err)))
@@ -293,6 +295,28 @@ func redact(u string) string {
 	}
 	p.RawQuery = ""
 	return p.Redacted()
+}
+
+// redactedEndpoints holds redact's answer for the tool endpoints of the
+// audit log, up to maxRedactedEndpoints of them: every invocation logs its
+// endpoint, and there are few.
+var (
+	redactedEndpoints     sync.Map // endpoint → redact(endpoint)
+	redactedEndpointCount atomic.Int64
+)
+
+const maxRedactedEndpoints = 1024
+
+// redactedEndpoint is redact(endpoint), parsed once per endpoint.
+func redactedEndpoint(endpoint string) string {
+	if v, ok := redactedEndpoints.Load(endpoint); ok {
+		return v.(string)
+	}
+	red := redact(endpoint)
+	if redactedEndpointCount.Add(1) <= maxRedactedEndpoints {
+		redactedEndpoints.Store(endpoint, red)
+	}
+	return red
 }
 
 func errString(err error) string {
