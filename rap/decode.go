@@ -92,11 +92,35 @@ func (o *object) str(name string, required bool) (string, error) {
 		}
 		return "", nil
 	}
+	if s, ok := unescapedString(v); ok {
+		return s, nil
+	}
 	var s string
 	if err := json.Unmarshal(v, &s); err != nil {
 		return "", o.wrongType(name, "a string", v)
 	}
 	return s, nil
+}
+
+// unescapedString returns the value of v when it is a JSON string without
+// escapes, control characters or invalid UTF-8, whose value is then its
+// bytes between the quotes: what json.Unmarshal would return, without
+// its decoder (the ids of every callback are read this way).
+func unescapedString(v []byte) (string, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	in := v[1 : len(v)-1]
+	for _, b := range in {
+		if b == '"' || b == '\\' || b < 0x20 {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 // nonEmpty reads a required string member that must not be empty.

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -190,8 +191,9 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 		r.log.WarnContext(ctx, "callback deferred: the tool is asked to retry", logAttrs("reason", out.msg, "retry_after", out.retryAfter)...)
 	case out.status != http.StatusOK:
 		r.log.WarnContext(ctx, "callback refused", logAttrs("status", out.status, "reason", out.msg)...)
-	default:
-		r.log.InfoContext(ctx, "callback received", logAttrs("outcome", out.msg)...)
+	default: // every cycle: typed attributes, the same line without boxing
+		r.log.LogAttrs(ctx, slog.LevelInfo, "callback received", slog.String("thread", threadID), slog.String("call_id", callID),
+			slog.String("type", string(msg.MessageType())), slog.String("outcome", out.msg))
 	}
 	return out
 }

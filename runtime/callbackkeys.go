@@ -9,6 +9,7 @@ package runtime
 // accepted during a rotation's grace.
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -22,7 +23,6 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/gorap/gorap/internal/privfile"
 	"github.com/gorap/gorap/runtime/store"
@@ -211,8 +211,26 @@ var b64 = base64.RawURLEncoding
 // HMAC-SHA256 over them, base64url-encoded and joined by dots. The tool
 // treats it as opaque (RAP TR-5); it authenticates the callback (RAP TR-7).
 func (r *Runtime) callbackToken(threadID, callID string) string {
-	return b64.EncodeToString([]byte(threadID)) + "." + b64.EncodeToString([]byte(callID)) + "." +
-		b64.EncodeToString(r.tokenMAC(threadID, callID))
+	return r.prefixedToken("", "", threadID, callID)
+}
+
+// prefixedToken is base and path followed by the token of (thread, call),
+// built in one buffer (a callback URL is made for every invocation).
+func (r *Runtime) prefixedToken(base, path, threadID, callID string) string {
+	mac := r.tokenMAC(threadID, callID)
+	nt, nc := b64.EncodedLen(len(threadID)), b64.EncodedLen(len(callID))
+	buf := make([]byte, len(base)+len(path)+nt+1+nc+1+b64.EncodedLen(len(mac)))
+	at := copy(buf, base)
+	at += copy(buf[at:], path)
+	b64.Encode(buf[at:], []byte(threadID))
+	at += nt
+	buf[at] = '.'
+	at++
+	b64.Encode(buf[at:], []byte(callID))
+	at += nc
+	buf[at] = '.'
+	b64.Encode(buf[at+1:], mac)
+	return string(buf)
 }
 
 func (r *Runtime) tokenMAC(threadID, callID string) []byte {
@@ -220,7 +238,7 @@ func (r *Runtime) tokenMAC(threadID, callID string) []byte {
 }
 
 func (r *Runtime) callbackURL(threadID, callID string) string {
-	return r.cfg.PublicURL + CallbackPath + r.callbackToken(threadID, callID)
+	return r.prefixedToken(r.cfg.PublicURL, CallbackPath, threadID, callID)
 }
 
 // errBadToken is deliberately vague: a caller learns nothing about why.
@@ -232,20 +250,27 @@ func (r *Runtime) verifyToken(tok string) (threadID, callID string, err error) {
 	if len(tok) == 0 || len(tok) > maxTokenLen {
 		return "", "", errBadToken
 	}
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
+	// The three parts are decoded into one buffer (a token is checked for
+	// every callback).
+	raw := []byte(tok)
+	i := bytes.IndexByte(raw, '.')
+	j := i + 1 + bytes.IndexByte(raw[i+1:], '.')
+	if i < 0 || j <= i || bytes.IndexByte(raw[j+1:], '.') >= 0 {
 		return "", "", errBadToken
 	}
-	t, err1 := b64.DecodeString(parts[0])
-	c, err2 := b64.DecodeString(parts[1])
-	mac, err3 := b64.DecodeString(parts[2])
-	if err1 != nil || err2 != nil || err3 != nil || len(t) == 0 || len(c) == 0 {
+	p0, p1, p2 := raw[:i], raw[i+1:j], raw[j+1:]
+	buf := make([]byte, b64.DecodedLen(len(p0))+b64.DecodedLen(len(p1))+b64.DecodedLen(len(p2)))
+	n0, err1 := b64.Decode(buf, p0)
+	n1, err2 := b64.Decode(buf[n0:], p1)
+	n2, err3 := b64.Decode(buf[n0+n1:], p2)
+	if err1 != nil || err2 != nil || err3 != nil || n0 == 0 || n1 == 0 {
 		return "", "", errBadToken
 	}
-	if !r.checkMAC(mac, string(t), string(c)) {
+	threadID, callID = string(buf[:n0]), string(buf[n0:n0+n1])
+	if !r.checkMAC(buf[n0+n1:n0+n1+n2], threadID, callID) {
 		return "", "", errBadToken
 	}
-	return string(t), string(c), nil
+	return threadID, callID, nil
 }
 
 // LoadOrCreateSecret returns the callback-token key kept in

@@ -101,3 +101,15 @@ func TestTR4Any2xxAcceptsInvocation(t *testing.T) {
 		}
 	}
 }
+
+// The audit log's endpoint is redact's answer, the first time and when
+// it comes from the cache.
+func TestRedactedEndpointIsRedact(t *testing.T) {
+	for _, u := range []string{"http://user:secret@tools.example:8080/rap?key=abc", "http://127.0.0.1:9/x", "::bad"} {
+		for range 2 {
+			if got, want := redactedEndpoint(u), redact(u); got != want {
+				t.Errorf("redactedEndpoint(%q) = %q, want %q", u, got, want)
+			}
+		}
+	}
+}

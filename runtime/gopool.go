@@ -38,9 +38,14 @@ func (p *lingerPool) Go(fn func()) {
 
 func (p *lingerPool) run(fn func()) {
 	defer p.wg.Done()
+	var t *time.Timer // one per goroutine, reset after each function
 	for {
 		fn()
-		t := time.NewTimer(p.linger)
+		if t == nil {
+			t = time.NewTimer(p.linger)
+		} else {
+			t.Reset(p.linger) // stopped or fired, and no stale tick (Go 1.23 timers)
+		}
 		select {
 		case fn = <-p.idle:
 			t.Stop()

@@ -99,6 +99,17 @@ func (r *Runtime) modelTimeout() time.Duration {
 	}
 }
 
+// modelTimeoutCause is the cause of a completion cut by the model timeout
+// of the given length. It is formatted only when read: every completion
+// sets one, and almost none is cut.
+type modelTimeoutCause time.Duration
+
+func (c modelTimeoutCause) Error() string {
+	return fmt.Sprintf("%v: no complete answer within %v (the runtime's model timeout)", ErrModelTimeout, time.Duration(c))
+}
+
+func (c modelTimeoutCause) Unwrap() error { return ErrModelTimeout }
+
 // redact masks every configured secret in text.
 func (r *Runtime) redact(text string) string { return model.Redact(text, r.cfg.Secrets...) }
 
@@ -115,8 +126,7 @@ func (r *Runtime) complete(ctx context.Context, threadID string, req model.Reque
 	defer cancel(nil)
 	if limit := r.modelTimeout(); limit > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, limit,
-			fmt.Errorf("%w: no complete answer within %v (the runtime's model timeout)", ErrModelTimeout, limit))
+		ctx, stop = context.WithTimeoutCause(ctx, limit, modelTimeoutCause(limit))
 		defer stop()
 	}
 	s := &watchedStream{deltaStream: deltaStream{r: r, threadID: threadID}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -313,5 +314,18 @@ func TestModelRetryTimerDeletedByLaterAnswer(t *testing.T) {
 	})
 	if pending {
 		t.Fatal("the retry timer is left after the answer")
+	}
+}
+
+// The cause of a completion cut by the model timeout is ErrModelTimeout
+// and names the limit.
+func TestModelTimeoutCauseText(t *testing.T) {
+	var err error = modelTimeoutCause(90 * time.Second)
+	if !errors.Is(err, ErrModelTimeout) {
+		t.Fatalf("%v is not ErrModelTimeout", err)
+	}
+	want := fmt.Errorf("%w: no complete answer within %v (the runtime's model timeout)", ErrModelTimeout, 90*time.Second).Error()
+	if err.Error() != want {
+		t.Fatalf("cause %q, want %q", err.Error(), want)
 	}
 }

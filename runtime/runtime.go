@@ -351,7 +351,7 @@ type Runtime struct {
 	workers   *lingerPool              // runs threads' slices and dispatches
 	inflight  map[string]int           // dispatches in flight per thread
 	failed    map[string]error         // threads whose last slice failed, kept queued
-	changed   chan struct{}            // closed and replaced on any state change
+	changed   chan struct{}            // closed on any state change; nil while no one waits
 	catalogs  map[string]*session      // discovered toolsets per root thread
 	built     map[string]*builtCatalog // catalogs by manifest-set hash
 	wg        sync.WaitGroup
@@ -442,7 +442,6 @@ func New(opts *Config) (*Runtime, error) {
 		threads:   map[string]*threadState{},
 		inflight:  map[string]int{},
 		failed:    map[string]error{},
-		changed:   make(chan struct{}),
 		catalogs:  map[string]*session{},
 		built:     map[string]*builtCatalog{},
 		timerKick: make(chan struct{}, 1),
@@ -559,7 +558,20 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 }
 
 // signal wakes everyone waiting in Idle. r.mu must be held.
+// The channel is made only when someone waits (see changedLocked): most
+// changes have no waiter.
 func (r *Runtime) signalLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
+}
+
+// changedLocked returns a channel closed at the next signalLocked. r.mu
+// must be held.
+func (r *Runtime) changedLocked() <-chan struct{} {
+	if r.changed == nil {
+		r.changed = make(chan struct{})
+	}
+	return r.changed
 }

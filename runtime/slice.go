@@ -24,39 +24,43 @@ import (
 func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drained bool, err error) {
 	ctx, span := r.startSlice(ctx, threadID) // tracing.go
 	defer func() { endSpan(span, err) }()
-	var th store.Thread
-	var items []store.InboxItem
-	var history []store.Message
-	var pending []store.Call        // the thread's calls still waiting for a result
-	var known map[string]store.Call // pending calls and the calls the batch refers to
-	var authPending map[string]bool
-	var stack []string
+	// What load reads goes in one value rather than in seven variables
+	// the closure would each move to the heap.
+	var l struct {
+		th          store.Thread
+		items       []store.InboxItem
+		history     []store.Message
+		pending     []store.Call          // the thread's calls still waiting for a result
+		known       map[string]store.Call // pending calls and the calls the batch refers to
+		authPending map[string]bool
+		stack       []string
+	}
 	load := func(tx store.Tx) error {
 		var err error
-		if th, err = tx.Thread(threadID); err != nil {
+		if l.th, err = tx.Thread(threadID); err != nil {
 			return err
 		}
-		if stack, err = threadStack(tx, th); err != nil {
+		if l.stack, err = threadStack(tx, l.th); err != nil {
 			return err
 		}
-		if items, err = tx.Queued(threadID); err != nil || len(items) == 0 {
+		if l.items, err = tx.Queued(threadID); err != nil || len(l.items) == 0 {
 			return err
 		}
-		if history, err = r.hist.load(tx, threadID); err != nil {
+		if l.history, err = r.hist.load(tx, threadID); err != nil {
 			return err
 		}
-		if pending, err = tx.PendingCalls(threadID); err != nil {
+		if l.pending, err = tx.PendingCalls(threadID); err != nil {
 			return err
 		}
-		known = make(map[string]store.Call, len(pending))
-		for _, c := range pending {
-			known[c.CallID] = c
+		l.known = make(map[string]store.Call, len(l.pending))
+		for _, c := range l.pending {
+			l.known[c.CallID] = c
 		}
 		// A result's call matters only to tell whether its turn still waits
 		// for another pending call; an event's call always (its tool name
 		// and arguments go with the event).
-		for _, id := range referencedCalls(items, len(pending) > 0) {
-			if _, ok := known[id]; ok {
+		for _, id := range referencedCalls(l.items, len(l.pending) > 0) {
+			if _, ok := l.known[id]; ok {
 				continue
 			}
 			c, err := tx.Call(threadID, id)
@@ -66,10 +70,10 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 			if err != nil {
 				return err
 			}
-			known[id] = c
+			l.known[id] = c
 		}
-		authPending = map[string]bool{}
-		for _, c := range pending {
+		l.authPending = nil
+		for _, c := range l.pending {
 			if c.Toolset == builtinToolset {
 				continue
 			}
@@ -77,13 +81,17 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 			if err != nil {
 				return err
 			}
-			authPending[c.CallID] = seen
+			if l.authPending == nil { // only read: nil when no call can wait for authorization
+				l.authPending = map[string]bool{}
+			}
+			l.authPending[c.CallID] = seen
 		}
 		return nil
 	}
 	if err = r.store.QuickView(ctx, load); err != nil {
 		return false, false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
 	}
+	th, items, history, pending, known, authPending, stack := l.th, l.items, l.history, l.pending, l.known, l.authPending, l.stack
 	if len(items) == 0 {
 		return false, false, nil
 	}
@@ -113,6 +121,7 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 			if err = r.store.QuickView(ctx, load); err != nil {
 				return false, false, fmt.Errorf("load thread %s (RAP RT-4: slice stopped, nothing changed): %w", threadID, err)
 			}
+			th, items, history, pending, known, authPending, stack = l.th, l.items, l.history, l.pending, l.known, l.authPending, l.stack
 			b = r.decodeBatch(threadID, items, known)
 		}
 	}

@@ -171,7 +171,7 @@ func (r *Runtime) ThreadInfo(ctx context.Context, threadID string) (api.ThreadIn
 func (r *Runtime) Idle(ctx context.Context, threadID string) error {
 	for {
 		r.mu.Lock()
-		ch := r.changed
+		ch := r.changedLocked()
 		_, running := r.threads[threadID]
 		busy := running || r.inflight[threadID] > 0
 		failed := r.failed[threadID]

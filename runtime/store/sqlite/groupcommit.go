@@ -120,6 +120,18 @@ type groupCall struct {
 	read bool // a QuickView: runs before the group's writes, returns at once
 }
 
+// groupCalls keeps groupCall values, each with its done channel, for reuse:
+// a call is released once its caller has received its one outcome, after
+// which the committer no longer looks at it (each call is sent exactly one
+// outcome, as the last thing done with it).
+var groupCalls = sync.Pool{New: func() any { return &groupCall{done: make(chan error, 1)} }}
+
+// release returns an empty call to groupCalls.
+func (g *groupCall) release() {
+	g.ctx, g.fn = nil, nil
+	groupCalls.Put(g)
+}
+
 func (c *committer) update(ctx context.Context, fn func(store.Tx) error) error {
 	return c.enqueue(ctx, fn, false)
 }
@@ -129,10 +141,12 @@ func (c *committer) enqueue(ctx context.Context, fn func(store.Tx) error, read b
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	call := &groupCall{ctx: ctx, fn: fn, done: make(chan error, 1), read: read}
+	call := groupCalls.Get().(*groupCall)
+	call.ctx, call.fn, call.read = ctx, fn, read
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		call.release()
 		return c.closedErr()
 	}
 	c.queue = append(c.queue, call)
@@ -151,7 +165,9 @@ func (c *committer) enqueue(ctx context.Context, fn func(store.Tx) error, read b
 	// The result arrives once the call's group has committed or failed; a
 	// call that is already in a transaction cannot be abandoned half way,
 	// so the caller's context is only checked before its function runs.
-	return <-call.done
+	err := <-call.done
+	call.release()
+	return err
 }
 
 // lead runs groups until the queue is empty, or until close, which fails
@@ -341,15 +357,21 @@ func (c *committer) joinWhileSyncing(max int) []*groupCall {
 			return nil // the group being written is the last
 		}
 		var more []*groupCall
-		rest := c.queue[:0:0]
-		for _, call := range c.queue {
-			if !call.read && len(more) < max {
-				more = append(more, call)
-			} else {
-				rest = append(rest, call)
+		if reads := c.queuedReads(); reads == 0 && len(c.queue) <= max {
+			// All of the queue joins: no copy (the writer was given the
+			// queue's array, later calls are appended past its end).
+			more, c.queue = c.queue, c.queue[len(c.queue):]
+		} else if reads < len(c.queue) {
+			more = make([]*groupCall, 0, min(len(c.queue)-reads, max))
+			rest := c.queue[:0] // in place: it is written behind the loop's reads
+			for _, call := range c.queue {
+				if !call.read && len(more) < max {
+					more = append(more, call)
+				} else {
+					rest = append(rest, call)
+				}
 			}
-		}
-		if len(more) > 0 {
+			clear(c.queue[len(rest):])
 			c.queue = rest
 		}
 		c.mu.Unlock()
@@ -360,6 +382,17 @@ func (c *committer) joinWhileSyncing(max int) []*groupCall {
 			return nil
 		}
 	}
+}
+
+// queuedReads counts the QuickView calls in the queue; c.mu is held.
+func (c *committer) queuedReads() int {
+	n := 0
+	for _, call := range c.queue {
+		if call.read {
+			n++
+		}
+	}
+	return n
 }
 
 // close refuses further calls and waits until the group being written, if

@@ -805,10 +805,21 @@ func scanChoice(sc scanner) (store.Choice, error) {
 	return c, nil
 }
 
+// noChoice is TakeChoice's store.ErrNotFound when no choice waits at
+// all: the error of backend.NotFound, formatted only when read, since
+// every tool result asks and almost none finds one.
+type noChoice struct{ threadID, callID string }
+
+func (e *noChoice) Error() string {
+	return backend.NotFound("user choice", e.threadID, e.callID).Error()
+}
+
+func (e *noChoice) Unwrap() error { return store.ErrNotFound }
+
 // TakeChoice implements store.Choices.
 func (t *tx) TakeChoice(threadID, callID string) (store.Choice, error) {
 	if !t.choices.Load() {
-		return store.Choice{}, backend.NotFound("user choice", threadID, callID)
+		return store.Choice{}, &noChoice{threadID, callID}
 	}
 	// One statement: SQLite makes the deletion in the first step and
 	// returns the deleted row.
