@@ -289,6 +289,9 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		out, _ := ok("accepted", true)
 		out.fx = &fx
 		out.after = func() {
+			if call.State == store.CallNew {
+				r.coord.callEnded(call.ThreadID, call.CallID) // its dispatched mark is moot
+			}
 			r.observeResult(call, res.IsError)
 			r.coord.forgetAuth(call.ThreadID, call.CallID)
 			if !checkDue.IsZero() {

@@ -62,6 +62,19 @@ type coord interface {
 	// it); local, nothing.
 	fence(ctx context.Context, tx store.Tx, threadID string) error
 
+	// markDispatched records that c's tool accepted its invocation (the
+	// call goes from state new to dispatched) and returns once the mark is
+	// written, or moot. Local: a transaction of its own (the store's group
+	// commit shares the sync of concurrent marks). Shared: the marks wait up
+	// to markDelay and are written together in one transaction; a mark
+	// whose call's result this process recorded meanwhile (callEnded) is
+	// dropped, as the call is no longer new.
+	markDispatched(ctx context.Context, c store.Call) error
+	// callEnded is told, after the commit, that a call still in state new
+	// got its result: its dispatched mark would change nothing. Local:
+	// nothing.
+	callEnded(threadID, callID string)
+
 	// claimTimer reports, in the transaction that fires the timer,
 	// whether this process is to fire it. Local: always. Shared: when its
 	// claim in the store is this process's.

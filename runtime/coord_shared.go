@@ -35,6 +35,9 @@ type sharedCoord struct {
 	owner string // this process's unique lease owner id
 	ttl   time.Duration
 	every time.Duration
+	// marks are the dispatched marks waiting to be written
+	// (coord_shared_marks.go).
+	marks dispatchMarks
 }
 
 // newSharedCoord returns the coord of r on the store other processes
@@ -123,6 +126,11 @@ func (s *sharedCoord) fence(ctx context.Context, tx store.Tx, threadID string) e
 		return h.lose(errors.New("another process took it"))
 	}
 	return nil
+}
+
+// update runs fn in a read-write transaction of the store.
+func (s *sharedCoord) update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.r.store.Update(ctx, fn)
 }
 
 // claimTimer claims the timer for this process: exactly one process fires
