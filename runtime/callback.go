@@ -142,7 +142,7 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 		return callbackOutcome{status: http.StatusForbidden, msg: "group_id does not match the callback URL; send the group_id of the invocation"}
 	}
 	var out callbackOutcome
-	err := r.store.Update(ctx, func(tx store.Tx) error {
+	err := r.coord.update(ctx, func(tx store.Tx) error {
 		out = callbackOutcome{}
 		call, err := tx.Call(threadID, callID)
 		if errors.Is(err, store.ErrNotFound) {

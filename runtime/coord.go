@@ -62,6 +62,13 @@ type coord interface {
 	// it); local, nothing.
 	fence(ctx context.Context, tx store.Tx, threadID string) error
 
+	// update runs fn in a read-write transaction of the store
+	// (store.Store.Update), for the runtime's own work: a tool's result
+	// received, a slice's turn, dispatched marks. Local: nothing more.
+	// Shared: the transaction also stores the client events waiting to be
+	// stored, so that they cost no commit of their own
+	// (coord_shared_events_carry.go).
+	update(ctx context.Context, fn func(store.Tx) error) error
 	// markDispatched records that c's tool accepted its invocation (the
 	// call goes from state new to dispatched) and returns once the mark is
 	// written, or moot. Local: a transaction of its own (the store's group

@@ -41,6 +41,10 @@ func (c *localCoord) bounded(ctx context.Context) (context.Context, func()) { re
 
 func (c *localCoord) fence(context.Context, store.Tx, string) error { return nil }
 
+func (c *localCoord) update(ctx context.Context, fn func(store.Tx) error) error {
+	return c.r.store.Update(ctx, fn)
+}
+
 // markDispatched commits the mark at once: concurrent marks share a
 // transaction and a sync through the store's group commit.
 func (c *localCoord) markDispatched(ctx context.Context, call store.Call) error {

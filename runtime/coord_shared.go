@@ -128,9 +128,10 @@ func (s *sharedCoord) fence(ctx context.Context, tx store.Tx, threadID string) e
 	return nil
 }
 
-// update runs fn in a read-write transaction of the store.
+// update runs fn in a read-write transaction of the store that also
+// stores the client events waiting to be stored (carry).
 func (s *sharedCoord) update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.r.store.Update(ctx, fn)
+	return s.carry(ctx, fn)
 }
 
 // claimTimer claims the timer for this process: exactly one process fires
@@ -207,7 +208,7 @@ func leasesOf(tx store.Tx) (store.Leases, error) {
 // reports whether it holds it; err is a failure to ask the store.
 func (s *sharedCoord) tryClaim(ctx context.Context, threadID string) (bool, error) {
 	var ok bool
-	err := s.r.store.Update(ctx, func(tx store.Tx) error {
+	err := s.update(ctx, func(tx store.Tx) error {
 		l, err := leasesOf(tx)
 		if err != nil {
 			return err
@@ -230,7 +231,7 @@ func (s *sharedCoord) releaseLease(threadID string) {
 	// Also at shutdown: graceful shutdown hands the threads back.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.r.baseCtx), 5*time.Second)
 	defer cancel()
-	err := s.r.store.Update(ctx, func(tx store.Tx) error {
+	err := s.update(ctx, func(tx store.Tx) error {
 		l, err := leasesOf(tx)
 		if err != nil {
 			return err

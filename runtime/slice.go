@@ -272,7 +272,7 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	if err := r.coord.held(ctx); err != nil {
 		return nil, nil, err
 	}
-	err := r.store.Update(ctx, func(tx store.Tx) error {
+	err := r.coord.update(ctx, func(tx store.Tx) error {
 		*fx = effects{}
 		if err := r.coord.fence(ctx, tx, threadID); err != nil {
 			return err
