@@ -41,6 +41,12 @@ type coord interface {
 	// registered in the worker map, and returns the claim; nil when
 	// another process holds the thread (it answers the inputs).
 	claimThread(threadID string) threadClaim
+	// inputClaim returns the claim of the thread to take in the
+	// transaction that commits an input for it (a tool's result), which
+	// wakes the thread in this process: shared, its worker then need not
+	// claim the thread's lease in a transaction of its own
+	// (coord_shared_inputclaim.go); local, nothing to claim.
+	inputClaim(threadID string) inputClaim
 	// handBack ends c, the claim of a worker that ran its thread's inbox
 	// empty, handing the thread back. It returns a new claim when the
 	// worker must run the thread again although nothing woke it: shared,

@@ -33,6 +33,8 @@ func (c *localCoord) start() {}
 
 func (c *localCoord) claimThread(string) threadClaim { return c.claim }
 
+func (c *localCoord) inputClaim(string) inputClaim { return noInputClaim{} }
+
 func (c *localCoord) handBack(string, threadClaim) threadClaim { return nil }
 
 func (c *localCoord) held(context.Context) error { return nil }

@@ -35,6 +35,9 @@ type sharedCoord struct {
 	owner string // this process's unique lease owner id
 	ttl   time.Duration
 	every time.Duration
+	// claims are the claims of threads taken with their inputs
+	// (coord_shared_inputclaim.go).
+	claims inputClaims
 	// marks are the dispatched marks waiting to be written
 	// (coord_shared_marks.go).
 	marks dispatchMarks
@@ -228,6 +231,8 @@ func (s *sharedCoord) tryClaim(ctx context.Context, threadID string) (bool, erro
 
 // releaseLease hands the thread's lease back.
 func (s *sharedCoord) releaseLease(threadID string) {
+	s.claims.releasing(threadID)
+	defer s.claims.released(threadID)
 	// Also at shutdown: graceful shutdown hands the threads back.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.r.baseCtx), 5*time.Second)
 	defer cancel()

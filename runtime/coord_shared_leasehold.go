@@ -201,13 +201,26 @@ func holdOf(ctx context.Context) *leaseHold {
 // holdLease claims the thread's lease and returns the hold, renewed every
 // third of the lease time until stop is called, or nil when another
 // process holds the thread (or the claim failed).
+//
+// A claim taken with the thread's input (coord_shared_inputclaim.go) is
+// used instead when it is still good and young enough that the renewer
+// renews it well before its deadline.
 func (s *sharedCoord) holdLease(threadID string) *leaseHold {
-	r := s.r
+	if k, ok := s.claims.takeKept(threadID); ok && time.Since(k.sent) < s.ttl/3 {
+		return s.startHold(threadID, k.sent)
+	}
 	sent := time.Now()
-	ok, err := s.tryClaim(r.baseCtx, threadID)
+	ok, err := s.tryClaim(s.r.baseCtx, threadID)
 	if err != nil || !ok {
 		return nil
 	}
+	return s.startHold(threadID, sent)
+}
+
+// startHold returns the hold of the thread's lease claimed by a request
+// sent at sent, and starts its renewer.
+func (s *sharedCoord) startHold(threadID string, sent time.Time) *leaseHold {
+	r := s.r
 	h := newLeaseHold(r.baseCtx, threadID, s.ttl, time.Now, sent, func(cause error) {
 		if r.baseCtx.Err() == nil {
 			r.log.Warn("lost the lease of a thread while working on it; this process stops working on it and another takes it",
