@@ -88,6 +88,14 @@ type coord interface {
 	// nothing.
 	callEnded(threadID, callID string)
 
+	// releaseInCommit, for the last commit of a slice running under ctx
+	// (its worker goes idle after it unless an input came meanwhile),
+	// returns what hands the thread back in that commit's transaction; nil
+	// when there is nothing to hand back (local) or the worker runs the
+	// thread again (an input woke it already). The worker then claims the
+	// thread anew before it runs it again (threadClaim.handedBack).
+	releaseInCommit(ctx context.Context, threadID string) commitRelease
+
 	// claimTimer reports, in the transaction that fires the timer,
 	// whether this process is to fire it. Local: always. Shared: when its
 	// claim in the store is this process's.
@@ -172,6 +180,19 @@ type eventCoord interface {
 	authEvents(ctx context.Context, threadID string) ([]Event, error)
 }
 
+// commitRelease hands a thread back in a slice's last commit
+// (coord.releaseInCommit).
+type commitRelease interface {
+	// commit runs fn, the slice's last commit, in a transaction that also
+	// releases the thread and stores its client events waiting to be
+	// stored, then those turn returns (the events of what fn saved; turn
+	// is called once fn ran), so that whoever takes the thread next
+	// stores its events after these. It reports whether it stored turn's
+	// events; when not (their append failed), fn committed without them
+	// and the caller publishes them. Call it once.
+	commit(ctx context.Context, fn func(store.Tx) error, turn func() []Event) (stored bool, err error)
+}
+
 // threadClaim is a worker's claim of its thread, from claimThread until
 // end (or handBack).
 type threadClaim interface {
@@ -181,6 +202,10 @@ type threadClaim interface {
 	// lost returns nil while the claim holds, and why once it does not;
 	// a lost claim stays lost, and its worker starts nothing more.
 	lost() error
+	// handedBack reports whether a slice's last commit handed the thread
+	// back (coord.releaseInCommit): the claim holds no more in the store,
+	// and the worker must claim the thread anew before it runs it again.
+	handedBack() bool
 	// end ends the claim. With handBack the thread is handed back at
 	// once; without (after a failed slice) a shared lease is left to
 	// expire, so that the sweep retries the thread later, not at once.

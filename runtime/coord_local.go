@@ -59,6 +59,8 @@ func (c *localCoord) markDispatched(ctx context.Context, call store.Call) error 
 
 func (c *localCoord) callEnded(string, string) {}
 
+func (c *localCoord) releaseInCommit(context.Context, string) commitRelease { return nil }
+
 func (c *localCoord) claimTimer(store.Tx, string) (bool, error) { return true, nil }
 
 func (c *localCoord) exportsStoreGauges(context.Context) (bool, error) { return true, nil }
@@ -73,5 +75,7 @@ type localClaim struct{ ctx context.Context }
 func (c *localClaim) context() context.Context { return c.ctx }
 
 func (c *localClaim) lost() error { return nil }
+
+func (c *localClaim) handedBack() bool { return false }
 
 func (c *localClaim) end(bool) {}

@@ -160,13 +160,67 @@ func (c *leaseClaim) context() context.Context { return c.ctx }
 
 func (c *leaseClaim) lost() error { return c.hold.Err() }
 
+func (c *leaseClaim) handedBack() bool { return c.hold.isReleased() }
+
 // end stops the hold and its renewer; with handBack the lease is
-// released.
+// released, unless a slice's last commit released it.
 func (c *leaseClaim) end(handBack bool) {
 	c.hold.stop()
-	if handBack {
+	if handBack && !c.hold.isReleased() {
 		c.s.releaseLease(c.hold.threadID)
 	}
+}
+
+// releaseInCommit returns the release of the lease held under ctx in the
+// slice's last commit, unless an input woke the thread already. It keeps
+// the renewer from renewing the lease until the commit is done (a renewal
+// after the release would take the thread again), and counts as a release
+// for the claims taken with inputs (coord_shared_inputclaim.go).
+func (s *sharedCoord) releaseInCommit(ctx context.Context, threadID string) commitRelease {
+	h := holdOf(ctx)
+	if h == nil {
+		return nil
+	}
+	s.r.mu.Lock()
+	st := s.r.threads[threadID]
+	again := st != nil && st.again
+	s.r.mu.Unlock()
+	if again {
+		return nil
+	}
+	h.renewMu.Lock()
+	if h.Err() != nil {
+		h.renewMu.Unlock()
+		return nil // the commit's fence fails
+	}
+	s.claims.releasing(threadID)
+	return &leaseRelease{s: s, hold: h}
+}
+
+// leaseRelease is the release of a lease in a slice's last commit.
+type leaseRelease struct {
+	s    *sharedCoord
+	hold *leaseHold
+}
+
+func (lr *leaseRelease) commit(ctx context.Context, fn func(store.Tx) error, turn func() []Event) (bool, error) {
+	s, threadID := lr.s, lr.hold.threadID
+	stored, err := s.carryWith(ctx, func(tx store.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		l, err := leasesOf(tx)
+		if err != nil {
+			return err
+		}
+		return l.ReleaseThread(threadID, s.owner)
+	}, turn)
+	s.claims.released(threadID)
+	if err == nil {
+		lr.hold.markReleased()
+	}
+	lr.hold.renewMu.Unlock()
+	return stored, err
 }
 
 // errNoLeases is the error of a lease operation on a shared store whose

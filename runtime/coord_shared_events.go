@@ -76,7 +76,9 @@ type sharedEvents struct {
 	pendingSince time.Time
 	// storing says that a batch of events is being stored, by the writer
 	// or a transaction carrying it: one at a time, to keep their order.
-	storing bool
+	// batchDone is closed, and replaced, when a batch was stored.
+	storing   bool
+	batchDone chan struct{}
 	// stale are the threads whose subscribers may be missing stored
 	// events; tail wakes the tailer.
 	stale map[string]bool
@@ -91,7 +93,7 @@ type sharedEvents struct {
 func newSharedEvents(h *hub, r *Runtime, storeID string) *sharedEvents {
 	source := string(sourceShared) + storeID
 	return &sharedEvents{h: h, r: r, source: source, prefix: eventIDPrefix(source),
-		flush: make(chan struct{}, 1), urgent: make(chan struct{}, 1), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
+		flush: make(chan struct{}, 1), urgent: make(chan struct{}, 1), batchDone: make(chan struct{}), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
 }
 
 func kick(c chan struct{}) {

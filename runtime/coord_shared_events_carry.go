@@ -56,11 +56,73 @@ func (se *sharedEvents) finishBatch(evs []Event, out []store.ThreadEvent) {
 	se.deliverWritten(evs, out)
 	se.h.mu.Lock()
 	se.storing = false
+	close(se.batchDone)
+	se.batchDone = make(chan struct{})
 	more := len(se.pending) > 0
 	se.h.mu.Unlock()
 	if more {
 		kick(se.flush)
 	}
+}
+
+// carryWith is carry for a slice's last commit (leaseRelease.commit): it
+// waits for a batch being stored to be stored, takes every pending event,
+// and appends them, then the events turn returns, after fn's writes. So
+// the thread's events published before fn and the events of what fn saved
+// are stored with it, before another process can take the thread (fn
+// releases it) and store events of its own. It reports whether turn's
+// events were stored; when only the append failed the transaction, fn
+// runs again without the events, and the pending ones go back to the
+// writer.
+func (se *sharedEvents) carryWith(ctx context.Context, fn func(store.Tx) error, turn func() []Event) (bool, error) {
+	h := se.h
+	var evs []Event
+	for {
+		h.mu.Lock()
+		if !se.storing {
+			evs = se.takePendingLocked(0)
+			se.storing = true
+			h.mu.Unlock()
+			break
+		}
+		ch := se.batchDone
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	st := se.r.store
+	var out []store.ThreadEvent
+	appendFailed := false
+	err := st.Update(ctx, func(tx store.Tx) error {
+		appendFailed, out = false, nil
+		if err := fn(tx); err != nil {
+			return err
+		}
+		all := threadEvents(append(append([]Event(nil), evs...), turn()...))
+		if len(all) == 0 {
+			return nil
+		}
+		var err error
+		if out, err = tx.AppendThreadEvents(all); err != nil {
+			appendFailed = true
+		}
+		return err
+	})
+	if err != nil {
+		se.requeue(evs)
+		if appendFailed {
+			err = st.Update(ctx, fn)
+		}
+		return false, err
+	}
+	// This batch's events first, then the turn's, as stored.
+	se.deliverWritten(evs, out[:len(evs)])
+	se.deliver(out[len(evs):])
+	se.finishBatch(nil, nil)
+	return true, nil
 }
 
 // carry runs fn in a read-write transaction of the store that also
@@ -111,6 +173,8 @@ func (se *sharedEvents) requeue(evs []Event) {
 		se.pendingSince = time.Now().Add(-eventLinger)
 	}
 	se.storing = false
+	close(se.batchDone)
+	se.batchDone = make(chan struct{})
 	more := len(se.pending) > 0
 	h.mu.Unlock()
 	if more {

@@ -112,8 +112,15 @@ func (s *sharedCoord) inputClaim(threadID string) inputClaim {
 // of it by this process was under way when the claim began.
 func (c *sharedInputClaim) take(tx store.Tx) error {
 	c.taken = false
-	if c.count%2 == 1 {
+	if c.count%2 == 1 || c.s.r.moves.paused(c.threadID) {
 		return nil
+	}
+	r := c.s.r
+	r.mu.Lock()
+	stopping := r.stopping
+	r.mu.Unlock()
+	if stopping {
+		return nil // nothing wakes the thread here: another process takes it
 	}
 	l, err := leasesOf(tx)
 	if err != nil {

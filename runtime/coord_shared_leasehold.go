@@ -57,7 +57,14 @@ type leaseHold struct {
 	until time.Time
 	lost  error
 	ended bool // the worker handed the thread back
-	timer *time.Timer
+	// released says a slice's last commit released the lease
+	// (leaseRelease): the renewer renews it no more.
+	released bool
+	// renewMu is held by a renewal, and by a slice's last commit that
+	// releases the lease, so that no renewal takes the lease again after
+	// that commit.
+	renewMu sync.Mutex
+	timer   *time.Timer
 	// done is closed when the renewer stopped (nil: no renewer).
 	done chan struct{}
 }
@@ -182,6 +189,20 @@ func (h *leaseHold) end() {
 	h.cancel(errHoldEnded)
 }
 
+// markReleased records that a slice's last commit released the lease.
+func (h *leaseHold) markReleased() {
+	h.mu.Lock()
+	h.released = true
+	h.mu.Unlock()
+}
+
+// isReleased reports whether a slice's last commit released the lease.
+func (h *leaseHold) isReleased() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
+}
+
 // holdKey is the context key of the hold a slice runs under.
 type holdKey struct{}
 
@@ -245,12 +266,15 @@ func (s *sharedCoord) renewLoop(h *leaseHold) {
 			return
 		case <-t.C:
 		}
-		if h.Err() != nil {
+		h.renewMu.Lock()
+		if h.Err() != nil || h.isReleased() {
+			h.renewMu.Unlock()
 			return
 		}
 		sent := time.Now()
 		ok, err := s.tryClaim(h.ctx, h.threadID)
 		h.renewed(sent, time.Now(), ok, err)
+		h.renewMu.Unlock()
 		if err != nil && h.ctx.Err() == nil {
 			s.r.log.Warn("renew the lease of a thread (its work stops if the lease runs out first)", "thread", h.threadID, "err", err)
 		}
