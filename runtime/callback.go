@@ -143,7 +143,10 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 		return callbackOutcome{status: http.StatusForbidden, msg: "group_id does not match the callback URL; send the group_id of the invocation"}
 	}
 	var out callbackOutcome
-	err := r.store.Update(ctx, func(tx store.Tx) error {
+	// A message that wakes the thread claims it in the same transaction,
+	// when nobody holds it, for the worker the wake-up starts.
+	claim := r.coord.inputClaim(threadID)
+	err := r.coord.update(ctx, func(tx store.Tx) error {
 		out = callbackOutcome{}
 		call, err := tx.Call(threadID, callID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -165,6 +168,9 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 			}
 		}
 		out, err = r.applyCallback(tx, call, msg)
+		if err == nil && out.wake && out.status == http.StatusOK {
+			err = claim.take(tx)
+		}
 		if err != nil || out.status == http.StatusOK || out.commit {
 			return err
 		}
@@ -179,6 +185,9 @@ func (r *Runtime) handleCallback(ctx context.Context, threadID, callID string, m
 	if err != nil {
 		r.log.Error("callback failed", logAttrs("err", err)...)
 		return callbackOutcome{status: http.StatusInternalServerError, msg: "the runtime could not record the callback; retry later"}
+	}
+	if out.wake {
+		claim.committed()
 	}
 	if out.after != nil {
 		out.after()
@@ -291,6 +300,9 @@ func (r *Runtime) applyCallback(tx store.Tx, call store.Call, msg rap.Callback) 
 		out, _ := ok("accepted", true)
 		out.fx = &fx
 		out.after = func() {
+			if call.State == store.CallNew {
+				r.coord.callEnded(call.ThreadID, call.CallID) // its dispatched mark is moot
+			}
 			r.observeResult(call, res.IsError)
 			r.coord.forgetAuth(call.ThreadID, call.CallID)
 			if !checkDue.IsZero() {

@@ -108,7 +108,10 @@ func (r *Runtime) work(threadID string) {
 		// retries). A slice that drained what it loaded is not followed by
 		// one that would only find the inbox empty: that read was one of
 		// the two a tool-call cycle made on the store's writer.
-		if !lost && r.baseCtx.Err() == nil && (st.again || (progressed && !drained && err == nil)) {
+		// A slice whose last commit handed the thread back (it went idle
+		// then) runs again only through the hand-back below, which claims
+		// the thread anew.
+		if !lost && r.baseCtx.Err() == nil && !c.handedBack() && (st.again || (progressed && !drained && err == nil)) {
 			r.mu.Unlock()
 			continue
 		}

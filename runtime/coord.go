@@ -41,6 +41,12 @@ type coord interface {
 	// registered in the worker map, and returns the claim; nil when
 	// another process holds the thread (it answers the inputs).
 	claimThread(threadID string) threadClaim
+	// inputClaim returns the claim of the thread to take in the
+	// transaction that commits an input for it (a tool's result), which
+	// wakes the thread in this process: shared, its worker then need not
+	// claim the thread's lease in a transaction of its own
+	// (coord_shared_inputclaim.go); local, nothing to claim.
+	inputClaim(threadID string) inputClaim
 	// handBack ends c, the claim of a worker that ran its thread's inbox
 	// empty, handing the thread back. It returns a new claim when the
 	// worker must run the thread again although nothing woke it: shared,
@@ -61,6 +67,34 @@ type coord interface {
 	// hold and renews the lease in tx (failing if another process took
 	// it); local, nothing.
 	fence(ctx context.Context, tx store.Tx, threadID string) error
+
+	// update runs fn in a read-write transaction of the store
+	// (store.Store.Update), for the runtime's own work: a tool's result
+	// received, a slice's turn, dispatched marks. Local: nothing more.
+	// Shared: the transaction also stores the client events waiting to be
+	// stored, so that they cost no commit of their own
+	// (coord_shared_events_carry.go).
+	update(ctx context.Context, fn func(store.Tx) error) error
+	// markDispatched records that c's tool accepted its invocation (the
+	// call goes from state new to dispatched) and returns once the mark is
+	// written, or moot. Local: a transaction of its own (the store's group
+	// commit shares the sync of concurrent marks). Shared: the marks wait up
+	// to markDelay and are written together in one transaction; a mark
+	// whose call's result this process recorded meanwhile (callEnded) is
+	// dropped, as the call is no longer new.
+	markDispatched(ctx context.Context, c store.Call) error
+	// callEnded is told, after the commit, that a call still in state new
+	// got its result: its dispatched mark would change nothing. Local:
+	// nothing.
+	callEnded(threadID, callID string)
+
+	// releaseInCommit, for the last commit of a slice running under ctx
+	// (its worker goes idle after it unless an input came meanwhile),
+	// returns what hands the thread back in that commit's transaction; nil
+	// when there is nothing to hand back (local) or the worker runs the
+	// thread again (an input woke it already). The worker then claims the
+	// thread anew before it runs it again (threadClaim.handedBack).
+	releaseInCommit(ctx context.Context, threadID string) commitRelease
 
 	// claimTimer reports, in the transaction that fires the timer,
 	// whether this process is to fire it. Local: always. Shared: when its
@@ -146,6 +180,19 @@ type eventCoord interface {
 	authEvents(ctx context.Context, threadID string) ([]Event, error)
 }
 
+// commitRelease hands a thread back in a slice's last commit
+// (coord.releaseInCommit).
+type commitRelease interface {
+	// commit runs fn, the slice's last commit, in a transaction that also
+	// releases the thread and stores its client events waiting to be
+	// stored, then those turn returns (the events of what fn saved; turn
+	// is called once fn ran), so that whoever takes the thread next
+	// stores its events after these. It reports whether it stored turn's
+	// events; when not (their append failed), fn committed without them
+	// and the caller publishes them. Call it once.
+	commit(ctx context.Context, fn func(store.Tx) error, turn func() []Event) (stored bool, err error)
+}
+
 // threadClaim is a worker's claim of its thread, from claimThread until
 // end (or handBack).
 type threadClaim interface {
@@ -155,6 +202,10 @@ type threadClaim interface {
 	// lost returns nil while the claim holds, and why once it does not;
 	// a lost claim stays lost, and its worker starts nothing more.
 	lost() error
+	// handedBack reports whether a slice's last commit handed the thread
+	// back (coord.releaseInCommit): the claim holds no more in the store,
+	// and the worker must claim the thread anew before it runs it again.
+	handedBack() bool
 	// end ends the claim. With handBack the thread is handed back at
 	// once; without (after a failed slice) a shared lease is left to
 	// expire, so that the sweep retries the thread later, not at once.

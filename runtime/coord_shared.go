@@ -35,6 +35,12 @@ type sharedCoord struct {
 	owner string // this process's unique lease owner id
 	ttl   time.Duration
 	every time.Duration
+	// claims are the claims of threads taken with their inputs
+	// (coord_shared_inputclaim.go).
+	claims inputClaims
+	// marks are the dispatched marks waiting to be written
+	// (coord_shared_marks.go).
+	marks dispatchMarks
 }
 
 // newSharedCoord returns the coord of r on the store other processes
@@ -125,6 +131,12 @@ func (s *sharedCoord) fence(ctx context.Context, tx store.Tx, threadID string) e
 	return nil
 }
 
+// update runs fn in a read-write transaction of the store that also
+// stores the client events waiting to be stored (carry).
+func (s *sharedCoord) update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.carry(ctx, fn)
+}
+
 // claimTimer claims the timer for this process: exactly one process fires
 // a due timer.
 func (s *sharedCoord) claimTimer(tx store.Tx, timerID string) (bool, error) {
@@ -148,13 +160,67 @@ func (c *leaseClaim) context() context.Context { return c.ctx }
 
 func (c *leaseClaim) lost() error { return c.hold.Err() }
 
+func (c *leaseClaim) handedBack() bool { return c.hold.isReleased() }
+
 // end stops the hold and its renewer; with handBack the lease is
-// released.
+// released, unless a slice's last commit released it.
 func (c *leaseClaim) end(handBack bool) {
 	c.hold.stop()
-	if handBack {
+	if handBack && !c.hold.isReleased() {
 		c.s.releaseLease(c.hold.threadID)
 	}
+}
+
+// releaseInCommit returns the release of the lease held under ctx in the
+// slice's last commit, unless an input woke the thread already. It keeps
+// the renewer from renewing the lease until the commit is done (a renewal
+// after the release would take the thread again), and counts as a release
+// for the claims taken with inputs (coord_shared_inputclaim.go).
+func (s *sharedCoord) releaseInCommit(ctx context.Context, threadID string) commitRelease {
+	h := holdOf(ctx)
+	if h == nil {
+		return nil
+	}
+	s.r.mu.Lock()
+	st := s.r.threads[threadID]
+	again := st != nil && st.again
+	s.r.mu.Unlock()
+	if again {
+		return nil
+	}
+	h.renewMu.Lock()
+	if h.Err() != nil {
+		h.renewMu.Unlock()
+		return nil // the commit's fence fails
+	}
+	s.claims.releasing(threadID)
+	return &leaseRelease{s: s, hold: h}
+}
+
+// leaseRelease is the release of a lease in a slice's last commit.
+type leaseRelease struct {
+	s    *sharedCoord
+	hold *leaseHold
+}
+
+func (lr *leaseRelease) commit(ctx context.Context, fn func(store.Tx) error, turn func() []Event) (bool, error) {
+	s, threadID := lr.s, lr.hold.threadID
+	stored, err := s.carryWith(ctx, func(tx store.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		l, err := leasesOf(tx)
+		if err != nil {
+			return err
+		}
+		return l.ReleaseThread(threadID, s.owner)
+	}, turn)
+	s.claims.released(threadID)
+	if err == nil {
+		lr.hold.markReleased()
+	}
+	lr.hold.renewMu.Unlock()
+	return stored, err
 }
 
 // errNoLeases is the error of a lease operation on a shared store whose
@@ -199,7 +265,7 @@ func leasesOf(tx store.Tx) (store.Leases, error) {
 // reports whether it holds it; err is a failure to ask the store.
 func (s *sharedCoord) tryClaim(ctx context.Context, threadID string) (bool, error) {
 	var ok bool
-	err := s.r.store.Update(ctx, func(tx store.Tx) error {
+	err := s.update(ctx, func(tx store.Tx) error {
 		l, err := leasesOf(tx)
 		if err != nil {
 			return err
@@ -219,10 +285,12 @@ func (s *sharedCoord) tryClaim(ctx context.Context, threadID string) (bool, erro
 
 // releaseLease hands the thread's lease back.
 func (s *sharedCoord) releaseLease(threadID string) {
+	s.claims.releasing(threadID)
+	defer s.claims.released(threadID)
 	// Also at shutdown: graceful shutdown hands the threads back.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.r.baseCtx), 5*time.Second)
 	defer cancel()
-	err := s.r.store.Update(ctx, func(tx store.Tx) error {
+	err := s.update(ctx, func(tx store.Tx) error {
 		l, err := leasesOf(tx)
 		if err != nil {
 			return err

@@ -122,8 +122,7 @@ func (rs *relayState) unstoredDone(threadID string) {
 const inputsStoredWait = 2 * time.Second
 
 // waitStored waits, up to inputsStoredWait, until the events published
-// for the thread are stored: its clients, in every process, get them
-// before any text delta of the completion about to start.
+// for the thread are stored, having the writer store them at once.
 func (se *sharedEvents) waitStored(ctx context.Context, threadID string) {
 	deadline := time.NewTimer(inputsStoredWait)
 	defer deadline.Stop()
@@ -134,6 +133,7 @@ func (se *sharedEvents) waitStored(ctx context.Context, threadID string) {
 		if n == 0 {
 			return
 		}
+		kick(se.urgent)
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -165,9 +165,21 @@ func (se *sharedEvents) startDeltaRelay() {
 
 // completionStarted starts relaying the deltas of a completion of the
 // thread.
+//
+// Its clients in this process get the events published before it (its
+// inputs, announced) before any of its text deltas, which reach them at
+// once: so it waits for those events to be stored while the thread has a
+// subscriber here (one attaching later waits itself: attach). The other
+// processes' clients get the deltas only once those events are stored
+// (takeSendable), so that nothing need wait for them.
 func (se *sharedEvents) completionStarted(ctx context.Context, threadID string) {
-	se.waitStored(ctx, threadID)
 	h := se.h
+	h.mu.Lock()
+	watched := len(h.subs[threadID]) > 0
+	h.mu.Unlock()
+	if watched {
+		se.waitStored(ctx, threadID)
+	}
 	b := make([]byte, 8)
 	rand.Read(b)
 	t := &relayTurn{id: hex.EncodeToString(b)}

@@ -66,9 +66,19 @@ type sharedEvents struct {
 	// seq numbers the events this process gives an id of its own (the K
 	// of "N.K").
 	seq uint64
-	// pending are the events waiting for the writer; flush wakes it.
-	pending []Event
-	flush   chan struct{}
+	// pending are the events waiting to be stored; flush wakes the
+	// writer, which stores them after eventLinger unless a transaction
+	// carried them (coord_shared_events_carry.go), urgent at once.
+	pending       []Event
+	flush, urgent chan struct{}
+	// pendingSince is when the oldest pending event was published, or
+	// taken back (a batch over carryLimit).
+	pendingSince time.Time
+	// storing says that a batch of events is being stored, by the writer
+	// or a transaction carrying it: one at a time, to keep their order.
+	// batchDone is closed, and replaced, when a batch was stored.
+	storing   bool
+	batchDone chan struct{}
 	// stale are the threads whose subscribers may be missing stored
 	// events; tail wakes the tailer.
 	stale map[string]bool
@@ -83,7 +93,7 @@ type sharedEvents struct {
 func newSharedEvents(h *hub, r *Runtime, storeID string) *sharedEvents {
 	source := string(sourceShared) + storeID
 	return &sharedEvents{h: h, r: r, source: source, prefix: eventIDPrefix(source),
-		flush: make(chan struct{}, 1), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
+		flush: make(chan struct{}, 1), urgent: make(chan struct{}, 1), batchDone: make(chan struct{}), stale: map[string]bool{}, tail: make(chan struct{}, 1), relay: newRelayState()}
 }
 
 func kick(c chan struct{}) {
@@ -113,6 +123,9 @@ func (se *sharedEvents) anyKeptLocked() bool { return true }
 func (se *sharedEvents) publishLocked(e Event) {
 	h := se.h
 	if e.Type != EventTextDelta {
+		if len(se.pending) == 0 {
+			se.pendingSince = time.Now()
+		}
 		se.pending = append(se.pending, e)
 		se.relay.unstored[e.ThreadID]++
 		kick(se.flush)
@@ -137,8 +150,18 @@ func (se *sharedEvents) deltaLocked(threadID, text string) bool {
 func (se *sharedEvents) takePending() []Event {
 	se.h.mu.Lock()
 	defer se.h.mu.Unlock()
+	return se.takePendingLocked(0)
+}
+
+// takePendingLocked is takePending for at most limit events (all when
+// limit is not positive); se.h.mu is held.
+func (se *sharedEvents) takePendingLocked(limit int) []Event {
 	evs := se.pending
 	se.pending = nil
+	if limit > 0 && len(evs) > limit {
+		se.pending = append([]Event(nil), evs[limit:]...)
+		evs = evs[:limit:limit]
+	}
 	if len(se.h.gone) == 0 {
 		return evs
 	}
@@ -302,6 +325,11 @@ func (se *sharedEvents) attach(ctx context.Context, threadID, lastID string) (*s
 			from, resume = int64(id.n), true
 		}
 	}
+	// The events this process published for the thread are stored first,
+	// so that the read below finds them: a completion's inputs, announced
+	// before its commit, are then replayed once, not replayed and sent
+	// again once stored.
+	se.waitStored(ctx, threadID)
 	var head int64
 	var missed []store.ThreadEvent
 	err := se.r.store.View(ctx, func(tx store.Tx) error {

@@ -28,38 +28,111 @@ func (se *sharedEvents) start() {
 	se.startDeltaRelay()
 }
 
-// eventWriter appends the hub's pending events to the store, in batches,
-// and delivers them with their ids to this process's subscribers.
+// eventWriter stores the events that no transaction of the runtime
+// carried (coord_shared_events_carry.go): while the process is busy, an
+// event published waits up to eventLinger for one, then the writer stores
+// it in a transaction of its own, with the others waiting. When the
+// process runs no thread and dispatches nothing (no such transaction is
+// coming), or a completion's clients in this process wait for its inputs
+// to be stored (waitStored), it stores them at once.
 func (se *sharedEvents) eventWriter() {
 	r := se.r
 	defer r.wg.Done()
 	for {
+		urgent := false
 		select {
 		case <-se.flush:
-			se.writeEvents(r.baseCtx)
+		case <-se.urgent:
+			urgent = true
 		case <-r.baseCtx.Done():
-			// Shutdown: store what the last slices published.
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.baseCtx), 5*time.Second)
-			se.writeEvents(ctx)
-			cancel()
+			se.writeAtShutdown()
 			return
+		}
+		// While busy, wait until the oldest pending event waited
+		// eventLinger (those before it were carried meanwhile).
+		for !urgent && r.baseCtx.Err() == nil && se.busy() {
+			wait := se.lingerLeft()
+			if wait <= 0 {
+				break
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-se.urgent:
+				urgent = true
+			case <-r.baseCtx.Done():
+			}
+			t.Stop()
+		}
+		if r.baseCtx.Err() != nil {
+			se.writeAtShutdown()
+			return
+		}
+		se.writeEvents(r.baseCtx)
+	}
+}
+
+// lingerLeft returns how long the oldest pending event has yet to wait
+// for a transaction to carry it; 0 or less when none is pending.
+func (se *sharedEvents) lingerLeft() time.Duration {
+	se.h.mu.Lock()
+	defer se.h.mu.Unlock()
+	if len(se.pending) == 0 {
+		return 0
+	}
+	return eventLinger - time.Since(se.pendingSince)
+}
+
+// busy reports whether this process runs a thread or dispatches a call:
+// then a transaction that can carry the events is likely to come soon.
+func (se *sharedEvents) busy() bool {
+	r := se.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.threads) > 0 || len(r.inflight) > 0
+}
+
+// writeAtShutdown stores what the last slices published, waiting (a
+// bounded time) for a transaction carrying events to end first.
+func (se *sharedEvents) writeAtShutdown() {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(se.r.baseCtx), 5*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		se.h.mu.Lock()
+		busy, n := se.storing, len(se.pending)
+		se.h.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if !busy {
+			se.writeEvents(ctx)
+			continue
+		}
+		select {
+		case <-se.flush:
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
 		}
 	}
 }
 
-// writeEvents stores the pending events, retrying a failed write a few
-// times: an event that cannot be stored is lost for live clients (a client
-// that connects later replays the thread's state from the store).
+// writeEvents stores the pending events, unless a transaction carrying
+// events is under way (it kicks the writer when it ends).
 func (se *sharedEvents) writeEvents(ctx context.Context) {
-	r := se.r
-	evs := se.takePending()
+	evs := se.takeBatch(0)
 	if len(evs) == 0 {
 		return
 	}
-	in := make([]store.ThreadEvent, len(evs))
-	for i, e := range evs {
-		in[i] = store.ThreadEvent{ThreadID: e.ThreadID, Type: e.Type, Data: e.Data, MsgSeq: e.msgSeq}
-	}
+	se.finishBatch(evs, se.storeEvents(ctx, evs))
+}
+
+// storeEvents stores evs in a transaction of their own, retrying a
+// failed write a few times, and returns them as stored; nil when they
+// could not be stored: they are lost for live clients (a client that
+// connects later replays the thread's state from the store).
+func (se *sharedEvents) storeEvents(ctx context.Context, evs []Event) []store.ThreadEvent {
+	r := se.r
+	in := threadEvents(evs)
 	var out []store.ThreadEvent
 	var err error
 	for attempt := range 5 {
@@ -78,10 +151,18 @@ func (se *sharedEvents) writeEvents(ctx context.Context) {
 	}
 	if err != nil {
 		r.log.Error("store client events; clients streaming these threads miss them until they reconnect", "events", len(in), "err", err)
-		se.deliverWritten(evs, nil)
-		return
+		return nil
 	}
-	se.deliverWritten(evs, out)
+	return out
+}
+
+// threadEvents returns evs as the store keeps them.
+func threadEvents(evs []Event) []store.ThreadEvent {
+	in := make([]store.ThreadEvent, len(evs))
+	for i, e := range evs {
+		in[i] = store.ThreadEvent{ThreadID: e.ThreadID, Type: e.Type, Data: e.Data, MsgSeq: e.msgSeq}
+	}
+	return in
 }
 
 // eventListener feeds the store's notifications of appended events to the

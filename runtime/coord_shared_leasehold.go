@@ -57,7 +57,14 @@ type leaseHold struct {
 	until time.Time
 	lost  error
 	ended bool // the worker handed the thread back
-	timer *time.Timer
+	// released says a slice's last commit released the lease
+	// (leaseRelease): the renewer renews it no more.
+	released bool
+	// renewMu is held by a renewal, and by a slice's last commit that
+	// releases the lease, so that no renewal takes the lease again after
+	// that commit.
+	renewMu sync.Mutex
+	timer   *time.Timer
 	// done is closed when the renewer stopped (nil: no renewer).
 	done chan struct{}
 }
@@ -182,6 +189,20 @@ func (h *leaseHold) end() {
 	h.cancel(errHoldEnded)
 }
 
+// markReleased records that a slice's last commit released the lease.
+func (h *leaseHold) markReleased() {
+	h.mu.Lock()
+	h.released = true
+	h.mu.Unlock()
+}
+
+// isReleased reports whether a slice's last commit released the lease.
+func (h *leaseHold) isReleased() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
+}
+
 // holdKey is the context key of the hold a slice runs under.
 type holdKey struct{}
 
@@ -201,13 +222,26 @@ func holdOf(ctx context.Context) *leaseHold {
 // holdLease claims the thread's lease and returns the hold, renewed every
 // third of the lease time until stop is called, or nil when another
 // process holds the thread (or the claim failed).
+//
+// A claim taken with the thread's input (coord_shared_inputclaim.go) is
+// used instead when it is still good and young enough that the renewer
+// renews it well before its deadline.
 func (s *sharedCoord) holdLease(threadID string) *leaseHold {
-	r := s.r
+	if k, ok := s.claims.takeKept(threadID); ok && time.Since(k.sent) < s.ttl/3 {
+		return s.startHold(threadID, k.sent)
+	}
 	sent := time.Now()
-	ok, err := s.tryClaim(r.baseCtx, threadID)
+	ok, err := s.tryClaim(s.r.baseCtx, threadID)
 	if err != nil || !ok {
 		return nil
 	}
+	return s.startHold(threadID, sent)
+}
+
+// startHold returns the hold of the thread's lease claimed by a request
+// sent at sent, and starts its renewer.
+func (s *sharedCoord) startHold(threadID string, sent time.Time) *leaseHold {
+	r := s.r
 	h := newLeaseHold(r.baseCtx, threadID, s.ttl, time.Now, sent, func(cause error) {
 		if r.baseCtx.Err() == nil {
 			r.log.Warn("lost the lease of a thread while working on it; this process stops working on it and another takes it",
@@ -232,12 +266,15 @@ func (s *sharedCoord) renewLoop(h *leaseHold) {
 			return
 		case <-t.C:
 		}
-		if h.Err() != nil {
+		h.renewMu.Lock()
+		if h.Err() != nil || h.isReleased() {
+			h.renewMu.Unlock()
 			return
 		}
 		sent := time.Now()
 		ok, err := s.tryClaim(h.ctx, h.threadID)
 		h.renewed(sent, time.Now(), ok, err)
+		h.renewMu.Unlock()
 		if err != nil && h.ctx.Err() == nil {
 			s.r.log.Warn("renew the lease of a thread (its work stops if the lease runs out first)", "thread", h.threadID, "err", err)
 		}

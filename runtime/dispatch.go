@@ -120,16 +120,12 @@ func (r *Runtime) dispatch(ctx context.Context, c store.Call, ancestors []string
 			slog.String("error", errString(err)))
 	}
 	if err == nil {
-		// Concurrent marks share a transaction and a sync through the
-		// store's group commit. The call's status check is not written
-		// here: the sweep adds one if the call is still dispatched a while
-		// later (adoptSilentCalls, callstatus.go), so that the many calls
-		// that end quickly cost no check row.
-		err := r.store.Update(ctx, func(tx store.Tx) error {
-			_, err := tx.SetCallState(c.ThreadID, c.CallID, store.CallDispatched, store.CallNew)
-			return err
-		})
-		if err != nil {
+		// Concurrent marks share a transaction and a sync (coord.go). The
+		// call's status check is not written here: the sweep adds one if
+		// the call is still dispatched a while later (adoptSilentCalls,
+		// callstatus.go), so that the many calls that end quickly cost no
+		// check row.
+		if err := r.coord.markDispatched(ctx, c); err != nil {
 			r.log.Error("record dispatched call", "thread", c.ThreadID, "call_id", c.CallID, "err", err)
 		}
 		return

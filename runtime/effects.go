@@ -24,6 +24,9 @@ type effects struct {
 	timers  bool            // a timer was written
 	stop    bool            // the slice must not loop back
 	closed  map[string]bool // threads closed by this transaction
+	// announced says the commit stored the client events of what it
+	// saved (commitRelease): they are not to be published again.
+	announced bool
 }
 
 // notice is one best-effort notification to every tool server.

@@ -139,6 +139,40 @@ func (r *Runtime) announce(threadID string, msgs []store.Message) {
 	}
 }
 
+// turnEvents returns the events announce would publish for msgs, just
+// saved, without publishing them or changing what the hub keeps: for a
+// commit that stores them itself (commitRelease), then tells the hub with
+// announceStored.
+func (h *hub) turnEvents(threadID string, msgs []store.Message) []Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.goneLocked(threadID) {
+		return nil
+	}
+	in := h.inflight[threadID]
+	var out []Event
+	for _, m := range msgs {
+		if in != nil && m.Seq > in.base && m.Seq <= in.base+int64(len(in.msgs)) && len(in.keys) > 0 && in.has(m.Seq, inputKey(m)) {
+			continue // announced before the commit
+		}
+		out = append(out, messageEvents(threadID, apiMessage(m))...)
+	}
+	return out
+}
+
+// announceStored is announce for msgs whose events (turnEvents) the
+// commit that saved them stored: the hub forgets the thread's running turn
+// and announced inputs as announce does, and publishes nothing.
+func (r *Runtime) announceStored(threadID string, msgs []store.Message) {
+	r.hub.endTurn(threadID)
+	h := r.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range msgs {
+		h.announcedLocked(threadID, m)
+	}
+}
+
 // messageEvents are the events that announce a saved message: the message,
 // then one per tool call and one per tool result. A full replay sends the
 // history as the same events.

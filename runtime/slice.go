@@ -103,12 +103,14 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 	b := r.decodeBatch(threadID, items, known)
 
 	if !needsCompletion(b, pending, known) {
-		appended, _, err := r.commit(ctx, th, b, nil, nil, nil, nil, nil)
+		appended, fx, err := r.commit(ctx, th, b, nil, nil, nil, nil, nil, true)
 		if err != nil {
 			progressed, err = r.abandoned(threadID, err)
 			return progressed, false, err
 		}
-		r.announce(threadID, appended)
+		if !fx.announced {
+			r.announce(threadID, appended)
+		}
 		return true, true, nil
 	}
 	if b.interrupts {
@@ -170,7 +172,11 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		if !consumed {
 			inputs = b
 		}
-		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins, resp.Compaction)
+		// The slice ends with this commit when the turn made calls that
+		// answer later, or none that answers at once: the commit hands the
+		// thread back then.
+		last := len(accepted) > 0 || len(rejected)+len(builtins) == 0
+		appended, fx, err := r.commit(ctx, th, inputs, &turn, rejected, accepted, builtins, resp.Compaction, last)
 		if err != nil {
 			if lost := r.coord.held(ctx); lost != nil {
 				return consumed, false, r.resumeElsewhere(threadID, consumed, lastSeqOf(history), lost)
@@ -184,7 +190,9 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 		consumed = true
 		pendingInputs = nil
 		r.hist.saved(threadID, history, appended)
-		r.announce(threadID, appended)
+		if !fx.announced {
+			r.announce(threadID, appended)
+		}
 		// After the commit: a client that reads the thread's state after
 		// this event finds the completion in its sums.
 		r.recordUsage(threadID, resp.Usage)
@@ -264,8 +272,10 @@ func turnSeq(appended []store.Message) int64 {
 // built-in calls, records the accepted calls as pending, and consumes the
 // batch — all in one transaction. The returned effects are to be applied
 // once it committed. A compaction the model's provider made while it
-// answered (compacted, if any) is recorded in the same transaction.
-func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall, compacted *model.CompactionBlock) ([]store.Message, *effects, error) {
+// answered (compacted, if any) is recorded in the same transaction. With
+// last (the slice ends with this commit) the same transaction hands the
+// thread back (coord.releaseInCommit).
+func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *store.Message, rejected []store.ToolResult, accepted []store.Call, builtins []store.ToolCall, compacted *model.CompactionBlock, last bool) ([]store.Message, *effects, error) {
 	threadID := th.ID
 	var msgs []store.Message
 	if b != nil {
@@ -281,7 +291,11 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 	if err := r.coord.held(ctx); err != nil {
 		return nil, nil, err
 	}
-	err := r.store.Update(ctx, func(tx store.Tx) error {
+	var release commitRelease
+	if last {
+		release = r.coord.releaseInCommit(ctx, threadID)
+	}
+	save := func(tx store.Tx) error {
 		*fx = effects{}
 		if err := r.coord.fence(ctx, tx, threadID); err != nil {
 			return err
@@ -335,7 +349,20 @@ func (r *Runtime) commit(ctx context.Context, th store.Thread, b *batch, turn *s
 			return tx.Consume(b.ids)
 		}
 		return nil
-	})
+	}
+	var err error
+	if release != nil {
+		// The events of what it saves go with it, before the thread is
+		// another process's to take.
+		var stored bool
+		stored, err = release.commit(ctx, save, func() []Event { return r.hub.turnEvents(threadID, appended) })
+		if stored {
+			r.announceStored(threadID, appended)
+			fx.announced = true
+		}
+	} else {
+		err = r.coord.update(ctx, save)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("save turn of thread %s (RAP RT-4: nothing was saved, the inputs stay queued): %w", threadID, err)
 	}

@@ -24,7 +24,24 @@ import (
 // is "THREAD_ID LAST_ID".
 const EventsChannel = "rap_events"
 
-// AppendThreadEvents implements store.ThreadEvents.
+// appendEventsSQL appends the events of one thread: it takes the next ids
+// from the thread's head ($2 of them), inserts the events (the arrays $3
+// to $6, in order) and notifies $7, all in one statement.
+const appendEventsSQL = `WITH head AS (
+		INSERT INTO thread_event_heads (thread_id, last_id) VALUES ($1, $2)
+		ON CONFLICT (thread_id) DO UPDATE SET last_id = thread_event_heads.last_id + excluded.last_id
+		RETURNING last_id
+	), stored AS (
+		INSERT INTO thread_events (thread_id, id, type, data, msg_seq, created)
+		SELECT $1, head.last_id - $2 + e.n, e.type, e.data, e.msg_seq, e.created
+		FROM head, unnest($3::text[], $4::bytea[], $5::bigint[], $6::timestamptz[]) WITH ORDINALITY AS e(type, data, msg_seq, created, n)
+	), notified AS (
+		SELECT pg_notify($7, $1 || ' ' || last_id::text) FROM head
+	)
+	SELECT last_id FROM head, notified`
+
+// AppendThreadEvents implements store.ThreadEvents: one statement per
+// thread, all sent in one round trip.
 func (t *tx) AppendThreadEvents(events []store.ThreadEvent) ([]store.ThreadEvent, error) {
 	out := make([]store.ThreadEvent, len(events))
 	copy(out, events)
@@ -37,28 +54,39 @@ func (t *tx) AppendThreadEvents(events []store.ThreadEvent) ([]store.ThreadEvent
 		}
 		byThread[e.ThreadID] = append(byThread[e.ThreadID], i)
 	}
+	if len(order) == 0 {
+		return out, nil
+	}
+	b := &pgx.Batch{}
+	for _, th := range order {
+		idx := byThread[th]
+		types := make([]string, len(idx))
+		data := make([][]byte, len(idx))
+		seqs := make([]int64, len(idx))
+		created := make([]time.Time, len(idx))
+		for j, i := range idx {
+			e := &out[i]
+			e.Created = t.stamp(e.Created)
+			types[j], data[j], seqs[j], created[j] = e.Type, bin(string(e.Data)), e.MsgSeq, e.Created
+		}
+		b.Queue(appendEventsSQL, th, int64(len(idx)), types, data, seqs, created, EventsChannel)
+	}
+	br := t.tx.SendBatch(t.ctx, b)
 	for _, th := range order {
 		idx := byThread[th]
 		var last int64
-		err := t.queryRow(`INSERT INTO thread_event_heads (thread_id, last_id) VALUES ($1, $2)
-			ON CONFLICT (thread_id) DO UPDATE SET last_id = thread_event_heads.last_id + excluded.last_id
-			RETURNING last_id`, th, int64(len(idx))).Scan(&last)
-		if err != nil {
-			return nil, fmt.Errorf("number the events of thread %s: %w", th, err)
+		if err := t.note(br.QueryRow().Scan(&last)); err != nil {
+			br.Close()
+			return nil, fmt.Errorf("store the events of thread %s: %w", th, err)
 		}
 		id := last - int64(len(idx))
 		for _, i := range idx {
 			id++
-			e := &out[i]
-			e.ID, e.Created = id, t.stamp(e.Created)
-			if _, err := t.exec(`INSERT INTO thread_events (thread_id, id, type, data, msg_seq, created) VALUES ($1, $2, $3, $4, $5, $6)`,
-				th, e.ID, e.Type, bin(string(e.Data)), e.MsgSeq, e.Created); err != nil {
-				return nil, fmt.Errorf("store event %d of thread %s: %w", e.ID, th, err)
-			}
+			out[i].ID = id
 		}
-		if _, err := t.exec(`SELECT pg_notify($1, $2)`, EventsChannel, th+" "+strconv.FormatInt(last, 10)); err != nil {
-			return nil, fmt.Errorf("notify the events of thread %s: %w", th, err)
-		}
+	}
+	if err := t.note(br.Close()); err != nil {
+		return nil, fmt.Errorf("store thread events: %w", err)
 	}
 	return out, nil
 }
