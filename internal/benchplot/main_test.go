@@ -45,25 +45,8 @@ func TestChartDrawsEveryFigure(t *testing.T) {
 		t.Fatal(err)
 	}
 	svg := chart(rows)
-	dec := xml.NewDecoder(bytes.NewReader(svg))
-	circles, texts := 0, map[string]bool{}
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("the chart is not well-formed XML: %v", err)
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if tok.Name.Local == "circle" {
-				circles++
-			}
-		case xml.CharData:
-			texts[strings.TrimSpace(string(tok))] = true
-		}
-	}
+	elements, texts := readSVG(t, svg)
+	circles := elements["circle"]
 	if want := 2*len(rows) + 2; circles != want { // two legend markers
 		t.Errorf("the chart has %d points, want %d", circles, want)
 	}
@@ -110,29 +93,8 @@ func TestCyclesChartDrawsEveryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svg := cyclesChart(runs)
-	dec := xml.NewDecoder(bytes.NewReader(svg))
-	circles, lines, texts := 0, 0, map[string]bool{}
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("the chart is not well-formed XML: %v", err)
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			switch tok.Name.Local {
-			case "circle":
-				circles++
-			case "polyline":
-				lines++
-			}
-		case xml.CharData:
-			texts[strings.TrimSpace(string(tok))] = true
-		}
-	}
+	elements, texts := readSVG(t, cyclesChart(runs))
+	circles, lines := elements["circle"], elements["polyline"]
 	if want := len(runs) + len(runtimes); circles != want { // a legend marker per runtime
 		t.Errorf("the chart has %d points, want %d", circles, want)
 	}
@@ -168,6 +130,29 @@ func TestParseRunsRefusesBadFigures(t *testing.T) {
 	} {
 		if _, err := parseRuns(tc.csv); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("parseRuns(%q) = %v, want an error naming %q", tc.csv, err, tc.want)
+		}
+	}
+}
+
+// readSVG parses a chart, failing the test when it is not well-formed
+// XML, and returns how many elements of each name it holds and its texts.
+func readSVG(t *testing.T, svg []byte) (elements map[string]int, texts map[string]bool) {
+	t.Helper()
+	elements, texts = map[string]int{}, map[string]bool{}
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return elements, texts
+		}
+		if err != nil {
+			t.Fatalf("the chart is not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			elements[tok.Name.Local]++
+		case xml.CharData:
+			texts[strings.TrimSpace(string(tok))] = true
 		}
 	}
 }
