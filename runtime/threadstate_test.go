@@ -70,6 +70,19 @@ func TestThreadStates(t *testing.T) {
 
 	e.post(root, "nap")
 	waitState(t, e, root, api.StateWaitingTimer)
+	// turn_ended tells the state when it is published, once the worker has
+	// let the thread go: wait for it before the next message, which would
+	// make the thread running again.
+	var ends []api.TurnEnded
+	for len(ends) == 0 || ends[len(ends)-1].State != api.StateWaitingTimer {
+		if ev := s.next(t); ev.typ == EventTurnEnded {
+			var te api.TurnEnded
+			if err := json.Unmarshal([]byte(ev.data), &te); err != nil {
+				t.Fatal(err)
+			}
+			ends = append(ends, te)
+		}
+	}
 
 	e.post(root, "work") // interrupts the sleep (RAP CA-1)
 	inv := ts.next()
@@ -93,7 +106,6 @@ func TestThreadStates(t *testing.T) {
 
 	// The stream told each turn's end with the state it left, the
 	// child's too (on its parent's stream), and ended quiet.
-	var ends []api.TurnEnded
 	for len(ends) == 0 || ends[len(ends)-1].State != api.StateQuiet || ends[len(ends)-1].ThreadID != child.GroupID {
 		ev := s.next(t)
 		if ev.typ == EventTurnEnded {
