@@ -826,7 +826,15 @@ func TestOutboxDrops4xx(t *testing.T) {
 	if attempts["/gone"] != 3 {
 		t.Errorf("attempts = %d, want 3: one for the refused message, one each for the others", attempts["/gone"])
 	}
-	checkExactlyOnceInOrder(t, got, []string{"call-1", "call-2"})
+	// Different calls are delivered independently, in no set order:
+	// each of the two accepted arrives once.
+	seen := map[string]int{}
+	for _, r := range got {
+		seen[r.id]++
+	}
+	if seen["call-1"] != 1 || seen["call-2"] != 1 || len(seen) != 2 {
+		t.Errorf("received %v; want call-1 and call-2 once each", seen)
+	}
 	p, _ := st.Pending(context.Background(), 10)
 	if len(p) != 0 {
 		t.Errorf("outbox still holds %d messages", len(p))
