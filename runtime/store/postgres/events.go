@@ -71,7 +71,10 @@ func (t *tx) AppendThreadEvents(events []store.ThreadEvent) ([]store.ThreadEvent
 		}
 		b.Queue(appendEventsSQL, th, int64(len(idx)), types, data, seqs, created, EventsChannel)
 	}
-	br := t.tx.SendBatch(t.ctx, b)
+	br, err := t.sendBatch(b)
+	if err != nil {
+		return nil, fmt.Errorf("store thread events: %w", err)
+	}
 	for _, th := range order {
 		idx := byThread[th]
 		var last int64

@@ -189,14 +189,14 @@ func serializationFailure(err error) bool {
 // run runs fn in one transaction with opts, committing when fn returns
 // nil and the transaction is read-write.
 func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) error) error {
-	ptx, err := s.pool.BeginTx(ctx, opts)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres store %s: begin transaction: %w", s.where, err)
 	}
-	t := &tx{s: s, ctx: ctx, tx: ptx, now: time.Now().UTC().Truncate(time.Microsecond)}
+	t := &tx{s: s, ctx: ctx, conn: conn, begin: beginSQL(opts), now: time.Now().UTC().Truncate(time.Microsecond)}
 	err = fn(t)
 	if err != nil || opts.AccessMode == pgx.ReadOnly {
-		ptx.Rollback(context.WithoutCancel(ctx))
+		t.end(ctx, false)
 		if opts.AccessMode == pgx.ReadOnly {
 			s.txc.views.Add(1)
 		} else if t.conflict == nil {
@@ -209,7 +209,7 @@ func (s *Store) run(ctx context.Context, opts pgx.TxOptions, fn func(store.Tx) e
 		}
 		return err
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	if err := t.end(ctx, true); err != nil {
 		if t.conflict != nil {
 			return errRetry{t.conflict}
 		}

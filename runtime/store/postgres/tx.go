@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gorap/gorap/runtime/store"
 	"github.com/gorap/gorap/runtime/store/backend"
@@ -17,10 +17,13 @@ import (
 
 // tx implements store.Tx on one pgx transaction.
 type tx struct {
-	s   *Store
-	ctx context.Context
-	tx  pgx.Tx
-	now time.Time
+	s    *Store
+	ctx  context.Context
+	conn *pgxpool.Conn
+	// begin is the BEGIN statement still to be sent with the first
+	// statement (txconn.go); "" once it was.
+	begin string
+	now   time.Time
 	// conflict is the first serialization failure a statement met: the
 	// transaction is void and Update runs fn again, whatever fn returned.
 	conflict error
@@ -34,28 +37,6 @@ func (t *tx) note(err error) error {
 		t.conflict = err
 	}
 	return err
-}
-
-func (t *tx) exec(sql string, args ...any) (pgconn.CommandTag, error) {
-	tag, err := t.tx.Exec(t.ctx, sql, args...)
-	return tag, t.note(err)
-}
-
-func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
-	rows, err := t.tx.Query(t.ctx, sql, args...)
-	return rows, t.note(err)
-}
-
-// row is a pgx.Row whose Scan error is noted.
-type row struct {
-	t *tx
-	r pgx.Row
-}
-
-func (r row) Scan(dest ...any) error { return r.t.note(r.r.Scan(dest...)) }
-
-func (t *tx) queryRow(sql string, args ...any) row {
-	return row{t, t.tx.QueryRow(t.ctx, sql, args...)}
 }
 
 // collect reads every row of a query with scan.
