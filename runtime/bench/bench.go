@@ -548,8 +548,8 @@ func (r *CycleReport) String() string {
 	}
 	if p := r.PostgresTx; p.Commits > 0 && r.Cycles > 0 {
 		n := float64(r.Cycles)
-		s += fmt.Sprintf("postgres     %.2f commits/cycle, %.2f read-only transactions/cycle, %.3f retries/cycle\n",
-			float64(p.Commits)/n, float64(p.Views)/n, float64(p.Retries)/n)
+		s += fmt.Sprintf("postgres     %.2f commits/cycle, %.2f read-only transactions/cycle, %.3f retries/cycle, %.1f round trips/cycle\n",
+			float64(p.Commits)/n, float64(p.Views)/n, float64(p.Retries)/n, float64(p.RoundTrips)/n)
 	}
 	return s
 }

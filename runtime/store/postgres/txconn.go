@@ -39,6 +39,7 @@ var errCommitRolledBack = errors.New("the transaction was rolled back by the dat
 // BEGIN in front when no statement has run yet. The caller reads b's
 // results from what it returns and closes it.
 func (t *tx) sendBatch(b *pgx.Batch) (pgx.BatchResults, error) {
+	t.s.txc.roundTrips.Add(1)
 	if t.begin == "" {
 		return t.conn.SendBatch(t.ctx, b), nil
 	}
@@ -55,6 +56,7 @@ func (t *tx) sendBatch(b *pgx.Batch) (pgx.BatchResults, error) {
 
 func (t *tx) exec(sql string, args ...any) (pgconn.CommandTag, error) {
 	if t.begin == "" {
+		t.s.txc.roundTrips.Add(1)
 		tag, err := t.conn.Exec(t.ctx, sql, args...)
 		return tag, t.note(err)
 	}
@@ -73,6 +75,7 @@ func (t *tx) exec(sql string, args ...any) (pgconn.CommandTag, error) {
 
 func (t *tx) query(sql string, args ...any) (pgx.Rows, error) {
 	if t.begin == "" {
+		t.s.txc.roundTrips.Add(1)
 		rows, err := t.conn.Query(t.ctx, sql, args...)
 		return rows, t.note(err)
 	}
@@ -133,6 +136,7 @@ func (r row) Scan(dest ...any) error { return r.t.note(r.r.Scan(dest...)) }
 
 func (t *tx) queryRow(sql string, args ...any) row {
 	if t.begin == "" {
+		t.s.txc.roundTrips.Add(1)
 		return row{t, t.conn.QueryRow(t.ctx, sql, args...)}
 	}
 	rows, err := t.query(sql, args...)
@@ -173,6 +177,7 @@ func (t *tx) end(ctx context.Context, commit bool) error {
 	if t.begin != "" {
 		return nil
 	}
+	t.s.txc.roundTrips.Add(1)
 	if !commit {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 		defer cancel()

@@ -16,6 +16,12 @@ type TxStats struct {
 	// Rollbacks is how many read-write transactions were abandoned because
 	// their function returned an error.
 	Rollbacks int64
+	// RoundTrips is how many times a transaction sent statements and waited
+	// for the database's answer (BEGIN rides with the first statement; a
+	// batch of statements is one; COMMIT or ROLLBACK is one): each costs
+	// the database server a wake-up and a reply, the larger part of its
+	// CPU for the runtime's short statements.
+	RoundTrips int64
 }
 
 // Sub returns the counts of s minus those of before: what happened between
@@ -24,16 +30,18 @@ func (s TxStats) Sub(before TxStats) TxStats {
 	return TxStats{
 		Commits: s.Commits - before.Commits, Views: s.Views - before.Views,
 		Retries: s.Retries - before.Retries, Rollbacks: s.Rollbacks - before.Rollbacks,
+		RoundTrips: s.RoundTrips - before.RoundTrips,
 	}
 }
 
 // txCounters are a Store's running TxStats.
 type txCounters struct {
-	commits, views, retries, rollbacks atomic.Int64
+	commits, views, retries, rollbacks, roundTrips atomic.Int64
 }
 
 // TxStats returns the transactions the store ran since it was opened.
 func (s *Store) TxStats() TxStats {
 	c := &s.txc
-	return TxStats{Commits: c.commits.Load(), Views: c.views.Load(), Retries: c.retries.Load(), Rollbacks: c.rollbacks.Load()}
+	return TxStats{Commits: c.commits.Load(), Views: c.views.Load(), Retries: c.retries.Load(), Rollbacks: c.rollbacks.Load(),
+		RoundTrips: c.roundTrips.Load()}
 }
