@@ -23,16 +23,22 @@ const maxStateThreads = 200
 
 // threadState returns th's state, read in tx.
 func (r *Runtime) threadState(tx store.Tx, th store.Thread) (api.ThreadState, error) {
+	return r.threadStateWith(tx, th, nil)
+}
+
+// threadStateWith is threadState given th's own records already read
+// (facts, when not nil).
+func (r *Runtime) threadStateWith(tx store.Tx, th store.Thread, facts *store.StateFacts) (api.ThreadState, error) {
 	budget := maxStateThreads
-	return r.stateOf(tx, th, 0, &budget)
+	return r.stateOf(tx, th, facts, 0, &budget)
 }
 
 // stateOf returns th's state: its own, or, when nothing of its own is
 // pending, waiting_children while a descendant is neither settled nor
 // closed. budget counts the threads still to be read.
-func (r *Runtime) stateOf(tx store.Tx, th store.Thread, depth int, budget *int) (api.ThreadState, error) {
+func (r *Runtime) stateOf(tx store.Tx, th store.Thread, facts *store.StateFacts, depth int, budget *int) (api.ThreadState, error) {
 	*budget--
-	own, err := r.ownState(tx, th)
+	own, err := r.ownStateFrom(th, stateReads{tx: tx, id: th.ID, facts: facts})
 	if err != nil || own != api.StateQuiet {
 		return own, err
 	}
@@ -51,7 +57,7 @@ func (r *Runtime) stateOf(tx store.Tx, th store.Thread, depth int, budget *int) 
 		if *budget <= 0 {
 			return api.StateWaitingChildren, nil
 		}
-		s, err := r.stateOf(tx, k, depth+1, budget)
+		s, err := r.stateOf(tx, k, nil, depth+1, budget)
 		if err != nil {
 			return "", err
 		}
@@ -69,9 +75,57 @@ func (r *Runtime) stateOf(tx store.Tx, th store.Thread, depth int, budget *int) 
 	return api.StateQuiet, nil
 }
 
+// stateReads reads the records of one thread that its own state is made
+// of: from facts read beforehand when there are some, else from tx.
+type stateReads struct {
+	tx    store.Tx
+	id    string
+	facts *store.StateFacts
+}
+
+func (s stateReads) queued() ([]store.InboxItem, error) {
+	if s.facts != nil {
+		return s.facts.Queued, nil
+	}
+	return s.tx.Queued(s.id)
+}
+
+func (s stateReads) timers() ([]store.Timer, error) {
+	if s.facts != nil {
+		return s.facts.Timers, nil
+	}
+	return s.tx.ThreadTimers(s.id)
+}
+
+func (s stateReads) choices() ([]store.Choice, error) {
+	if s.facts != nil {
+		return s.facts.Choices, nil
+	}
+	return s.tx.ThreadChoices(s.id)
+}
+
+func (s stateReads) pendingCalls() ([]store.Call, error) {
+	if s.facts != nil {
+		return s.facts.PendingCalls, nil
+	}
+	return s.tx.PendingCalls(s.id)
+}
+
+func (s stateReads) subscriptions() ([]store.Subscription, error) {
+	if s.facts != nil {
+		return s.facts.Subscriptions, nil
+	}
+	return s.tx.ThreadSubscriptions(s.id)
+}
+
 // ownState returns th's state leaving its children out.
 func (r *Runtime) ownState(tx store.Tx, th store.Thread) (api.ThreadState, error) {
-	id := th.ID
+	return r.ownStateFrom(th, stateReads{tx: tx, id: th.ID})
+}
+
+// ownStateFrom is ownState reading th's records through rd.
+func (r *Runtime) ownStateFrom(th store.Thread, rd stateReads) (api.ThreadState, error) {
+	tx, id := rd.tx, th.ID
 	if th.Status == store.ThreadClosed {
 		return api.StateClosed, nil
 	}
@@ -85,11 +139,11 @@ func (r *Runtime) ownState(tx store.Tx, th store.Thread) (api.ThreadState, error
 	if running {
 		return api.StateRunning, nil
 	}
-	queued, err := tx.Queued(id)
+	queued, err := rd.queued()
 	if err != nil {
 		return "", err
 	}
-	timers, err := tx.ThreadTimers(id)
+	timers, err := rd.timers()
 	if err != nil {
 		return "", err
 	}
@@ -103,11 +157,11 @@ func (r *Runtime) ownState(tx store.Tx, th store.Thread) (api.ThreadState, error
 		}
 		return api.StateRunning, nil
 	}
-	choices, err := tx.ThreadChoices(id)
+	choices, err := rd.choices()
 	if err != nil || len(choices) > 0 {
 		return api.StateWaitingUser, err
 	}
-	calls, err := tx.PendingCalls(id)
+	calls, err := rd.pendingCalls()
 	if err != nil {
 		return "", err
 	}
@@ -139,7 +193,7 @@ func (r *Runtime) ownState(tx store.Tx, th store.Thread) (api.ThreadState, error
 		}
 	}
 	if !tools {
-		subs, err := tx.ThreadSubscriptions(id)
+		subs, err := rd.subscriptions()
 		if err != nil {
 			return "", err
 		}
@@ -173,17 +227,28 @@ func (r *Runtime) turnEnded(threadID string) {
 	err := r.store.View(ctx, func(tx store.Tx) error {
 		out = out[:0]
 		id := threadID
+		fr, together := tx.(store.StateFactsReader)
 		for depth := 0; id != "" && depth <= maxStateDepth; depth++ {
-			th, err := tx.Thread(id)
+			var th store.Thread
+			var facts *store.StateFacts
+			var err error
+			if together {
+				f, err := fr.StateFacts(id)
+				if err != nil {
+					return err
+				}
+				th, facts = f.Thread, &f
+			} else if th, err = tx.Thread(id); err != nil {
+				return err
+			}
+			s, err := r.threadStateWith(tx, th, facts)
 			if err != nil {
 				return err
 			}
-			s, err := r.threadState(tx, th)
-			if err != nil {
-				return err
-			}
-			last, err := tx.LastSeq(id)
-			if err != nil {
+			var last int64
+			if facts != nil {
+				last = facts.LastSeq
+			} else if last, err = tx.LastSeq(id); err != nil {
 				return err
 			}
 			out = append(out, ended{id, api.TurnEnded{ThreadID: threadID, State: s, LastSeq: last}})

@@ -12,6 +12,7 @@ import (
 	"github.com/gorap/gorap/rap"
 	"github.com/gorap/gorap/runtime/api"
 	"github.com/gorap/gorap/runtime/store"
+	"github.com/gorap/gorap/runtime/store/postgres/pgtest"
 )
 
 // stateOfThread reads the thread's state as GET /v1/threads/{id} says it.
@@ -42,7 +43,16 @@ var stackOfRe = regexp.MustCompile(`Your thread stack, root first: (\[[^\]]*\])`
 // (waiting_children), quiet once nothing is pending anywhere, closed; and
 // each turn's end is announced with the state it left, on the thread and
 // on its ancestors.
-func TestThreadStates(t *testing.T) {
+func TestThreadStates(t *testing.T) { testThreadStates(t, false) }
+
+// TestThreadStatesOnPostgres: the same on a PostgreSQL store, which reads
+// a thread's records for turn_ended in one exchange with the database.
+func TestThreadStatesOnPostgres(t *testing.T) {
+	pgtest.Require(t)
+	testThreadStates(t, true)
+}
+
+func testThreadStates(t *testing.T, postgres bool) {
 	ts := newToolServer(t, "jobs", tool("job"))
 	m := &fnModel{fn: func(req model.Request) *model.Response {
 		in := inputOfReq(req)
@@ -60,7 +70,7 @@ func TestThreadStates(t *testing.T) {
 		}
 		return &model.Response{Text: "done"}
 	}}
-	e := newEnv(t, envOptions{model: m, servers: []string{ts.URL()}})
+	e := newEnv(t, envOptions{model: m, servers: []string{ts.URL()}, postgres: postgres})
 	root := e.newThread()
 	s := openIDStream(t, e.srv.URL, root, "", false)
 	s.until(t, EventReplayDone)

@@ -804,6 +804,27 @@ type ThreadEvents interface {
 	PruneThreadEvents(before time.Time, keep int) (int64, error)
 }
 
+// StateFacts are what a thread's state is computed from, read together:
+// the thread, its queued inputs, timers, open user choices, pending calls
+// and subscriptions, and the seq of its last message (LastSeq).
+type StateFacts struct {
+	Thread        Thread
+	Queued        []InboxItem
+	Timers        []Timer
+	Choices       []Choice
+	PendingCalls  []Call
+	Subscriptions []Subscription
+	LastSeq       int64
+}
+
+// StateFactsReader is implemented by a Tx that reads a thread's
+// StateFacts in one exchange with its database server; where it is, the
+// runtime reads them so instead of one by one. StateFacts returns an error
+// wrapping ErrNotFound when the thread does not exist.
+type StateFactsReader interface {
+	StateFacts(threadID string) (StateFacts, error)
+}
+
 // EventListener is implemented by a shared store that tells its processes
 // when thread events were appended (PostgreSQL LISTEN/NOTIFY).
 type EventListener interface {

@@ -24,16 +24,21 @@ func (t *tx) SessionThreads(rootID string) ([]store.Thread, error) {
 
 // ThreadTimers implements store.Sessions.
 func (t *tx) ThreadTimers(threadID string) ([]store.Timer, error) {
-	return collect(t, "list the timers of thread "+threadID, func(rows pgx.Rows) (store.Timer, error) {
-		var tm store.Timer
-		var payload []byte
-		err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &tm.Due, &tm.Created)
-		if len(payload) > 0 {
-			tm.Payload = json.RawMessage(payload)
-		}
-		tm.Due, tm.Created = utc(tm.Due), utc(tm.Created)
-		return tm, err
-	}, `SELECT id, thread_id, kind, payload, due, created FROM timers WHERE thread_id = $1 ORDER BY due, id`, threadID)
+	return collect(t, "list the timers of thread "+threadID, scanTimerRows, threadTimersSQL, threadID)
+}
+
+// threadTimersSQL reads a thread's timers ($1), soonest first.
+const threadTimersSQL = `SELECT id, thread_id, kind, payload, due, created FROM timers WHERE thread_id = $1 ORDER BY due, id`
+
+func scanTimerRows(rows pgx.Rows) (store.Timer, error) {
+	var tm store.Timer
+	var payload []byte
+	err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &tm.Due, &tm.Created)
+	if len(payload) > 0 {
+		tm.Payload = json.RawMessage(payload)
+	}
+	tm.Due, tm.Created = utc(tm.Due), utc(tm.Created)
+	return tm, err
 }
 
 // ThreadSeenKeys implements store.Sessions.

@@ -45,19 +45,25 @@ func collect[T any](t *tx, what string, scan func(pgx.Rows) (T, error), sql stri
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	out, err := scanAll(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, t.note(err))
+	}
+	return out, nil
+}
+
+// scanAll reads every row of rows with scan, and closes them.
+func scanAll[T any](rows pgx.Rows, scan func(pgx.Rows) (T, error)) ([]T, error) {
 	defer rows.Close()
 	var out []T
 	for rows.Next() {
 		v, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, t.note(err))
+			return nil, err
 		}
 		out = append(out, v)
 	}
-	if err := t.note(rows.Err()); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // bin is s as a bytea parameter, never NULL.
@@ -120,6 +126,9 @@ func (t *tx) CreateThread(th store.Thread) error {
 	return nil
 }
 
+// threadSQL reads one thread ($1).
+const threadSQL = `SELECT ` + threadCols + ` FROM threads WHERE id = $1`
+
 // threadCols are the columns scanThread reads.
 const threadCols = `id, COALESCE(parent_id, ''), root_id, status, created, origin_call_id, origin_tool, origin_args, inherit_seq, user_id, title, first_message, archived`
 
@@ -142,7 +151,7 @@ func scanThreadRows(rows pgx.Rows) (store.Thread, error) { return scanThread(row
 
 // Thread implements store.Threads.
 func (t *tx) Thread(id string) (store.Thread, error) {
-	th, err := scanThread(t.queryRow(`SELECT `+threadCols+` FROM threads WHERE id = $1`, id))
+	th, err := scanThread(t.queryRow(threadSQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return th, backend.NotFound("thread", id)
 	}
@@ -204,13 +213,22 @@ func (t *tx) UserThreadsPage(userID string, after store.ThreadCursor, limit int)
 
 // LastSeq implements store.Messages.
 func (t *tx) LastSeq(threadID string) (int64, error) {
-	var last, inherit int64
-	err := t.queryRow(`SELECT COALESCE((SELECT MAX(seq) FROM messages WHERE thread_id = $1), 0), COALESCE((SELECT inherit_seq FROM threads WHERE id = $1), 0)`,
-		threadID).Scan(&last, &inherit)
+	last, err := scanLastSeq(t.queryRow(lastSeqSQL, threadID))
 	if err != nil {
 		return 0, fmt.Errorf("read the last seq of thread %s: %w", threadID, err)
 	}
-	return max(last, inherit), nil
+	return last, nil
+}
+
+// lastSeqSQL reads what scanLastSeq needs of a thread ($1).
+const lastSeqSQL = `SELECT COALESCE((SELECT MAX(seq) FROM messages WHERE thread_id = $1), 0), COALESCE((SELECT inherit_seq FROM threads WHERE id = $1), 0)`
+
+// scanLastSeq reads the seq of a thread's last message: its own, or the
+// last it inherited from its parent.
+func scanLastSeq(r pgx.Row) (int64, error) {
+	var last, inherit int64
+	err := r.Scan(&last, &inherit)
+	return max(last, inherit), err
 }
 
 // AppendMessages implements store.Messages.
@@ -323,14 +341,22 @@ func (t *tx) InsertInboxItem(item store.InboxItem) (bool, error) {
 
 // Queued implements store.Inbox.
 func (t *tx) Queued(threadID string) ([]store.InboxItem, error) {
-	return collect(t, "read inbox of thread "+threadID, func(rows pgx.Rows) (store.InboxItem, error) {
+	return collect(t, "read inbox of thread "+threadID, scanInbox(threadID), queuedSQL, threadID)
+}
+
+// queuedSQL reads a thread's inbox ($1) in order.
+const queuedSQL = `SELECT id, kind, payload, dedup_key, created FROM inbox WHERE thread_id = $1 ORDER BY id`
+
+// scanInbox returns the scanner of queuedSQL's rows for threadID.
+func scanInbox(threadID string) func(pgx.Rows) (store.InboxItem, error) {
+	return func(rows pgx.Rows) (store.InboxItem, error) {
 		it := store.InboxItem{ThreadID: threadID}
 		var kind string
 		var payload, key []byte
 		err := rows.Scan(&it.ID, &kind, &payload, &key, &it.Created)
 		it.Kind, it.Payload, it.DedupKey, it.Created = store.InboxKind(kind), json.RawMessage(payload), string(key), utc(it.Created)
 		return it, err
-	}, `SELECT id, kind, payload, dedup_key, created FROM inbox WHERE thread_id = $1 ORDER BY id`, threadID)
+	}
 }
 
 // QueuedThreads implements store.Inbox.
@@ -499,9 +525,13 @@ func (t *tx) Subscription(threadID, callID string) (store.Subscription, error) {
 
 // ThreadSubscriptions implements store.Subscriptions.
 func (t *tx) ThreadSubscriptions(threadID string) ([]store.Subscription, error) {
-	return collect(t, "list subscriptions of thread "+threadID, func(rows pgx.Rows) (store.Subscription, error) { return scanSubscription(rows) },
-		`SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = $1 ORDER BY created, call_id`, threadID)
+	return collect(t, "list subscriptions of thread "+threadID, scanSubscriptionRows, threadSubscriptionsSQL, threadID)
 }
+
+// threadSubscriptionsSQL reads a thread's subscriptions ($1).
+const threadSubscriptionsSQL = `SELECT thread_id, call_id, tool_name, state, created FROM subscriptions WHERE thread_id = $1 ORDER BY created, call_id`
+
+func scanSubscriptionRows(rows pgx.Rows) (store.Subscription, error) { return scanSubscription(rows) }
 
 // Views
 
@@ -682,6 +712,10 @@ func (t *tx) TakeChoice(threadID, callID string) (store.Choice, error) {
 
 // ThreadChoices implements store.Choices.
 func (t *tx) ThreadChoices(threadID string) ([]store.Choice, error) {
-	return collect(t, "list user choices of thread "+threadID, func(rows pgx.Rows) (store.Choice, error) { return scanChoice(rows) },
-		`SELECT `+choiceCols+` FROM choices WHERE thread_id = $1 ORDER BY created, call_id`, threadID)
+	return collect(t, "list user choices of thread "+threadID, scanChoiceRows, threadChoicesSQL, threadID)
 }
+
+// threadChoicesSQL reads a thread's open user choices ($1).
+const threadChoicesSQL = `SELECT ` + choiceCols + ` FROM choices WHERE thread_id = $1 ORDER BY created, call_id`
+
+func scanChoiceRows(rows pgx.Rows) (store.Choice, error) { return scanChoice(rows) }
