@@ -302,10 +302,30 @@ func (s *sharedCoord) releaseLease(threadID string) {
 	}
 }
 
+// oneReader is a store that can run a single read outside a transaction
+// (PostgreSQL), sparing the exchanges with the database that begin and
+// end one.
+type oneReader interface {
+	ReadOne(ctx context.Context, fn func(store.Tx) error) error
+}
+
+// readOne runs fn, which makes one read, the cheapest way the store
+// offers: outside a transaction where it can, else in a View.
+func (r *Runtime) readOne(ctx context.Context, fn func(store.Tx) error) error {
+	o, ok := r.cfg.Store.(oneReader)
+	switch {
+	case !ok:
+		return r.store.View(ctx, fn)
+	case r.cfg.Metrics != nil:
+		return timedStore{Store: r.cfg.Store, m: r.cfg.Metrics}.timedRun(ctx, TxView, o.ReadOne, fn)
+	}
+	return o.ReadOne(ctx, fn)
+}
+
 // hasQueued reports whether the thread has queued inputs.
 func (s *sharedCoord) hasQueued(threadID string) bool {
 	var n int
-	err := s.r.store.View(s.r.baseCtx, func(tx store.Tx) error {
+	err := s.r.readOne(s.r.baseCtx, func(tx store.Tx) error {
 		q, err := tx.Queued(threadID)
 		n = len(q)
 		return err

@@ -193,7 +193,7 @@ func (se *sharedEvents) completionStarted(ctx context.Context, threadID string) 
 	// Registered first, read after: an event stored meanwhile is in the
 	// read or raises head when delivered.
 	var head int64
-	err := se.r.store.View(ctx, func(tx store.Tx) error {
+	err := se.r.readOne(ctx, func(tx store.Tx) error {
 		var err error
 		head, err = tx.LastThreadEventID(threadID)
 		return err

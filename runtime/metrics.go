@@ -360,21 +360,26 @@ type timedStore struct {
 // the store's own for the transaction; a pool of counters would save it
 // but rely on no store running fn after it returned.
 func (s timedStore) timed(ctx context.Context, kind string, fn func(store.Tx) error) error {
+	run := s.Store.QuickView
+	switch kind {
+	case TxUpdate:
+		run = s.Store.Update
+	case TxView:
+		run = s.Store.View
+	}
+	return s.timedRun(ctx, kind, run, fn)
+}
+
+// timedRun runs fn through run (one of the store's ways to run a
+// transaction), counted as kind.
+func (s timedStore) timedRun(ctx context.Context, kind string, run func(context.Context, func(store.Tx) error) error, fn func(store.Tx) error) error {
 	runs := 0
 	counted := func(tx store.Tx) error {
 		runs++
 		return fn(tx)
 	}
 	start := time.Now()
-	var err error
-	switch kind {
-	case TxUpdate:
-		err = s.Store.Update(ctx, counted)
-	case TxView:
-		err = s.Store.View(ctx, counted)
-	default:
-		err = s.Store.QuickView(ctx, counted)
-	}
+	err := run(ctx, counted)
 	s.m.StoreTx(kind, time.Since(start), runs, err != nil)
 	return err
 }

@@ -37,19 +37,35 @@ func (r *Runtime) slice(ctx context.Context, threadID string) (progressed, drain
 	}
 	load := func(tx store.Tx) error {
 		var err error
-		if l.th, err = tx.Thread(threadID); err != nil {
+		// A store that reads the thread, its inbox and its pending calls
+		// in one exchange with its database does so.
+		var facts *store.StateFacts
+		if fr, ok := tx.(store.StateFactsReader); ok {
+			f, err := fr.StateFacts(threadID)
+			if err != nil {
+				return err
+			}
+			l.th, facts = f.Thread, &f
+		} else if l.th, err = tx.Thread(threadID); err != nil {
 			return err
 		}
 		if l.stack, err = threadStack(tx, l.th); err != nil {
 			return err
 		}
-		if l.items, err = tx.Queued(threadID); err != nil || len(l.items) == 0 {
+		if facts != nil {
+			l.items = facts.Queued
+		} else if l.items, err = tx.Queued(threadID); err != nil {
 			return err
+		}
+		if len(l.items) == 0 {
+			return nil
 		}
 		if l.history, err = r.hist.load(tx, threadID); err != nil {
 			return err
 		}
-		if l.pending, err = tx.PendingCalls(threadID); err != nil {
+		if facts != nil {
+			l.pending = facts.PendingCalls
+		} else if l.pending, err = tx.PendingCalls(threadID); err != nil {
 			return err
 		}
 		l.known = make(map[string]store.Call, len(l.pending))

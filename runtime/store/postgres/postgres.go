@@ -158,6 +158,23 @@ func (s *Store) View(ctx context.Context, fn func(store.Tx) error) error {
 	return s.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 }
 
+// ReadOne runs fn outside a transaction: each statement it runs sees what
+// was committed when that statement started, so one read is consistent on
+// its own but several are not with one another. For a single read it
+// spares the BEGIN and the ROLLBACK of View, two of its three exchanges
+// with the database.
+func (s *Store) ReadOne(ctx context.Context, fn func(store.Tx) error) error {
+	if s.closed.Load() {
+		return s.closedErr()
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres store %s: read: %w", s.where, err)
+	}
+	defer conn.Release()
+	return fn(&tx{s: s, ctx: ctx, conn: conn, now: time.Now().UTC().Truncate(time.Microsecond)})
+}
+
 // QuickView implements store.Store; it is View.
 func (s *Store) QuickView(ctx context.Context, fn func(store.Tx) error) error {
 	return s.View(ctx, fn)

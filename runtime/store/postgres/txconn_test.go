@@ -146,3 +146,30 @@ func TestConnectionsComeBackToThePool(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOneSeesEachCommit: ReadOne runs its reads outside a
+// transaction, each seeing what was committed when it started, and gives
+// its connection back each time.
+func TestReadOneSeesEachCommit(t *testing.T) {
+	s := pgtest.Open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.ReadOne(ctx, func(tx store.Tx) error {
+		if _, err := tx.Thread("late"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("a thread not created yet: %v, want not found", err)
+		}
+		if err := s.Update(ctx, func(tx store.Tx) error { return tx.CreateThread(store.Thread{ID: "late"}) }); err != nil {
+			return err
+		}
+		_, err := tx.Thread("late")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the second read did not see the thread committed after the first: %v", err)
+	}
+	for i := range 100 {
+		if err := s.ReadOne(ctx, func(tx store.Tx) error { _, err := tx.Thread("late"); return err }); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+}
