@@ -107,8 +107,8 @@ func (s *Store) SendTextDeltas(ctx context.Context, deltas []store.TextDelta) er
 	return nil
 }
 
-// ListenTextDeltas listens on the schema's delta channel on a connection
-// of its own, calls ready once it listens, then deliver with each delta
+// ListenTextDeltas listens on the schema's delta channel (on the Store's
+// one LISTEN connection, listen.go), calls ready once it listens, then deliver with each delta
 // another Store sent, in the order sent. It returns when ctx ends (nil) or
 // the connection fails (the error; call it again to listen again).
 func (s *Store) ListenTextDeltas(ctx context.Context, ready func(), deliver func(store.TextDelta)) error {

@@ -129,9 +129,9 @@ func (t *tx) PruneThreadEvents(before time.Time, keep int) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
-// ListenThreadEvents implements store.EventListener: it holds a
-// connection of its own (outside the pool, which it does not shrink) in
-// LISTEN until ctx ends or the connection fails.
+// ListenThreadEvents implements store.EventListener: it listens on the
+// Store's one LISTEN connection (listen.go) until ctx ends or the
+// connection fails.
 func (s *Store) ListenThreadEvents(ctx context.Context, notify func(threadID string, lastID int64)) error {
 	return s.listen(ctx, EventsChannel, "events", nil, func(payload string) {
 		i := strings.LastIndexByte(payload, ' ')

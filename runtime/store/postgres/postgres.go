@@ -47,6 +47,8 @@ type Store struct {
 	id     string
 	closed atomic.Bool
 	txc    txCounters
+	// mux shares one LISTEN connection between the listeners (listen.go).
+	mux listenMux
 }
 
 var _ store.Store = (*Store)(nil)

@@ -47,8 +47,8 @@ func (s *Store) initWakes(ctx context.Context) error {
 // and folds identical notifications of one transaction into one.
 func (s *Store) wakePayload(threadID string) string { return s.sender + " " + threadID }
 
-// ListenWakes listens on the store's wake channel on a connection of its
-// own, calls ready once it listens, then wake with the id of each thread
+// ListenWakes listens on the store's wake channel (on the Store's one
+// LISTEN connection, listen.go), calls ready once it listens, then wake with the id of each thread
 // another process (another Store) queued an input for; notifications this
 // Store sent are skipped, since the process that commits an input wakes
 // the thread itself. It returns when ctx ends (nil) or the connection
