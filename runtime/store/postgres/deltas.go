@@ -7,8 +7,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/gorap/gorap/runtime/store"
 )
 
@@ -82,7 +80,8 @@ func parseDelta(payload string) (sender string, d store.TextDelta, ok bool) {
 
 // SendTextDeltas sends deltas, in order, to the other processes listening
 // on the schema (ListenTextDeltas), splitting a text too long for one
-// notification. The notifications of one call commit together.
+// notification. The notifications of one call are sent together, in one
+// statement.
 func (s *Store) SendTextDeltas(ctx context.Context, deltas []store.TextDelta) error {
 	var payloads []string
 	for _, d := range deltas {
@@ -93,14 +92,12 @@ func (s *Store) SendTextDeltas(ctx context.Context, deltas []store.TextDelta) er
 	if len(payloads) == 0 {
 		return nil
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		for _, p := range payloads {
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, s.deltaChannel, p); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	// One statement, so one exchange with the database and one implicit
+	// transaction: the notifications go out together, in the order of
+	// the array (PostgreSQL evaluates a volatile function of the select
+	// list after the ORDER BY).
+	s.txc.roundTrips.Add(1)
+	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, u.p) FROM unnest($2::text[]) WITH ORDINALITY AS u(p, i) ORDER BY u.i`, s.deltaChannel, payloads)
 	if err != nil {
 		return fmt.Errorf("postgres store %s: send text deltas: %w", s.where, err)
 	}

@@ -16,11 +16,12 @@ type TxStats struct {
 	// Rollbacks is how many read-write transactions were abandoned because
 	// their function returned an error.
 	Rollbacks int64
-	// RoundTrips is how many times a transaction sent statements and waited
-	// for the database's answer (BEGIN rides with the first statement; a
-	// batch of statements is one; COMMIT or ROLLBACK is one): each costs
-	// the database server a wake-up and a reply, the larger part of its
-	// CPU for the runtime's short statements.
+	// RoundTrips is how many times the store sent statements and waited
+	// for the database's answer: in transactions (BEGIN rides with the
+	// first statement; a batch of statements is one; COMMIT or ROLLBACK is
+	// one), in reads outside a transaction (ReadOne), and in sending text
+	// deltas. Each costs the database server a wake-up and a reply, the
+	// larger part of its CPU for the runtime's short statements.
 	RoundTrips int64
 }
 
