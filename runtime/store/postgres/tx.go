@@ -581,16 +581,7 @@ func (t *tx) DeleteTimer(id string) error {
 
 // DueTimers implements store.Timers.
 func (t *tx) DueTimers(now time.Time) ([]store.Timer, error) {
-	return collect(t, "list due timers", func(rows pgx.Rows) (store.Timer, error) {
-		var tm store.Timer
-		var payload []byte
-		err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &tm.Due, &tm.Created)
-		if len(payload) > 0 {
-			tm.Payload = json.RawMessage(payload)
-		}
-		tm.Due, tm.Created = utc(tm.Due), utc(tm.Created)
-		return tm, err
-	}, `SELECT id, thread_id, kind, payload, due, created FROM timers WHERE due <= $1 ORDER BY due, id`, now)
+	return collect(t, "list due timers", scanTimerRows, `SELECT id, thread_id, kind, payload, due, created FROM timers WHERE due <= $1 ORDER BY due, id`, now)
 }
 
 // NextTimer implements store.Timers.

@@ -1,8 +1,6 @@
 package postgres
 
 import (
-	"encoding/json"
-
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gorap/gorap/runtime/store"
@@ -31,14 +29,5 @@ func (t *tx) TimersOfKind(kind string, limit int) ([]store.Timer, error) {
 	if limit < 1 {
 		return nil, nil
 	}
-	return collect(t, "list timers of kind "+kind, func(rows pgx.Rows) (store.Timer, error) {
-		var tm store.Timer
-		var payload []byte
-		err := rows.Scan(&tm.ID, &tm.ThreadID, &tm.Kind, &payload, &tm.Due, &tm.Created)
-		if len(payload) > 0 {
-			tm.Payload = json.RawMessage(payload)
-		}
-		tm.Due, tm.Created = utc(tm.Due), utc(tm.Created)
-		return tm, err
-	}, `SELECT id, thread_id, kind, payload, due, created FROM timers WHERE kind = $1 ORDER BY due, id LIMIT $2`, kind, limit)
+	return collect(t, "list timers of kind "+kind, scanTimerRows, `SELECT id, thread_id, kind, payload, due, created FROM timers WHERE kind = $1 ORDER BY due, id LIMIT $2`, kind, limit)
 }
