@@ -81,18 +81,22 @@ func testThreadStates(t *testing.T, postgres bool) {
 	e.post(root, "nap")
 	waitState(t, e, root, api.StateWaitingTimer)
 	// turn_ended tells the state when it is published, once the worker has
-	// let the thread go: wait for it before the next message, which would
-	// make the thread running again.
+	// let the thread go: each is awaited before the next step, which would
+	// change the state it tells.
 	var ends []api.TurnEnded
-	for len(ends) == 0 || ends[len(ends)-1].State != api.StateWaitingTimer {
-		if ev := s.next(t); ev.typ == EventTurnEnded {
-			var te api.TurnEnded
-			if err := json.Unmarshal([]byte(ev.data), &te); err != nil {
-				t.Fatal(err)
+	waitEnd := func(id string, want api.ThreadState) {
+		t.Helper()
+		for len(ends) == 0 || ends[len(ends)-1].ThreadID != id || ends[len(ends)-1].State != want {
+			if ev := s.next(t); ev.typ == EventTurnEnded {
+				var te api.TurnEnded
+				if err := json.Unmarshal([]byte(ev.data), &te); err != nil {
+					t.Fatal(err)
+				}
+				ends = append(ends, te)
 			}
-			ends = append(ends, te)
 		}
 	}
+	waitEnd(root, api.StateWaitingTimer)
 
 	e.post(root, "work") // interrupts the sleep (RAP CA-1)
 	inv := ts.next()
@@ -103,6 +107,7 @@ func testThreadStates(t *testing.T, postgres bool) {
 	waitState(t, e, root, api.StateWaitingUser)
 	reply(t, inv, "job done")
 	waitState(t, e, root, api.StateQuiet)
+	waitEnd(root, api.StateQuiet)
 
 	e.post(root, "delegate")
 	child := ts.next() // the child's call
@@ -110,22 +115,14 @@ func testThreadStates(t *testing.T, postgres bool) {
 	// The child's call reaches the tool before the child's worker lets the
 	// thread go: the child comes to wait for its tool.
 	waitState(t, e, child.GroupID, api.StateWaitingTools)
+	waitEnd(root, api.StateWaitingChildren)
 	reply(t, child, "child job done")
 	waitState(t, e, child.GroupID, api.StateQuiet)
 	waitState(t, e, root, api.StateQuiet)
 
 	// The stream told each turn's end with the state it left, the
 	// child's too (on its parent's stream), and ended quiet.
-	for len(ends) == 0 || ends[len(ends)-1].State != api.StateQuiet || ends[len(ends)-1].ThreadID != child.GroupID {
-		ev := s.next(t)
-		if ev.typ == EventTurnEnded {
-			var te api.TurnEnded
-			if err := json.Unmarshal([]byte(ev.data), &te); err != nil {
-				t.Fatal(err)
-			}
-			ends = append(ends, te)
-		}
-	}
+	waitEnd(child.GroupID, api.StateQuiet)
 	var states []string
 	for _, te := range ends {
 		who := "root"
